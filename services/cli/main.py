@@ -1,0 +1,27 @@
+"""The `punto-banco` command: one entry point, one sub-module per area.
+
+Each area module exposes ``register(app)`` and adds its own commands; this
+module only wires them together, so areas stay independent of each other.
+"""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="punto-banco",
+    help="Punto Banco (baccarat) casino backend: rules, services, infrastructure and audit tools.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Area registrations (each line owned by the module it imports).
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
