@@ -1,0 +1,108 @@
+"""Events of the settlement service (topic `punto-banco.bet-events`). Money in minor units."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from contracts.envelope import (
+    BetId,
+    BetResultName,
+    BetTypeName,
+    Currency,
+    Identifier,
+    MinorUnits,
+    RejectionCode,
+    TableMessage,
+)
+
+
+class BetAccepted(TableMessage):
+    """A bet was accepted; its stake is held until the coup is settled or refunded."""
+
+    type: Literal["BetAccepted"] = "BetAccepted"
+    bet_id: BetId = Field(description="The bet (`PlaceBet.bet_id`).")
+    coup_id: Identifier = Field(description="The coup.")
+    bettor_id: Identifier = Field(description="The bettor.")
+    bet_type: BetTypeName = Field(description="The bet type.")
+    amount: int = Field(ge=1, description="The stake, minor units.")
+    currency: Currency = Field(description="Currency of the stake.")
+
+
+class BetRejected(TableMessage):
+    """A bet was refused; the fields echo what was received."""
+
+    type: Literal["BetRejected"] = "BetRejected"
+    bet_id: BetId = Field(description="The bet (`PlaceBet.bet_id`).")
+    coup_id: Identifier = Field(description="The coup named by the bet.")
+    bettor_id: Identifier = Field(description="The bettor.")
+    bet_type: str = Field(description="The bet type as received.")
+    amount: str = Field(description="The amount as received, as text.")
+    currency: str = Field(description="The currency as received.")
+    reason_code: RejectionCode = Field(description="Why, as a stable code.")
+    message: str = Field(description="Why, in words a person can act on.")
+
+
+class BetSettled(TableMessage):
+    """A bet was settled against the coup's outcome."""
+
+    type: Literal["BetSettled"] = "BetSettled"
+    bet_id: BetId = Field(description="The bet.")
+    coup_id: Identifier = Field(description="The coup.")
+    bettor_id: Identifier = Field(description="The bettor.")
+    bet_type: BetTypeName = Field(description="The bet type.")
+    result: BetResultName = Field(description="`WIN`, `LOSE` or `PUSH`.")
+    stake: MinorUnits = Field(description="The stake.")
+    payout: MinorUnits = Field(description="Net winnings (0 unless WIN).")
+    returned: MinorUnits = Field(
+        description="Paid back to the bettor: stake + payout on WIN, stake on PUSH, 0 on LOSE."
+    )
+    currency: Currency = Field(description="Currency of all amounts.")
+
+
+class CoupSettled(TableMessage):
+    """Every accepted bet on the coup is settled; the coup's totals."""
+
+    type: Literal["CoupSettled"] = "CoupSettled"
+    coup_id: Identifier = Field(description="The coup.")
+    bets: int = Field(ge=0, description="Number of bets settled.")
+    staked: MinorUnits = Field(description="Sum of the stakes.")
+    paid: MinorUnits = Field(description="Sum of `returned` over the bets.")
+    house_result: int = Field(description="`staked - paid`: the house's win (negative: a loss).")
+    currency: Currency = Field(description="Currency of all amounts.")
+
+
+class BetRefunded(TableMessage):
+    """A bet on a voided coup was refunded."""
+
+    type: Literal["BetRefunded"] = "BetRefunded"
+    bet_id: BetId = Field(description="The bet.")
+    coup_id: Identifier = Field(description="The voided coup.")
+    bettor_id: Identifier = Field(description="The bettor.")
+    stake: MinorUnits = Field(description="The stake.")
+    refunded: MinorUnits = Field(description="The amount the bettor ends up with: the stake.")
+    adjustment: int = Field(
+        description=(
+            "Credit (+) or debit (-) to the bettor relative to what was already paid: "
+            "the stake if the bet was unsettled, stake - returned if it had been settled."
+        )
+    )
+    currency: Currency = Field(description="Currency of all amounts.")
+
+
+class CoupRefunded(TableMessage):
+    """Every bet on a voided coup was refunded."""
+
+    type: Literal["CoupRefunded"] = "CoupRefunded"
+    coup_id: Identifier = Field(description="The voided coup.")
+    bets: int = Field(ge=0, description="Number of bets refunded.")
+    refunded: MinorUnits = Field(description="Sum of the stakes refunded.")
+    currency: Currency = Field(description="Currency of all amounts.")
+
+
+BetEvent = Annotated[
+    BetAccepted | BetRejected | BetSettled | CoupSettled | BetRefunded | CoupRefunded,
+    Field(discriminator="type"),
+]
+"""A message on `punto-banco.bet-events`."""

@@ -1,0 +1,108 @@
+"""Bytes on Kafka <-> contract messages.
+
+``encode`` writes a message as UTF-8 JSON. ``decode`` reads the bytes of one
+topic and returns the message, or raises ``ContractError`` whose ``reason`` says
+what was wrong in words (fit for a dead letter and for a person).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from contracts.envelope import WIRE_REQUIRED, Message
+from contracts.topics import MESSAGE_TOPICS, MESSAGE_TYPES, TOPIC_MESSAGES
+
+_MAX_REPORTED_ERRORS = 8
+_MAX_NAME_CHARS = 64
+
+
+class ContractError(ValueError):
+    """Bytes that are not a valid message for the topic they were read from."""
+
+    def __init__(self, reason: str, *, topic: str | None = None, message_type: str | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.topic = topic
+        self.message_type = message_type
+
+
+def encode(message: Message) -> bytes:
+    """The message as UTF-8 JSON (the value written to Kafka)."""
+    if not isinstance(message, Message):
+        raise TypeError(f"expected a contract message, got {type(message).__name__}")
+    return message.model_dump_json().encode("utf-8")
+
+
+def summarize(error: ValidationError) -> str:
+    """A validation error as ``field: problem; field: problem`` (at most a few)."""
+    parts: list[str] = []
+    for item in error.errors(include_url=False, include_input=False):
+        where = _short(".".join(str(part) for part in item["loc"])) or "(message)"
+        parts.append(f"{where}: {item['msg']}")
+    extra = len(parts) - _MAX_REPORTED_ERRORS
+    shown = "; ".join(parts[:_MAX_REPORTED_ERRORS])
+    return f"{shown}; and {extra} more" if extra > 0 else shown
+
+
+def _short(text: str) -> str:
+    """``text`` cut to a readable length (names in errors come from untrusted input)."""
+    return text if len(text) <= _MAX_NAME_CHARS else text[: _MAX_NAME_CHARS - 3] + "..."
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def decode(topic: str, data: bytes | bytearray | memoryview | str) -> Message:
+    """The message in ``data`` read from ``topic``; ``ContractError`` if it is not one."""
+    allowed = TOPIC_MESSAGES.get(topic)
+    if allowed is None:
+        raise ContractError(f"unknown topic {topic!r}; known topics: {', '.join(TOPIC_MESSAGES)}")
+    raw_bytes = bytes(data) if isinstance(data, bytearray | memoryview) else data
+    try:
+        document = json.loads(raw_bytes)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, int limit
+        raise ContractError(f"not JSON: {exc}", topic=topic) from None
+    if not isinstance(document, dict):
+        raise ContractError(f"expected a JSON object, got {_describe(document)}", topic=topic)
+    names = ", ".join(model.__name__ for model in allowed)
+    if "type" not in document:
+        raise ContractError(f"missing field 'type' (expected one of: {names})", topic=topic)
+    name = document["type"]
+    if not isinstance(name, str):
+        raise ContractError(f"field 'type' must be a string, got {_describe(name)}", topic=topic)
+    model = MESSAGE_TYPES.get(name)
+    if model is None:
+        raise ContractError(
+            f"unknown message type {_short(name)!r} (expected one of: {names})", topic=topic
+        )
+    if model not in allowed:
+        raise ContractError(
+            f"message type {name!r} is not allowed on topic {topic!r} (allowed: {names}); "
+            f"it belongs on {MESSAGE_TOPICS[name]!r}",
+            topic=topic,
+            message_type=name,
+        )
+    problems = [f"{field}: Field required" for field in WIRE_REQUIRED if field not in document]
+    try:
+        message = model.model_validate_json(raw_bytes, strict=True)
+    except ValidationError as exc:
+        problems.append(summarize(exc))
+    if problems:
+        raise ContractError(
+            f"invalid {name}: {'; '.join(problems)}", topic=topic, message_type=name
+        )
+    return message

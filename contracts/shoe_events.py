@@ -1,0 +1,87 @@
+"""Events of the shoe service (topic `punto-banco.shoe-events`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from contracts.envelope import (
+    CardCode,
+    HexBytes,
+    HexDigest,
+    Identifier,
+    PositionedCard,
+    TableMessage,
+)
+
+
+class ShoeShuffled(TableMessage):
+    """A new shoe was shuffled; its order is committed to but kept secret until `ShoeClosed`."""
+
+    type: Literal["ShoeShuffled"] = "ShoeShuffled"
+    shoe_id: Identifier = Field(description="The shoe.")
+    decks: int = Field(ge=1, le=8, description="Decks in the shoe.")
+    card_count: int = Field(ge=1, description="Cards in the shoe (52 per deck).")
+    commitment: HexDigest = Field(
+        description="SHA-256 commitment to the shuffled order and a secret salt (hex)."
+    )
+    commitment_scheme: str = Field(
+        description=(
+            "How the commitment is computed, so anyone can verify it from `ShoeClosed`'s "
+            "order and salt (the rules engine documents the exact scheme)."
+        )
+    )
+    cut_card_index: int = Field(
+        ge=0, description="0-based position of the first card behind the cut card."
+    )
+
+
+class CardsBurned(TableMessage):
+    """The burn: the first card was shown and that many cards were burned (0-value burns 10)."""
+
+    type: Literal["CardsBurned"] = "CardsBurned"
+    shoe_id: Identifier = Field(description="The shoe.")
+    shown_card: CardCode = Field(description="The card shown face up; its value sets the burn.")
+    burned: list[PositionedCard] = Field(
+        description="The burned cards, each with its position in the shuffled order."
+    )
+    next_position: int = Field(ge=0, description="Position of the next card to be dealt.")
+
+
+class CardDrawn(TableMessage):
+    """One card left the shoe for a coup (answer to `DrawCards`, one event per card)."""
+
+    type: Literal["CardDrawn"] = "CardDrawn"
+    shoe_id: Identifier = Field(description="The shoe.")
+    coup_id: Identifier = Field(description="The coup the card is for.")
+    request_id: Identifier = Field(description="The `DrawCards.request_id` this answers.")
+    position: int = Field(ge=0, description="0-based position of the card in the shuffled order.")
+    card: CardCode = Field(description="The card.")
+
+
+class CutCardReached(TableMessage):
+    """The cut card came out: the current coup is finished and one more is played."""
+
+    type: Literal["CutCardReached"] = "CutCardReached"
+    shoe_id: Identifier = Field(description="The shoe.")
+    coup_id: Identifier = Field(description="The coup during which the cut card came out.")
+    position: int = Field(ge=0, description="Position of the cut card (first card behind it).")
+
+
+class ShoeClosed(TableMessage):
+    """The shoe is finished; its full order and salt are revealed to verify the commitment."""
+
+    type: Literal["ShoeClosed"] = "ShoeClosed"
+    shoe_id: Identifier = Field(description="The shoe.")
+    order: list[CardCode] = Field(description="The complete shuffled order, first card first.")
+    salt: HexBytes = Field(description="The secret salt of the commitment, hex.")
+    commitment: HexDigest = Field(description="The commitment published in `ShoeShuffled`.")
+    cards_dealt: int = Field(ge=0, description="How many cards left the shoe (burn included).")
+
+
+ShoeEvent = Annotated[
+    ShoeShuffled | CardsBurned | CardDrawn | CutCardReached | ShoeClosed,
+    Field(discriminator="type"),
+]
+"""A message on `punto-banco.shoe-events`."""

@@ -1,0 +1,96 @@
+"""Kafka topics, which message types travel on each, and the partition-key rule.
+
+Every message about a table is keyed by its table id (UTF-8), so Kafka keeps
+each table's messages in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType, UnionType
+from typing import Any, get_args
+
+from contracts.bet_events import BetEvent
+from contracts.commands import BetCommand, ShoeCommand, TableCommand
+from contracts.dead_letter import DeadLetter
+from contracts.envelope import Message, TableMessage
+from contracts.shoe_events import ShoeEvent
+from contracts.table_events import TableEvent
+
+TABLE_COMMANDS = "punto-banco.table-commands"
+"""OpenTable, CloseTable, CloseBetting, VoidCoup: to dealing."""
+BET_COMMANDS = "punto-banco.bet-commands"
+"""PlaceBet: to settlement."""
+SHOE_COMMANDS = "punto-banco.shoe-commands"
+"""ShuffleShoe, DrawCards, CloseShoe: dealing to shoe."""
+SHOE_EVENTS = "punto-banco.shoe-events"
+"""The shoe service's events."""
+TABLE_EVENTS = "punto-banco.table-events"
+"""The dealing service's events."""
+BET_EVENTS = "punto-banco.bet-events"
+"""The settlement service's events."""
+DEAD_LETTERS = "punto-banco.dead-letters"
+"""Messages a service could not decode, with the reason."""
+
+
+def _members(union: Any) -> tuple[type[Message], ...]:
+    """The model classes of an ``Annotated[A | B, Field(discriminator=...)]`` alias."""
+    inner = get_args(union)[0]
+    if isinstance(inner, UnionType):
+        return tuple(get_args(inner))
+    return (inner,)
+
+
+TOPIC_UNIONS: Mapping[str, Any] = MappingProxyType(
+    {
+        TABLE_COMMANDS: TableCommand,
+        BET_COMMANDS: BetCommand,
+        SHOE_COMMANDS: ShoeCommand,
+        SHOE_EVENTS: ShoeEvent,
+        TABLE_EVENTS: TableEvent,
+        BET_EVENTS: BetEvent,
+        DEAD_LETTERS: DeadLetter,
+    }
+)
+"""Topic -> the (discriminated union) type of its messages, e.g. for a FastStream subscriber."""
+
+TOPIC_MESSAGES: Mapping[str, tuple[type[Message], ...]] = MappingProxyType(
+    {
+        topic: (DeadLetter,) if union is DeadLetter else _members(union)
+        for topic, union in TOPIC_UNIONS.items()
+    }
+)
+"""Topic -> the message classes allowed on it."""
+
+MESSAGE_TYPES: Mapping[str, type[Message]] = MappingProxyType(
+    {model.__name__: model for models in TOPIC_MESSAGES.values() for model in models}
+)
+"""Message type name (the ``type`` field) -> its class."""
+
+MESSAGE_TOPICS: Mapping[str, str] = MappingProxyType(
+    {model.__name__: topic for topic, models in TOPIC_MESSAGES.items() for model in models}
+)
+"""Message type name -> the one topic it travels on."""
+
+
+def topic_for(message: Message | type[Message]) -> str:
+    """The topic a message (or message class) is published on."""
+    name = message.__name__ if isinstance(message, type) else type(message).__name__
+    try:
+        return MESSAGE_TOPICS[name]
+    except KeyError:
+        raise ValueError(f"{name} is not a registered message type") from None
+
+
+def partition_key(message: Message) -> bytes:
+    """The Kafka key of a message: its table id, UTF-8.
+
+    A dead letter with no known table falls back to its original key, else ``b""``.
+    """
+    if isinstance(message, TableMessage):
+        return message.table_id.encode("utf-8")
+    if isinstance(message, DeadLetter):
+        if message.table_id is not None:
+            return message.table_id.encode("utf-8")
+        return (message.key or "").encode("utf-8")
+    raise TypeError(f"{type(message).__name__} has no partition key")

@@ -1,0 +1,170 @@
+"""One valid instance of every message type, for the contract tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from uuid import UUID
+
+import contracts as c
+
+TABLE = "baccarat-1"
+WHEN = datetime(2026, 11, 30, 3, 0, 0, 123456, tzinfo=UTC)
+CAUSE = UUID("6f1c4f6e-3b86-4b2e-9d7a-4b3f0e2a1c11")
+LIMITS = {
+    "player": c.BetLimitSpec(minimum=100, maximum=500_000),
+    "banker": c.BetLimitSpec(minimum=100, maximum=500_000),
+    "tie": c.BetLimitSpec(minimum=100, maximum=50_000),
+}
+ENVELOPE = {"table_id": TABLE, "occurred_at": WHEN, "causation_id": CAUSE, "correlation_id": None}
+DIGEST = "ab" * 32
+BET = {"bet_id": "bet-1", "coup_id": "coup-7", "bettor_id": "alice"}
+
+
+def samples() -> list[c.Message]:
+    """A populated instance of each message type, in topic order."""
+    return [
+        c.OpenTable(
+            **ENVELOPE,
+            decks=8,
+            paytable="tie-9-to-1",
+            limits=LIMITS,
+            currency="EUR",
+            betting_window_ms=15_000,
+            cut_card_from_end=14,
+        ),
+        c.CloseTable(**ENVELOPE, reason="end of session"),
+        c.CloseBetting(**ENVELOPE, coup_id="coup-7"),
+        c.VoidCoup(**ENVELOPE, coup_id="coup-7", supervisor_id="sup-3", reason="misdeal"),
+        c.PlaceBet(**ENVELOPE, **BET, bet_type="banker", amount=Decimal("2500"), currency="EUR"),
+        c.ShuffleShoe(**ENVELOPE, shoe_id="shoe-2", decks=6, cut_card_from_end=16),
+        c.DrawCards(**ENVELOPE, shoe_id="shoe-2", coup_id="coup-7", request_id="r-1", count=4),
+        c.CloseShoe(**ENVELOPE, shoe_id="shoe-2"),
+        c.ShoeShuffled(
+            **ENVELOPE,
+            shoe_id="shoe-2",
+            decks=6,
+            card_count=312,
+            commitment=DIGEST,
+            commitment_scheme="sha256(salt|order)",
+            cut_card_index=296,
+        ),
+        c.CardsBurned(
+            **ENVELOPE,
+            shoe_id="shoe-2",
+            shown_card="2H",
+            burned=[
+                c.PositionedCard(position=1, card="KD"),
+                c.PositionedCard(position=2, card="TS"),
+            ],
+            next_position=3,
+        ),
+        c.CardDrawn(
+            **ENVELOPE, shoe_id="shoe-2", coup_id="coup-7", request_id="r-1", position=3, card="9H"
+        ),
+        c.CutCardReached(**ENVELOPE, shoe_id="shoe-2", coup_id="coup-7", position=296),
+        c.ShoeClosed(
+            **ENVELOPE,
+            shoe_id="shoe-2",
+            order=["2H", "KD", "TS", "9H"],
+            salt="00ff" * 16,
+            commitment=DIGEST,
+            cards_dealt=4,
+        ),
+        c.TableOpened(
+            **ENVELOPE,
+            decks=8,
+            paytable="standard",
+            limits=LIMITS,
+            currency="EUR",
+            betting_window_ms=15_000,
+            cut_card_from_end=16,
+        ),
+        c.TableClosed(**ENVELOPE, reason="end of session"),
+        c.BettingOpened(
+            **ENVELOPE,
+            coup_id="coup-7",
+            coup_number=7,
+            shoe_id="shoe-2",
+            closes_at=WHEN,
+            last_of_shoe=False,
+        ),
+        c.BettingClosed(**ENVELOPE, coup_id="coup-7"),
+        c.CardDealt(
+            **ENVELOPE,
+            coup_id="coup-7",
+            shoe_id="shoe-2",
+            side="PLAYER",
+            card="9H",
+            position=3,
+            card_index_in_hand=1,
+        ),
+        c.CoupResolved(
+            **ENVELOPE,
+            coup_id="coup-7",
+            coup_number=7,
+            shoe_id="shoe-2",
+            player_cards=["9H", "2C", "KD"],
+            banker_cards=["5S", "3H"],
+            player_total=1,
+            banker_total=8,
+            outcome="BANKER",
+            natural=True,
+            player_pair=False,
+            banker_pair=False,
+        ),
+        c.CoupVoided(
+            **ENVELOPE, coup_id="coup-7", supervisor_id="sup-3", reason="misdeal", was_resolved=True
+        ),
+        c.CommandRejected(
+            **ENVELOPE,
+            command_id=CAUSE,
+            command_type="VoidCoup",
+            reason_code="SUPERVISOR_REQUIRED",
+            message="a void needs a supervisor_id",
+        ),
+        c.BetAccepted(**ENVELOPE, **BET, bet_type="banker", amount=2500, currency="EUR"),
+        c.BetRejected(
+            **ENVELOPE,
+            **BET,
+            bet_type="dragon",
+            amount="25.5",
+            currency="EUR",
+            reason_code="UNKNOWN_BET_TYPE",
+            message="unknown bet type 'dragon'",
+        ),
+        c.BetSettled(
+            **ENVELOPE,
+            **BET,
+            bet_type="banker",
+            result="WIN",
+            stake=2500,
+            payout=2375,
+            returned=4875,
+            currency="EUR",
+        ),
+        c.CoupSettled(
+            **ENVELOPE,
+            coup_id="coup-7",
+            bets=2,
+            staked=5000,
+            paid=4875,
+            house_result=125,
+            currency="EUR",
+        ),
+        c.BetRefunded(
+            **ENVELOPE, **BET, stake=2500, refunded=2500, adjustment=-2375, currency="EUR"
+        ),
+        c.CoupRefunded(**ENVELOPE, coup_id="coup-7", bets=2, refunded=5000, currency="EUR"),
+        c.DeadLetter(
+            occurred_at=WHEN,
+            original_topic=c.BET_COMMANDS,
+            partition=3,
+            offset=42,
+            key=TABLE,
+            headers={"pb-source": "front"},
+            payload_b64="bm90IGpzb24=",
+            error="not JSON: Expecting value: line 1 column 1 (char 0)",
+            service="settlement",
+        ),
+    ]
