@@ -1,0 +1,1 @@
+"""Unit tests of the rules engine (services/rules) and its CLI commands."""

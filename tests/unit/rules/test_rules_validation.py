@@ -1,0 +1,120 @@
+"""Pure bet validation: each bad case rejected with the right reason."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from services.rules import BetLimit, BetType, RejectionReason, parse_amount, validate_bet
+
+LIMITS = {bet: BetLimit(100, 10_000) for bet in BetType}
+
+
+def reason(
+    bet_type: str = "player",
+    amount: object = 500,
+    currency: str = "EUR",
+    bettor: frozenset[BetType] = frozenset(),
+    limits: dict[BetType, BetLimit] = LIMITS,
+) -> RejectionReason | None:
+    rejection = validate_bet(bet_type, amount, limits, currency, "EUR", bettor)
+    if rejection is not None:
+        assert rejection.message  # always says why
+    return None if rejection is None else rejection.reason
+
+
+def test_a_good_bet_is_accepted() -> None:
+    assert reason() is None
+    assert reason("banker", Decimal("100.00")) is None
+    assert reason("tie", "10000") is None
+    assert reason("player", bettor=frozenset({BetType.PLAYER, BetType.TIE})) is None
+
+
+@pytest.mark.parametrize("bet_type", ["", "PLAYER ", "draw", "egalite", "pair"])
+def test_an_unknown_bet_type_is_rejected(bet_type: str) -> None:
+    assert reason(bet_type) is RejectionReason.UNKNOWN_BET_TYPE
+
+
+def test_a_bet_type_the_table_does_not_offer_is_rejected() -> None:
+    limits = {BetType.PLAYER: BetLimit(1, 10)}
+    assert reason("tie", 5, limits=limits) is RejectionReason.UNKNOWN_BET_TYPE
+
+
+@pytest.mark.parametrize(
+    "amount",
+    [0, -100, True, False, 100.0, 150.5, Decimal("100.5"), "100.5", "abc", "", None,
+     Decimal("NaN"), Decimal("Infinity"), "-200", [100]],
+)  # fmt: skip
+def test_an_amount_that_is_not_a_positive_whole_number_is_rejected(amount: object) -> None:
+    assert reason(amount=amount) is RejectionReason.INVALID_AMOUNT
+
+
+def test_the_table_minimum_and_maximum_apply() -> None:
+    assert reason(amount=99) is RejectionReason.BELOW_MINIMUM
+    assert reason(amount=100) is None
+    assert reason(amount=10_000) is None
+    assert reason(amount=10_001) is RejectionReason.ABOVE_MAXIMUM
+
+
+def test_another_currency_is_rejected() -> None:
+    assert reason(currency="USD") is RejectionReason.WRONG_CURRENCY
+
+
+@pytest.mark.parametrize(("new", "held"), [("player", BetType.BANKER), ("banker", BetType.PLAYER)])
+def test_player_and_banker_from_one_bettor_are_rejected(new: str, held: BetType) -> None:
+    assert reason(new, bettor=frozenset({held})) is RejectionReason.OPPOSING_BETS
+
+
+def test_a_side_bet_next_to_player_or_banker_is_allowed() -> None:
+    held = frozenset({BetType.PLAYER, BetType.BANKER})
+    assert reason("tie", bettor=held) is None
+    assert reason("player_pair", bettor=held) is None
+
+
+@given(st.integers(1, 10**15))
+def test_every_whole_amount_within_the_limits_and_only_those_pass(amount: int) -> None:
+    expected = (
+        None
+        if 100 <= amount <= 10_000
+        else RejectionReason.BELOW_MINIMUM
+        if amount < 100
+        else RejectionReason.ABOVE_MAXIMUM
+    )
+    assert reason(amount=amount) is expected
+    assert reason(amount=str(amount)) is expected
+    assert reason(amount=Decimal(amount)) is expected
+
+
+@given(st.decimals(allow_nan=True, allow_infinity=True))
+def test_parse_amount_accepts_exactly_the_positive_whole_decimals(amount: Decimal) -> None:
+    whole = (
+        amount.is_finite()
+        and amount == amount.to_integral_value()
+        and amount > 0
+        and amount.adjusted() < 30
+    )
+    assert parse_amount(amount) == (int(amount) if whole else None)
+
+
+@given(st.integers(max_value=0))
+def test_parse_amount_rejects_zero_and_negatives(amount: int) -> None:
+    assert parse_amount(amount) is None
+
+
+def test_parse_amount_reads_text() -> None:
+    assert parse_amount("100") == 100
+    assert parse_amount(" 100.00 ") == 100
+    assert parse_amount("1e2") == 100
+    assert parse_amount("1.5e1") == 15
+    assert parse_amount("1e999999999") is None  # absurd, and rejected without building it
+    assert parse_amount(10**40) == 10**40  # an int is already built; the limits reject it
+
+
+def test_bet_limits_must_be_ordered_and_positive() -> None:
+    with pytest.raises(ValueError):
+        BetLimit(0, 10)
+    with pytest.raises(ValueError):
+        BetLimit(10, 5)
