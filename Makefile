@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv run test lint bench clean
+.PHONY: venv run test lint bench clean infra-up infra-down infra-status
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,24 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# `make test`: lint, then start the local Kafka and PostgreSQL (services/infra), run
+# pytest against them, and stop them again whatever happened; the exit code is pytest's
+# (or lint's / infra up's when those fail first). PYTEST_ARGS passes options to pytest.
+PYTEST_ARGS ?=
+test: $(STAMP) lint
+	@trap '$(BIN)/punto-banco infra down' EXIT; trap 'exit 130' INT TERM; \
+	settings="$$($(BIN)/punto-banco infra up)" && eval "$$settings" && \
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+infra-up: $(STAMP)
+	@$(BIN)/punto-banco infra up
+
+infra-down: $(STAMP)
+	@$(BIN)/punto-banco infra down
+
+infra-status: $(STAMP)
+	@$(BIN)/punto-banco infra status
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache
