@@ -62,7 +62,11 @@ class _PortTaken(Exception):
 
 def new_cluster_id() -> str:
     """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (as Kafka's Uuid)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    # StorageTool reads an id that starts with "-" as an option (about 1 start in 64): avoid it.
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 async def _probe(bootstrap: str) -> bool:

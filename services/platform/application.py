@@ -1,0 +1,152 @@
+"""The eventsourcing base every service Application extends, and its unit of work.
+
+``ServiceApplication`` is an ordinary eventsourcing ``Application`` with three
+additions the delivery design needs:
+
+- its recorder is a *process* recorder, so events and tracking records
+  (what was consumed, how far the relay got) live in the same store and can be
+  written in the same transaction;
+- ``unit_of_work(tracking)`` collects every aggregate changed while handling one
+  message (or one batch of messages) and records all their new events together
+  with the tracking record in ONE transaction (``ProcessingEvent`` +
+  ``Application._record``, as ``eventsourcing.system.ProcessApplication`` does);
+- listeners registered with ``add_save_listener`` are called after every
+  save, which wakes the outbox relay without waiting for its poll interval.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import ClassVar, TypeVar, cast
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
+from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import ProcessRecorder, Recording, Tracking
+
+A = TypeVar("A", bound=Aggregate)
+
+
+class ServiceApplication(Application[UUID]):
+    """Base class of the shoe, dealing and settlement Applications."""
+
+    # Keep recently used aggregates in memory (fast-forwarded from the store on
+    # each get), so a busy table is not replayed from its first event every time.
+    env: ClassVar[dict[str, str]] = {"AGGREGATE_CACHE_MAXSIZE": "1000"}
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self._save_listeners: list[Callable[[], None]] = []
+        self._listeners_lock = threading.Lock()
+        super().__init__(env)
+
+    def construct_recorder(self) -> ProcessRecorder:
+        return self.factory.process_recorder()
+
+    @property
+    def process_recorder(self) -> ProcessRecorder:
+        return cast(ProcessRecorder, self.recorder)
+
+    # -- notification of new events ------------------------------------------------
+    def add_save_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` (from the saving thread) after events were recorded."""
+        with self._listeners_lock:
+            self._save_listeners.append(listener)
+
+    def remove_save_listener(self, listener: Callable[[], None]) -> None:
+        with self._listeners_lock:
+            if listener in self._save_listeners:
+                self._save_listeners.remove(listener)
+
+    def _notify(self, recordings: list[Recording[UUID]]) -> None:
+        if not recordings:
+            return
+        with self._listeners_lock:
+            listeners = list(self._save_listeners)
+        for listener in listeners:
+            listener()
+
+    # -- tracking -----------------------------------------------------------------
+    def tracked_position(self, name: str) -> int:
+        """Highest notification id recorded for ``name`` (0 when none)."""
+        return self.process_recorder.max_tracking_id(name) or 0
+
+    def record_position(self, name: str, notification_id: int) -> None:
+        """Record a tracking position on its own (e.g. the relay's progress)."""
+        self.process_recorder.insert_tracking(Tracking(name, notification_id))
+
+    # -- unit of work --------------------------------------------------------------
+    @contextmanager
+    def unit_of_work(self, tracking: Tracking | None = None) -> Iterator[UnitOfWork]:
+        """Collect changed aggregates; on a clean exit record them and ``tracking`` atomically.
+
+        On an exception nothing is recorded (aggregates fetched in the unit are
+        copies, so the repository cache stays clean).
+        """
+        uow = UnitOfWork(self, tracking)
+        yield uow
+        uow.commit()
+
+
+class UnitOfWork:
+    """Aggregates read and changed while handling one message or one batch.
+
+    ``get`` returns the same object for the same id within the unit, so several
+    messages of a batch see each other's (not yet recorded) changes.
+    """
+
+    def __init__(self, app: ServiceApplication, tracking: Tracking | None = None) -> None:
+        self.app = app
+        self.tracking = tracking
+        self._aggregates: dict[UUID, Aggregate] = {}
+        self._missing: set[UUID] = set()
+        self._committed = False
+
+    def get(self, aggregate_id: UUID, kind: type[A]) -> A | None:
+        """The aggregate ``aggregate_id`` of class ``kind``, or None when there is none."""
+        found = self._aggregates.get(aggregate_id)
+        if found is None:
+            if aggregate_id in self._missing:
+                return None
+            try:
+                found = cast(Aggregate, self.app.repository.get(aggregate_id))
+            except AggregateNotFoundError:
+                self._missing.add(aggregate_id)
+                return None
+            self._aggregates[aggregate_id] = found
+        if not isinstance(found, kind):
+            raise TypeError(
+                f"aggregate {aggregate_id} is a {type(found).__name__}, not {kind.__name__}"
+            )
+        return found
+
+    def add(self, *aggregates: Aggregate) -> None:
+        """Include new or changed aggregates (those from ``get`` are included already)."""
+        for aggregate in aggregates:
+            self._aggregates[aggregate.id] = aggregate
+            self._missing.discard(aggregate.id)
+
+    @property
+    def pending_event_count(self) -> int:
+        return sum(len(a.pending_events) for a in self._aggregates.values())
+
+    def commit(self) -> list[Recording[UUID]]:
+        """Record all pending events and the tracking record in one transaction."""
+        if self._committed:
+            raise RuntimeError("unit of work already committed")
+        self._committed = True
+        processing = ProcessingEvent[UUID](self.tracking)
+        processing.collect_events(*self._aggregates.values())
+        if not processing.events and self.tracking is None:
+            return []
+        recordings = self.app._record(processing)
+        cache = self.app.repository.cache
+        if cache is not None:
+            # The objects of this unit now equal their stored state: keep them, so the
+            # next unit fast-forwards them instead of replaying every event.
+            for aggregate_id, aggregate in self._aggregates.items():
+                cache.put(aggregate_id, aggregate)
+        self.app._take_snapshots(processing)
+        self.app._notify(recordings)
+        return recordings

@@ -1,0 +1,206 @@
+"""The outbox relay: publishes a service's stored events to Kafka, in order, at least once.
+
+The service's event store IS its outbox. The relay reads the Application's
+notification log from the position it recorded last, turns each stored domain
+event into zero or more contract messages (the service's mapper), publishes
+them with the idempotent producer keyed by table id, waits for every send of
+the batch to be acknowledged, and only then records the new position as an
+eventsourcing tracking record (``relay:<service>``) in the same store.
+
+After a crash it resumes from the recorded position, so the tail of the last
+batch may be published again: downstream consumers see duplicates (with the
+same ``pb-notification-id`` header and the same ``event_id``) and drop them by
+their tracking records. Nothing is ever lost.
+
+Every message carries the headers ``pb-source`` (the service),
+``pb-notification-id`` (the stored event's notification id) and
+``pb-message-index`` (0, 1, ... when one stored event becomes several
+messages, e.g. a coup's settlement becoming one BetSettled per bet). Together
+they increase strictly within every partition, which consumers use as their
+tracking position (see ``consumer.position_of``).
+
+The relay wakes as soon as the Application saves (``add_save_listener``) and
+otherwise polls every ``relay_poll_interval`` seconds (events written by
+another process, e.g. after a restart, are found by the poll).
+
+Limitation: should a send fail for good (broker unavailable beyond the
+producer's retries), later sends of the same batch may already have gone out;
+the relay then republishes from its recorded position. A consumer that had
+already seen a later message of that partition would skip the earlier one.
+With the idempotent producer this needs a send to fail for good after its
+retries (``request_timeout_ms``) while a later one in the same partition
+succeeded; the relay logs the failure and starts again from its position.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from contracts import Message, encode, partition_key, topic_for
+from services.platform.application import ServiceApplication
+from services.platform.kafka import (
+    INDEX_HEADER,
+    NOTIFICATION_HEADER,
+    SOURCE_HEADER,
+    idempotent_producer,
+)
+from services.platform.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGES_PER_BATCH = 50_000
+"""A batch stops after the notification that brings it to this many messages."""
+
+EventMapper = Callable[[Any], Sequence[Message]]
+"""Stored domain event -> the contract messages to publish (empty: an internal event)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingRecord:
+    notification_id: int
+    index: int
+    topic: str
+    key: bytes
+    value: bytes
+
+
+class OutboxRelay:
+    """Publish ``app``'s notification log to Kafka through ``mapper``."""
+
+    def __init__(
+        self,
+        app: ServiceApplication,
+        settings: Settings,
+        mapper: EventMapper,
+        *,
+        tracking_name: str | None = None,
+        producer: AIOKafkaProducer | None = None,
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.mapper = mapper
+        self.tracking_name = tracking_name or f"relay:{settings.service}"
+        self._producer = producer
+        self._own_producer = producer is None
+        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.position = 0
+        self.published = 0
+
+    # -- lifecycle ----------------------------------------------------------------
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        if self._producer is None:
+            self._producer = idempotent_producer(self.settings, "relay")
+        if self._own_producer:
+            await self._producer.start()
+        self.position = await asyncio.to_thread(self.app.tracked_position, self.tracking_name)
+        self.app.add_save_listener(self._on_saved)
+        log.info("relay %s starts after notification %d", self.tracking_name, self.position)
+
+    async def stop(self) -> None:
+        self.app.remove_save_listener(self._on_saved)
+        if self._producer is not None and self._own_producer:
+            await self._producer.stop()
+        self._producer = None
+
+    def _on_saved(self) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake.set)
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Publish until ``stopping`` is set (then publish what is pending and return)."""
+        delay = 0.5
+        while True:
+            self._wake.clear()
+            try:
+                count = await self.publish_pending()
+                delay = 0.5
+            except Exception:
+                if stopping.is_set():
+                    log.exception("relay %s failed while stopping", self.tracking_name)
+                    return
+                # Nothing was recorded past the last acknowledged batch: start again there.
+                log.exception("relay %s failed; retrying in %.1fs", self.tracking_name, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+                continue
+            if stopping.is_set():
+                return
+            if count == 0:
+                waiter = asyncio.create_task(self._wake.wait())
+                stopper = asyncio.create_task(stopping.wait())
+                await asyncio.wait(
+                    {waiter, stopper},
+                    timeout=self.settings.relay_poll_interval,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                waiter.cancel()
+                stopper.cancel()
+
+    # -- publishing ---------------------------------------------------------------
+    async def publish_pending(self) -> int:
+        """Publish every stored event after the recorded position; returns messages sent."""
+        total = 0
+        while True:
+            batch, last_id = await asyncio.to_thread(self._read_batch, self.position)
+            if last_id is None:
+                return total
+            await self._publish(batch)
+            await asyncio.to_thread(self.app.record_position, self.tracking_name, last_id)
+            self.position = last_id
+            total += len(batch)
+            self.published += len(batch)
+            log.debug("relay %s published %d up to %d", self.tracking_name, len(batch), last_id)
+
+    def _read_batch(self, after: int) -> tuple[list[OutgoingRecord], int | None]:
+        notifications = self.app.process_recorder.select_notifications(
+            start=after + 1, limit=self.settings.relay_batch_size
+        )
+        if not notifications:
+            return [], None
+        records: list[OutgoingRecord] = []
+        last_id = notifications[-1].id
+        for notification in notifications:
+            if len(records) >= MAX_MESSAGES_PER_BATCH:
+                break  # the rest next time: keeps one batch's memory and send time bounded
+            last_id = notification.id
+            event = self.app.mapper.to_domain_event(notification)
+            for index, message in enumerate(self.mapper(event)):
+                records.append(
+                    OutgoingRecord(
+                        notification_id=notification.id,
+                        index=index,
+                        topic=self.settings.topic(topic_for(message)),
+                        key=partition_key(message),
+                        value=encode(message),
+                    )
+                )
+        return records, last_id
+
+    async def _publish(self, records: Sequence[OutgoingRecord]) -> None:
+        producer = self._producer
+        if producer is None:
+            raise RuntimeError("relay not started")
+        source = self.settings.service.encode()
+        futures = []
+        for record in records:
+            headers = [
+                (SOURCE_HEADER, source),
+                (NOTIFICATION_HEADER, str(record.notification_id).encode()),
+                (INDEX_HEADER, str(record.index).encode()),
+            ]
+            futures.append(
+                await producer.send(
+                    record.topic, value=record.value, key=record.key, headers=headers
+                )
+            )
+        if futures:
+            await asyncio.gather(*futures)

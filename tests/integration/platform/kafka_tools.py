@@ -1,0 +1,133 @@
+"""Small Kafka helpers for integration tests: send raw records, read a topic from the start."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from contracts import Message, decode, encode, partition_key
+from services.platform.kafka import ensure_topics
+from services.platform.settings import Settings
+
+
+def settings_for(
+    service: str,
+    kafka_bootstrap: str,
+    *,
+    data_dir: Any = None,
+    postgres_env: dict[str, str] | None = None,
+    prefix: str | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Settings with a unique topic prefix (and PostgreSQL schema prefix) for one test."""
+    tag = prefix or f"t{secrets.token_hex(4)}"
+    env: dict[str, str] = {
+        "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "PB_TOPIC_PREFIX": f"{tag}.",
+        "PB_POSTGRES_SCHEMA_PREFIX": f"{tag}_",
+        "PB_PERSISTENCE": "postgres" if postgres_env else "sqlite",
+    }
+    if postgres_env:
+        env.update(postgres_env)
+    if data_dir is not None:
+        env["PB_DATA_DIR"] = str(data_dir)
+    return Settings.from_env(service, env, **overrides)
+
+
+@dataclass(frozen=True)
+class Received:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    headers: dict[str, bytes]
+
+    def message(self, logical_topic: str) -> Message:
+        return decode(logical_topic, self.value)
+
+
+async def send_raw(
+    settings: Settings,
+    logical_topic: str,
+    records: Sequence[tuple[bytes | None, bytes]],
+    headers: Sequence[tuple[str, bytes]] = (),
+) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, acks="all")
+    await producer.start()
+    try:
+        futures = [
+            await producer.send(
+                settings.topic(logical_topic), value=value, key=key, headers=list(headers) or None
+            )
+            for key, value in records
+        ]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def send_messages(
+    settings: Settings, logical_topic: str, messages: Sequence[Message]
+) -> None:
+    await send_raw(settings, logical_topic, [(partition_key(m), encode(m)) for m in messages])
+
+
+async def read_topic(
+    settings: Settings,
+    logical_topic: str,
+    until: Callable[[list[Received]], bool],
+    timeout: float = 30.0,
+) -> list[Received]:
+    """Everything on the topic from the beginning, until ``until(records)`` or the timeout."""
+    await ensure_topics(settings)
+    topic = settings.topic(logical_topic)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        group_id=None,
+    )
+    await consumer.start()
+    try:
+        partitions = sorted(await _partitions(consumer, topic))
+        tps = [TopicPartition(topic, p) for p in partitions]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        received: list[Received] = []
+        deadline = time.monotonic() + timeout
+        while not until(received):
+            if time.monotonic() > deadline:
+                break
+            batch = await consumer.getmany(timeout_ms=200)
+            for tp, records in batch.items():
+                for r in records:
+                    received.append(
+                        Received(
+                            tp.topic,
+                            tp.partition,
+                            r.offset,
+                            r.key,
+                            r.value,
+                            {k: v for k, v in (r.headers or ())},
+                        )
+                    )
+        return received
+    finally:
+        await consumer.stop()
+
+
+async def _partitions(consumer: AIOKafkaConsumer, topic: str) -> set[int]:
+    for _ in range(50):
+        partitions = consumer.partitions_for_topic(topic)
+        if partitions:
+            return set(partitions)
+        await consumer._client.force_metadata_update()
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"topic {topic} has no partitions")

@@ -1,0 +1,97 @@
+"""In-memory stand-ins for Kafka clients and a tiny event-sourced app, for platform unit tests."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID, uuid5
+
+from eventsourcing.domain import Aggregate, event
+
+from services.platform.application import ServiceApplication
+
+NS = UUID("00000000-0000-0000-0000-000000000001")
+
+
+def popo_env() -> dict[str, str]:
+    return {"PERSISTENCE_MODULE": "eventsourcing.popo"}
+
+
+class Counter(Aggregate):
+    """A table's counter: each Add command adds to it."""
+
+    class Added(Aggregate.Event):
+        table_id: str
+        amount: int
+
+    @staticmethod
+    def create_id(table_id: str) -> UUID:
+        return uuid5(NS, table_id)
+
+    def __init__(self, table_id: str) -> None:
+        self.table_id = table_id
+        self.total = 0
+
+    @event(Added)
+    def add(self, table_id: str, amount: int) -> None:
+        self.total += amount
+
+
+class CounterApp(ServiceApplication):
+    name = "counter"
+
+
+@dataclass
+class SentRecord:
+    topic: str
+    value: bytes
+    key: bytes | None
+    headers: list[tuple[str, bytes]]
+
+
+@dataclass
+class FakeProducer:
+    """Collects sends; ``fail_after`` makes the n-th send's future fail."""
+
+    sent: list[SentRecord] = field(default_factory=list)
+    fail_after: int | None = None
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self.fail_after is not None and len(self.sent) >= self.fail_after:
+            future.set_exception(ConnectionError("broker gone"))
+            return future
+        self.sent.append(SentRecord(topic, value, key, list(headers or [])))
+        future.set_result(None)
+        return future
+
+
+@dataclass
+class FakeConsumer:
+    committed: dict[Any, int] = field(default_factory=dict)
+
+    async def commit(self, offsets: dict[Any, int]) -> None:
+        self.committed.update(offsets)
+
+
+def counter_messages(event: Any) -> list[Any]:
+    """Relay mapper of the Counter app: one TableClosed per Added (reason = amount)."""
+    from contracts import TableClosed
+    from services.platform.messages import envelope
+
+    if isinstance(event, Counter.Added):
+        return [TableClosed(**envelope(event), table_id=event.table_id, reason=str(event.amount))]
+    return []

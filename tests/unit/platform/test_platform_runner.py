@@ -1,0 +1,56 @@
+"""ServiceHost without Kafka: application, tasks and shutdown."""
+
+import asyncio
+
+import pytest
+
+from services.platform.runner import ServiceContext, ServiceDefinition, ServiceHost
+from services.platform.settings import Settings
+from tests.unit.platform.fakes import Counter, CounterApp
+
+
+def settings(tmp: str) -> Settings:
+    return Settings.from_env("counter", {"PB_DATA_DIR": tmp})
+
+
+async def test_tasks_run_in_the_worker_and_stop_cleanly(tmp_path: object) -> None:
+    seen: list[int] = []
+
+    async def ticker(ctx: ServiceContext[CounterApp]) -> None:
+        def save() -> int:
+            ctx.app.save(Counter(table_id="t1"))
+            return 1
+
+        seen.append(await ctx.call(save))
+        await ctx.stopping.wait()
+
+    definition = ServiceDefinition(
+        name="counter", application=lambda env: CounterApp(env=env), tasks=[ticker]
+    )
+    async with ServiceHost(definition, settings(str(tmp_path)), create_topics=False) as host:
+        await host.wait_ready()
+        for _ in range(100):
+            if seen:
+                break
+            await asyncio.sleep(0.01)
+        assert host.app.repository.get(Counter.create_id("t1")).table_id == "t1"
+    assert seen == [1]
+    assert not host.failed
+
+
+async def test_a_crashed_task_stops_the_service(tmp_path: object) -> None:
+    async def broken(ctx: ServiceContext[CounterApp]) -> None:
+        raise RuntimeError("timer bug")
+
+    definition = ServiceDefinition(
+        name="counter", application=lambda env: CounterApp(env=env), tasks=[broken]
+    )
+    async with ServiceHost(definition, settings(str(tmp_path)), create_topics=False) as host:
+        await asyncio.wait_for(host.wait_stopping(), 5)
+    assert host.failed
+
+
+def test_settings_must_match_the_service() -> None:
+    definition = ServiceDefinition(name="counter", application=lambda env: CounterApp(env=env))
+    with pytest.raises(ValueError, match="not 'counter'"):
+        ServiceHost(definition, Settings.from_env("shoe", {}))

@@ -1,0 +1,75 @@
+import pytest
+from eventsourcing.persistence import IntegrityError, Tracking
+
+from tests.unit.platform.fakes import Counter, CounterApp, popo_env
+
+
+def test_events_and_tracking_are_recorded_together() -> None:
+    app = CounterApp(env=popo_env())
+    with app.unit_of_work(Tracking("dealing:t:0", 7)) as uow:
+        counter = Counter(table_id="t1")
+        counter.add(table_id="t1", amount=5)
+        uow.add(counter)
+    assert app.tracked_position("dealing:t:0") == 7
+    assert app.repository.get(counter.id).total == 5
+
+
+def test_get_returns_the_same_object_within_a_unit() -> None:
+    app = CounterApp(env=popo_env())
+    app.save(Counter(table_id="t1"))
+    with app.unit_of_work(Tracking("x:0", 1)) as uow:
+        first = uow.get(Counter.create_id("t1"), Counter)
+        assert first is not None
+        first.add(table_id="t1", amount=1)
+        second = uow.get(Counter.create_id("t1"), Counter)
+        assert second is first
+        second.add(table_id="t1", amount=2)
+    assert app.repository.get(Counter.create_id("t1")).total == 3
+
+
+def test_missing_aggregate_is_none() -> None:
+    app = CounterApp(env=popo_env())
+    with app.unit_of_work() as uow:
+        assert uow.get(Counter.create_id("nope"), Counter) is None
+
+
+def test_an_error_records_nothing() -> None:
+    app = CounterApp(env=popo_env())
+    app.save(Counter(table_id="t1"))
+    with pytest.raises(RuntimeError), app.unit_of_work(Tracking("x:0", 1)) as uow:
+        counter = uow.get(Counter.create_id("t1"), Counter)
+        assert counter is not None
+        counter.add(table_id="t1", amount=1)
+        raise RuntimeError("boom")
+    assert app.tracked_position("x:0") == 0
+    assert app.repository.get(Counter.create_id("t1")).total == 0
+
+
+def test_tracking_without_events_is_recorded() -> None:
+    app = CounterApp(env=popo_env())
+    with app.unit_of_work(Tracking("x:0", 3)):
+        pass
+    assert app.tracked_position("x:0") == 3
+
+
+def test_single_row_tracking_refuses_an_old_position() -> None:
+    app = CounterApp(
+        env={"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": ":memory:"}
+    )
+    app.record_position("x:0", 5)
+    with pytest.raises(IntegrityError):
+        app.record_position("x:0", 5)
+    with pytest.raises(IntegrityError):
+        app.record_position("x:0", 4)
+    app.record_position("x:0", 6)
+    assert app.tracked_position("x:0") == 6
+
+
+def test_save_listeners_are_called_after_saving() -> None:
+    app = CounterApp(env=popo_env())
+    calls: list[str] = []
+    app.add_save_listener(lambda: calls.append("saved"))
+    app.save(Counter(table_id="t1"))
+    with app.unit_of_work(Tracking("x:0", 1)):
+        pass  # nothing new: no call
+    assert calls == ["saved"]
