@@ -1,0 +1,385 @@
+"""The dealing Application: table commands, the shoe's answers, and the betting clock.
+
+Every entry point takes the contract message it handles and, for messages from
+another service, the eventsourcing ``Tracking`` of that message: the new
+events and the tracking record are recorded in ONE transaction, so a message
+delivered twice has one effect. Commands from outside (OpenTable, VoidCoup...)
+carry no notification id; they are idempotent by their natural keys (table id,
+coup id) and a refused command id is answered once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import IntegrityError, Tracking
+from eventsourcing.utils import get_topic
+
+from contracts import (
+    CardDrawn,
+    CardsBurned,
+    CloseBetting,
+    CloseTable,
+    CutCardReached,
+    Message,
+    OpenTable,
+    ShoeClosed,
+    ShoeShuffled,
+    VoidCoup,
+)
+from services.dealing.domain import (
+    CommandRejections,
+    Coup,
+    CoupPhase,
+    ShoeState,
+    Table,
+    TableStatus,
+    coup_aggregate_id,
+    rejections_aggregate_id,
+    table_aggregate_id,
+)
+from services.dealing.table_settings import settings_problem
+from services.platform.application import ServiceApplication, UnitOfWork
+
+A = TypeVar("A", bound=Aggregate)
+
+
+@dataclass(frozen=True)
+class BettingDeadline:
+    table_id: str
+    coup_id: str
+    closes_at: datetime
+
+
+class DealingApplication(ServiceApplication):
+    """Tables and coups (see the module docstring)."""
+
+    name = "dealing"
+    # A table records a few events per coup: snapshot it now and then, so a restart
+    # does not replay a long-running table from its first coup.
+    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Table: 100}
+
+    def __init__(
+        self,
+        env: dict[str, str] | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        super().__init__(env)
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._table_ids: set[str] = set(self._load_table_ids())
+        # The open betting windows, kept in memory for the betting clock (which asks
+        # often); refreshed from the store after every change, rebuilt here at start.
+        self._deadlines: dict[str, BettingDeadline] = {}
+        for table_id in self._table_ids:
+            self._refresh_deadline(table_id)
+
+    # -- entry points ----------------------------------------------------------------
+    def handle(self, message: Message, tracking: Tracking | None = None) -> None:
+        """Apply one incoming contract message (a table command or a shoe event)."""
+        if tracking is not None and self.process_recorder.has_tracking_id(
+            tracking.application_name, tracking.notification_id
+        ):
+            return  # already processed: no second effect
+        handler = self._handlers.get(type(message).__name__)
+        try:
+            with self.unit_of_work(tracking) as uow:
+                if handler is not None:
+                    handler(self, uow, message)
+        except IntegrityError:
+            if tracking is None or not self.process_recorder.has_tracking_id(
+                tracking.application_name, tracking.notification_id
+            ):
+                raise
+            # This position was recorded meanwhile: the first delivery won, no second effect.
+        table_id = getattr(message, "table_id", None)
+        if isinstance(table_id, str) and table_id in self._table_ids:
+            self._refresh_deadline(table_id)
+
+    def open_table(self, command: OpenTable) -> None:
+        self.handle(command)
+
+    def close_table(self, command: CloseTable) -> None:
+        self.handle(command)
+
+    def void_coup(self, command: VoidCoup) -> None:
+        self.handle(command)
+
+    def close_betting(self, table_id: str, coup_id: str) -> bool:
+        """Close betting on a coup now (the betting clock); True if it was open."""
+        with self.unit_of_work() as uow:
+            coup = uow.get(coup_aggregate_id(table_id, coup_id), Coup)
+            if coup is None or coup.phase is not CoupPhase.BETTING:
+                return False
+            self._close_betting(coup)
+        self._refresh_deadline(table_id)
+        return True
+
+    def close_expired_betting(self, now: datetime | None = None) -> list[BettingDeadline]:
+        """Close every coup whose betting window has run out; the ones closed."""
+        now = now or self._clock()
+        closed = []
+        for deadline in self.betting_deadlines():
+            if deadline.closes_at <= now and self.close_betting(
+                deadline.table_id, deadline.coup_id
+            ):
+                closed.append(deadline)
+        return closed
+
+    # -- queries -------------------------------------------------------------------
+    def table_ids(self) -> list[str]:
+        return sorted(self._table_ids)
+
+    def get_table(self, table_id: str) -> Table | None:
+        return self._peek(table_aggregate_id(table_id), Table)
+
+    def get_coup(self, table_id: str, coup_id: str) -> Coup | None:
+        return self._peek(coup_aggregate_id(table_id, coup_id), Coup)
+
+    def betting_deadlines(self) -> list[BettingDeadline]:
+        """The coups now open for bets, with when their betting closes (earliest first)."""
+        return sorted(self._deadlines.values(), key=lambda d: d.closes_at)
+
+    def _refresh_deadline(self, table_id: str) -> None:
+        table = self.get_table(table_id)
+        coup = None
+        if table is not None and table.current_coup_id is not None:
+            coup = self.get_coup(table_id, table.current_coup_id)
+        if coup is not None and coup.phase is CoupPhase.BETTING:
+            self._deadlines[table_id] = BettingDeadline(table_id, coup.coup_id, coup.closes_at)
+        else:
+            self._deadlines.pop(table_id, None)
+
+    def _peek(self, aggregate_id: UUID, kind: type[A]) -> A | None:
+        """The aggregate as recorded, for reading only (the cached object, not a copy)."""
+        try:
+            found: Aggregate = self.repository.get(aggregate_id, deepcopy_from_cache=False)
+        except AggregateNotFoundError:
+            return None
+        return found if isinstance(found, kind) else None
+
+    def _load_table_ids(self) -> list[str]:
+        topic = get_topic(Table.Opened)
+        ids: list[str] = []
+        start = 1
+        while True:
+            batch = self.recorder.select_notifications(start, 500, topics=[topic])
+            if not batch:
+                return ids
+            for notification in batch:
+                event = self.mapper.to_domain_event(notification)
+                ids.append(event.table_id)  # type: ignore[attr-defined]
+            start = batch[-1].id + 1
+
+    # -- table commands --------------------------------------------------------------
+    def _on_open_table(self, uow: UnitOfWork, command: OpenTable) -> None:
+        problem = settings_problem(command)
+        if problem is not None:
+            self._reject(uow, command, *problem)
+            return
+        settings: dict[str, Any] = {
+            "decks": command.decks,
+            "paytable": command.paytable,
+            "limits": {
+                bet_type: {"minimum": limit.minimum, "maximum": limit.maximum}
+                for bet_type, limit in sorted(command.limits.items())
+            },
+            "currency": command.currency,
+            "betting_window_ms": command.betting_window_ms,
+            "cut_card_from_end": command.cut_card_from_end,
+        }
+        table = uow.get(table_aggregate_id(command.table_id), Table)
+        if table is None:
+            table = Table(table_id=command.table_id, **settings)
+            uow.add(table)
+            self._table_ids.add(command.table_id)
+        elif table.status is TableStatus.CLOSED:
+            table.reopen(table_id=command.table_id, **settings)
+        elif table.status is TableStatus.CLOSING:
+            self._reject(
+                uow,
+                command,
+                "TABLE_ALREADY_OPEN",
+                f"table {command.table_id} is closing after its current coup; "
+                "open it again after TableClosed",
+            )
+            return
+        elif table.settings() == settings:
+            return  # the same OpenTable again: already open with these settings
+        else:
+            self._reject(
+                uow,
+                command,
+                "TABLE_ALREADY_OPEN",
+                f"table {command.table_id} is already open with other settings; "
+                "close it first (CloseTable) to change them",
+            )
+            return
+        table.request_new_shoe()
+
+    def _on_close_table(self, uow: UnitOfWork, command: CloseTable) -> None:
+        table = uow.get(table_aggregate_id(command.table_id), Table)
+        if table is None:
+            self._reject(uow, command, "NO_SUCH_TABLE", f"there is no table {command.table_id}")
+            return
+        if table.status is not TableStatus.OPEN:
+            return  # already closed or closing
+        if table.current_coup_id is None:
+            self._close_now(table, command.reason)
+        else:
+            table.request_close(command.reason)  # the current coup is finished first
+
+    def _on_close_betting(self, uow: UnitOfWork, command: CloseBetting) -> None:
+        table = uow.get(table_aggregate_id(command.table_id), Table)
+        if table is None:
+            self._reject(uow, command, "NO_SUCH_TABLE", f"there is no table {command.table_id}")
+            return
+        coup = uow.get(coup_aggregate_id(command.table_id, command.coup_id), Coup)
+        if coup is None:
+            self._reject(
+                uow,
+                command,
+                "NO_SUCH_COUP",
+                f"table {command.table_id} has no coup {command.coup_id}",
+            )
+            return
+        if coup.phase is CoupPhase.BETTING:
+            self._close_betting(coup)
+
+    def _on_void_coup(self, uow: UnitOfWork, command: VoidCoup) -> None:
+        supervisor = (command.supervisor_id or "").strip()
+        if not supervisor:
+            self._reject(
+                uow,
+                command,
+                "SUPERVISOR_REQUIRED",
+                "voiding a coup is a supervisor's decision: send VoidCoup with supervisor_id",
+            )
+            return
+        coup = uow.get(coup_aggregate_id(command.table_id, command.coup_id), Coup)
+        table = uow.get(table_aggregate_id(command.table_id), Table)
+        if table is None:
+            self._reject(uow, command, "NO_SUCH_TABLE", f"there is no table {command.table_id}")
+            return
+        if coup is None:
+            self._reject(
+                uow,
+                command,
+                "NO_SUCH_COUP",
+                f"table {command.table_id} has no coup {command.coup_id}",
+            )
+            return
+        if coup.phase is CoupPhase.VOIDED:
+            return  # voided already
+        coup.void(supervisor, command.reason)
+        if table.current_coup_id == coup.coup_id:
+            self._after_coup(uow, table)
+
+    # -- the shoe's events ---------------------------------------------------------
+    def _on_shoe_shuffled(self, uow: UnitOfWork, message: ShoeShuffled) -> None:
+        table = self._table_with_shoe(uow, message.table_id, message.shoe_id)
+        if table is not None and table.shoe_state is ShoeState.SHUFFLING:
+            table.note_shuffle(message.shoe_id, message.card_count, message.cut_card_index)
+
+    def _on_cards_burned(self, uow: UnitOfWork, message: CardsBurned) -> None:
+        table = self._table_with_shoe(uow, message.table_id, message.shoe_id)
+        if (
+            table is not None
+            and table.status is TableStatus.OPEN
+            and table.shoe_state is ShoeState.SHUFFLING
+            and table.current_coup_id is None
+        ):
+            self._start_coup(uow, table)
+
+    def _on_card_drawn(self, uow: UnitOfWork, message: CardDrawn) -> None:
+        # The coup is read before the table, so its events are recorded (and published)
+        # before the table's (CoupFinished, the next coup, the shoe change).
+        coup = uow.get(coup_aggregate_id(message.table_id, message.coup_id), Coup)
+        if coup is None or not coup.expects(message.request_id, message.position):
+            return  # a duplicate, or a card for a voided coup: it is discarded
+        table = self._table_with_shoe(uow, message.table_id, message.shoe_id)
+        if table is None:
+            return
+        if (
+            table.cut_card_index is not None
+            and message.position >= table.cut_card_index
+            and not table.cut_card_reached
+        ):
+            table.note_cut_card(message.position)
+        coup.deal(message.card, message.position)
+        if coup.phase is CoupPhase.RESOLVED and table.current_coup_id == coup.coup_id:
+            self._after_coup(uow, table)
+
+    def _on_cut_card_reached(self, uow: UnitOfWork, message: CutCardReached) -> None:
+        table = self._table_with_shoe(uow, message.table_id, message.shoe_id)
+        if table is not None and not table.cut_card_reached:
+            table.note_cut_card(message.position)
+
+    def _on_shoe_closed(self, uow: UnitOfWork, message: ShoeClosed) -> None:
+        """Nothing to do: the reveal is for auditors (the tracking record is kept)."""
+
+    _handlers: ClassVar[dict[str, Callable[[DealingApplication, UnitOfWork, Any], None]]] = {
+        "OpenTable": _on_open_table,
+        "CloseTable": _on_close_table,
+        "CloseBetting": _on_close_betting,
+        "VoidCoup": _on_void_coup,
+        "ShoeShuffled": _on_shoe_shuffled,
+        "CardsBurned": _on_cards_burned,
+        "CardDrawn": _on_card_drawn,
+        "CutCardReached": _on_cut_card_reached,
+        "ShoeClosed": _on_shoe_closed,
+    }
+
+    # -- the flow of a table ---------------------------------------------------------
+    def _table_with_shoe(self, uow: UnitOfWork, table_id: str, shoe_id: str) -> Table | None:
+        table = uow.get(table_aggregate_id(table_id), Table)
+        if table is None or table.shoe_id != shoe_id:
+            return None  # not this table's shoe in play: stale news
+        return table
+
+    def _start_coup(self, uow: UnitOfWork, table: Table) -> None:
+        coup_id = table.start_coup()
+        assert table.shoe_id is not None
+        closes_at = self._clock() + timedelta(milliseconds=table.betting_window_ms)
+        coup = Coup(
+            table_id=table.table_id,
+            coup_id=coup_id,
+            coup_number=table.coup_number,
+            shoe_id=table.shoe_id,
+            closes_at=closes_at,
+            last_of_shoe=table.current_coup_last,
+        )
+        uow.add(coup)
+
+    def _close_betting(self, coup: Coup) -> None:
+        coup.close_betting()
+        coup.request_cards(4)
+
+    def _after_coup(self, uow: UnitOfWork, table: Table) -> None:
+        """The current coup is resolved or voided: close the table, change shoe, or go on."""
+        table.finish_coup()
+        if table.status is TableStatus.CLOSING:
+            self._close_now(table, table.close_reason)
+        elif table.current_coup_last:
+            table.finish_shoe()
+            table.request_new_shoe()
+        else:
+            self._start_coup(uow, table)
+
+    def _close_now(self, table: Table, reason: str) -> None:
+        if table.shoe_state is not ShoeState.CLOSED:
+            table.finish_shoe()
+        table.close(reason)
+
+    def _reject(self, uow: UnitOfWork, command: Message, code: str, message: str) -> None:
+        table_id: str = getattr(command, "table_id", "")
+        rejections = uow.get(rejections_aggregate_id(table_id), CommandRejections)
+        if rejections is None:
+            rejections = CommandRejections(table_id=table_id)
+            uow.add(rejections)
+        rejections.reject(command.event_id, type(command).__name__, code, message)

@@ -1,0 +1,276 @@
+"""The Coup aggregate: betting, the cards dealt by the tableau, the result, a void.
+
+Cards arrive one by one from the shoe (answers to ``DrawCards``); each goes to
+the side :func:`services.rules.tableau.next_side` names. When no side needs
+another card the coup is resolved, and the result is cross-checked with
+:func:`services.rules.tableau.resolve_coup` over the same cards in dealing order.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from eventsourcing.domain import Aggregate, event
+
+from services.rules.cards import Card
+from services.rules.tableau import CoupResult, Side, next_side, resolve_coup
+
+INITIAL_CARDS = 4
+
+
+class CoupPhase(StrEnum):
+    BETTING = "BETTING"
+    DEALING = "DEALING"
+    RESOLVED = "RESOLVED"
+    VOIDED = "VOIDED"
+
+
+class DealingError(RuntimeError):
+    """The cards received contradict the tableau (a bug or a corrupted shoe)."""
+
+
+def coup_aggregate_id(table_id: str, coup_id: str) -> UUID:
+    return uuid5(NAMESPACE_URL, f"/punto-banco/dealing/coups/{table_id}/{coup_id}")
+
+
+class Coup(Aggregate):
+    """One coup of a table."""
+
+    class BettingOpened(Aggregate.Created):
+        table_id: str
+        coup_id: str
+        coup_number: int
+        shoe_id: str
+        closes_at: datetime
+        last_of_shoe: bool
+
+    class BettingClosed(Aggregate.Event):
+        table_id: str
+        coup_id: str
+
+    class CardsRequested(Aggregate.Event):
+        """DrawCards sent to the shoe."""
+
+        table_id: str
+        coup_id: str
+        shoe_id: str
+        request_id: str
+        count: int
+
+    class CardDealt(Aggregate.Event):
+        table_id: str
+        coup_id: str
+        shoe_id: str
+        side: str
+        card: str
+        position: int
+        card_index_in_hand: int
+
+    class Resolved(Aggregate.Event):
+        table_id: str
+        coup_id: str
+        coup_number: int
+        shoe_id: str
+        player_cards: list[str]
+        banker_cards: list[str]
+        player_total: int
+        banker_total: int
+        outcome: str
+        natural: bool
+        player_pair: bool
+        banker_pair: bool
+
+    class Voided(Aggregate.Event):
+        table_id: str
+        coup_id: str
+        supervisor_id: str
+        reason: str
+        was_resolved: bool
+
+    @staticmethod
+    def create_id(table_id: str, coup_id: str, **_: Any) -> UUID:
+        return coup_aggregate_id(table_id, coup_id)
+
+    @event(BettingOpened)
+    def __init__(
+        self,
+        table_id: str,
+        coup_id: str,
+        coup_number: int,
+        shoe_id: str,
+        closes_at: datetime,
+        last_of_shoe: bool,
+    ) -> None:
+        self.table_id = table_id
+        self.coup_id = coup_id
+        self.coup_number = coup_number
+        self.shoe_id = shoe_id
+        self.closes_at = closes_at
+        self.last_of_shoe = last_of_shoe
+        self.phase = CoupPhase.BETTING
+        self.player: list[str] = []
+        self.banker: list[str] = []
+        self.positions: list[int] = []
+        self.requests = 0
+        self.pending_request: str | None = None
+        self.pending_count = 0
+
+    # -- queries -------------------------------------------------------------------
+    @property
+    def is_finished(self) -> bool:
+        return self.phase in (CoupPhase.RESOLVED, CoupPhase.VOIDED)
+
+    def expects(self, request_id: str, position: int) -> bool:
+        """True when a card for this request and position is still awaited."""
+        return (
+            self.phase is CoupPhase.DEALING
+            and request_id == self.pending_request
+            and self.pending_count > 0
+            and position not in self.positions
+        )
+
+    def next_side(self) -> Side | None:
+        return next_side(_cards(self.player), _cards(self.banker))
+
+    def result(self) -> CoupResult:
+        """The result from the cards in dealing order (complete coups only)."""
+        sequence: list[Card] = []
+        player, banker = iter(self.player), iter(self.banker)
+        # Dealing order is P, B, P, B, then the Player's third, then the Banker's third.
+        order = [player, banker, player, banker, player, banker]
+        if len(self.player) == 2:
+            order = [player, banker, player, banker, banker]
+        for source in order:
+            code = next(source, None)
+            if code is not None:
+                sequence.append(Card.parse(code))
+        return resolve_coup(sequence)
+
+    # -- commands ------------------------------------------------------------------
+    def close_betting(self) -> None:
+        self._close_betting(table_id=self.table_id, coup_id=self.coup_id)
+
+    @event(BettingClosed)
+    def _close_betting(self, table_id: str, coup_id: str) -> None:
+        self.phase = CoupPhase.DEALING
+
+    def request_cards(self, count: int) -> None:
+        self._request_cards(
+            table_id=self.table_id,
+            coup_id=self.coup_id,
+            shoe_id=self.shoe_id,
+            request_id=f"{self.coup_id}.draw-{self.requests + 1}",
+            count=count,
+        )
+
+    @event(CardsRequested)
+    def _request_cards(
+        self, table_id: str, coup_id: str, shoe_id: str, request_id: str, count: int
+    ) -> None:
+        self.requests += 1
+        self.pending_request = request_id
+        self.pending_count = count
+
+    def deal(self, card: str, position: int) -> None:
+        """Give ``card`` to the side the tableau names; then ask for more or resolve."""
+        side = self.next_side()
+        if side is None:
+            raise DealingError(f"coup {self.coup_id} is complete; card {card} is one too many")
+        hand = self.player if side is Side.PLAYER else self.banker
+        self._deal(
+            table_id=self.table_id,
+            coup_id=self.coup_id,
+            shoe_id=self.shoe_id,
+            side=side.value,
+            card=card,
+            position=position,
+            card_index_in_hand=len(hand) + 1,
+        )
+        if self.pending_count == 0:
+            if self.next_side() is None:
+                self.resolve()
+            else:
+                self.request_cards(1)
+
+    @event(CardDealt)
+    def _deal(
+        self,
+        table_id: str,
+        coup_id: str,
+        shoe_id: str,
+        side: str,
+        card: str,
+        position: int,
+        card_index_in_hand: int,
+    ) -> None:
+        (self.player if side == Side.PLAYER.value else self.banker).append(card)
+        self.positions.append(position)
+        self.pending_count -= 1
+        if self.pending_count == 0:
+            self.pending_request = None
+
+    def resolve(self) -> None:
+        result = self.result()
+        if [c.code for c in result.player] != self.player or [
+            c.code for c in result.banker
+        ] != self.banker:
+            raise DealingError(
+                f"coup {self.coup_id}: dealt Player {self.player} Banker {self.banker}, "
+                f"but the tableau gives Player {result.player} Banker {result.banker}"
+            )
+        self._resolve(
+            table_id=self.table_id,
+            coup_id=self.coup_id,
+            coup_number=self.coup_number,
+            shoe_id=self.shoe_id,
+            player_cards=list(self.player),
+            banker_cards=list(self.banker),
+            player_total=result.player_total,
+            banker_total=result.banker_total,
+            outcome=result.outcome.value,
+            natural=result.natural,
+            player_pair=result.player_pair,
+            banker_pair=result.banker_pair,
+        )
+
+    @event(Resolved)
+    def _resolve(
+        self,
+        table_id: str,
+        coup_id: str,
+        coup_number: int,
+        shoe_id: str,
+        player_cards: list[str],
+        banker_cards: list[str],
+        player_total: int,
+        banker_total: int,
+        outcome: str,
+        natural: bool,
+        player_pair: bool,
+        banker_pair: bool,
+    ) -> None:
+        self.phase = CoupPhase.RESOLVED
+
+    def void(self, supervisor_id: str, reason: str) -> None:
+        self._void(
+            table_id=self.table_id,
+            coup_id=self.coup_id,
+            supervisor_id=supervisor_id,
+            reason=reason,
+            was_resolved=self.phase is CoupPhase.RESOLVED,
+        )
+
+    @event(Voided)
+    def _void(
+        self, table_id: str, coup_id: str, supervisor_id: str, reason: str, was_resolved: bool
+    ) -> None:
+        self.phase = CoupPhase.VOIDED
+        self.pending_request = None
+        self.pending_count = 0
+
+
+def _cards(codes: list[str]) -> list[Card]:
+    return [Card.parse(code) for code in codes]

@@ -1,0 +1,69 @@
+"""Dealing as a running service: table commands and shoe events in, table events out.
+
+``punto-banco serve dealing`` runs :func:`build_service` on the platform: the
+outbox relay publishes the store's events (TABLE_EVENTS, and SHOE_COMMANDS for
+the shoe), the consumer applies TABLE_COMMANDS and SHOE_EVENTS one message per
+transaction (dealing's volume is small; per-message units keep the published
+order of events exactly the order they happened), and the betting clock
+closes betting windows. The clock keeps no state of its own: it reads the open
+coups from the Application each time, so after a restart it re-arms itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from contracts import SHOE_EVENTS, TABLE_COMMANDS
+from services.dealing.application import DealingApplication
+from services.dealing.messages import to_messages
+from services.platform import (
+    ServiceContext,
+    ServiceDefinition,
+    Settings,
+    Subscription,
+    per_message,
+)
+
+CLOCK_POLL_SECONDS = 0.05
+"""How often the betting clock looks for new coups (a deadline itself is met on time)."""
+
+
+async def betting_clock(ctx: ServiceContext[DealingApplication]) -> None:
+    """Close each coup's betting when its window ends."""
+    app = ctx.app
+    while not ctx.stopping.is_set():
+        deadlines = await ctx.call(app.betting_deadlines)
+        now = datetime.now(UTC)
+        if deadlines and deadlines[0].closes_at <= now:
+            await ctx.call(app.close_expired_betting, now)
+            continue
+        wait = CLOCK_POLL_SECONDS
+        if deadlines:
+            wait = min(wait, max(0.0, (deadlines[0].closes_at - now).total_seconds()))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ctx.stopping.wait(), timeout=wait)
+
+
+def _subscriptions(app: DealingApplication) -> Sequence[Subscription]:
+    return [
+        Subscription(TABLE_COMMANDS, per_message(app.handle)),
+        Subscription(SHOE_EVENTS, per_message(app.handle)),
+    ]
+
+
+def _application(env: dict[str, str]) -> DealingApplication:
+    return DealingApplication(env=env)
+
+
+def build_service(settings: Settings) -> ServiceDefinition[DealingApplication]:
+    """The dealing service on the platform (``settings`` are the service's own)."""
+    return ServiceDefinition(
+        name="dealing",
+        application=_application,
+        to_messages=to_messages,
+        subscriptions=_subscriptions,
+        tasks=[betting_clock],
+    )

@@ -1,0 +1,132 @@
+"""Time settling one busy coup: ``python -m services.settlement.benchmark [--bets N] [--sqlite F]``.
+
+Places N accepted bets on one coup (in batches, as the consumer runtime
+delivers them), then measures CoupResolved -> every bet settled and recorded
+(one transaction), and the relay's translation into N+1 contract messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+from contracts import (
+    BetLimitSpec,
+    BettingClosed,
+    BettingOpened,
+    CoupResolved,
+    PlaceBet,
+    TableOpened,
+    encode,
+)
+from services.settlement.application import SettlementApplication
+from services.settlement.messages import to_messages
+
+BET_TYPES = ("player", "banker", "tie", "player_pair", "banker_pair")
+
+
+def run(bets: int, env: dict[str, str]) -> dict[str, float]:
+    app = SettlementApplication(env=env)
+    table = "bench"
+    limits = {t: BetLimitSpec(minimum=1, maximum=1_000_000) for t in BET_TYPES}
+    app.handle(
+        TableOpened(
+            table_id=table,
+            decks=8,
+            paytable="standard",
+            limits=limits,
+            currency="EUR",
+            betting_window_ms=60_000,
+            cut_card_from_end=16,
+        )
+    )
+    coup = "bench.coup-1"
+    closes = datetime.now(UTC) + timedelta(hours=1)
+    app.handle(
+        BettingOpened(
+            table_id=table,
+            coup_id=coup,
+            coup_number=1,
+            shoe_id="s",
+            closes_at=closes,
+            last_of_shoe=False,
+        )
+    )
+    started = time.perf_counter()
+    batch: list[PlaceBet] = []
+    for n in range(bets):
+        batch.append(
+            PlaceBet(
+                table_id=table,
+                bet_id=f"b{n}",
+                coup_id=coup,
+                bettor_id=f"p{n}",
+                bet_type=BET_TYPES[n % 5],
+                amount=Decimal(100 + n % 900),
+                currency="EUR",
+            )
+        )
+        if len(batch) == 500:
+            app.handle_batch(batch, None)
+            batch = []
+    if batch:
+        app.handle_batch(batch, None)
+    placing = time.perf_counter() - started
+    app.handle(BettingClosed(table_id=table, coup_id=coup))
+    before = app.recorder.max_notification_id() or 0
+    resolved = CoupResolved(
+        table_id=table,
+        coup_id=coup,
+        coup_number=1,
+        shoe_id="s",
+        player_cards=["9H", "TD"],
+        banker_cards=["3C", "4S"],
+        player_total=9,
+        banker_total=7,
+        outcome="PLAYER",
+        natural=True,
+        player_pair=False,
+        banker_pair=False,
+    )
+    t0 = time.perf_counter()
+    app.handle(resolved)
+    settle = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    messages = []
+    for notification in app.recorder.select_notifications(before + 1, 10):
+        messages.extend(to_messages(app.mapper.to_domain_event(notification)))
+    payloads = [encode(m) for m in messages]
+    relay = time.perf_counter() - t1
+    assert len(payloads) == bets + 1, len(payloads)
+    t2 = time.perf_counter()
+    restarted = SettlementApplication(env=env) if "SQLITE_DBNAME" in env else None
+    book = restarted.get_book(table, coup) if restarted else None
+    restart = time.perf_counter() - t2
+    if restarted is not None:
+        assert book is not None and book.bet_count == bets
+    return {"place": placing, "settle": settle, "translate": relay, "restart": restart}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--bets", type=int, default=10_000)
+    parser.add_argument("--sqlite", type=Path, default=None, help="SQLite file (default: temp)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.sqlite or Path(tmp) / "settlement.sqlite"
+        env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path)}
+        figures = run(args.bets, env)
+    print(
+        f"{args.bets} bets: placing {figures['place']:.2f}s, "
+        f"settling (CoupResolved -> all recorded) {figures['settle'] * 1000:.0f} ms, "
+        f"translating to {args.bets + 1} messages {figures['translate'] * 1000:.0f} ms, "
+        f"restart (index + book replay) {figures['restart']:.2f}s"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,312 @@
+"""The BetBook aggregate: every bet on one coup, its settlement and its refund.
+
+One aggregate per coup keeps a busy coup fast. The answers to the bets handled
+in one transaction (a batch of PlaceBet from one Kafka fetch) are drafted one by
+one (each sees the ones before it, e.g. for OPPOSING_BETS) and recorded as ONE
+``BetsAnswered`` event with a line per bet, which the relay publishes as one
+BetAccepted / BetRejected per line. Settling the coup is likewise ONE event
+(``CoupSettled``, a line per bet: one BetSettled message each, then
+CoupSettled), and a void one ``CoupRefunded`` event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from enum import StrEnum
+from functools import lru_cache
+from typing import Any, NamedTuple
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from eventsourcing.domain import Aggregate, event
+
+from services.rules.paytable import BetType, get_paytable
+from services.rules.settlement import settle_bet
+from services.rules.validation import BetLimit, Rejection, RejectionReason, validate_bet
+
+Limits = dict[str, dict[str, int]]
+
+
+class BookStatus(StrEnum):
+    BETTING = "BETTING"
+    CLOSED = "CLOSED"  # betting closed, cards being dealt
+    SETTLED = "SETTLED"
+    VOIDED = "VOIDED"
+
+
+class Bet(NamedTuple):
+    bet_id: str
+    bettor_id: str
+    bet_type: str
+    amount: int
+
+
+class CoupFacts(NamedTuple):
+    """What settling needs of a resolved coup (satisfies rules' CoupOutcomeLike)."""
+
+    outcome: str
+    player_pair: bool
+    banker_pair: bool
+
+
+@lru_cache(maxsize=4096)
+def book_aggregate_id(table_id: str, coup_id: str) -> UUID:
+    return uuid5(NAMESPACE_URL, f"/punto-banco/settlement/books/{table_id}/{coup_id}")
+
+
+# An answer line: [bet_id, bettor_id, bet_type, amount, currency, reason_code, message];
+# accepted when reason_code is None (amount: int stake), else refused (amount as received).
+AnswerLine = list[Any]
+# A settlement line: [bet_id, bettor_id, bet_type, result, stake, payout, returned]
+SettlementLine = list[Any]
+# A refund line: [bet_id, bettor_id, stake, adjustment]
+RefundLine = list[Any]
+
+
+class BetBook(Aggregate):
+    """The bets of one coup."""
+
+    class Opened(Aggregate.Created):
+        table_id: str
+        coup_id: str
+        paytable: str
+        limits: Limits
+        currency: str
+        closes_at: datetime
+
+    class BettingClosed(Aggregate.Event):
+        pass
+
+    class BetsAnswered(Aggregate.Event):
+        table_id: str
+        coup_id: str
+        lines: list[AnswerLine]
+
+    class CoupSettled(Aggregate.Event):
+        table_id: str
+        coup_id: str
+        outcome: str
+        player_pair: bool
+        banker_pair: bool
+        lines: list[SettlementLine]
+        staked: int
+        paid: int
+        currency: str
+
+    class CoupRefunded(Aggregate.Event):
+        table_id: str
+        coup_id: str
+        supervisor_id: str
+        reason: str
+        lines: list[RefundLine]
+        refunded: int
+        currency: str
+
+    @staticmethod
+    def create_id(table_id: str, coup_id: str, **_: Any) -> UUID:
+        return book_aggregate_id(table_id, coup_id)
+
+    @event(Opened)
+    def __init__(
+        self,
+        table_id: str,
+        coup_id: str,
+        paytable: str,
+        limits: Limits,
+        currency: str,
+        closes_at: datetime,
+    ) -> None:
+        self.table_id = table_id
+        self.coup_id = coup_id
+        self.paytable = paytable
+        self.limits = limits
+        self.currency = currency
+        self.closes_at = closes_at
+        self.status = BookStatus.BETTING
+        self.bets: dict[str, Bet] = {}
+        self.bettor_types: dict[str, set[BetType]] = {}
+        self.returned: dict[str, int] = {}
+        self._draft: list[AnswerLine] = []
+
+    # -- bets ----------------------------------------------------------------------
+    def check(
+        self,
+        bettor_id: str,
+        bet_type: str,
+        amount: object,
+        currency: str,
+        placed_at: datetime | None,
+    ) -> Rejection | None:
+        """Why this bet cannot be accepted, or None (see rules.validation).
+
+        Betting is closed once dealing's BettingClosed has been applied, and for a
+        bet placed (``PlaceBet.occurred_at``, stamped by the integrating platform)
+        at or after the coup's ``closes_at``. A bet placed in time but judged late,
+        because bets queued up, is still accepted until BettingClosed.
+        """
+        late = placed_at is not None and placed_at >= self.closes_at
+        if self.status is not BookStatus.BETTING or late:
+            return Rejection(
+                RejectionReason.BETTING_CLOSED,
+                f"betting on coup {self.coup_id} is closed; wait for the next BettingOpened",
+            )
+        return validate_bet(
+            bet_type,
+            amount,
+            self._bet_limits(),
+            currency,
+            self.currency,
+            self.bettor_types.get(bettor_id, set()),
+        )
+
+    def _bet_limits(self) -> dict[BetType, BetLimit]:
+        parsed: dict[BetType, BetLimit] | None = getattr(self, "_parsed_limits", None)
+        if parsed is None:
+            parsed = {
+                BetType(name): BetLimit(limit["minimum"], limit["maximum"])
+                for name, limit in self.limits.items()
+            }
+            self._parsed_limits = parsed
+        return parsed
+
+    def draft_accept(
+        self, bet_id: str, bettor_id: str, bet_type: str, amount: int, currency: str
+    ) -> None:
+        """Accept a bet; recorded with the others of this transaction by :meth:`flush`."""
+        line: AnswerLine = [bet_id, bettor_id, bet_type, amount, currency, None, ""]
+        self._take(line)
+        self._draft.append(line)
+
+    def draft_reject(
+        self,
+        bet_id: str,
+        bettor_id: str,
+        bet_type: str,
+        amount: str,
+        currency: str,
+        reason_code: str,
+        message: str,
+    ) -> None:
+        """Refuse a bet; recorded with the others of this transaction by :meth:`flush`."""
+        self._draft.append([bet_id, bettor_id, bet_type, amount, currency, reason_code, message])
+
+    @property
+    def has_draft(self) -> bool:
+        return bool(self._draft)
+
+    def flush(self) -> None:
+        """Record the drafted answers as one BetsAnswered event."""
+        if self._draft:
+            lines, self._draft = self._draft, []
+            self._answer(table_id=self.table_id, coup_id=self.coup_id, lines=lines)
+
+    @event(BetsAnswered)
+    def _answer(self, table_id: str, coup_id: str, lines: list[AnswerLine]) -> None:
+        # Live, the accepted lines were taken when drafted; taking them again is harmless.
+        for line in lines:
+            if line[5] is None:
+                self._take(line)
+
+    def _take(self, line: AnswerLine) -> None:
+        bet_id, bettor_id, bet_type, amount = line[0], line[1], line[2], line[3]
+        self.bets[bet_id] = Bet(bet_id, bettor_id, bet_type, amount)
+        self.bettor_types.setdefault(bettor_id, set()).add(BetType(bet_type))
+
+    def close_betting(self) -> None:
+        self.flush()
+        self._close_betting()
+
+    @event(BettingClosed)
+    def _close_betting(self) -> None:
+        self.status = BookStatus.CLOSED
+
+    # -- settlement and refund -----------------------------------------------------
+    def settle(self, coup: CoupFacts) -> None:
+        """Settle every accepted bet against the coup: one event for the whole coup."""
+        self.flush()
+        paytable = get_paytable(self.paytable)
+        lines: list[SettlementLine] = []
+        staked = paid = 0
+        for bet in self.bets.values():
+            result = settle_bet(BetType(bet.bet_type), bet.amount, coup, paytable)
+            lines.append(
+                [
+                    bet.bet_id,
+                    bet.bettor_id,
+                    bet.bet_type,
+                    result.result.value,
+                    result.stake,
+                    result.payout,
+                    result.returned,
+                ]
+            )
+            staked += result.stake
+            paid += result.returned
+        self._settle(
+            table_id=self.table_id,
+            coup_id=self.coup_id,
+            outcome=coup.outcome,
+            player_pair=coup.player_pair,
+            banker_pair=coup.banker_pair,
+            lines=lines,
+            staked=staked,
+            paid=paid,
+            currency=self.currency,
+        )
+
+    @event(CoupSettled)
+    def _settle(
+        self,
+        table_id: str,
+        coup_id: str,
+        outcome: str,
+        player_pair: bool,
+        banker_pair: bool,
+        lines: list[SettlementLine],
+        staked: int,
+        paid: int,
+        currency: str,
+    ) -> None:
+        self.status = BookStatus.SETTLED
+        self.returned = {line[0]: line[6] for line in lines}
+
+    def refund(self, supervisor_id: str, reason: str) -> None:
+        """Refund every bet's stake; the adjustment is relative to what was already paid."""
+        self.flush()
+        lines: list[RefundLine] = []
+        refunded = 0
+        for bet in self.bets.values():
+            paid = self.returned.get(bet.bet_id, 0) if self.status is BookStatus.SETTLED else 0
+            adjustment = bet.amount - paid
+            lines.append([bet.bet_id, bet.bettor_id, bet.amount, adjustment])
+            refunded += bet.amount
+        self._refund(
+            table_id=self.table_id,
+            coup_id=self.coup_id,
+            supervisor_id=supervisor_id,
+            reason=reason,
+            lines=lines,
+            refunded=refunded,
+            currency=self.currency,
+        )
+
+    @event(CoupRefunded)
+    def _refund(
+        self,
+        table_id: str,
+        coup_id: str,
+        supervisor_id: str,
+        reason: str,
+        lines: list[RefundLine],
+        refunded: int,
+        currency: str,
+    ) -> None:
+        self.status = BookStatus.VOIDED
+
+    @property
+    def bet_count(self) -> int:
+        return len(self.bets)
+
+    def settled_amounts(self) -> Mapping[str, int]:
+        """bet id -> amount returned to the bettor (after settlement)."""
+        return dict(self.returned)

@@ -1,0 +1,115 @@
+"""The BetDesk aggregate: bets that have no coup's book to go to (yet).
+
+Bets and dealing's events travel on different topics, so a bet may arrive just
+before the ``BettingOpened`` of the coup it names. Such a bet (for a known,
+open table) is *held* here and judged when the table's next coup opens: by the
+book if it is that coup, else refused with NO_SUCH_COUP. The desk also records
+refusals that have no book to go to (no such table, no such coup).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from eventsourcing.domain import Aggregate, event
+
+# A held bet: [coup_id, bet_id, bettor_id, bet_type, amount (as received), currency,
+#              placed_at (ISO 8601)]
+HeldBet = list[str]
+
+
+@lru_cache(maxsize=4096)
+def desk_aggregate_id(table_id: str) -> UUID:
+    return uuid5(NAMESPACE_URL, f"/punto-banco/settlement/desks/{table_id}")
+
+
+class BetDesk(Aggregate):
+    """One per table id named by bets."""
+
+    class Started(Aggregate.Created):
+        table_id: str
+
+    class BetHeld(Aggregate.Event):
+        table_id: str
+        coup_id: str
+        bet_id: str
+        bettor_id: str
+        bet_type: str
+        amount: str
+        currency: str
+        placed_at: datetime
+
+    class BetsReleased(Aggregate.Event):
+        bet_ids: list[str]
+
+    class BetRejected(Aggregate.Event):
+        table_id: str
+        coup_id: str
+        bet_id: str
+        bettor_id: str
+        bet_type: str
+        amount: str
+        currency: str
+        reason_code: str
+        message: str
+
+    @staticmethod
+    def create_id(table_id: str, **_: Any) -> UUID:
+        return desk_aggregate_id(table_id)
+
+    @event(Started)
+    def __init__(self, table_id: str) -> None:
+        self.table_id = table_id
+        self.held: dict[str, HeldBet] = {}
+
+    @event(BetHeld)
+    def hold(
+        self,
+        table_id: str,
+        coup_id: str,
+        bet_id: str,
+        bettor_id: str,
+        bet_type: str,
+        amount: str,
+        currency: str,
+        placed_at: datetime,
+    ) -> None:
+        self.held[bet_id] = [
+            coup_id,
+            bet_id,
+            bettor_id,
+            bet_type,
+            amount,
+            currency,
+            placed_at.isoformat(),
+        ]
+
+    def release_all(self) -> list[HeldBet]:
+        """Take every held bet out (in the order they came) to be judged now."""
+        held = list(self.held.values())
+        if held:
+            self._release(bet_ids=[line[1] for line in held])
+        return held
+
+    @event(BetsReleased)
+    def _release(self, bet_ids: list[str]) -> None:
+        for bet_id in bet_ids:
+            self.held.pop(bet_id, None)
+
+    @event(BetRejected)
+    def reject(
+        self,
+        table_id: str,
+        coup_id: str,
+        bet_id: str,
+        bettor_id: str,
+        bet_type: str,
+        amount: str,
+        currency: str,
+        reason_code: str,
+        message: str,
+    ) -> None:
+        pass

@@ -1,0 +1,225 @@
+"""Table commands: refusals, idempotency, closing betting and the table, voids."""
+
+from __future__ import annotations
+
+from uuid import uuid4
+
+import pytest
+from eventsourcing.persistence import Tracking
+
+from contracts import (
+    BettingClosed,
+    BettingOpened,
+    CardDealt,
+    CardDrawn,
+    CloseBetting,
+    CloseShoe,
+    CloseTable,
+    CommandRejected,
+    CoupResolved,
+    CoupVoided,
+    DrawCards,
+    Message,
+    TableClosed,
+    TableOpened,
+    VoidCoup,
+)
+from services.dealing.application import DealingApplication
+from services.dealing.domain import CoupPhase, TableStatus
+from tests.unit.dealing.harness import Driver, ScriptedShoe, open_table, shuffled_order
+
+POPO = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
+
+
+@pytest.fixture
+def driver() -> Driver:
+    app = DealingApplication(env=POPO)
+    drv = Driver(app, ScriptedShoe([shuffled_order(1, seed=s) for s in range(5)]))
+    app.handle(open_table(betting_window_ms=60_000))
+    drv.pump()
+    return drv
+
+
+def current_coup(driver: Driver) -> str:
+    opened = driver.of_type(BettingOpened)[-1]
+    assert isinstance(opened, BettingOpened)
+    return opened.coup_id
+
+
+def rejections(driver: Driver) -> list[CommandRejected]:
+    driver.pump()
+    return [m for m in driver.of_type(CommandRejected) if isinstance(m, CommandRejected)]
+
+
+def test_open_table_opens_betting_after_the_burn(driver: Driver) -> None:
+    kinds = [type(m).__name__ for m in driver.published]
+    assert kinds == ["TableOpened", "ShuffleShoe", "BettingOpened"]
+    opened = driver.published[-1]
+    assert isinstance(opened, BettingOpened)
+    assert opened.coup_number == 1 and not opened.last_of_shoe
+    assert (opened.closes_at - opened.occurred_at).total_seconds() == pytest.approx(60, abs=1)
+
+
+def test_the_same_open_table_twice_has_one_effect(driver: Driver) -> None:
+    driver.app.handle(open_table(betting_window_ms=60_000))
+    assert len(driver.of_type(TableOpened)) == 1
+    assert driver.pump() == []
+
+
+@pytest.mark.parametrize(
+    ("command", "code"),
+    [
+        (VoidCoup(table_id="t1", coup_id="t1.coup-1"), "SUPERVISOR_REQUIRED"),
+        (VoidCoup(table_id="t1", coup_id="t1.coup-1", supervisor_id="  "), "SUPERVISOR_REQUIRED"),
+        (VoidCoup(table_id="t1", coup_id="nope", supervisor_id="sup"), "NO_SUCH_COUP"),
+        (VoidCoup(table_id="t9", coup_id="t9.coup-1", supervisor_id="sup"), "NO_SUCH_TABLE"),
+        (CloseTable(table_id="t9"), "NO_SUCH_TABLE"),
+        (CloseBetting(table_id="t1", coup_id="nope"), "NO_SUCH_COUP"),
+        (CloseBetting(table_id="t9", coup_id="t9.coup-1"), "NO_SUCH_TABLE"),
+        (open_table(currency="USD"), "TABLE_ALREADY_OPEN"),
+        (open_table("t2", paytable="no-such-paytable"), "UNKNOWN_PAYTABLE"),
+        (open_table("t2", cut_card_from_end=3), "INVALID_SETTINGS"),
+        (open_table("t2", cut_card_from_end=40), "INVALID_SETTINGS"),
+        (
+            open_table("t2", limits={"player": {"minimum": 500, "maximum": 100}}),
+            "INVALID_SETTINGS",
+        ),
+    ],
+)
+def test_a_refused_command_is_answered_with_its_reason(
+    driver: Driver, command: Message, code: str
+) -> None:
+    before = len(driver.published)
+    driver.app.handle(command)
+    found = rejections(driver)
+    assert len(found) == 1
+    assert found[0].reason_code == code
+    assert found[0].command_id == command.event_id
+    assert found[0].message
+    assert len(driver.published) == before + 1  # nothing else changed
+
+
+def test_a_refused_command_sent_twice_is_refused_once(driver: Driver) -> None:
+    void = VoidCoup(table_id="t1", coup_id=current_coup(driver), event_id=uuid4())
+    driver.app.handle(void)
+    driver.app.handle(void)
+    assert len(rejections(driver)) == 1
+
+
+def test_close_betting_deals_the_coup(driver: Driver) -> None:
+    coup_id = current_coup(driver)
+    driver.app.handle(CloseBetting(table_id="t1", coup_id=coup_id))
+    driver.app.handle(CloseBetting(table_id="t1", coup_id=coup_id))  # again: nothing more
+    driver.pump()
+    assert [m.coup_id for m in driver.of_type(BettingClosed)] == [coup_id]
+    assert [m.coup_id for m in driver.of_type(CoupResolved)] == [coup_id]
+    assert current_coup(driver) != coup_id
+
+
+def test_betting_closes_when_its_window_ends_only(driver: Driver) -> None:
+    deadline = driver.app.betting_deadlines()[0]
+    assert driver.app.close_expired_betting(deadline.closes_at.replace(year=2000)) == []
+    assert driver.app.close_expired_betting(deadline.closes_at) == [deadline]
+    assert driver.app.betting_deadlines() == []
+
+
+def test_the_same_shoe_message_twice_has_one_effect(driver: Driver) -> None:
+    app = driver.app
+    app.close_betting("t1", current_coup(driver))
+    # Relay the DrawCards by hand and deliver the first card twice with the same tracking.
+    notifications = app.recorder.select_notifications(driver.position + 1, 100)
+    from services.dealing.messages import to_messages
+
+    draws = [
+        m
+        for n in notifications
+        for m in to_messages(app.mapper.to_domain_event(n))
+        if isinstance(m, DrawCards)
+    ]
+    driver.position = notifications[-1].id
+    answers = driver.shoe.handle(draws[0])
+    first = answers[0]
+    assert isinstance(first, CardDrawn)
+    app.handle(first, Tracking("shoe:punto-banco.shoe-events:0", 1000))
+    app.handle(first, Tracking("shoe:punto-banco.shoe-events:0", 1000))
+    # The same card again under a later position (a shoe that answered twice): no effect.
+    app.handle(first, Tracking("shoe:punto-banco.shoe-events:0", 1001))
+    driver.pump()
+    assert len(driver.of_type(CardDealt)) == 1
+
+
+def test_void_during_betting_refunds_and_starts_the_next_coup(driver: Driver) -> None:
+    coup_id = current_coup(driver)
+    driver.app.handle(VoidCoup(table_id="t1", coup_id=coup_id, supervisor_id="sup-7", reason="x"))
+    driver.app.handle(VoidCoup(table_id="t1", coup_id=coup_id, supervisor_id="sup-7", reason="x"))
+    driver.pump()
+    voided = driver.of_type(CoupVoided)
+    assert len(voided) == 1
+    assert isinstance(voided[0], CoupVoided)
+    assert (voided[0].supervisor_id, voided[0].reason, voided[0].was_resolved) == (
+        "sup-7",
+        "x",
+        False,
+    )
+    assert current_coup(driver) != coup_id
+    assert len(rejections(driver)) == 0
+
+
+def test_void_after_resolution_says_it_was_resolved(driver: Driver) -> None:
+    coup_id = current_coup(driver)
+    driver.close_betting_and_pump()
+    next_coup = current_coup(driver)
+    driver.app.handle(VoidCoup(table_id="t1", coup_id=coup_id, supervisor_id="sup"))
+    driver.pump()
+    voided = driver.of_type(CoupVoided)
+    assert isinstance(voided[0], CoupVoided) and voided[0].was_resolved
+    assert current_coup(driver) == next_coup  # the table goes on with its current coup
+
+
+def test_void_while_dealing_discards_late_cards(driver: Driver) -> None:
+    app = driver.app
+    coup_id = current_coup(driver)
+    app.close_betting("t1", coup_id)
+    app.handle(VoidCoup(table_id="t1", coup_id=coup_id, supervisor_id="sup"))
+    driver.pump()  # the shoe answers the DrawCards after the void: the cards are ignored
+    assert [m for m in driver.of_type(CardDealt) if m.coup_id == coup_id] == []
+    coup = app.get_coup("t1", coup_id)
+    assert coup is not None and coup.phase is CoupPhase.VOIDED
+    assert current_coup(driver) != coup_id
+    driver.close_betting_and_pump()  # the next coup is dealt normally
+    assert len(driver.of_type(CoupResolved)) == 1
+
+
+def test_close_table_finishes_the_current_coup_first(driver: Driver) -> None:
+    coup_id = current_coup(driver)
+    driver.app.handle(CloseTable(table_id="t1", reason="end of session"))
+    driver.pump()
+    assert driver.of_type(TableClosed) == []
+    driver.close_betting_and_pump()
+    kinds = [type(m).__name__ for m in driver.published]
+    assert kinds[-3:] == ["CoupResolved", "CloseShoe", "TableClosed"]
+    assert current_coup(driver) == coup_id  # no new coup
+    table = driver.app.get_table("t1")
+    assert table is not None and table.status is TableStatus.CLOSED
+    closed = driver.of_type(TableClosed)[0]
+    assert isinstance(closed, TableClosed) and closed.reason == "end of session"
+
+
+def test_a_closed_table_can_be_opened_again(driver: Driver) -> None:
+    driver.app.handle(CloseTable(table_id="t1"))
+    driver.close_betting_and_pump()
+    driver.app.handle(open_table(currency="USD"))
+    driver.pump()
+    assert len(driver.of_type(TableOpened)) == 2
+    assert len(driver.of_type(CloseShoe)) == 1
+    latest = driver.of_type(BettingOpened)[-1]
+    assert isinstance(latest, BettingOpened) and latest.shoe_id == "t1.shoe-2"
+    assert rejections(driver) == []
+
+
+def test_open_table_while_it_is_closing_is_refused(driver: Driver) -> None:
+    driver.app.handle(CloseTable(table_id="t1"))
+    driver.app.handle(open_table(betting_window_ms=60_000))
+    found = rejections(driver)
+    assert [r.reason_code for r in found] == ["TABLE_ALREADY_OPEN"]
+    assert "closing" in found[0].message

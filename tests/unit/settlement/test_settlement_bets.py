@@ -1,0 +1,167 @@
+"""Placing bets: acceptance, every refusal reason, idempotency by bet id."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from contracts import BetAccepted, BetRejected, PlaceBet
+from services.settlement.application import SettlementApplication
+from services.settlement.bet_index import BetAnswer
+from tests.unit.settlement.harness import CLOSES_AT, Dealing, Relay, bet
+from tests.unit.settlement.stores import POPO
+
+
+@pytest.fixture
+def dealing() -> Dealing:
+    dealing = Dealing(SettlementApplication(env=POPO))
+    dealing.open_table()
+    dealing.open_betting("c1")
+    return dealing
+
+
+@pytest.fixture
+def app(dealing: Dealing) -> SettlementApplication:
+    return dealing.app
+
+
+def test_a_good_bet_is_accepted(app: SettlementApplication) -> None:
+    answer = app.place_bet(bet("b1", amount="2500.00"))
+    assert answer.accepted and not answer.repeated
+    accepted = Relay(app).pump()
+    assert len(accepted) == 1 and isinstance(accepted[0], BetAccepted)
+    assert (accepted[0].bet_id, accepted[0].amount, accepted[0].bet_type) == ("b1", 2500, "player")
+    book = app.get_book("t1", "c1")
+    assert book is not None and book.bet_count == 1
+
+
+@pytest.mark.parametrize(
+    ("command", "code"),
+    [
+        (bet("x", table_id="t9", coup_id="t9.c1"), "NO_SUCH_TABLE"),
+        (bet("x", amount=99), "BELOW_MINIMUM"),
+        (bet("x", amount=100_001), "ABOVE_MAXIMUM"),
+        (bet("x", bet_type="tie", amount=10_001), "ABOVE_MAXIMUM"),
+        (bet("x", currency="USD"), "WRONG_CURRENCY"),
+        (bet("x", currency="eur"), "WRONG_CURRENCY"),
+        (bet("x", amount=0), "INVALID_AMOUNT"),
+        (bet("x", amount=-500), "INVALID_AMOUNT"),
+        (bet("x", amount="1000.5"), "INVALID_AMOUNT"),
+        (bet("x", bet_type="dragon"), "UNKNOWN_BET_TYPE"),
+        (bet("x", bet_type="PLAYER"), "UNKNOWN_BET_TYPE"),
+    ],
+)
+def test_a_bad_bet_is_rejected_with_its_reason(
+    app: SettlementApplication, command: PlaceBet, code: str
+) -> None:
+    answer = app.place_bet(command)
+    assert not answer.accepted
+    assert answer.reason_code == code
+    published = Relay(app).pump()
+    assert len(published) == 1 and isinstance(published[0], BetRejected)
+    rejected = published[0]
+    assert (rejected.reason_code, rejected.bet_id, rejected.amount) == (
+        code,
+        "x",
+        str(command.amount),
+    )
+    assert rejected.message == answer.message and rejected.message
+    book = app.get_book("t1", "c1")
+    assert book is not None and book.bet_count == 0
+
+
+def test_player_and_banker_from_one_bettor_are_opposing(app: SettlementApplication) -> None:
+    assert app.place_bet(bet("b1", bet_type="player")).accepted
+    assert app.place_bet(bet("b2", bet_type="tie")).accepted
+    refused = app.place_bet(bet("b3", bet_type="banker"))
+    assert refused.reason_code == "OPPOSING_BETS"
+    assert app.place_bet(bet("b4", bet_type="banker", bettor_id="bob")).accepted
+    assert app.place_bet(bet("b5", bet_type="player")).accepted  # same side again is fine
+
+
+def test_betting_closed_after_betting_closed_or_for_a_bet_placed_too_late(
+    app: SettlementApplication, dealing: Dealing
+) -> None:
+    assert app.place_bet(bet("late", placed_at=CLOSES_AT)).reason_code == "BETTING_CLOSED"
+    # Placed in time: accepted however late it is judged, until BettingClosed.
+    assert app.place_bet(bet("early", placed_at=CLOSES_AT - timedelta(microseconds=1))).accepted
+    dealing.close_betting("c1")
+    assert app.place_bet(bet("after-close")).reason_code == "BETTING_CLOSED"
+
+
+def test_a_closed_table_takes_no_bets(app: SettlementApplication, dealing: Dealing) -> None:
+    dealing.close_betting("c1")
+    dealing.close_table()
+    assert app.place_bet(bet("x")).reason_code == "TABLE_CLOSED"
+
+
+def test_a_resent_bet_gets_the_original_answer_and_changes_nothing(
+    app: SettlementApplication,
+) -> None:
+    relay = Relay(app)
+    first = app.place_bet(bet("b1"))
+    relay.pump()
+    again = app.place_bet(bet("b1", amount="1000.00"))  # the same amount, written differently
+    assert again.accepted and again.repeated
+    refused = app.place_bet(bet("r1", amount=5))
+    again_refused = app.place_bet(bet("r1", amount=5))
+    assert again_refused.repeated and again_refused.reason_code == refused.reason_code
+    assert first.accepted
+    assert [type(m).__name__ for m in relay.pump()] == ["BetRejected"]  # r1 once, b1 not again
+    book = app.get_book("t1", "c1")
+    assert book is not None and book.bet_count == 1
+
+
+def test_a_reused_bet_id_with_other_content_is_a_duplicate(app: SettlementApplication) -> None:
+    assert app.place_bet(bet("b1")).accepted
+    for other in (bet("b1", amount=2000), bet("b1", bettor_id="bob"), bet("b1", bet_type="tie")):
+        answer = app.place_bet(other)
+        assert answer.reason_code == "DUPLICATE_BET_ID"
+    assert app.place_bet(bet("b1")).repeated  # the original is still the answer to a resend
+    book = app.get_book("t1", "c1")
+    assert book is not None and book.bet_count == 1
+
+
+def test_a_bet_ahead_of_its_coup_is_held_and_judged_when_the_coup_opens(
+    app: SettlementApplication, dealing: Dealing
+) -> None:
+    relay = Relay(app)
+    early = bet("b1", coup_id="c2")
+    bogus = bet("b2", coup_id="c9", bettor_id="bob")
+    bad = bet("b3", coup_id="c2", bettor_id="carol", amount=5)
+    assert app.place_bet(early).held
+    assert app.place_bet(bogus).held
+    assert app.place_bet(bad).held
+    again = app.place_bet(early)
+    assert again.held and again.repeated
+    assert app.place_bet(bet("b1", coup_id="c2", amount=2000)).reason_code == "DUPLICATE_BET_ID"
+    assert [type(m).__name__ for m in relay.pump()] == ["BetRejected"]  # only the duplicate
+    dealing.close_betting("c1")
+    dealing.open_betting("c2", number=2)
+    answers = sorted(relay.pump(), key=lambda m: getattr(m, "bet_id", ""))
+    assert [
+        (type(m).__name__, getattr(m, "bet_id", None), getattr(m, "reason_code", None))
+        for m in answers
+    ] == [
+        ("BetAccepted", "b1", None),
+        ("BetRejected", "b2", "NO_SUCH_COUP"),
+        ("BetRejected", "b3", "BELOW_MINIMUM"),
+    ]
+    assert app.place_bet(early).repeated and app.place_bet(early).accepted
+    assert app.place_bet(bogus).held  # NO_SUCH_COUP leaves the id free: held again
+
+
+def test_held_bets_are_refused_when_the_table_closes(
+    app: SettlementApplication, dealing: Dealing
+) -> None:
+    assert app.place_bet(bet("b1", coup_id="c2")).held
+    dealing.close_betting("c1")
+    dealing.close_table()
+    assert app.bet_answer("b1") == BetAnswer("b1", False, "TABLE_CLOSED", "table t1 is closed")
+
+
+def test_a_bet_on_an_unknown_table_is_refused_at_once(app: SettlementApplication) -> None:
+    answer = app.place_bet(bet("x", table_id="t9", coup_id="t9.c1"))
+    assert answer.reason_code == "NO_SUCH_TABLE"
+    assert app.bet_answer("x") is None  # the id stays free

@@ -1,0 +1,268 @@
+"""Settling and refunding coups: exactly once, amounts recomputed from the cards."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from contracts import (
+    BetAccepted,
+    BetRefunded,
+    BetSettled,
+    CoupRefunded,
+    CoupResolved,
+    CoupSettled,
+    PlaceBet,
+)
+from services.rules.cards import Card
+from services.rules.tableau import resolve_coup
+from services.settlement.application import SettlementApplication
+from services.settlement.domain import BetBook, BookStatus
+from tests.unit.dealing.harness import shuffled_order
+from tests.unit.settlement.harness import (
+    Dealing,
+    Relay,
+    bet,
+    expected_returned,
+    random_bets,
+)
+from tests.unit.settlement.stores import POPO
+
+
+def deal_coups(count: int, seed: int) -> list[tuple[list[str], list[str]]]:
+    """(player cards, banker cards) of ``count`` coups dealt from a shuffled shoe."""
+    order = [Card.parse(c) for c in shuffled_order(8, seed)]
+    coups = []
+    position = 0
+    for _ in range(count):
+        result = resolve_coup(order[position : position + 6])
+        coups.append(([c.code for c in result.player], [c.code for c in result.banker]))
+        position += result.cards_used
+    return coups
+
+
+def check_settlements(relay: Relay, resolved: dict[str, CoupResolved], tie_pays: int = 8) -> int:
+    """Every accepted bet settled exactly once, with the amounts the cards give."""
+    accepted = {m.bet_id: m for m in relay.of_type(BetAccepted) if isinstance(m, BetAccepted)}
+    settled = [m for m in relay.of_type(BetSettled) if isinstance(m, BetSettled)]
+    counts = Counter(m.bet_id for m in settled)
+    assert set(counts) == set(accepted)
+    assert set(counts.values()) == {1}
+    for message in settled:
+        placed = accepted[message.bet_id]
+        coup = resolved[message.coup_id]
+        assert message.stake == placed.amount
+        assert message.returned == expected_returned(placed.bet_type, placed.amount, coup, tie_pays)
+        assert message.payout == max(0, message.returned - message.stake)
+        assert message.result == (
+            "WIN"
+            if message.returned > message.stake
+            else "PUSH"
+            if message.returned == message.stake
+            else "LOSE"
+        )
+    for total in relay.of_type(CoupSettled):
+        assert isinstance(total, CoupSettled)
+        mine = [m for m in settled if m.coup_id == total.coup_id]
+        assert total.bets == len(mine)
+        assert total.staked == sum(m.stake for m in mine)
+        assert total.paid == sum(m.returned for m in mine)
+        assert total.house_result == total.staked - total.paid
+    return len(settled)
+
+
+def play(
+    dealing: Dealing, coups: list[tuple[list[str], list[str]]], bets_per_coup: int, seed: int
+) -> dict[str, CoupResolved]:
+    resolved = {}
+    for number, (player, banker) in enumerate(coups, start=1):
+        coup_id = f"t1.coup-{number}"
+        dealing.open_betting(coup_id, number)
+        for placed in random_bets(coup_id, bets_per_coup, seed + number):
+            dealing.app.place_bet(placed)
+        dealing.close_betting(coup_id)
+        resolved[coup_id] = dealing.resolve(coup_id, player, banker)
+    return resolved
+
+
+@pytest.mark.parametrize("paytable", ["standard", "tie-9-to-1"])
+def test_every_accepted_bet_is_settled_once_from_the_cards(paytable: str) -> None:
+    dealing = Dealing(SettlementApplication(env=POPO))
+    dealing.open_table(paytable=paytable)
+    resolved = play(dealing, deal_coups(30, seed=5), bets_per_coup=40, seed=1)
+    # Dealing's messages delivered again (same tracking): no second effect.
+    for message, tracking in list(dealing.sent):
+        dealing.send(message, tracking)
+    relay = Relay(dealing.app)
+    relay.pump()
+    settled = check_settlements(relay, resolved, tie_pays=9 if paytable == "tie-9-to-1" else 8)
+    assert settled > 600
+    assert len(relay.of_type(CoupSettled)) == 30
+    assert {m.result for m in relay.of_type(BetSettled)} == {"WIN", "LOSE", "PUSH"}
+
+
+def test_a_second_coup_resolved_under_a_new_position_settles_nothing() -> None:
+    dealing = Dealing(SettlementApplication(env=POPO))
+    dealing.open_table()
+    resolved = play(dealing, deal_coups(1, seed=2), bets_per_coup=10, seed=2)
+    dealing.send(next(iter(resolved.values())))  # e.g. dealing republished it as new
+    relay = Relay(dealing.app)
+    relay.pump()
+    assert len(relay.of_type(CoupSettled)) == 1
+    check_settlements(relay, resolved)
+
+
+def test_a_whole_coup_is_settled_in_one_transaction() -> None:
+    dealing = Dealing(SettlementApplication(env=POPO))
+    dealing.open_table()
+    dealing.open_betting("c1")
+    for placed in random_bets("c1", 200, seed=3):
+        dealing.app.place_bet(placed)
+    before = dealing.app.recorder.max_notification_id() or 0
+    dealing.resolve("c1", ["9H", "KD"], ["2C", "3S", "4H"])
+    after = dealing.app.recorder.max_notification_id() or 0
+    assert after == before + 1  # one stored event for the whole coup
+
+
+def test_void_before_settlement_refunds_the_stakes() -> None:
+    dealing = Dealing(SettlementApplication(env=POPO))
+    dealing.open_table()
+    dealing.open_betting("c1")
+    placed = [b for b in random_bets("c1", 30, seed=4) if dealing.app.place_bet(b).accepted]
+    dealing.close_betting("c1")
+    dealing.void("c1", was_resolved=False)
+    dealing.void("c1", was_resolved=False)  # voided again: nothing more
+    dealing.resolve("c1", ["9H", "KD"], ["2C", "3S", "4H"])  # too late: nothing
+    relay = Relay(dealing.app)
+    relay.pump()
+    refunds = [m for m in relay.of_type(BetRefunded) if isinstance(m, BetRefunded)]
+    assert sorted(m.bet_id for m in refunds) == sorted(b.bet_id for b in placed)
+    stakes = {b.bet_id: int(b.amount) for b in placed}
+    for refund in refunds:
+        assert refund.stake == refund.refunded == refund.adjustment == stakes[refund.bet_id]
+    (total,) = relay.of_type(CoupRefunded)
+    assert isinstance(total, CoupRefunded)
+    assert total.bets == len(placed) and total.refunded == sum(stakes.values())
+    assert relay.of_type(BetSettled) == [] and relay.of_type(CoupSettled) == []
+
+
+def test_void_after_settlement_reverses_what_was_paid() -> None:
+    dealing = Dealing(SettlementApplication(env=POPO))
+    dealing.open_table()
+    resolved = play(dealing, deal_coups(1, seed=9), bets_per_coup=40, seed=9)
+    dealing.void("t1.coup-1", was_resolved=True)
+    relay = Relay(dealing.app)
+    relay.pump()
+    returned = {m.bet_id: m.returned for m in relay.of_type(BetSettled)}
+    refunds = [m for m in relay.of_type(BetRefunded) if isinstance(m, BetRefunded)]
+    assert len(refunds) == len(returned) > 0
+    for refund in refunds:
+        assert refund.refunded == refund.stake
+        assert refund.adjustment == refund.stake - returned[refund.bet_id]
+    # After the reversal each bettor ends exactly where they started plus their stake back.
+    assert {m.coup_id for m in refunds} == set(resolved)
+
+
+def test_a_failed_batch_records_nothing_and_leaves_no_trace_in_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dealing = Dealing(SettlementApplication(env=POPO))
+    dealing.open_table()
+    dealing.open_betting("c1")
+    app = dealing.app
+    assert app.place_bet(bet("b0")).accepted
+
+    def broken(self: BetBook, *args: object) -> None:
+        raise RuntimeError("poison")
+
+    monkeypatch.setattr(BetBook, "draft_reject", broken)
+    batch: list[PlaceBet] = [bet("b1"), bet("b2", amount=1)]  # b2 is refused -> reject() raises
+    before = app.recorder.max_notification_id()
+    with pytest.raises(RuntimeError):
+        app.handle_batch(batch, None)
+    assert app.recorder.max_notification_id() == before
+    assert app.bet_answer("b1") is None
+    monkeypatch.undo()
+    book = app.get_book("t1", "c1")
+    assert book is not None and sorted(book.bets) == ["b0"]
+    assert app.place_bet(bet("b1")).accepted  # not a "repeat": the failed batch left nothing
+    assert app.place_bet(bet("b1")).repeated
+    book = app.get_book("t1", "c1")
+    assert book is not None and sorted(book.bets) == ["b0", "b1"]
+
+
+def test_restart_carries_on_from_the_store(store_env: dict[str, str]) -> None:
+    first = SettlementApplication(env=store_env)
+    dealing = Dealing(first)
+    dealing.open_table()
+    resolved = play(dealing, deal_coups(2, seed=12), bets_per_coup=25, seed=12)
+    dealing.open_betting("t1.coup-3", 3)
+    early = random_bets("t1.coup-3", 20, seed=99)
+    answers = {b.bet_id: first.place_bet(b) for b in early}
+    first.close()
+
+    second = SettlementApplication(env=store_env)
+    dealing.app = second
+    # A resend after the restart gets the original answer and records nothing.
+    before = second.recorder.max_notification_id()
+    for placed in early:
+        again = second.place_bet(placed)
+        assert again.repeated and again.accepted == answers[placed.bet_id].accepted
+    assert second.recorder.max_notification_id() == before
+    # Dealing's last message again: the tracking record survived the restart.
+    message, tracking = dealing.sent[-1]
+    dealing.send(message, tracking)
+    assert second.recorder.max_notification_id() == before
+    late = random_bets("t1.coup-3", 40, seed=100)[20:]
+    for placed in late:
+        second.place_bet(placed)
+    dealing.close_betting("t1.coup-3")
+    resolved["t1.coup-3"] = dealing.resolve("t1.coup-3", ["4H", "4D"], ["KS", "9C"])
+    relay = Relay(second)
+    relay.pump()
+    assert check_settlements(relay, resolved) > 40
+    book = second.get_book("t1", "t1.coup-3")
+    assert book is not None and book.status is BookStatus.SETTLED
+    second.close()
+
+
+def test_a_batch_is_one_transaction_with_its_tracking_record() -> None:
+    from eventsourcing.persistence import Tracking
+
+    dealing = Dealing(SettlementApplication(env=POPO))
+    dealing.open_table()
+    dealing.open_betting("c1")
+    app = dealing.app
+    batch = random_bets("c1", 50, seed=8)
+    app.handle_batch(batch, Tracking("punto-banco.bet-commands:0", 50))
+    assert app.tracked_position("punto-banco.bet-commands:0") == 50
+    answers = [app.bet_answer(b.bet_id) for b in batch]
+    assert all(a is not None for a in answers)
+    book = app.get_book("t1", "c1")
+    assert book is not None
+    assert book.bet_count == sum(1 for a in answers if a is not None and a.accepted)
+
+
+def test_a_held_bet_survives_a_restart(store_env: dict[str, str]) -> None:
+    first = SettlementApplication(env=store_env)
+    dealing = Dealing(first)
+    dealing.open_table()
+    dealing.open_betting("c1")
+    assert first.place_bet(bet("early", coup_id="c2")).held
+    first.close()
+
+    second = SettlementApplication(env=store_env)
+    dealing.app = second
+    again = second.place_bet(bet("early", coup_id="c2"))
+    assert again.held and again.repeated
+    dealing.close_betting("c1")
+    dealing.open_betting("c2", number=2)
+    answer = second.bet_answer("early")
+    assert answer is not None and answer.accepted
+    second.close()
+
+    third = SettlementApplication(env=store_env)
+    resend = third.place_bet(bet("early", coup_id="c2"))
+    assert resend.accepted and resend.repeated and not resend.held
+    third.close()
