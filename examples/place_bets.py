@@ -1,0 +1,221 @@
+"""Place a few bets on the open coup of a table and print the answers and the settlements.
+
+A minimal integrator's client: plain aiokafka and the ``contracts`` package, nothing else of
+the project. Run the system first (``punto-banco up`` in another terminal), then::
+
+    .venv/bin/python examples/place_bets.py                 # the table of the latest coup
+    .venv/bin/python examples/place_bets.py --table demo-20261130093000-1 --bootstrap 127.0.0.1:9092
+
+What it does, step by step:
+
+1. reads ``table-events`` from the beginning to learn the table's settings (TableOpened: limits,
+   currency) and which coup is open for bets (the latest BettingOpened without BettingClosed),
+   waiting for the next BettingOpened if betting is closed right now;
+2. sends PlaceBet commands to ``bet-commands`` with the table id as the Kafka key (so they are
+   ordered with everything else of the table), one of them deliberately below the minimum;
+3. prints each answer from ``bet-events`` (BetAccepted / BetRejected with its reason code), then
+   each BetSettled and the coup's CoupSettled, and exits once every accepted bet is settled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import uuid
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import KafkaConnectionError
+
+from contracts import (
+    BET_COMMANDS,
+    BET_EVENTS,
+    TABLE_EVENTS,
+    BetAccepted,
+    BetRefunded,
+    BetRejected,
+    BetSettled,
+    BettingClosed,
+    BettingOpened,
+    ContractError,
+    CoupSettled,
+    Message,
+    PlaceBet,
+    TableOpened,
+    decode,
+    encode,
+    partition_key,
+)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bootstrap", default="127.0.0.1:9092", help="Kafka bootstrap servers")
+    parser.add_argument("--topic-prefix", default="", help="PB_TOPIC_PREFIX of the system")
+    parser.add_argument("--table", default=None, help="table id (default: the latest coup's)")
+    parser.add_argument("--bettor", default=f"example-{uuid.uuid4().hex[:6]}", help="bettor id")
+    parser.add_argument("--timeout", type=float, default=60.0, help="give up after seconds")
+    return parser.parse_args()
+
+
+class Follower:
+    """Reads table-events and bet-events: first what is already there, then what comes.
+
+    Without a consumer group every partition is read, from the earliest offset.
+    """
+
+    def __init__(self, bootstrap: str, prefix: str) -> None:
+        self.prefix = prefix
+        self.consumer = AIOKafkaConsumer(
+            prefix + TABLE_EVENTS,
+            prefix + BET_EVENTS,
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+
+    async def start(self) -> None:
+        await self.consumer.start()
+
+    async def messages(self) -> list[Message]:
+        batches = await self.consumer.getmany(timeout_ms=200)
+        found: list[Message] = []
+        for partition, records in batches.items():
+            topic = partition.topic[len(self.prefix) :]
+            for record in records:
+                try:
+                    found.append(decode(topic, record.value))
+                except ContractError as error:  # not ours to fix: report and go on
+                    print(f"  (skipping an undecodable record: {error})", file=sys.stderr)
+        return found
+
+
+async def main(args: argparse.Namespace) -> int:
+    follower = Follower(args.bootstrap, args.topic_prefix)
+    producer = AIOKafkaProducer(bootstrap_servers=args.bootstrap, enable_idempotence=True)
+    try:
+        await follower.start()
+        await producer.start()
+    except KafkaConnectionError:
+        await follower.consumer.stop()
+        await producer.stop()
+        print(f"no Kafka at {args.bootstrap}: is `punto-banco up` running?", file=sys.stderr)
+        return 2
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + args.timeout
+    tables: dict[str, TableOpened] = {}
+    open_coups: dict[str, BettingOpened] = {}  # table -> its coup open for bets
+    table_id: str | None = args.table
+    sent: dict[str, PlaceBet] = {}
+    resends: dict[str, int] = {}
+    accepted: set[str] = set()
+    settled: set[str] = set()
+    try:
+        while loop.time() < deadline:
+            for message in await follower.messages():
+                if isinstance(message, TableOpened):
+                    tables[message.table_id] = message
+                elif isinstance(message, BettingOpened):
+                    open_coups[message.table_id] = message
+                    if args.table is None and not sent:
+                        table_id = message.table_id  # follow the latest coup's table
+                elif isinstance(message, BettingClosed):
+                    if open_coups.get(message.table_id, message).coup_id == message.coup_id:
+                        open_coups.pop(message.table_id, None)
+                elif (
+                    isinstance(message, BetRejected)
+                    and message.bet_id in sent
+                    and message.reason_code == "NO_SUCH_COUP"
+                    and resends.get(message.bet_id, 0) < 5
+                ):
+                    # The bet overtook BettingOpened on its way to settlement: this refusal does
+                    # not use up the bet id, so the very same bet may simply be sent again.
+                    resends[message.bet_id] = resends.get(message.bet_id, 0) + 1
+                    print(f"resend   {message.bet_id} (settlement did not know the coup yet)")
+                    await asyncio.sleep(0.2)
+                    await send(producer, args.topic_prefix, sent[message.bet_id])
+                elif isinstance(message, BetAccepted | BetRejected) and message.bet_id in sent:
+                    report_answer(message)
+                    if isinstance(message, BetAccepted):
+                        accepted.add(message.bet_id)
+                elif isinstance(message, BetSettled) and message.bet_id in sent:
+                    settled.add(message.bet_id)
+                    print(
+                        f"settled  {message.bet_id}: {message.bet_type} {message.result}, "
+                        f"stake {message.stake}, payout {message.payout}, "
+                        f"returned {message.returned} {message.currency}"
+                    )
+                elif isinstance(message, BetRefunded) and message.bet_id in sent:
+                    settled.add(message.bet_id)
+                    print(f"refunded {message.bet_id}: {message.refunded} {message.currency}")
+                elif isinstance(message, CoupSettled) and any(
+                    b.coup_id == message.coup_id for b in sent.values()
+                ):
+                    print(
+                        f"coup {message.coup_id} settled: {message.bets} bets, staked "
+                        f"{message.staked}, paid {message.paid}, house {message.house_result}"
+                    )
+            if not sent and table_id is not None:
+                coup = open_coups.get(table_id)
+                table = tables.get(table_id)
+                if coup is not None and table is not None and coup.closes_at > now():
+                    sent = await place_bets(producer, args, table, coup)
+            if sent and accepted and accepted <= settled:
+                return 0
+    finally:
+        await producer.stop()
+        await follower.consumer.stop()
+    print(f"gave up after {args.timeout:.0f} s", file=sys.stderr)
+    return 1
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def place_bets(
+    producer: AIOKafkaProducer, args: argparse.Namespace, table: TableOpened, coup: BettingOpened
+) -> dict[str, PlaceBet]:
+    """A Banker bet, a Tie bet and a Player Pair at the minimum, and one bet below it."""
+    minimum = {name: limit.minimum for name, limit in table.limits.items()}
+    wanted = [
+        ("banker", minimum["banker"] * 10),
+        ("tie", minimum["tie"]),
+        ("player_pair", minimum["player_pair"]),
+        ("player", minimum["player"] - 1),  # refused: BELOW_MINIMUM (or INVALID_AMOUNT at 0)
+    ]
+    bets: dict[str, PlaceBet] = {}
+    print(f"table {table.table_id}, coup {coup.coup_id} (betting closes {coup.closes_at:%X})")
+    for bet_type, amount in wanted:
+        bet = PlaceBet(
+            table_id=table.table_id,
+            bet_id=f"{args.bettor}-{uuid.uuid4().hex[:12]}",  # your idempotency key: keep it
+            coup_id=coup.coup_id,
+            bettor_id=args.bettor,
+            bet_type=bet_type,
+            amount=Decimal(amount),
+            currency=table.currency,
+        )
+        await send(producer, args.topic_prefix, bet)
+        bets[bet.bet_id] = bet
+        print(f"sent     {bet.bet_id}: {bet_type} {amount} {table.currency}")
+    return bets
+
+
+async def send(producer: AIOKafkaProducer, prefix: str, bet: PlaceBet) -> None:
+    """PlaceBet on bet-commands, keyed by the table id (ordered with the table's messages)."""
+    await producer.send_and_wait(prefix + BET_COMMANDS, encode(bet), key=partition_key(bet))
+
+
+def report_answer(message: BetAccepted | BetRejected) -> None:
+    if isinstance(message, BetAccepted):
+        print(f"accepted {message.bet_id}: {message.bet_type} {message.amount}")
+    else:
+        print(f"rejected {message.bet_id}: {message.reason_code} - {message.message}")
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(parse_args())))

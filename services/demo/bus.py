@@ -1,0 +1,229 @@
+"""Kafka for a client of the system: send commands, follow event topics (plain aiokafka).
+
+Everything goes through :mod:`contracts`: :func:`contracts.encode` / :func:`contracts.decode`,
+the message's topic (:func:`contracts.topic_for`) behind the run's topic prefix, and its table
+id as the key (:func:`contracts.partition_key`), so a table's messages stay in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.partitioner import DefaultPartitioner
+
+from contracts import (
+    BET_EVENTS,
+    DEAD_LETTERS,
+    SHOE_EVENTS,
+    TABLE_EVENTS,
+    TOPIC_MESSAGES,
+    ContractError,
+    Message,
+    decode,
+    encode,
+    partition_key,
+    topic_for,
+)
+
+log = logging.getLogger(__name__)
+
+EVENT_TOPICS: tuple[str, ...] = (SHOE_EVENTS, TABLE_EVENTS, BET_EVENTS, DEAD_LETTERS)
+"""What the demo follows: every service's events, and the dead letters."""
+
+
+async def ensure_topics(
+    bootstrap: str, prefix: str, partitions: int = 3, timeout: float = 30.0
+) -> None:
+    """Create the run's (prefixed) project topics that are missing."""
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, client_id="pb-demo-admin", request_timeout_ms=10_000
+    )
+    await asyncio.wait_for(admin.start(), timeout)
+    try:
+        existing = set(await asyncio.wait_for(admin.list_topics(), timeout))
+        missing = [prefix + topic for topic in TOPIC_MESSAGES if prefix + topic not in existing]
+        if missing:
+            with contextlib.suppress(TopicAlreadyExistsError):
+                await asyncio.wait_for(
+                    admin.create_topics(
+                        [
+                            NewTopic(name, num_partitions=partitions, replication_factor=1)
+                            for name in missing
+                        ]
+                    ),
+                    timeout,
+                )
+    finally:
+        await admin.close()
+
+
+async def cluster_id(bootstrap: str, timeout: float = 30.0) -> str:
+    """The Kafka cluster's id (a new broker data folder gets a new one)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="pb-demo-admin")
+    await asyncio.wait_for(admin.start(), timeout)
+    try:
+        described = await asyncio.wait_for(admin.describe_cluster(), timeout)
+    finally:
+        await admin.close()
+    return str(described.get("cluster_id") or "")
+
+
+@dataclass
+class Received:
+    """One record of a followed topic: the decoded message, or why it could not be."""
+
+    topic: str  # logical (without prefix)
+    message: Message | None
+    error: str | None = None
+
+
+class CommandSender:
+    """An idempotent producer for commands (and, in tests, raw bytes)."""
+
+    def __init__(self, bootstrap: str, prefix: str = "", client_id: str = "pb-demo") -> None:
+        self.prefix = prefix
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            client_id=client_id,
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=5,
+            max_batch_size=512 * 1024,
+            request_timeout_ms=15_000,
+        )
+        self._partitioner = DefaultPartitioner()
+        self._pending: list[asyncio.Future[object]] = []
+
+    async def start(self, timeout: float = 30.0) -> None:
+        await asyncio.wait_for(self._producer.start(), timeout)
+
+    async def stop(self) -> None:
+        try:
+            await asyncio.wait_for(self.flush(), 15)
+        finally:
+            await self._producer.stop()
+
+    async def send(self, message: Message) -> None:
+        """Queue ``message`` on its topic, key = table id; :meth:`flush` waits for delivery."""
+        future = await self._producer.send(
+            self.prefix + topic_for(message), encode(message), key=partition_key(message)
+        )
+        self._pending.append(future)
+
+    async def send_now(self, message: Message, timeout: float = 15.0) -> None:
+        await self.send(message)
+        await asyncio.wait_for(self.flush(), timeout)
+
+    async def send_raw(
+        self, topic: str, value: bytes, key: bytes | None = None, timeout: float = 15.0
+    ) -> None:
+        """Send raw bytes to the logical ``topic`` (for malformed-message tests)."""
+        await asyncio.wait_for(
+            self._producer.send_and_wait(self.prefix + topic, value, key=key), timeout
+        )
+
+    async def send_many(self, messages: Sequence[Message]) -> None:
+        """Queue many messages with few round trips: one batch per topic and key (so per table,
+        in order), on the partition the default partitioner picks for that key, as
+        :meth:`send` would. :meth:`flush` waits for delivery."""
+        groups: dict[tuple[str, bytes], list[Message]] = {}
+        for message in messages:
+            group = (self.prefix + topic_for(message), partition_key(message))
+            groups.setdefault(group, []).append(message)
+        for (topic, key), members in groups.items():
+            partitions = sorted(await self._producer.partitions_for(topic))
+            partition = self._partitioner(key, partitions, partitions)
+            batch = self._producer.create_batch()
+            for message in members:
+                value = encode(message)
+                if batch.append(key=key, value=value, timestamp=None) is None:
+                    self._pending.append(
+                        await self._producer.send_batch(batch, topic, partition=partition)
+                    )
+                    batch = self._producer.create_batch()
+                    batch.append(key=key, value=value, timestamp=None)
+            if batch.record_count():
+                self._pending.append(
+                    await self._producer.send_batch(batch, topic, partition=partition)
+                )
+
+    async def flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if pending:
+            await asyncio.gather(*pending)
+
+
+class EventFeed:
+    """Follows topics from where they end now (or from the beginning), decoding each record."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        prefix: str = "",
+        topics: Sequence[str] = EVENT_TOPICS,
+        client_id: str = "pb-demo-feed",
+    ) -> None:
+        self.prefix = prefix
+        self.topics = tuple(topics)
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            client_id=client_id,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            request_timeout_ms=15_000,
+        )
+
+    async def start(self, from_beginning: bool = False, timeout: float = 30.0) -> None:
+        """Assign every partition of the topics and fix the start positions before returning,
+        so nothing published after this call is missed."""
+        await asyncio.wait_for(self._consumer.start(), timeout)
+        partitions: list[TopicPartition] = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        for topic in self.topics:
+            physical = self.prefix + topic
+            while True:
+                found = self._consumer.partitions_for_topic(physical)
+                if found:
+                    break
+                if loop.time() > deadline:
+                    raise TimeoutError(f"topic {physical} has no partitions (does it exist?)")
+                await self._consumer._client.force_metadata_update()
+                await asyncio.sleep(0.2)
+            partitions.extend(TopicPartition(physical, p) for p in sorted(found))
+        self._consumer.assign(partitions)
+        if from_beginning:
+            await self._consumer.seek_to_beginning(*partitions)
+        else:
+            await self._consumer.seek_to_end(*partitions)
+        for partition in partitions:  # resolve the lazy seek now
+            await asyncio.wait_for(self._consumer.position(partition), timeout)
+
+    async def stop(self) -> None:
+        await self._consumer.stop()
+
+    async def poll(self, timeout_ms: int = 200, max_records: int = 5000) -> list[Received]:
+        """The next records of any topic (possibly none), in order per partition."""
+        batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+        received: list[Received] = []
+        for partition, records in batches.items():
+            topic = partition.topic[len(self.prefix) :]
+            for record in records:
+                try:
+                    received.append(Received(topic, decode(topic, record.value)))
+                except ContractError as error:
+                    log.warning("undecodable record on %s: %s", partition.topic, error)
+                    received.append(Received(topic, None, str(error)))
+        return received
+
+
+def messages(received: Iterable[Received]) -> list[Message]:
+    return [r.message for r in received if r.message is not None]

@@ -1,0 +1,171 @@
+"""`punto-banco up` as a person runs it: plays, checks its books, stops everything it started."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+import psutil
+import pytest
+
+from services.demo.processes import PROJECT_ROOT
+from services.demo.system import LocalSystem
+from tests.e2e.helpers import assert_books_clean, open_table, wait
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def up_env(store: Mapping[str, str]) -> dict[str, str]:
+    """Our environment without persistence settings, then the test's store."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("POSTGRES_", "PB_POSTGRES", "PB_PERSISTENCE", "PB_TOPIC_PREFIX"))
+    }
+    env.update(store)
+    env["PB_PERSISTENCE"] = "postgres" if store else "sqlite"
+    env["COLUMNS"] = "120"
+    return env
+
+
+def up_command(kafka: str, prefix: str, data_dir: Path, *options: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "services.cli.main",
+        "up",
+        "--kafka",
+        kafka,
+        "--topic-prefix",
+        prefix,
+        "--data-dir",
+        str(data_dir),
+        "--bettors",
+        "15",
+        "--wildness",
+        "0.3",
+        "--decks",
+        "1",
+        "--cut-card",
+        "14",
+        "--betting-window-ms",
+        "200",
+        *options,
+    ]
+
+
+def leftovers(prefix: str) -> list[str]:
+    """Processes still running with this run's topic prefix in their environment."""
+    found = []
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if process.environ().get("PB_TOPIC_PREFIX") == prefix:
+                found.append(f"{process.pid} {' '.join(process.info['cmdline'] or [])}")
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+@pytest.mark.timeout(240)
+async def test_up_plays_n_coups_checks_the_books_and_stops_everything(
+    kafka_bootstrap: str, store: Mapping[str, str], tmp_path: Path
+) -> None:
+    prefix = f"e2e-up-{uuid.uuid4().hex[:10]}."
+    process = await asyncio.create_subprocess_exec(
+        *up_command(kafka_bootstrap, prefix, tmp_path / "var", "--coups", "6"),
+        cwd=PROJECT_ROOT,
+        env=up_env(store),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), 180)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    text = output.decode(errors="replace")
+    assert process.returncode == 0, text
+    assert "OK: " in text
+    assert "6 with bets of 6 per table" in text
+    assert "0 errors" in text
+    assert ("PostgreSQL" if store else "SQLite") in text
+    assert not leftovers(prefix)
+    for name in ("shoe", "dealing", "settlement"):
+        assert (tmp_path / "var" / "logs" / f"{name}.log").is_file()
+        if not store:
+            assert (tmp_path / "var" / f"{name}.sqlite").is_file()
+
+
+@pytest.mark.timeout(240)
+async def test_ctrl_c_stops_up_cleanly_with_its_summary(
+    kafka_bootstrap: str, store: Mapping[str, str], tmp_path: Path
+) -> None:
+    prefix = f"e2e-up-{uuid.uuid4().hex[:10]}."
+    log = tmp_path / "up.out"
+    with open(log, "wb") as out:
+        process = await asyncio.create_subprocess_exec(
+            *up_command(kafka_bootstrap, prefix, tmp_path / "var"),
+            cwd=PROJECT_ROOT,
+            env=up_env(store),
+            stdout=out,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+    try:
+        deadline = asyncio.get_running_loop().time() + 120
+        while "services ready" not in log.read_text():
+            assert process.returncode is None, log.read_text()
+            assert asyncio.get_running_loop().time() < deadline, log.read_text()
+            await asyncio.sleep(0.5)
+        await asyncio.sleep(4)  # a few coups
+        process.send_signal(signal.SIGINT)
+        code = await asyncio.wait_for(process.wait(), 90)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    text = log.read_text()
+    assert code == 130, text
+    assert "STOPPED, books clean" in text
+    assert not leftovers(prefix)
+
+
+@pytest.mark.timeout(180)
+async def test_the_example_client_places_bets_and_gets_its_settlements(
+    system: LocalSystem,
+) -> None:
+    table = await open_table(system, betting_window_ms=4000)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(PROJECT_ROOT / "examples" / "place_bets.py"),
+        "--bootstrap",
+        system.settings.bootstrap,
+        "--topic-prefix",
+        system.settings.topic_prefix,
+        "--table",
+        table,
+        "--timeout",
+        "90",
+        cwd=PROJECT_ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), 120)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    text = output.decode(errors="replace")
+    assert process.returncode == 0, text
+    assert text.count("accepted ") == 3, text
+    assert "BELOW_MINIMUM" in text
+    assert text.count("settled  ") == 3, text
+    assert "coup " in text and " settled: " in text
+    await wait(system, lambda: system.ledger.summary(checks=False).bets_settled >= 3, 30, "books")
+    assert_books_clean(system.ledger)

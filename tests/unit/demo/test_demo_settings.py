@@ -1,0 +1,100 @@
+"""Every service of a run gets the same settings; `up` picks the store the way the services do."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from services.cli.up_cmd import postgres_settings
+from services.demo import orchestrator
+from services.demo.live import money, percent
+from services.demo.orchestrator import DemoConfig
+from services.demo.processes import ServiceSettings, service_env
+
+INHERITED = {
+    "PATH": "/usr/bin",
+    "POSTGRES_HOST": "db.example",
+    "PB_POSTGRES_DSN": "host=elsewhere",
+    "PB_TOPIC_PREFIX": "old.",
+}
+
+
+def test_services_get_the_runs_settings_and_not_inherited_persistence() -> None:
+    settings = ServiceSettings("127.0.0.1:9092", Path("/tmp/pb"), topic_prefix="run1.")
+    env = service_env(settings, base=INHERITED)
+    assert env["PATH"] == "/usr/bin"
+    assert env["KAFKA_BOOTSTRAP_SERVERS"] == "127.0.0.1:9092"
+    assert env["PB_DATA_DIR"] == str(Path("/tmp/pb").resolve())
+    assert env["PB_TOPIC_PREFIX"] == "run1."
+    assert env["PB_PERSISTENCE"] == "sqlite"
+    assert not any(key.startswith(("POSTGRES_", "PB_POSTGRES")) for key in env)
+
+
+def test_postgres_settings_are_passed_whole() -> None:
+    postgres = {"POSTGRES_HOST": "127.0.0.1", "POSTGRES_PORT": "5433", "POSTGRES_DBNAME": "pb"}
+    settings = ServiceSettings("127.0.0.1:9092", Path("var"), postgres=postgres)
+    env = service_env(settings, base=INHERITED)
+    assert env["PB_PERSISTENCE"] == "postgres"
+    assert {key: env[key] for key in postgres} == postgres
+    assert "PB_POSTGRES_DSN" not in env
+
+
+@pytest.mark.parametrize(
+    ("flag", "env", "expected"),
+    [
+        (False, {}, {}),  # SQLite by default
+        (True, {}, None),  # --postgres alone: start a local server
+        (False, {"PB_PERSISTENCE": "postgres"}, None),
+        (
+            False,
+            {"POSTGRES_HOST": "h", "POSTGRES_PORT": "1"},
+            {"POSTGRES_HOST": "h", "POSTGRES_PORT": "1"},
+        ),
+        (True, {"PB_POSTGRES_DSN": "host=h"}, {"PB_POSTGRES_DSN": "host=h"}),
+        (False, {"PB_PERSISTENCE": "sqlite", "POSTGRES_HOST": "h"}, {}),
+    ],
+)
+def test_up_chooses_the_store_like_the_services(
+    flag: bool, env: dict[str, str], expected: dict[str, str] | None
+) -> None:
+    chosen = postgres_settings(flag, env)
+    if expected is None:
+        assert chosen is None
+    else:
+        assert chosen is not None
+        assert {k: v for k, v in chosen.items() if k != "PB_PERSISTENCE"} == expected
+
+
+def test_demo_options_are_checked() -> None:
+    for bad in ({"coups": 0}, {"tables": 0}, {"wildness": 2.0}, {"bettors": -1}):
+        with pytest.raises(ValueError):
+            DemoConfig(**bad)
+
+
+def test_money_is_shown_from_minor_units_without_floats() -> None:
+    assert money(123456, "EUR") == "1,234.56 EUR"
+    assert money(-5) == "-0.05"
+    assert money(Fraction(1999, 2)) == "10.00"  # 999.5 minor units, shown rounded
+    assert percent(Fraction(-1, 8)) == "-12.500 %"
+    assert percent(None) == "-"
+
+
+async def test_up_warns_when_the_stores_were_written_with_another_kafka(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = {"id": "cluster-a"}
+
+    async def fake_cluster_id(bootstrap: str, timeout: float = 30.0) -> str:
+        return cluster["id"]
+
+    monkeypatch.setattr(orchestrator, "cluster_id", fake_cluster_id)
+    check = orchestrator.check_store_matches_kafka
+    assert await check(tmp_path, "k:1", "", {}) is None  # a fresh folder
+    (tmp_path / "settlement.sqlite").write_bytes(b"")
+    assert await check(tmp_path, "k:1", "", {}) is None  # the same Kafka again
+    cluster["id"] = "cluster-b"
+    warning = await check(tmp_path, "k:1", "", {})
+    assert warning is not None and "fresh --data-dir" in warning
+    assert await check(tmp_path, "k:1", "other.", {"POSTGRES_HOST": "h"}) is None
