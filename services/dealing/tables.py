@@ -12,7 +12,8 @@ from enum import StrEnum
 from typing import Any, cast
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from eventsourcing.domain import Aggregate, Snapshot, event
+from eventsourcing.domain import Aggregate, event
+from eventsourcing.domain import Snapshot as BaseSnapshot
 
 
 class TableStatus(StrEnum):
@@ -108,7 +109,7 @@ class Table(Aggregate):
         table_id: str
         reason: str
 
-    class Snapshot(Snapshot):
+    class Snapshot(BaseSnapshot):
         """A table's state at one version (a table's history grows with every coup)."""
 
         def mutate(self, aggregate: None) -> Table:
