@@ -17,6 +17,24 @@ app = typer.Typer(
 )
 
 # Area registrations (each line owned by the module it imports).
+from services.cli import infra_cmd  # noqa: E402
+
+infra_cmd.register(app)
+from services.cli import serve_cmd  # noqa: E402
+
+serve_cmd.register(app)
+from services.cli import game  # noqa: E402
+
+game.register(app)
+from services.cli import bench  # noqa: E402
+
+bench.register(app)
+from services.cli import contracts_cmd  # noqa: E402
+
+contracts_cmd.register(app)
+from services.cli import up_cmd  # noqa: E402
+
+up_cmd.register(app)
 
 
 def main() -> None:
