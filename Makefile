@@ -15,6 +15,11 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# `make run`: the whole system with a demo table (punto-banco up); RUN_ARGS passes options.
+RUN_ARGS ?=
+run: $(STAMP)
+	$(BIN)/punto-banco up $(RUN_ARGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -29,6 +34,14 @@ test: $(STAMP) lint
 	@trap '$(BIN)/punto-banco infra down' EXIT; trap 'exit 130' INT TERM; \
 	settings="$$($(BIN)/punto-banco infra up)" && eval "$$settings" && \
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# `make bench`: start the local Kafka and PostgreSQL, run every benchmark group against
+# them (`punto-banco bench`; BENCH_ARGS, e.g. BENCH_ARGS="--quick --write"), stop them again.
+BENCH_ARGS ?= --write
+bench: $(STAMP)
+	@trap '$(BIN)/punto-banco infra down' EXIT; trap 'exit 130' INT TERM; \
+	settings="$$($(BIN)/punto-banco infra up)" && eval "$$settings" && \
+	$(BIN)/punto-banco bench $(BENCH_ARGS)
 
 infra-up: $(STAMP)
 	@$(BIN)/punto-banco infra up
