@@ -15,6 +15,13 @@ from contracts.envelope import (
     MinorUnits,
     RejectionCode,
     TableMessage,
+    UtcDatetime,
+)
+
+PLACED_AT_DESCRIPTION = (
+    "When the bet was placed, UTC, as settlement judged it: the time the Kafka broker appended "
+    "the PlaceBet to the bet-commands topic (LogAppendTime), else the time settlement received "
+    "it; never the client's `occurred_at`. Null on answers recorded before this field existed."
 )
 
 
@@ -28,6 +35,7 @@ class BetAccepted(TableMessage):
     bet_type: BetTypeName = Field(description="The bet type.")
     amount: int = Field(ge=1, description="The stake, minor units.")
     currency: Currency = Field(description="Currency of the stake.")
+    placed_at: UtcDatetime | None = Field(default=None, description=PLACED_AT_DESCRIPTION)
 
 
 class BetRejected(TableMessage):
@@ -42,6 +50,7 @@ class BetRejected(TableMessage):
     currency: str = Field(description="The currency as received.")
     reason_code: RejectionCode = Field(description="Why, as a stable code.")
     message: str = Field(description="Why, in words a person can act on.")
+    placed_at: UtcDatetime | None = Field(default=None, description=PLACED_AT_DESCRIPTION)
 
 
 class BetSettled(TableMessage):

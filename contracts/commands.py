@@ -90,6 +90,9 @@ class PlaceBet(TableMessage):
     `bet_type`, `amount` and `currency` are deliberately lenient: a bad value is
     answered with `BetRejected` (UNKNOWN_BET_TYPE, INVALID_AMOUNT, WRONG_CURRENCY),
     not refused as malformed.
+
+    Whether the bet was in time is judged by when the Kafka broker appended it to the
+    bet-commands topic (LogAppendTime), never by `occurred_at` (informational only).
     """
 
     type: Literal["PlaceBet"] = "PlaceBet"

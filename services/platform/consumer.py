@@ -16,12 +16,16 @@ For every fetched batch, per partition, in order:
    by a project relay carry ``pb-source`` / ``pb-notification-id`` /
    ``pb-message-index`` headers and are tracked as
    ``"<source>:<topic>:<partition>"`` at ``notification_id * 2**20 + index``;
-   other messages (external commands) as ``"<topic>:<partition>"`` at
-   ``offset + 1``. Both increase strictly within a partition, as eventsourcing's
-   default SINGLE-ROW tracking requires (it refuses a notification id that is
-   not greater than the recorded one for the same name; that is why the name
-   holds the partition - and the topic, in case one source publishes to two
-   topics the same service reads).
+   other messages (external commands) as
+   ``"<cluster id>:<prefixed topic>:<partition>"`` at ``offset + 1`` (the
+   cluster id is fetched once at start: a store reused with a new Kafka or a
+   new topic prefix does not take the new log's offsets for handled ones; see
+   ``tracking.py``). Each ``Delivery`` carries the record's timestamp and its
+   type (``LOG_APPEND_TIME``: stamped by the broker). Both increase strictly
+   within a partition, as eventsourcing's default SINGLE-ROW tracking requires
+   (it refuses a notification id that is not greater than the recorded one for
+   the same name; that is why the name holds the partition - and the topic, in
+   case one source publishes to two topics the same service reads).
 2. Records at or below the recorded position are duplicates (redelivery after a
    crash, or a relay republishing) and are skipped without calling the handler.
 3. Records that do not decode (``ContractError``: not JSON, unknown type, wrong
@@ -49,10 +53,12 @@ notification ids start again at 1): wipe stores and topics together.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
@@ -69,11 +75,15 @@ from contracts import DEAD_LETTERS, ContractError, Message, decode, encode
 from services.platform.application import ServiceApplication, UnitOfWork
 from services.platform.dead_letters import as_text, dead_letter_for
 from services.platform.kafka import SOURCE_HEADER, idempotent_producer
+from services.platform.kafka import cluster_id as kafka_cluster_id
+from services.platform.logs import message_context
 from services.platform.settings import Settings
 from services.platform.tracking import MESSAGES_PER_NOTIFICATION, header, position_of
 from services.platform.worker import AppWorker
 
 __all__ = [
+    "CREATE_TIME",
+    "LOG_APPEND_TIME",
     "MESSAGES_PER_NOTIFICATION",
     "BatchHandler",
     "ConsumerRuntime",
@@ -86,6 +96,11 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+CREATE_TIME = 0
+"""Kafka record timestamp type: set by the producer (``message.timestamp.type=CreateTime``)."""
+LOG_APPEND_TIME = 1
+"""Kafka record timestamp type: set by the broker when it appended the record."""
 
 _TRANSIENT = (OperationalError, InterfaceError)
 _MAX_INTEGRITY_RETRIES = 3
@@ -102,6 +117,18 @@ class Delivery:
     key: str | None
     source: str | None  # pb-source header, None for external producers
     tracking: Tracking  # this message's own tracking position
+    timestamp: int | None = None  # the record's timestamp, ms since the epoch
+    timestamp_type: int | None = None  # CREATE_TIME (the producer's) or LOG_APPEND_TIME
+
+    @property
+    def appended_at(self) -> datetime | None:
+        """When the broker appended the record (LogAppendTime topics only), else None.
+
+        A CreateTime timestamp is set by the producer, so it is not offered here.
+        """
+        if self.timestamp_type != LOG_APPEND_TIME or self.timestamp is None or self.timestamp < 0:
+            return None
+        return datetime.fromtimestamp(self.timestamp / 1000, UTC)
 
 
 BatchHandler = Callable[[Sequence[Delivery], Tracking], None]
@@ -120,7 +147,8 @@ def per_message(handle: Callable[[Message, Tracking], None]) -> BatchHandler:
 
     def handler(deliveries: Sequence[Delivery], tracking: Tracking) -> None:
         for delivery in deliveries:
-            handle(delivery.message, delivery.tracking)
+            with message_context(delivery.message):  # log records carry the message's ids
+                handle(delivery.message, delivery.tracking)
 
     return handler
 
@@ -138,7 +166,8 @@ def with_unit_of_work(
     def handler(deliveries: Sequence[Delivery], tracking: Tracking) -> None:
         with app.unit_of_work(tracking) as uow:
             for delivery in deliveries:
-                handle(uow, delivery)
+                with message_context(delivery.message):  # log records carry the message's ids
+                    handle(uow, delivery)
 
     return handler
 
@@ -189,6 +218,7 @@ class ConsumerRuntime:
         worker: AppWorker,
         *,
         producer: AIOKafkaProducer | None = None,
+        cluster_id: str | None = None,
     ) -> None:
         if not subscriptions:
             raise ValueError("a consumer needs at least one subscription")
@@ -200,11 +230,19 @@ class ConsumerRuntime:
             raise ValueError("one subscription per topic")
         self._producer = producer
         self._own_producer = producer is None
+        # The Kafka cluster's id, part of offset-based tracking names (tracking.py);
+        # fetched once by start() unless given.
+        self.cluster_id = cluster_id
         self._consumer: AIOKafkaConsumer | None = None
         self.ready = asyncio.Event()
         self.stats = ConsumerStats()
+        # Operations hooks (metrics.py): deliveries handled; offsets handled and committed.
+        self.on_delivered: Callable[[Sequence[Delivery]], None] | None = None
+        self.handled_offsets: dict[TopicPartition, int] = {}
 
     async def start(self) -> None:
+        if self.cluster_id is None:
+            self.cluster_id = await kafka_cluster_id(self.settings)
         if self._producer is None:
             self._producer = idempotent_producer(self.settings, "dead-letters")
         if self._own_producer:
@@ -285,7 +323,8 @@ class ConsumerRuntime:
                 continue
             logical = self.settings.logical_topic(tp.topic)
             subscription = self.subscriptions[logical]
-            for group in _groups(logical, tp.partition, records):
+            position = functools.partial(self._position, logical)
+            for group in _groups(position, records):
                 done = await self._process_group(
                     subscription, logical, tp.partition, group, stopping
                 )
@@ -296,6 +335,7 @@ class ConsumerRuntime:
                 continue
             break
         self.stats.batches += 1
+        self.handled_offsets.update(offsets)  # operations hook (consumer lag)
         if offsets and self._consumer is not None:
             try:
                 await self._consumer.commit(offsets)
@@ -346,6 +386,8 @@ class ConsumerRuntime:
                     )
                     await self._one_by_one(subscription, prepared)
                 self.stats.handled += len(prepared.fresh)
+                if self.on_delivered is not None:  # operations hook (metrics)
+                    self.on_delivered(prepared.fresh)
                 log.debug(
                     "%s:%d handled %d messages in %.3fs",
                     logical,
@@ -387,21 +429,48 @@ class ConsumerRuntime:
         if prepared.last.notification_id > recorded:
             await self.worker.call(self._advance, name, prepared.last.notification_id)
 
+    async def lag(self) -> dict[tuple[str, int], int]:
+        """Operations: per (logical topic, partition) assigned, messages not yet handled."""
+        consumer = self._consumer
+        if consumer is None:
+            return {}
+        assigned = list(consumer.assignment())
+        if not assigned:
+            return {}
+        ends = await consumer.end_offsets(assigned)
+        lag: dict[tuple[str, int], int] = {}
+        for tp in assigned:
+            done = self.handled_offsets.get(tp)
+            if done is None:
+                done = await consumer.committed(tp) or 0
+            logical = self.settings.logical_topic(tp.topic)
+            lag[(logical, tp.partition)] = max(0, ends.get(tp, 0) - done)
+        return lag
+
     def _advance(self, name: str, position: int) -> None:
         """Record ``position`` for ``name`` unless it is recorded already."""
         if self.app.tracked_position(name) < position:
             self.app.record_position(name, position)
 
+    def _position(self, logical: str, record: ConsumerRecord[Any, Any]) -> Tracking:
+        """The record's tracking position (tracking.py): offsets named by cluster and topic."""
+        return position_of(
+            logical,
+            record.partition,
+            record.offset,
+            record.headers,
+            topic=record.topic,
+            cluster_id=self.cluster_id,
+        )
+
     def _prepare(
         self, logical: str, partition: int, records: list[ConsumerRecord[Any, Any]]
     ) -> _Prepared:
         prepared = _Prepared()
-        name = position_of(
-            logical, partition, records[0].offset, records[0].headers
-        ).application_name
+        name = self._position(logical, records[0]).application_name
         recorded = self.app.tracked_position(name)
         for record in records:
-            tracking = position_of(logical, partition, record.offset, record.headers)
+            tracking = self._position(logical, record)
             if tracking.notification_id <= recorded:
                 prepared.duplicates += 1
                 continue
@@ -425,6 +494,8 @@ class ConsumerRuntime:
                     key=as_text(record.key),
                     source=header(record.headers, SOURCE_HEADER),
                     tracking=tracking,
+                    timestamp=record.timestamp,
+                    timestamp_type=record.timestamp_type,
                 )
             )
         return prepared
@@ -437,7 +508,12 @@ class ConsumerRuntime:
         for record, error in items:
             letter = dead_letter_for(record, error, self.settings.service)
             log.warning(
-                "dead letter: %s:%d@%d: %s", record.topic, record.partition, record.offset, error
+                "dead letter: %s:%d@%d: %s",
+                record.topic,
+                record.partition,
+                record.offset,
+                error,
+                extra={"table_id": as_text(record.key)},  # structured logs (logs.py)
             )
             futures.append(
                 await producer.send(
@@ -459,13 +535,14 @@ def _where(delivery: Delivery) -> str:
 
 
 def _groups(
-    logical: str, partition: int, records: list[ConsumerRecord[Any, Any]]
+    position: Callable[[ConsumerRecord[Any, Any]], Tracking],
+    records: list[ConsumerRecord[Any, Any]],
 ) -> list[list[ConsumerRecord[Any, Any]]]:
     """Split a partition's records into runs that share a tracking name."""
     groups: list[list[ConsumerRecord[Any, Any]]] = []
     current_name: str | None = None
     for record in records:
-        name = position_of(logical, partition, record.offset, record.headers).application_name
+        name = position(record).application_name
         if name != current_name:
             groups.append([])
             current_name = name

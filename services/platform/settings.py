@@ -97,6 +97,42 @@ def _float(env: Mapping[str, str], key: str, default: float) -> float:
         raise SettingsError(f"{key} must be a number, got {raw!r}") from None
 
 
+HTTP_PORTS = {"dashboard": 8100, "shoe": 8101, "dealing": 8102, "settlement": 8103}
+"""Default loopback HTTP port of each process (/health /ready /metrics /asyncapi)."""
+
+
+def http_port(service: str, env: Mapping[str, str]) -> int | None:
+    """``PB_HTTP_PORT_<SERVICE>``, else ``PB_HTTP_PORT``, else the service's default port.
+
+    ``off`` (or ``none``/``-``) disables the endpoints; ``0`` takes any free port.
+    """
+    for key in (f"PB_HTTP_PORT_{service.upper()}", "PB_HTTP_PORT"):
+        raw = env.get(key, "").strip().lower()
+        if not raw:
+            continue
+        if raw in ("off", "none", "-", "no", "false"):
+            return None
+        port = _int(env, key)
+        if not 0 <= port <= 65535:
+            raise SettingsError(f"{key} must be a port number (0-65535) or 'off', got {raw!r}")
+        return port
+    return HTTP_PORTS.get(service)
+
+
+def _loopback(host: str) -> str:
+    import ipaddress
+
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise SettingsError(
+            f"PB_HTTP_HOST must be a loopback address (127.0.0.1, ::1), not {host!r}"
+        )
+    return host
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Everything a service process needs to know about its surroundings."""
@@ -116,12 +152,18 @@ class Settings:
     consumer_max_records: int = 5000
     consumer_poll_timeout: float = 0.05
     log_level: str = "INFO"
+    # Operations (services/platform/http.py, logs.py): HTTP endpoints and log format.
+    http_host: str = "127.0.0.1"
+    http_port: int | None = None  # None: no HTTP endpoints; 0: any free port
+    log_format: str = "text"  # "text" or "json" (JSON lines)
 
     def __post_init__(self) -> None:
         if not SERVICE_NAME.match(self.service):
             raise SettingsError(
                 f"service name {self.service!r} must be lower case letters, digits or _"
             )
+        if self.log_format not in ("text", "json"):
+            raise SettingsError(f"PB_LOG_FORMAT must be 'text' or 'json', not {self.log_format!r}")
 
     @classmethod
     def from_env(
@@ -157,6 +199,9 @@ class Settings:
             "consumer_group_id": env.get("PB_CONSUMER_GROUP", ""),
             "relay_poll_interval": _float(env, "PB_RELAY_POLL_INTERVAL", 0.2),
             "log_level": (env.get("PB_LOG_LEVEL") or "INFO").upper(),
+            "log_format": (env.get("PB_LOG_FORMAT") or "text").strip().lower(),
+            "http_host": _loopback(env.get("PB_HTTP_HOST") or "127.0.0.1"),
+            "http_port": http_port(service, env),
         }
         for key, name in (
             ("PB_TOPIC_PARTITIONS", "topic_partitions"),

@@ -6,11 +6,22 @@ every name must see strictly increasing positions:
 
 - a message published by a project relay (headers ``pb-source``,
   ``pb-notification-id``, ``pb-message-index``) is tracked as
-  ``"<source>:<topic>:<partition>"`` at ``notification_id * 2**20 + index``
+  ``"<source>:<logical topic>:<partition>"`` at ``notification_id * 2**20 + index``
   (the relay publishes in notification order and one stored event may become
   many messages, so this increases within a partition);
-- any other message (an external command) as ``"<topic>:<partition>"`` at
-  ``offset + 1``.
+- any other message (an external command) as
+  ``"<cluster id>:<kafka topic>:<partition>"`` at ``offset + 1``.
+
+Why the two differ: an offset only means something in ONE Kafka log, so an
+offset-based name holds the Kafka cluster's id and the topic's real (prefixed)
+name. A store reused with a new Kafka, or with a new topic prefix, then starts
+a new name at 0 instead of skipping the new log's first offsets as "already
+handled". A relayed position counts the upstream store's notification log,
+which does not start again with a new Kafka or prefix (the relay records its
+own position in that store), so its name stays free of the cluster and the
+prefix: a message republished to another cluster is still recognised.
+Without a cluster id (tests, in-memory simulation) the offset-based name is
+``"<kafka topic>:<partition>"``.
 """
 
 from __future__ import annotations
@@ -38,8 +49,26 @@ def header(headers: Headers, name: str) -> str | None:
     return None
 
 
-def position_of(logical_topic: str, partition: int, offset: int, headers: Headers) -> Tracking:
-    """The tracking name and position of a Kafka record (see the module docstring)."""
+def offset_tracking_name(cluster_id: str | None, topic: str, partition: int) -> str:
+    """The tracking name of records tracked by offset (see the module docstring)."""
+    where = f"{topic}:{partition}"
+    return f"{cluster_id}:{where}" if cluster_id else where
+
+
+def position_of(
+    logical_topic: str,
+    partition: int,
+    offset: int,
+    headers: Headers,
+    *,
+    topic: str | None = None,
+    cluster_id: str | None = None,
+) -> Tracking:
+    """The tracking name and position of a Kafka record (see the module docstring).
+
+    ``topic`` is the record's real (prefixed) topic, ``logical_topic`` without it when
+    omitted; ``cluster_id`` the Kafka cluster's id.
+    """
     source = header(headers, SOURCE_HEADER)
     notification = header(headers, NOTIFICATION_HEADER)
     if source and notification and notification.isdigit():
@@ -50,4 +79,4 @@ def position_of(logical_topic: str, partition: int, offset: int, headers: Header
                 f"{source}:{logical_topic}:{partition}",
                 int(notification) * MESSAGES_PER_NOTIFICATION + index,
             )
-    return Tracking(f"{logical_topic}:{partition}", offset + 1)
+    return Tracking(offset_tracking_name(cluster_id, topic or logical_topic, partition), offset + 1)

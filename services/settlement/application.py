@@ -9,6 +9,13 @@ the original answer and records nothing. A bet naming a coup not opened yet
 bets and dealing's events arrive on different topics. Settling a coup is one
 event on the coup's bet book, so every bet of a coup is settled in ONE
 transaction.
+
+When a bet was placed (``placed_at``) is given by the caller: the service passes
+the Kafka broker's append time of the PlaceBet (the bet-commands topic has
+``message.timestamp.type=LogAppendTime``), or the time it received the bet when
+the record carries no broker time. Without one, the time the bet is handled
+(this application's clock) is used. ``PlaceBet.occurred_at`` is written by the
+client and is never used to judge a bet (see ``BetBook.closed_for``).
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
@@ -65,8 +72,13 @@ class SettlementApplication(ServiceApplication):
     # A table's desk lives as long as the table: snapshot it now and then.
     snapshotting_intervals: ClassVar[dict[type[Any], int]] = {BetDesk: 500}
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        env: dict[str, str] | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         super().__init__(env)
+        self._clock = clock or _utc_now  # "now" for a bet handed over without placed_at
         self._index = BetIndex()
         self._drafted: dict[UUID, BetBook] = {}  # books with answers to record in this unit
         load_bet_index(self._index, self.recorder, self.mapper)
@@ -97,15 +109,23 @@ class SettlementApplication(ServiceApplication):
                     cache.get(aggregate_id, evict=True)
 
     # -- entry points ----------------------------------------------------------------
-    def handle(self, message: Message, tracking: Tracking | None = None) -> BetAnswer | None:
-        """Apply one message in its own transaction; a PlaceBet's answer."""
+    def handle(
+        self,
+        message: Message,
+        tracking: Tracking | None = None,
+        placed_at: datetime | None = None,
+    ) -> BetAnswer | None:
+        """Apply one message in its own transaction; a PlaceBet's answer.
+
+        ``placed_at``: when a PlaceBet was placed (the broker's append time); default now.
+        """
         if tracking is not None and self.process_recorder.has_tracking_id(
             tracking.application_name, tracking.notification_id
         ):
             return None  # already processed: no second effect
         try:
             with self.unit_of_work(tracking) as uow:
-                return self.apply(uow, message)
+                return self.apply(uow, message, placed_at)
         except IntegrityError:
             if tracking is None or not self.process_recorder.has_tracking_id(
                 tracking.application_name, tracking.notification_id
@@ -113,21 +133,39 @@ class SettlementApplication(ServiceApplication):
                 raise
             return None  # this position was recorded meanwhile: the first delivery won
 
-    def handle_batch(self, messages: Sequence[Message], tracking: Tracking | None) -> None:
-        """Apply messages of one partition, in order, in ONE transaction with ``tracking``."""
-        with self.unit_of_work(tracking) as uow:
-            for message in messages:
-                self.apply(uow, message)
+    def handle_batch(
+        self,
+        messages: Sequence[Message],
+        tracking: Tracking | None,
+        placed_at: Sequence[datetime | None] | None = None,
+    ) -> None:
+        """Apply messages of one partition, in order, in ONE transaction with ``tracking``.
 
-    def place_bet(self, command: PlaceBet) -> BetAnswer:
-        answer = self.handle(command)
+        ``placed_at[i]``: when ``messages[i]`` (a PlaceBet) was placed; default: now,
+        once for the whole batch (the time it was received).
+        """
+        if placed_at is not None and len(placed_at) != len(messages):
+            raise ValueError("placed_at needs one time per message")
+        received = self._clock()
+        with self.unit_of_work(tracking) as uow:
+            for index, message in enumerate(messages):
+                placed = None if placed_at is None else placed_at[index]
+                self.apply(uow, message, placed or received)
+
+    def place_bet(self, command: PlaceBet, placed_at: datetime | None = None) -> BetAnswer:
+        answer = self.handle(command, placed_at=placed_at)
         assert answer is not None
         return answer
 
-    def apply(self, uow: UnitOfWork, message: Message) -> BetAnswer | None:
+    def apply(
+        self, uow: UnitOfWork, message: Message, placed_at: datetime | None = None
+    ) -> BetAnswer | None:
         """Apply one message inside ``uow`` (a batch shares one unit of work)."""
         if isinstance(message, PlaceBet):
-            return self._place_bet(uow, message)
+            placed = placed_at or self._clock()
+            if placed.tzinfo is None:
+                raise ValueError(f"placed_at must be timezone-aware, got {placed!r}")
+            return self._place_bet(uow, message, placed)
         handler = self._table_event_handlers.get(type(message).__name__)
         if handler is not None:
             handler(self, uow, message)
@@ -153,7 +191,7 @@ class SettlementApplication(ServiceApplication):
         return found if isinstance(found, kind) else None
 
     # -- bets ----------------------------------------------------------------------
-    def _place_bet(self, uow: UnitOfWork, command: PlaceBet) -> BetAnswer:
+    def _place_bet(self, uow: UnitOfWork, command: PlaceBet, placed_at: datetime) -> BetAnswer:
         request = BetRequest(
             command.table_id,
             command.coup_id,
@@ -162,7 +200,7 @@ class SettlementApplication(ServiceApplication):
             command.bet_type,
             str(command.amount),
             command.currency,
-            command.occurred_at,
+            placed_at,  # never command.occurred_at: the client writes that
         )
         previous = self._index.get(request.bet_id)
         if previous is not None:
@@ -189,9 +227,7 @@ class SettlementApplication(ServiceApplication):
             )
         if book is None:
             # Most likely the coup's BettingOpened is on its way: judge the bet then.
-            self._desk(uow, request.table_id).hold(
-                **request.fields(), placed_at=command.occurred_at
-            )
+            self._desk(uow, request.table_id).hold(**request.fields(), placed_at=placed_at)
             answer = BetAnswer(request.bet_id, False, held=True)
             self._index.record(request, answer)
             return answer
@@ -204,14 +240,19 @@ class SettlementApplication(ServiceApplication):
             request.bet_type,
             request.amount,
             request.currency,
-            request.placed_at,
+            request.placed_at or self._clock(),
         )
         if rejection is not None:
             return self._refuse(uow, book, request, rejection.reason.value, rejection.message)
         amount = parse_amount(request.amount)
         assert amount is not None
         book.draft_accept(
-            request.bet_id, request.bettor_id, request.bet_type, amount, request.currency
+            request.bet_id,
+            request.bettor_id,
+            request.bet_type,
+            amount,
+            request.currency,
+            request.placed_at,
         )
         self._drafted[book.id] = book
         answer = BetAnswer(request.bet_id, True)
@@ -236,10 +277,11 @@ class SettlementApplication(ServiceApplication):
                 request.currency,
                 code,
                 message,
+                request.placed_at,
             )
             self._drafted[book.id] = book
         else:
-            self._desk(uow, request.table_id).reject(**fields)
+            self._desk(uow, request.table_id).reject(**fields, placed_at=request.placed_at)
         answer = BetAnswer(request.bet_id, False, code, message)
         self._index.record(request, answer)
         return answer
@@ -328,7 +370,7 @@ class SettlementApplication(ServiceApplication):
     def _on_betting_closed(self, uow: UnitOfWork, event: BettingClosed) -> None:
         book = uow.get(book_aggregate_id(event.table_id, event.coup_id), BetBook)
         if book is not None and book.status is BookStatus.BETTING:
-            book.close_betting()
+            book.close_betting(closed_at=event.occurred_at)
 
     def _on_coup_resolved(self, uow: UnitOfWork, event: CoupResolved) -> None:
         book = uow.get(book_aggregate_id(event.table_id, event.coup_id), BetBook)
@@ -350,3 +392,7 @@ class SettlementApplication(ServiceApplication):
         "CoupResolved": _on_coup_resolved,
         "CoupVoided": _on_coup_voided,
     }
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)

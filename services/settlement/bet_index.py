@@ -47,7 +47,8 @@ class BetRequest:
     bet_type: str
     amount: str
     currency: str
-    placed_at: datetime | None = None  # PlaceBet.occurred_at (not part of the content)
+    # When it was placed: the broker's append time (not part of the content; see books.py).
+    placed_at: datetime | None = None
 
     @property
     def key(self) -> ContentKey:

@@ -56,6 +56,8 @@ def book_aggregate_id(table_id: str, coup_id: str) -> UUID:
 
 # An answer line: [bet_id, bettor_id, bet_type, amount, currency, reason_code, message];
 # accepted when reason_code is None (amount: int stake), else refused (amount as received).
+# When each bet was placed is kept beside the lines (BetsAnswered.placed_at), so the
+# lines keep the shape that readers of the store (e.g. the audit) know.
 AnswerLine = list[Any]
 # A settlement line: [bet_id, bettor_id, bet_type, result, stake, payout, returned]
 SettlementLine = list[Any]
@@ -75,12 +77,27 @@ class BetBook(Aggregate):
         closes_at: datetime
 
     class BettingClosed(Aggregate.Event):
-        pass
+        """Dealing closed betting at ``closed_at`` (its BettingClosed's ``occurred_at``)."""
+
+        class_version = 2
+        closed_at: datetime | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["closed_at"] = None  # recorded before the time was kept: closed for all
 
     class BetsAnswered(Aggregate.Event):
+        """Answers to bets; ``placed_at[i]`` (ISO 8601 or None) is when line i's bet was placed."""
+
+        class_version = 2
         table_id: str
         coup_id: str
         lines: list[AnswerLine]
+        placed_at: list[str | None]
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["placed_at"] = [None] * len(state["lines"])  # recorded before it was kept
 
     class CoupSettled(Aggregate.Event):
         table_id: str
@@ -123,10 +140,12 @@ class BetBook(Aggregate):
         self.currency = currency
         self.closes_at = closes_at
         self.status = BookStatus.BETTING
+        self.closed_at: datetime | None = None  # dealing's BettingClosed.occurred_at
         self.bets: dict[str, Bet] = {}
         self.bettor_types: dict[str, set[BetType]] = {}
         self.returned: dict[str, int] = {}
         self._draft: list[AnswerLine] = []
+        self._draft_placed: list[str | None] = []
 
     # -- bets ----------------------------------------------------------------------
     def check(
@@ -135,20 +154,19 @@ class BetBook(Aggregate):
         bet_type: str,
         amount: object,
         currency: str,
-        placed_at: datetime | None,
+        placed_at: datetime,
     ) -> Rejection | None:
         """Why this bet cannot be accepted, or None (see rules.validation).
 
-        Betting is closed once dealing's BettingClosed has been applied, and for a
-        bet placed (``PlaceBet.occurred_at``, stamped by the integrating platform)
-        at or after the coup's ``closes_at``. A bet placed in time but judged late,
-        because bets queued up, is still accepted until BettingClosed.
+        ``placed_at`` is when the bet was placed: the Kafka broker's append time
+        of the PlaceBet (never a time the client wrote). See :meth:`closed_for`.
         """
-        late = placed_at is not None and placed_at >= self.closes_at
-        if self.status is not BookStatus.BETTING or late:
+        closed = self.closed_for(placed_at)
+        if closed is not None:
             return Rejection(
                 RejectionReason.BETTING_CLOSED,
-                f"betting on coup {self.coup_id} is closed; wait for the next BettingOpened",
+                f"betting on coup {self.coup_id} is closed ({closed}); "
+                "wait for the next BettingOpened",
             )
         return validate_bet(
             bet_type,
@@ -158,6 +176,31 @@ class BetBook(Aggregate):
             self.currency,
             self.bettor_types.get(bettor_id, set()),
         )
+
+    def closed_for(self, placed_at: datetime) -> str | None:
+        """Why a bet placed at ``placed_at`` is too late for this coup, or None.
+
+        A bet is in time if it was placed before the coup's ``closes_at`` and before
+        dealing's BettingClosed (``closed_at``; betting may close early) once that has
+        been applied here, and the coup is neither settled nor voided here: a bet
+        judged after CoupResolved is always too late. So a bet placed in time but
+        judged late (bets queued up) is accepted until the coup is settled, and one
+        placed too late is refused even before BettingClosed is applied.
+        """
+        if self.status is BookStatus.SETTLED:
+            return "the coup is resolved and settled"
+        if self.status is BookStatus.VOIDED:
+            return "the coup was voided"
+        if placed_at >= self.closes_at:
+            return f"bet placed at {placed_at.isoformat()}, betting closed at " + (
+                self.closes_at.isoformat()
+            )
+        if self.status is BookStatus.CLOSED and (
+            self.closed_at is None or placed_at >= self.closed_at
+        ):
+            closed_at = "an unknown time" if self.closed_at is None else self.closed_at.isoformat()
+            return f"bet placed at {placed_at.isoformat()}, betting closed at {closed_at}"
+        return None
 
     def _bet_limits(self) -> dict[BetType, BetLimit]:
         parsed: dict[BetType, BetLimit] | None = getattr(self, "_parsed_limits", None)
@@ -170,12 +213,19 @@ class BetBook(Aggregate):
         return parsed
 
     def draft_accept(
-        self, bet_id: str, bettor_id: str, bet_type: str, amount: int, currency: str
+        self,
+        bet_id: str,
+        bettor_id: str,
+        bet_type: str,
+        amount: int,
+        currency: str,
+        placed_at: datetime | None = None,
     ) -> None:
         """Accept a bet; recorded with the others of this transaction by :meth:`flush`."""
         line: AnswerLine = [bet_id, bettor_id, bet_type, amount, currency, None, ""]
         self._take(line)
         self._draft.append(line)
+        self._draft_placed.append(None if placed_at is None else placed_at.isoformat())
 
     def draft_reject(
         self,
@@ -186,9 +236,11 @@ class BetBook(Aggregate):
         currency: str,
         reason_code: str,
         message: str,
+        placed_at: datetime | None = None,
     ) -> None:
         """Refuse a bet; recorded with the others of this transaction by :meth:`flush`."""
         self._draft.append([bet_id, bettor_id, bet_type, amount, currency, reason_code, message])
+        self._draft_placed.append(None if placed_at is None else placed_at.isoformat())
 
     @property
     def has_draft(self) -> bool:
@@ -198,10 +250,15 @@ class BetBook(Aggregate):
         """Record the drafted answers as one BetsAnswered event."""
         if self._draft:
             lines, self._draft = self._draft, []
-            self._answer(table_id=self.table_id, coup_id=self.coup_id, lines=lines)
+            placed, self._draft_placed = self._draft_placed, []
+            self._answer(
+                table_id=self.table_id, coup_id=self.coup_id, lines=lines, placed_at=placed
+            )
 
     @event(BetsAnswered)
-    def _answer(self, table_id: str, coup_id: str, lines: list[AnswerLine]) -> None:
+    def _answer(
+        self, table_id: str, coup_id: str, lines: list[AnswerLine], placed_at: list[str | None]
+    ) -> None:
         # Live, the accepted lines were taken when drafted; taking them again is harmless.
         for line in lines:
             if line[5] is None:
@@ -212,13 +269,15 @@ class BetBook(Aggregate):
         self.bets[bet_id] = Bet(bet_id, bettor_id, bet_type, amount)
         self.bettor_types.setdefault(bettor_id, set()).add(BetType(bet_type))
 
-    def close_betting(self) -> None:
+    def close_betting(self, closed_at: datetime) -> None:
+        """Dealing closed betting at ``closed_at`` (its BettingClosed's ``occurred_at``)."""
         self.flush()
-        self._close_betting()
+        self._close_betting(closed_at=closed_at)
 
     @event(BettingClosed)
-    def _close_betting(self) -> None:
+    def _close_betting(self, closed_at: datetime | None) -> None:
         self.status = BookStatus.CLOSED
+        self.closed_at = closed_at
 
     # -- settlement and refund -----------------------------------------------------
     def settle(self, coup: CoupFacts) -> None:

@@ -17,7 +17,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from eventsourcing.domain import Aggregate, event
 
 # A held bet: [coup_id, bet_id, bettor_id, bet_type, amount (as received), currency,
-#              placed_at (ISO 8601)]
+#              placed_at (ISO 8601: when the broker appended the PlaceBet, see books.py)]
 HeldBet = list[str]
 
 
@@ -55,6 +55,13 @@ class BetDesk(Aggregate):
         currency: str
         reason_code: str
         message: str
+        placed_at: datetime | None
+
+        class_version = 2
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["placed_at"] = None  # recorded before the time was kept
 
     @staticmethod
     def create_id(table_id: str, **_: Any) -> UUID:
@@ -111,5 +118,6 @@ class BetDesk(Aggregate):
         currency: str,
         reason_code: str,
         message: str,
+        placed_at: datetime | None = None,
     ) -> None:
         pass

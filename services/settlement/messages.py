@@ -9,6 +9,7 @@ id, version, line), so a republished message keeps its ``event_id``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -43,9 +44,11 @@ def _line_ids(event: Any, count: int) -> list[UUID]:
 def _bets_answered(event: BetBook.BetsAnswered) -> list[Message]:
     ids = _line_ids(event, len(event.lines))
     messages: list[Message] = []
+    placed_at = event.placed_at
     for index, (bet_id, bettor_id, bet_type, amount, currency, code, message) in enumerate(
         event.lines
     ):
+        placed = placed_at[index] if index < len(placed_at) else None
         common = {
             "event_id": ids[index],
             "occurred_at": event.timestamp,
@@ -55,6 +58,7 @@ def _bets_answered(event: BetBook.BetsAnswered) -> list[Message]:
             "bettor_id": bettor_id,
             "bet_type": bet_type,
             "currency": currency,
+            "placed_at": None if placed is None else datetime.fromisoformat(placed),
         }
         if code is None:
             messages.append(BetAccepted(**common, amount=amount))
@@ -77,6 +81,7 @@ def _desk_rejected(event: BetDesk.BetRejected) -> list[Message]:
             currency=event.currency,
             reason_code=event.reason_code,
             message=event.message,
+            placed_at=event.placed_at,
         )
     ]
 

@@ -4,11 +4,18 @@
 the consumer applies each fetched batch of one partition (a flood of PlaceBet,
 or dealing's events) in ONE transaction with its tracking record, and the
 outbox relay publishes BET_EVENTS (one BetSettled per bet of a settled coup).
+
+A bet's ``placed_at`` is the broker's append time of its PlaceBet record
+(``Delivery.appended_at``: the bet-commands topic is created with
+``message.timestamp.type=LogAppendTime``); a record with a producer timestamp
+(CreateTime, e.g. a topic created elsewhere and not altered) counts as placed
+when settlement received it. The client's ``occurred_at`` is never used.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from eventsourcing.persistence import Tracking
 
@@ -26,9 +33,19 @@ from services.settlement.messages import to_messages
 
 def batch_handler(app: SettlementApplication) -> BatchHandler:
     def handle(deliveries: Sequence[Delivery], tracking: Tracking) -> None:
-        app.handle_batch([delivery.message for delivery in deliveries], tracking)
+        received = datetime.now(UTC)
+        app.handle_batch(
+            [delivery.message for delivery in deliveries],
+            tracking,
+            [placed_at(delivery, received) for delivery in deliveries],
+        )
 
     return handle
+
+
+def placed_at(delivery: Delivery, received: datetime) -> datetime:
+    """When a bet was placed: the broker's append time, else when settlement received it."""
+    return delivery.appended_at or received
 
 
 def _subscriptions(app: SettlementApplication) -> Sequence[Subscription]:

@@ -21,17 +21,26 @@ from services.platform.worker import AppWorker
 from tests.unit.platform.fakes import Counter, CounterApp, FakeConsumer, FakeProducer, popo_env
 
 TOPIC = "p." + TABLE_EVENTS
+CLUSTER = "cluster-A"
+EXTERNAL = f"{CLUSTER}:{TOPIC}:0"
+"""Tracking name of external (offset-tracked) records of TOPIC partition 0."""
 
 
 def record(
-    offset: int, value: bytes | None, headers: Sequence[tuple[str, bytes]] = (), partition: int = 0
+    offset: int,
+    value: bytes | None,
+    headers: Sequence[tuple[str, bytes]] = (),
+    partition: int = 0,
+    topic: str = TOPIC,
+    timestamp: int = 0,
+    timestamp_type: int = 0,
 ) -> ConsumerRecord[bytes, bytes]:
     return ConsumerRecord(
-        topic=TOPIC,
+        topic=topic,
         partition=partition,
         offset=offset,
-        timestamp=0,
-        timestamp_type=0,
+        timestamp=timestamp,
+        timestamp_type=timestamp_type,
         key=b"t1",
         value=value,
         checksum=None,
@@ -54,9 +63,11 @@ def relayed(notification: int, index: int = 0) -> list[tuple[str, bytes]]:
 
 
 class Harness:
-    def __init__(self) -> None:
-        self.app = CounterApp(env=popo_env())
-        self.settings = Settings.from_env("counter", {"PB_TOPIC_PREFIX": "p."})
+    def __init__(
+        self, app: CounterApp | None = None, prefix: str = "p.", cluster: str = CLUSTER
+    ) -> None:
+        self.app = app or CounterApp(env=popo_env())
+        self.settings = Settings.from_env("counter", {"PB_TOPIC_PREFIX": prefix})
         self.worker = AppWorker("counter")
         self.producer = FakeProducer()
         self.calls = 0
@@ -79,6 +90,7 @@ class Harness:
             [Subscription(TABLE_EVENTS, with_unit_of_work(self.app, handle))],
             self.worker,
             producer=self.producer,
+            cluster_id=cluster,
         )
         self.kafka = FakeConsumer()
         self.runtime._consumer = self.kafka
@@ -120,12 +132,46 @@ def test_positions_of_relayed_and_external_messages() -> None:
     assert odd.notification_id == 42
 
 
+def test_offset_positions_name_the_cluster_and_the_real_topic() -> None:
+    external = position_of(TABLE_EVENTS, 1, 0, [], topic="p2." + TABLE_EVENTS, cluster_id="k1")
+    assert (external.application_name, external.notification_id) == (
+        f"k1:p2.{TABLE_EVENTS}:1",
+        1,
+    )
+    # Relayed positions count the upstream store's notifications: no cluster, no prefix.
+    relayed_name = position_of(
+        TABLE_EVENTS, 1, 0, relayed(3), topic="p2." + TABLE_EVENTS, cluster_id="k1"
+    ).application_name
+    assert relayed_name == f"dealing:{TABLE_EVENTS}:1"
+
+
+async def test_a_store_reused_with_a_new_prefix_or_kafka_handles_its_commands() -> None:
+    first = Harness(prefix="p.")
+    await first.feed(record(0, closed("1")), record(1, closed("2")))
+    assert first.total == 3
+    # Same store, new topic prefix: offsets 0 and 1 of the new topic are new commands.
+    renamed = Harness(first.app, prefix="q.")
+    await renamed.feed(
+        record(0, closed("10"), topic="q." + TABLE_EVENTS),
+        record(1, closed("20"), topic="q." + TABLE_EVENTS),
+    )
+    assert renamed.total == 33 and renamed.runtime.stats.duplicates == 0
+    # Same store and prefix, another Kafka cluster (its topics start at offset 0 again).
+    moved = Harness(first.app, prefix="p.", cluster="cluster-B")
+    await moved.feed(record(0, closed("100")))
+    assert moved.total == 133 and moved.runtime.stats.duplicates == 0
+    # And the first log's positions still hold: a redelivery there has no second effect.
+    again = Harness(first.app, prefix="p.")
+    await again.feed(record(1, closed("2")))
+    assert again.total == 133 and again.runtime.stats.duplicates == 1
+
+
 async def test_a_batch_is_handled_once_and_offsets_committed() -> None:
     h = Harness()
     await h.feed(record(0, closed("1")), record(1, closed("2")), record(2, closed("3")))
     assert h.total == 6
     assert h.kafka.committed == {TopicPartition(TOPIC, 0): 3}
-    assert h.app.tracked_position(f"{TABLE_EVENTS}:0") == 3
+    assert h.app.tracked_position(EXTERNAL) == 3
 
 
 async def test_the_same_message_delivered_twice_has_one_effect() -> None:
@@ -180,7 +226,7 @@ async def test_a_failing_handler_dead_letters_only_that_message() -> None:
     letters = h.dead_letters()
     assert [d.offset for d in letters] == [1]
     assert letters[0].error.startswith("handler failed: ValueError")
-    assert h.app.tracked_position(f"{TABLE_EVENTS}:0") == 3
+    assert h.app.tracked_position(EXTERNAL) == 3
 
 
 async def test_partitions_are_tracked_separately() -> None:
@@ -214,4 +260,30 @@ async def test_a_per_message_handler_failing_half_way_applies_nothing_twice() ->
     )
     assert applied == ["1", "2", "4"]
     assert [d.offset for d in h.dead_letters()] == [2]
-    assert h.app.tracked_position(f"{TABLE_EVENTS}:0") == 4
+    assert h.app.tracked_position(EXTERNAL) == 4
+
+
+async def test_a_delivery_carries_the_record_timestamp_and_its_type() -> None:
+    from datetime import UTC, datetime
+
+    from services.platform.consumer import CREATE_TIME, LOG_APPEND_TIME
+
+    h = Harness()
+    seen: list[Delivery] = []
+
+    def handle(deliveries: Sequence[Delivery], tracking: object) -> None:
+        seen.extend(deliveries)
+
+    h.runtime.subscriptions[TABLE_EVENTS] = Subscription(TABLE_EVENTS, handle)
+    appended = datetime(2026, 11, 30, 4, 0, 1, 250000, tzinfo=UTC)
+    millis = int(appended.timestamp() * 1000)
+    await h.feed(
+        record(0, closed("1"), timestamp=millis, timestamp_type=LOG_APPEND_TIME),
+        record(1, closed("2"), timestamp=millis, timestamp_type=CREATE_TIME),
+    )
+    assert [(d.timestamp, d.timestamp_type) for d in seen] == [
+        (millis, LOG_APPEND_TIME),
+        (millis, CREATE_TIME),
+    ]
+    assert seen[0].appended_at == appended
+    assert seen[1].appended_at is None  # a producer's timestamp is not the broker's

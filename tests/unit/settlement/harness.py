@@ -25,12 +25,32 @@ from contracts import (
 )
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages
+from tests.unit.settlement.stores import POPO
 
 M = TypeVar("M", bound=Message)
 
 T0 = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
 CLOSES_AT = T0 + timedelta(minutes=5)
 PLACED_AT = T0 + timedelta(minutes=1)
+
+
+class Clock:
+    """Settlement's clock in tests: the time a bet handed over without placed_at counts
+    as placed (in the service: when it was received). Starts at PLACED_AT."""
+
+    def __init__(self, now: datetime = PLACED_AT) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def settlement_app(
+    env: dict[str, str] | None = None, clock: Clock | None = None
+) -> SettlementApplication:
+    """A settlement application whose clock stands at PLACED_AT unless ``clock`` says else."""
+    return SettlementApplication(env=env or POPO, clock=clock or Clock())
+
 
 LIMITS = {
     "player": (100, 100_000),
@@ -70,20 +90,21 @@ class Dealing:
             )
         )
 
-    def open_betting(self, coup_id: str, number: int = 1) -> None:
+    def open_betting(self, coup_id: str, number: int = 1, closes_at: datetime = CLOSES_AT) -> None:
         self.send(
             BettingOpened(
                 table_id=self.table_id,
                 coup_id=coup_id,
                 coup_number=number,
                 shoe_id="s1",
-                closes_at=CLOSES_AT,
+                closes_at=closes_at,
                 last_of_shoe=False,
             )
         )
 
-    def close_betting(self, coup_id: str) -> None:
-        self.send(BettingClosed(table_id=self.table_id, coup_id=coup_id))
+    def close_betting(self, coup_id: str, at: datetime = CLOSES_AT) -> None:
+        """Dealing's BettingClosed, occurred ``at`` (by default when the window ends)."""
+        self.send(BettingClosed(occurred_at=at, table_id=self.table_id, coup_id=coup_id))
 
     def resolve(self, coup_id: str, player: list[str], banker: list[str]) -> CoupResolved:
         p, b = hand_total(player), hand_total(banker)
@@ -149,10 +170,11 @@ def bet(
     amount: object = 1000,
     currency: str = "EUR",
     table_id: str = "t1",
-    placed_at: datetime = PLACED_AT,
+    occurred_at: datetime = PLACED_AT,
 ) -> PlaceBet:
+    """A PlaceBet; ``occurred_at`` is the client's stamp (settlement does not judge by it)."""
     return PlaceBet(
-        occurred_at=placed_at,
+        occurred_at=occurred_at,
         table_id=table_id,
         bet_id=bet_id,
         coup_id=coup_id,

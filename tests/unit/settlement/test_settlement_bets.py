@@ -9,13 +9,13 @@ import pytest
 from contracts import BetAccepted, BetRejected, PlaceBet
 from services.settlement.application import SettlementApplication
 from services.settlement.bet_index import BetAnswer
-from tests.unit.settlement.harness import CLOSES_AT, Dealing, Relay, bet
+from tests.unit.settlement.harness import CLOSES_AT, Dealing, Relay, bet, settlement_app
 from tests.unit.settlement.stores import POPO
 
 
 @pytest.fixture
 def dealing() -> Dealing:
-    dealing = Dealing(SettlementApplication(env=POPO))
+    dealing = Dealing(settlement_app(env=POPO))
     dealing.open_table()
     dealing.open_betting("c1")
     return dealing
@@ -83,11 +83,12 @@ def test_player_and_banker_from_one_bettor_are_opposing(app: SettlementApplicati
 def test_betting_closed_after_betting_closed_or_for_a_bet_placed_too_late(
     app: SettlementApplication, dealing: Dealing
 ) -> None:
-    assert app.place_bet(bet("late", placed_at=CLOSES_AT)).reason_code == "BETTING_CLOSED"
-    # Placed in time: accepted however late it is judged, until BettingClosed.
-    assert app.place_bet(bet("early", placed_at=CLOSES_AT - timedelta(microseconds=1))).accepted
+    assert app.place_bet(bet("late"), placed_at=CLOSES_AT).reason_code == "BETTING_CLOSED"
+    # Placed in time: accepted however late it is judged, until the coup is settled.
+    early = CLOSES_AT - timedelta(microseconds=1)
+    assert app.place_bet(bet("early"), placed_at=early).accepted
     dealing.close_betting("c1")
-    assert app.place_bet(bet("after-close")).reason_code == "BETTING_CLOSED"
+    assert app.place_bet(bet("after-close"), placed_at=CLOSES_AT).reason_code == ("BETTING_CLOSED")
 
 
 def test_a_closed_table_takes_no_bets(app: SettlementApplication, dealing: Dealing) -> None:

@@ -17,7 +17,6 @@ from contracts import (
 )
 from services.rules.cards import Card
 from services.rules.tableau import resolve_coup
-from services.settlement.application import SettlementApplication
 from services.settlement.domain import BetBook, BookStatus
 from tests.unit.dealing.harness import shuffled_order
 from tests.unit.settlement.harness import (
@@ -26,6 +25,7 @@ from tests.unit.settlement.harness import (
     bet,
     expected_returned,
     random_bets,
+    settlement_app,
 )
 from tests.unit.settlement.stores import POPO
 
@@ -88,7 +88,7 @@ def play(
 
 @pytest.mark.parametrize("paytable", ["standard", "tie-9-to-1"])
 def test_every_accepted_bet_is_settled_once_from_the_cards(paytable: str) -> None:
-    dealing = Dealing(SettlementApplication(env=POPO))
+    dealing = Dealing(settlement_app(env=POPO))
     dealing.open_table(paytable=paytable)
     resolved = play(dealing, deal_coups(30, seed=5), bets_per_coup=40, seed=1)
     # Dealing's messages delivered again (same tracking): no second effect.
@@ -103,7 +103,7 @@ def test_every_accepted_bet_is_settled_once_from_the_cards(paytable: str) -> Non
 
 
 def test_a_second_coup_resolved_under_a_new_position_settles_nothing() -> None:
-    dealing = Dealing(SettlementApplication(env=POPO))
+    dealing = Dealing(settlement_app(env=POPO))
     dealing.open_table()
     resolved = play(dealing, deal_coups(1, seed=2), bets_per_coup=10, seed=2)
     dealing.send(next(iter(resolved.values())))  # e.g. dealing republished it as new
@@ -114,7 +114,7 @@ def test_a_second_coup_resolved_under_a_new_position_settles_nothing() -> None:
 
 
 def test_a_whole_coup_is_settled_in_one_transaction() -> None:
-    dealing = Dealing(SettlementApplication(env=POPO))
+    dealing = Dealing(settlement_app(env=POPO))
     dealing.open_table()
     dealing.open_betting("c1")
     for placed in random_bets("c1", 200, seed=3):
@@ -126,7 +126,7 @@ def test_a_whole_coup_is_settled_in_one_transaction() -> None:
 
 
 def test_void_before_settlement_refunds_the_stakes() -> None:
-    dealing = Dealing(SettlementApplication(env=POPO))
+    dealing = Dealing(settlement_app(env=POPO))
     dealing.open_table()
     dealing.open_betting("c1")
     placed = [b for b in random_bets("c1", 30, seed=4) if dealing.app.place_bet(b).accepted]
@@ -148,7 +148,7 @@ def test_void_before_settlement_refunds_the_stakes() -> None:
 
 
 def test_void_after_settlement_reverses_what_was_paid() -> None:
-    dealing = Dealing(SettlementApplication(env=POPO))
+    dealing = Dealing(settlement_app(env=POPO))
     dealing.open_table()
     resolved = play(dealing, deal_coups(1, seed=9), bets_per_coup=40, seed=9)
     dealing.void("t1.coup-1", was_resolved=True)
@@ -167,7 +167,7 @@ def test_void_after_settlement_reverses_what_was_paid() -> None:
 def test_a_failed_batch_records_nothing_and_leaves_no_trace_in_memory(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    dealing = Dealing(SettlementApplication(env=POPO))
+    dealing = Dealing(settlement_app(env=POPO))
     dealing.open_table()
     dealing.open_betting("c1")
     app = dealing.app
@@ -193,7 +193,7 @@ def test_a_failed_batch_records_nothing_and_leaves_no_trace_in_memory(
 
 
 def test_restart_carries_on_from_the_store(store_env: dict[str, str]) -> None:
-    first = SettlementApplication(env=store_env)
+    first = settlement_app(env=store_env)
     dealing = Dealing(first)
     dealing.open_table()
     resolved = play(dealing, deal_coups(2, seed=12), bets_per_coup=25, seed=12)
@@ -202,7 +202,7 @@ def test_restart_carries_on_from_the_store(store_env: dict[str, str]) -> None:
     answers = {b.bet_id: first.place_bet(b) for b in early}
     first.close()
 
-    second = SettlementApplication(env=store_env)
+    second = settlement_app(env=store_env)
     dealing.app = second
     # A resend after the restart gets the original answer and records nothing.
     before = second.recorder.max_notification_id()
@@ -230,7 +230,7 @@ def test_restart_carries_on_from_the_store(store_env: dict[str, str]) -> None:
 def test_a_batch_is_one_transaction_with_its_tracking_record() -> None:
     from eventsourcing.persistence import Tracking
 
-    dealing = Dealing(SettlementApplication(env=POPO))
+    dealing = Dealing(settlement_app(env=POPO))
     dealing.open_table()
     dealing.open_betting("c1")
     app = dealing.app
@@ -245,14 +245,14 @@ def test_a_batch_is_one_transaction_with_its_tracking_record() -> None:
 
 
 def test_a_held_bet_survives_a_restart(store_env: dict[str, str]) -> None:
-    first = SettlementApplication(env=store_env)
+    first = settlement_app(env=store_env)
     dealing = Dealing(first)
     dealing.open_table()
     dealing.open_betting("c1")
     assert first.place_bet(bet("early", coup_id="c2")).held
     first.close()
 
-    second = SettlementApplication(env=store_env)
+    second = settlement_app(env=store_env)
     dealing.app = second
     again = second.place_bet(bet("early", coup_id="c2"))
     assert again.held and again.repeated
@@ -262,7 +262,7 @@ def test_a_held_bet_survives_a_restart(store_env: dict[str, str]) -> None:
     assert answer is not None and answer.accepted
     second.close()
 
-    third = SettlementApplication(env=store_env)
+    third = settlement_app(env=store_env)
     resend = third.place_bet(bet("early", coup_id="c2"))
     assert resend.accepted and resend.repeated and not resend.held
     third.close()

@@ -1,0 +1,94 @@
+"""Settlement over real Kafka judges a bet by the broker's append time, not the client's."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from contracts import (
+    BET_COMMANDS,
+    BET_EVENTS,
+    TABLE_EVENTS,
+    BetAccepted,
+    BetLimitSpec,
+    BetRejected,
+    BettingOpened,
+    PlaceBet,
+    TableOpened,
+)
+from services.platform import ServiceHost
+from services.settlement.service import build_service
+from tests.integration.platform.kafka_tools import read_topic, send_messages, settings_for
+
+pytestmark = [pytest.mark.kafka]
+
+BET_TYPES = ["player", "banker", "tie", "player_pair", "banker_pair"]
+
+
+def place(bet_id: str, bettor: str, occurred_at: datetime) -> PlaceBet:
+    return PlaceBet(
+        occurred_at=occurred_at,
+        table_id="t1",
+        bet_id=bet_id,
+        coup_id="c1",
+        bettor_id=bettor,
+        bet_type="player",
+        amount=Decimal(1000),
+        currency="EUR",
+    )
+
+
+async def test_a_backdated_bet_appended_after_the_close_is_refused(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    settings = settings_for("settlement", kafka_bootstrap, data_dir=tmp_path)
+    async with ServiceHost(build_service(settings), settings) as host:
+        await host.wait_ready()
+        closes_at = datetime.now(UTC) + timedelta(seconds=2)
+        await send_messages(
+            settings,
+            TABLE_EVENTS,
+            [
+                TableOpened(
+                    table_id="t1",
+                    decks=8,
+                    paytable="standard",
+                    limits={t: BetLimitSpec(minimum=100, maximum=50_000) for t in BET_TYPES},
+                    currency="EUR",
+                    betting_window_ms=2000,
+                    cut_card_from_end=16,
+                ),
+                BettingOpened(
+                    table_id="t1",
+                    coup_id="c1",
+                    coup_number=1,
+                    shoe_id="s1",
+                    closes_at=closes_at,
+                    last_of_shoe=False,
+                ),
+            ],
+        )
+        # In time, though the client's clock says it is after the close.
+        await send_messages(
+            settings, BET_COMMANDS, [place("in-time", "alice", closes_at + timedelta(hours=1))]
+        )
+        await asyncio.sleep(max(0.0, (closes_at - datetime.now(UTC)).total_seconds()) + 0.2)
+        # Settlement has not heard of any BettingClosed: the append time alone decides.
+        await send_messages(
+            settings, BET_COMMANDS, [place("late", "bob", closes_at - timedelta(minutes=1))]
+        )
+        records = await read_topic(settings, BET_EVENTS, lambda r: len(r) >= 2)
+    answers: dict[str, BetAccepted | BetRejected] = {}
+    for record in records:
+        message = record.message(BET_EVENTS)
+        assert isinstance(message, BetAccepted | BetRejected)
+        answers[message.bet_id] = message
+    in_time, late = answers["in-time"], answers["late"]
+    assert isinstance(in_time, BetAccepted)
+    assert in_time.placed_at is not None and in_time.placed_at < closes_at
+    assert isinstance(late, BetRejected) and late.reason_code == "BETTING_CLOSED"
+    assert late.placed_at is not None and late.placed_at >= closes_at

@@ -1,0 +1,244 @@
+"""When a bet counts as placed: the broker's append time, judged against the coup's close.
+
+Settlement reads bets and dealing's events from two topics, so it may judge a bet
+before or after it has applied the coup's BettingClosed or CoupResolved. A bet is
+in time if it was PLACED (broker LogAppendTime, never the client's occurred_at)
+before ``closes_at`` and before BettingClosed, and the coup is not settled yet.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from eventsourcing.persistence import Tracking
+
+from contracts import BetAccepted, BetRejected, BetSettled
+from services.platform.consumer import CREATE_TIME, LOG_APPEND_TIME, Delivery
+from services.settlement.application import SettlementApplication
+from services.settlement.books import BetBook
+from services.settlement.desk import BetDesk
+from services.settlement.service import batch_handler, placed_at
+from tests.unit.settlement.harness import (
+    CLOSES_AT,
+    PLACED_AT,
+    T0,
+    Clock,
+    Dealing,
+    Relay,
+    bet,
+    settlement_app,
+)
+
+SECOND = timedelta(seconds=1)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def dealing(clock: Clock) -> Dealing:
+    dealing = Dealing(settlement_app(clock=clock))
+    dealing.open_table()
+    dealing.open_betting("c1")
+    return dealing
+
+
+@pytest.fixture
+def app(dealing: Dealing) -> SettlementApplication:
+    return dealing.app
+
+
+def answer_of(relay: Relay, bet_id: str) -> BetAccepted | BetRejected:
+    [answer] = [
+        m
+        for m in relay.published
+        if isinstance(m, BetAccepted | BetRejected) and m.bet_id == bet_id
+    ]
+    return answer
+
+
+def test_a_bet_placed_before_close_but_handled_late_is_accepted_and_settled(
+    app: SettlementApplication, dealing: Dealing
+) -> None:
+    dealing.close_betting("c1")  # settlement applied BettingClosed before the queued bet
+    placed = CLOSES_AT - SECOND
+    assert app.place_bet(bet("queued"), placed_at=placed).accepted
+    coup = dealing.resolve("c1", ["9H", "KD"], ["2S", "3C", "TH"])
+    relay = Relay(app)
+    relay.pump()
+    accepted = answer_of(relay, "queued")
+    assert isinstance(accepted, BetAccepted) and accepted.placed_at == placed
+    [settled] = relay.of_type(BetSettled)
+    assert (settled.bet_id, settled.result, settled.returned) == ("queued", "WIN", 2000)
+    assert coup.outcome == "PLAYER"
+
+
+def test_betting_closed_early_counts_from_dealings_betting_closed(
+    app: SettlementApplication, dealing: Dealing
+) -> None:
+    closed_at = CLOSES_AT - timedelta(minutes=2)  # a CloseBetting before the window ended
+    dealing.close_betting("c1", at=closed_at)
+    assert app.place_bet(bet("before"), placed_at=closed_at - SECOND).accepted
+    refused = app.place_bet(bet("after", bettor_id="bob"), placed_at=closed_at)
+    assert refused.reason_code == "BETTING_CLOSED"
+    assert closed_at.isoformat() in refused.message
+
+
+def test_a_bet_placed_after_closes_at_is_refused_before_betting_closed_is_applied(
+    app: SettlementApplication,
+) -> None:
+    book = app.get_book("t1", "c1")
+    assert book is not None and book.status == "BETTING"  # BettingClosed not applied yet
+    placed = CLOSES_AT + SECOND
+    answer = app.place_bet(bet("late"), placed_at=placed)
+    assert answer.reason_code == "BETTING_CLOSED"
+    relay = Relay(app)
+    relay.pump()
+    rejected = answer_of(relay, "late")
+    assert isinstance(rejected, BetRejected) and rejected.placed_at == placed
+
+
+@pytest.mark.parametrize("betting_closed_applied", [True, False])
+def test_a_bet_handled_after_coup_resolved_is_always_refused(
+    app: SettlementApplication, dealing: Dealing, betting_closed_applied: bool
+) -> None:
+    if betting_closed_applied:
+        dealing.close_betting("c1")
+    dealing.resolve("c1", ["9H", "KD"], ["2S", "3C", "TH"])
+    # Placed in time by every clock, but the outcome is known here already.
+    answer = app.place_bet(bet("after-outcome"), placed_at=PLACED_AT)
+    assert answer.reason_code == "BETTING_CLOSED"
+    relay = Relay(app)
+    relay.pump()
+    assert relay.of_type(BetSettled) == []
+    assert isinstance(answer_of(relay, "after-outcome"), BetRejected)
+
+
+@pytest.mark.parametrize(
+    ("occurred_at", "placed", "accepted"),
+    [
+        (T0, CLOSES_AT + SECOND, False),  # backdated by the client: still too late
+        (CLOSES_AT + timedelta(hours=1), PLACED_AT, True),  # a client clock ahead: in time
+    ],
+)
+def test_the_clients_occurred_at_makes_no_difference(
+    app: SettlementApplication, occurred_at: datetime, placed: datetime, accepted: bool
+) -> None:
+    answer = app.place_bet(bet("b1", occurred_at=occurred_at), placed_at=placed)
+    assert answer.accepted is accepted
+
+
+def test_without_a_broker_time_the_bet_counts_as_placed_when_handled(
+    app: SettlementApplication, clock: Clock
+) -> None:
+    clock.now = CLOSES_AT + SECOND
+    assert app.place_bet(bet("b1", occurred_at=T0)).reason_code == "BETTING_CLOSED"
+    clock.now = CLOSES_AT - SECOND
+    assert app.place_bet(bet("b2", occurred_at=CLOSES_AT + SECOND)).accepted
+
+
+def test_a_held_bet_is_judged_by_when_it_was_placed(
+    app: SettlementApplication, dealing: Dealing
+) -> None:
+    c2_closes = CLOSES_AT + timedelta(minutes=10)
+    assert app.place_bet(bet("early", coup_id="c2"), placed_at=CLOSES_AT).held
+    assert app.place_bet(bet("late", coup_id="c2", bettor_id="bob"), placed_at=c2_closes).held
+    dealing.close_betting("c1")
+    dealing.open_betting("c2", number=2, closes_at=c2_closes)
+    early, late = app.bet_answer("early"), app.bet_answer("late")
+    assert early is not None and early.accepted
+    assert late is not None and late.reason_code == "BETTING_CLOSED"
+    relay = Relay(app)
+    relay.pump()
+    assert answer_of(relay, "early").placed_at == CLOSES_AT
+    assert answer_of(relay, "late").placed_at == c2_closes
+
+
+def test_a_refusal_without_a_book_carries_placed_at(app: SettlementApplication) -> None:
+    app.place_bet(bet("x", table_id="t9", coup_id="t9.c1"), placed_at=PLACED_AT)
+    relay = Relay(app)
+    relay.pump()
+    rejected = answer_of(relay, "x")
+    assert isinstance(rejected, BetRejected)
+    assert rejected.reason_code == "NO_SUCH_TABLE" and rejected.placed_at == PLACED_AT
+
+
+def test_events_recorded_before_the_times_were_kept_read_as_none() -> None:
+    closed: dict[str, Any] = {}
+    BetBook.BettingClosed.upcast_v1_v2(closed)
+    assert closed == {"closed_at": None}
+    refused: dict[str, Any] = {}
+    BetDesk.BetRejected.upcast_v1_v2(refused)
+    assert refused == {"placed_at": None}
+    answered: dict[str, Any] = {"lines": [["b1", "alice", "player", 100, "EUR", None, ""]]}
+    BetBook.BetsAnswered.upcast_v1_v2(answered)
+    assert answered["placed_at"] == [None]
+
+
+def test_placed_at_survives_a_restart(store_env: dict[str, str]) -> None:
+    first = settlement_app(env=store_env)
+    dealing = Dealing(first)
+    dealing.open_table()
+    dealing.open_betting("c1")
+    placed = CLOSES_AT - SECOND
+    assert first.place_bet(bet("b1"), placed_at=placed).accepted
+    dealing.close_betting("c1", at=CLOSES_AT - timedelta(minutes=1))
+    first.close()
+    second = settlement_app(env=store_env)
+    dealing.app = second
+    book = second.get_book("t1", "c1")
+    assert book is not None and book.closed_at == CLOSES_AT - timedelta(minutes=1)
+    assert second.place_bet(bet("b2", bettor_id="bob"), placed_at=placed).reason_code == (
+        "BETTING_CLOSED"
+    )
+    assert second.place_bet(bet("b1")).repeated
+    relay = Relay(second)
+    relay.pump()
+    assert answer_of(relay, "b1").placed_at == placed
+    second.close()
+
+
+def delivery(message: Any, timestamp: int | None, timestamp_type: int | None) -> Delivery:
+    return Delivery(
+        message=message,
+        topic="punto-banco.bet-commands",
+        partition=0,
+        offset=0,
+        key="t1",
+        source=None,
+        tracking=Tracking("k:punto-banco.bet-commands:0", 1),
+        timestamp=timestamp,
+        timestamp_type=timestamp_type,
+    )
+
+
+def test_the_service_takes_the_brokers_append_time_never_the_producers() -> None:
+    received = datetime(2026, 11, 30, 4, 0, tzinfo=UTC)
+    appended = datetime(2026, 11, 30, 3, 59, 58, 123000, tzinfo=UTC)
+    millis = int(appended.timestamp() * 1000)
+    command = bet("b1", occurred_at=T0)
+    assert placed_at(delivery(command, millis, LOG_APPEND_TIME), received) == appended
+    # A CreateTime stamp is the producer's: the time settlement received the bet counts.
+    assert placed_at(delivery(command, millis, CREATE_TIME), received) == received
+    assert placed_at(delivery(command, None, None), received) == received
+
+
+def test_the_service_handler_judges_a_batch_by_append_times(
+    app: SettlementApplication,
+) -> None:
+    in_time = int((CLOSES_AT - SECOND).timestamp() * 1000)
+    too_late = int((CLOSES_AT + SECOND).timestamp() * 1000)
+    handle = batch_handler(app)
+    deliveries = [
+        delivery(bet("ok", occurred_at=CLOSES_AT + SECOND), in_time, LOG_APPEND_TIME),
+        delivery(bet("late", occurred_at=T0, bettor_id="bob"), too_late, LOG_APPEND_TIME),
+    ]
+    handle(deliveries, Tracking("k:punto-banco.bet-commands:0", 2))
+    ok, late = app.bet_answer("ok"), app.bet_answer("late")
+    assert ok is not None and ok.accepted
+    assert late is not None and late.reason_code == "BETTING_CLOSED"
+    assert app.tracked_position("k:punto-banco.bet-commands:0") == 2
