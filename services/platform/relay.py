@@ -68,6 +68,7 @@ class OutgoingRecord:
     topic: str
     key: bytes
     value: bytes
+    message: Message | None = None  # for the metrics hook (on_published)
 
 
 class OutboxRelay:
@@ -92,6 +93,8 @@ class OutboxRelay:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.position = 0
         self.published = 0
+        # Operations hook (metrics.py): called with the messages of every acknowledged batch.
+        self.on_published: Callable[[Sequence[Message]], None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------
     async def start(self) -> None:
@@ -156,6 +159,8 @@ class OutboxRelay:
             await self._publish(batch)
             await asyncio.to_thread(self.app.record_position, self.tracking_name, last_id)
             self.position = last_id
+            if self.on_published is not None:  # operations hook (metrics)
+                self.on_published([r.message for r in batch if r.message is not None])
             total += len(batch)
             self.published += len(batch)
             log.debug("relay %s published %d up to %d", self.tracking_name, len(batch), last_id)
@@ -181,6 +186,7 @@ class OutboxRelay:
                         topic=self.settings.topic(topic_for(message)),
                         key=partition_key(message),
                         value=encode(message),
+                        message=message,
                     )
                 )
         return records, last_id

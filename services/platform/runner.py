@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -19,7 +18,10 @@ from typing import Any, Generic, TypeVar
 
 from services.platform.application import ServiceApplication
 from services.platform.consumer import ConsumerRuntime, Subscription
+from services.platform.http import HttpServer, ReadinessChecks, service_routes
 from services.platform.kafka import ensure_topics
+from services.platform.logs import configure_logging as configure_log_format
+from services.platform.metrics import ServiceMetrics
 from services.platform.persistence import open_application
 from services.platform.relay import EventMapper, OutboxRelay
 from services.platform.sealing import seal_periodically, seal_store, without_seals
@@ -90,6 +92,10 @@ class ServiceHost(Generic[TApp]):
         self.consumer: ConsumerRuntime | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.failed = False
+        # Operations (http.py, metrics.py): /health /ready /metrics /asyncapi on loopback.
+        self.metrics = ServiceMetrics(definition.name)
+        self.http: HttpServer | None = None
+        self._readiness = ReadinessChecks(self)
 
     @property
     def app(self) -> TApp:
@@ -112,11 +118,13 @@ class ServiceHost(Generic[TApp]):
             # Seal events (tamper evidence, see sealing.py) are internal: never published.
             mapper = without_seals(self.definition.to_messages)
             self.relay = OutboxRelay(self.app, settings, mapper)
+            self.relay.on_published = self.metrics.observe_published  # operations hook
             await self.relay.start()
             self._spawn("relay", self.relay.run(self.stopping))
         subscriptions = self.definition.subscriptions(self.app)
         if subscriptions:
             self.consumer = ConsumerRuntime(self.app, settings, subscriptions, self.worker)
+            self.consumer.on_delivered = self.metrics.observe_delivered  # operations hook
             await self.consumer.start()
             self._spawn("consumer", self.consumer.run(self.stopping))
         context: ServiceContext[TApp] = ServiceContext(
@@ -126,6 +134,31 @@ class ServiceHost(Generic[TApp]):
             self._spawn(getattr(task, "__name__", "task"), task(context))
         # Tamper evidence: every service seals its notification log periodically (sealing.py).
         self._spawn("sealer", seal_periodically(context))
+        await self._start_http()
+
+    async def _start_http(self) -> None:
+        """Operations: the HTTP endpoints (http.py); a busy port is a warning, not a failure."""
+        if self.settings.http_port is None:
+            return
+        server = HttpServer(
+            service_routes(self, self._readiness),
+            self.settings.http_host,
+            self.settings.http_port,
+            name=self.settings.service,
+        )
+        try:
+            await server.start()
+        except OSError as error:
+            log.warning(
+                "%s: no HTTP endpoints (%s:%s: %s); set PB_HTTP_PORT_%s to a free port",
+                self.settings.service,
+                self.settings.http_host,
+                self.settings.http_port,
+                error,
+                self.settings.service.upper(),
+            )
+            return
+        self.http = server
 
     def _spawn(self, name: str, coro: Awaitable[None]) -> None:
         async def guarded() -> None:
@@ -159,6 +192,10 @@ class ServiceHost(Generic[TApp]):
 
     async def stop(self) -> None:
         self.stopping.set()
+        if self.http is not None:  # operations endpoints first
+            await _quietly(self.http.stop(), "stopping the HTTP endpoints")
+            self.http = None
+        await _quietly(self._readiness.close(), "closing the readiness client")
         if self._tasks:
             _done, pending = await asyncio.wait(self._tasks, timeout=10)
             for task in pending:
@@ -216,12 +253,8 @@ async def _quietly(step: Awaitable[None], what: str, timeout: float = 15.0) -> N
 
 
 def configure_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level,
-        format=f"%(asctime)s %(levelname)s [{settings.service}] %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    # Text or JSON lines (PB_LOG_FORMAT), with table/coup/bet ids: see logs.py.
+    configure_log_format(settings.service, settings.log_level, settings.log_format)
 
 
 async def run_service(definition: ServiceDefinition[Any], settings: Settings) -> int:

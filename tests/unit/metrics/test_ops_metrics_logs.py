@@ -1,0 +1,169 @@
+"""Operations: metrics counted from published messages, JSON logs with ids, HTTP settings."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from prometheus_client import generate_latest
+
+from contracts import BetAccepted, BetRejected, BetSettled, CoupResolved, CoupSettled
+from services.platform.http import asyncapi_page, ensure_loopback
+from services.platform.logs import JsonFormatter, TextFormatter, message_context
+from services.platform.metrics import ServiceMetrics
+from services.platform.settings import Settings, SettingsError
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def resolved(coup: str = "c1", outcome: str = "BANKER") -> CoupResolved:
+    return CoupResolved(
+        table_id="t1",
+        occurred_at=T0,
+        coup_id=coup,
+        coup_number=1,
+        shoe_id="s",
+        player_cards=["2C", "3C"],
+        banker_cards=["4C", "5C"],
+        player_total=5,
+        banker_total=9,
+        outcome=outcome,  # type: ignore[arg-type]
+        natural=True,
+        player_pair=False,
+        banker_pair=False,
+    )
+
+
+def value(metrics: ServiceMetrics, name: str, labels: dict[str, str] | None = None) -> float:
+    found = metrics.registry.get_sample_value(name, labels or {})
+    return 0.0 if found is None else found
+
+
+def test_domain_counters_come_from_published_messages() -> None:
+    metrics = ServiceMetrics("settlement")
+    accepted = BetAccepted(
+        table_id="t1",
+        bet_id="b1",
+        coup_id="c1",
+        bettor_id="x",
+        bet_type="tie",
+        amount=100,
+        currency="EUR",
+    )
+    rejected = BetRejected(
+        table_id="t1",
+        bet_id="b2",
+        coup_id="c1",
+        bettor_id="x",
+        bet_type="tie",
+        amount="0",
+        currency="EUR",
+        reason_code="INVALID_AMOUNT",
+        message="no",
+    )
+    metrics.observe_published([accepted, accepted, rejected, resolved(), resolved("c2", "TIE")])
+    assert value(metrics, "pb_bets_accepted_total", {"bet_type": "tie"}) == 2
+    assert value(metrics, "pb_bets_rejected_total", {"reason": "INVALID_AMOUNT"}) == 1
+    assert value(metrics, "pb_coups_resolved_total", {"outcome": "BANKER"}) == 1
+    assert value(metrics, "pb_coups_resolved_total", {"outcome": "TIE"}) == 1
+    assert value(metrics, "pb_messages_published_total", {"type": "BetAccepted"}) == 2
+
+
+def test_settlement_latency_from_coup_resolved_to_bets_settled_published() -> None:
+    metrics = ServiceMetrics("settlement")
+    delivery: Any = SimpleNamespace(message=resolved().model_copy(update={"occurred_at": T0}))
+    recent: Any = SimpleNamespace(
+        message=resolved("c9").model_copy(update={"occurred_at": datetime.now(UTC)})
+    )
+    metrics.observe_delivered([delivery, recent])
+    settled = BetSettled(
+        table_id="t1",
+        bet_id="b1",
+        coup_id="c9",
+        bettor_id="x",
+        bet_type="banker",
+        result="WIN",
+        stake=100,
+        payout=95,
+        returned=195,
+        currency="EUR",
+    )
+    coup = CoupSettled(
+        table_id="t1", coup_id="c9", bets=1, staked=100, paid=195, house_result=-95, currency="EUR"
+    )
+    metrics.observe_published([settled, settled, coup])
+    assert value(metrics, "pb_settlement_latency_seconds_count") == 1  # once per coup
+    assert value(metrics, "pb_settlement_latency_seconds_sum") < 5
+    assert value(metrics, "pb_bets_settled_total", {"result": "WIN"}) == 2
+    text = generate_latest(metrics.registry).decode()
+    assert "pb_dead_letters_total 0.0" in text and 'pb_service_up{service="settlement"} 1.0' in text
+
+
+def record(message: str, **extra: Any) -> logging.LogRecord:
+    rec = logging.LogRecord("x", logging.WARNING, __file__, 1, message, None, None)
+    rec.__dict__.update(extra)
+    return rec
+
+
+def test_json_logs_carry_the_ids_of_the_message_being_handled() -> None:
+    bet = SimpleNamespace(table_id="t1", coup_id="c1", bet_id="b1", other=3)
+    with message_context(bet):
+        line = JsonFormatter("settlement").format(record("handled"))
+    data = json.loads(line)
+    assert data["service"] == "settlement" and data["message"] == "handled"
+    assert (data["table_id"], data["coup_id"], data["bet_id"]) == ("t1", "c1", "b1")
+    outside = json.loads(JsonFormatter("s").format(record("x", table_id="t9")))
+    assert outside["table_id"] == "t9" and "coup_id" not in outside
+    text = TextFormatter("dealing").format(record("dead letter", table_id="t2"))
+    assert text.endswith("dead letter [table=t2]")
+
+
+def test_http_ports_per_service_env_and_off() -> None:
+    assert Settings.from_env("shoe", {}).http_port == 8101
+    assert Settings.from_env("dealing", {}).http_port == 8102
+    assert Settings.from_env("settlement", {}).http_port == 8103
+    assert Settings.from_env("shoe", {"PB_HTTP_PORT": "0"}).http_port == 0
+    env = {"PB_HTTP_PORT": "9000", "PB_HTTP_PORT_SHOE": "off"}
+    assert Settings.from_env("shoe", env).http_port is None
+    assert Settings.from_env("dealing", env).http_port == 9000
+    assert Settings.from_env("shoe", {"PB_LOG_FORMAT": "JSON"}).log_format == "json"
+    with pytest.raises(SettingsError, match="PB_HTTP_PORT"):
+        Settings.from_env("shoe", {"PB_HTTP_PORT": "70000"})
+    with pytest.raises(SettingsError, match="loopback"):
+        Settings.from_env("shoe", {"PB_HTTP_HOST": "0.0.0.0"})
+    with pytest.raises(SettingsError, match="PB_LOG_FORMAT"):
+        Settings.from_env("shoe", {"PB_LOG_FORMAT": "xml"})
+
+
+def test_only_loopback_addresses() -> None:
+    assert ensure_loopback("127.0.0.1") == "127.0.0.1"
+    assert ensure_loopback("::1") == "::1"
+    with pytest.raises(ValueError, match="loopback"):
+        ensure_loopback("192.168.1.2")
+
+
+def test_asyncapi_page_lists_channels_and_escapes() -> None:
+    page = asyncapi_page(
+        {
+            "info": {"title": "pb <x>", "version": "1"},
+            "channels": {"c": {"address": "punto-banco.bet-events", "messages": {"A": {}}}},
+            "operations": {},
+            "components": {"schemas": {"BetSettled": {"type": "object"}}},
+        }
+    )
+    assert "pb &lt;x&gt;" in page and "punto-banco.bet-events" in page and "BetSettled" in page
+
+
+def test_latency_window_is_bounded() -> None:
+    metrics = ServiceMetrics("settlement")
+    many: Any = [
+        SimpleNamespace(message=resolved(f"c{i}").model_copy(update={"occurred_at": T0}))
+        for i in range(10_050)
+    ]
+    metrics.observe_delivered(many)
+    assert len(metrics._resolved_at) == 10_000
+    assert ("t1", "c0") not in metrics._resolved_at
