@@ -1,0 +1,41 @@
+"""Histories played through the real Applications on real stores (SQLite or PostgreSQL)."""
+
+from __future__ import annotations
+
+from services.audit.auditor import AuditReport, audit
+from services.audit.simulation import LocalSystem, PlayLog, play
+from services.audit.stores import open_stores
+from services.platform.settings import Settings
+
+
+def play_on(settings: Settings, coups: int = 14) -> tuple[dict[str, PlayLog], list[object]]:
+    """Two 1-deck tables (several shoes), voids, refused and late bets; sealed at the end."""
+    with LocalSystem.from_settings(settings) as system:
+        system.keep_published = True
+        logs = {
+            table: play(
+                system,
+                table,
+                coups,
+                bets_per_coup=5,
+                decks=1,
+                void_every=5,
+                invalid_every=4,
+                late_every=3,
+                batch=3,
+                seed=seed,
+            )
+            for seed, table in enumerate(("t1", "t2"), start=1)
+        }
+        system.pump()
+        system.seal()
+        return logs, list(system.published)
+
+
+def audit_settings(settings: Settings) -> AuditReport:
+    stores = open_stores(settings)
+    try:
+        return audit(stores)
+    finally:
+        for store in stores.values():
+            store.close()

@@ -1,0 +1,183 @@
+"""The same audit on PostgreSQL stores; tampering applied with psycopg is found and located."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from services.audit.auditor import audit
+from services.audit.findings import Code
+from services.audit.stores import open_stores
+from services.platform.settings import Settings
+from tests.integration.audit.helpers import audit_settings, play_on
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(scope="module")
+def pg_settings(postgres_env: dict[str, str]) -> Settings:
+    env = {
+        **postgres_env,
+        "PB_PERSISTENCE": "postgres",
+        "PB_POSTGRES_SCHEMA_PREFIX": f"audit{secrets.token_hex(3)}_",
+    }
+    settings = Settings.from_env("shoe", env)
+    play_on(settings, coups=10)
+    return settings
+
+
+@pytest.fixture
+def dealing(pg_settings: Settings) -> Iterator[tuple[psycopg.Connection, sql.Composable]]:
+    own = pg_settings.for_service("dealing")
+    pg = own.postgres
+    with psycopg.connect(
+        host=pg.host, port=pg.port, dbname=pg.dbname, user=pg.user, password=pg.password
+    ) as connection:
+        yield connection, sql.Identifier(own.postgres_schema, "dealing_events")
+
+
+def test_a_postgres_history_audits_clean(pg_settings: Settings) -> None:
+    report = audit_settings(pg_settings)
+    assert report.findings == [], [str(f) for f in report.findings]
+    assert report.checked["coups"] == 2 * 10 + 2
+    assert all(seal.seals == 1 for seal in report.seals.values())
+    stores = open_stores(pg_settings)
+    try:
+        split = audit(stores, parallel=True)  # the two-process audit on PostgreSQL
+    finally:
+        for store in stores.values():
+            store.close()
+    assert split.findings == [] and split.totals.to_json() == report.totals.to_json()
+
+
+def _ids(connection: psycopg.Connection, table: sql.Composable, n: int) -> list[int]:
+    rows = connection.execute(
+        sql.SQL(
+            "SELECT notification_id FROM {} WHERE topic LIKE %s ORDER BY notification_id"
+        ).format(table),
+        ("%Coup.CardDealt",),
+    ).fetchall()
+    return [int(r[0]) for r in rows[n : n + 2]]
+
+
+def _tamper_then_undo(
+    connection: psycopg.Connection,
+    change: Callable[[], None],
+    undo: Callable[[], None],
+    settings: Settings,
+) -> list[tuple[Code, int | None]]:
+    change()
+    connection.commit()
+    try:
+        report = audit_settings(settings)
+    finally:
+        undo()
+        connection.commit()
+    return [(f.code, f.notification_id) for f in report.errors]
+
+
+def test_edit_delete_insert_and_swap_are_located(
+    pg_settings: Settings, dealing: tuple[psycopg.Connection, sql.Composable]
+) -> None:
+    connection, table = dealing
+    a, b = _ids(connection, table, 5)
+    q = connection.execute
+    row = q(
+        sql.SQL(
+            "SELECT originator_id, originator_version, topic, state FROM {} "
+            "WHERE notification_id = %s"
+        ).format(table),
+        (a,),
+    ).fetchone()
+    assert row is not None
+    oid, version, topic, state = row
+
+    edit = _tamper_then_undo(
+        connection,
+        lambda: q(
+            sql.SQL("UPDATE {} SET state = %s WHERE notification_id = %s").format(table),
+            (bytes(state).replace(b'"card":"', b'"card":"9'), a),
+        ),
+        lambda: q(
+            sql.SQL("UPDATE {} SET state = %s WHERE notification_id = %s").format(table),
+            (state, a),
+        ),
+        pg_settings,
+    )
+    assert (Code.ROW_ALTERED, a) in edit
+
+    delete = _tamper_then_undo(
+        connection,
+        lambda: q(sql.SQL("DELETE FROM {} WHERE notification_id = %s").format(table), (a,)),
+        lambda: q(
+            sql.SQL(
+                "INSERT INTO {} (originator_id, originator_version, topic, state, "
+                "notification_id) VALUES (%s, %s, %s, %s, %s)"
+            ).format(table),
+            (oid, version, topic, state, a),
+        ),
+        pg_settings,
+    )
+    assert (Code.ROW_DELETED, a) in delete
+
+    def swap() -> None:
+        q(
+            sql.SQL("UPDATE {} SET notification_id = -1 WHERE notification_id = %s").format(table),
+            (a,),
+        )
+        q(
+            sql.SQL("UPDATE {} SET notification_id = %s WHERE notification_id = %s").format(table),
+            (a, b),
+        )
+        q(
+            sql.SQL("UPDATE {} SET notification_id = %s WHERE notification_id = -1").format(table),
+            (b,),
+        )
+
+    swapped = _tamper_then_undo(connection, swap, swap, pg_settings)
+    assert (Code.ROWS_SWAPPED, a) in swapped
+
+    forged_version = 1000
+
+    def insert() -> None:
+        q(
+            sql.SQL(
+                "UPDATE {} SET notification_id = -notification_id - 1 WHERE notification_id > %s"
+            ).format(table),
+            (a,),
+        )
+        q(
+            sql.SQL(
+                "UPDATE {} SET notification_id = -notification_id WHERE notification_id < 0"
+            ).format(table)
+        )
+        q(
+            sql.SQL(
+                "INSERT INTO {} (originator_id, originator_version, topic, state, "
+                "notification_id) VALUES (%s, %s, %s, %s, %s)"
+            ).format(table),
+            (oid, forged_version, topic, state, a + 1),
+        )
+
+    def remove() -> None:
+        q(sql.SQL("DELETE FROM {} WHERE notification_id = %s").format(table), (a + 1,))
+        q(
+            sql.SQL(
+                "UPDATE {} SET notification_id = -notification_id + 1 WHERE notification_id > %s"
+            ).format(table),
+            (a + 1,),
+        )
+        q(
+            sql.SQL(
+                "UPDATE {} SET notification_id = -notification_id WHERE notification_id < 0"
+            ).format(table)
+        )
+
+    inserted = _tamper_then_undo(connection, insert, remove, pg_settings)
+    assert (Code.ROW_INSERTED, a + 1) in inserted
+
+    assert audit_settings(pg_settings).findings == []  # every change undone: clean again

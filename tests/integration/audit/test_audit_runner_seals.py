@@ -1,0 +1,73 @@
+"""Every service seals its store periodically and on a clean shutdown (ServiceHost wiring)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from eventsourcing.domain import Aggregate, event
+
+from services.audit.auditor import audit
+from services.audit.stores import SqliteStore
+from services.platform.application import ServiceApplication
+from services.platform.runner import ServiceDefinition, ServiceHost
+from services.platform.sealing import SEALED_TOPIC, expand_runs
+from services.platform.settings import Settings
+
+
+class Tally(Aggregate):
+    @event("Counted")
+    def count(self, by: int) -> None:
+        self.total = getattr(self, "total", 0) + by
+
+
+class TallyApp(ServiceApplication):
+    name = "tally"
+
+    def add(self, times: int) -> None:
+        tally = Tally()
+        for n in range(times):
+            tally.count(by=n)
+        self.save(tally)
+
+
+def _definition() -> ServiceDefinition[TallyApp]:
+    return ServiceDefinition(name="tally", application=lambda env: TallyApp(env=env))
+
+
+def _seals(path: Path) -> list[dict[str, Any]]:
+    import sqlite3
+
+    connection = sqlite3.connect(path)
+    rows = connection.execute(
+        "SELECT state FROM stored_events WHERE topic = ? ORDER BY rowid", (SEALED_TOPIC,)
+    ).fetchall()
+    connection.close()
+    return [json.loads(row[0]) for row in rows]
+
+
+async def test_a_service_seals_while_running_and_on_shutdown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PB_SEAL_INTERVAL", "0.1")
+    settings = Settings.from_env("tally", {}, data_dir=tmp_path, persistence="sqlite")
+    async with ServiceHost(_definition(), settings, create_topics=False) as host:
+        await host.worker.call(host.app.add, 5)
+        await asyncio.sleep(0.6)
+        assert len(_seals(settings.sqlite_path)) == 1  # the periodic sealer, once
+        await host.worker.call(host.app.add, 3)
+    seals = _seals(settings.sqlite_path)
+    assert len(seals) == 2  # and once more when stopping
+    assert seals[1]["previous_digest"] == seals[0]["digest"]
+    covered = expand_runs(seals[0]["ids"]) + expand_runs(seals[1]["ids"])
+    assert covered == list(range(1, seals[1]["to_id"] + 1))
+    store = SqliteStore("tally", settings.sqlite_path)
+    try:
+        report = audit({"settlement": store})  # any store name: only the seals are checked
+    finally:
+        store.close()
+    assert report.findings == []
+    assert report.seals["settlement"].seals == 2

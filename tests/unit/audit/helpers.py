@@ -1,0 +1,71 @@
+"""Histories played in memory through the real Applications, and in-memory stores of them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from services.audit.auditor import AuditReport, audit
+from services.audit.checks import Filters
+from services.audit.findings import Code, Finding
+from services.audit.simulation import LocalSystem, PlayLog, play
+from services.audit.stores import SERVICES, ListStore, RecorderStore, Row
+
+TOPIC_SETTLED = "services.settlement.books:BetBook.CoupSettled"
+
+
+@dataclass
+class Played:
+    system: LocalSystem
+    logs: dict[str, PlayLog]
+
+    def rows(self) -> dict[str, list[Row]]:
+        out = {}
+        for name in SERVICES:
+            batches = RecorderStore(name, self.system.apps[name].recorder).rows()
+            out[name] = [row for batch in batches for row in batch]
+        return out
+
+
+def play_history(*, seal: bool = True, coups: int = 24, tables: int = 2) -> Played:
+    """Two 1-deck tables (a new shoe every few coups), voids, refused and late bets."""
+    system = LocalSystem.in_memory()
+    system.keep_published = True
+    logs = {}
+    for number in range(1, tables + 1):
+        logs[f"t{number}"] = play(
+            system,
+            f"t{number}",
+            coups,
+            bets_per_coup=6,
+            decks=1,
+            paytable="standard" if number == 1 else "tie-9-to-1",
+            void_every=5,
+            invalid_every=4,
+            late_every=3,
+            batch=4,
+            seed=number,
+        )
+    system.pump()
+    if seal:
+        system.seal()
+    return Played(system, logs)
+
+
+def audit_rows(rows: dict[str, list[Row]], filters: Filters | None = None) -> AuditReport:
+    return audit({name: ListStore(name, list(r)) for name, r in rows.items()}, filters)
+
+
+def codes(report: AuditReport) -> set[Code]:
+    return {finding.code for finding in report.findings}
+
+
+def only(report: AuditReport, code: Code) -> list[Finding]:
+    return [finding for finding in report.findings if finding.code is code]
+
+
+def edit_state(row: Row, change: Callable[[dict[str, object]], None]) -> Row:
+    state = json.loads(row.state)
+    change(state)
+    return row._replace(state=json.dumps(state, separators=(",", ":")).encode())
