@@ -86,6 +86,8 @@ class BenchGroup:
     name: str
     title: str
     run: Callable[[bool, Callable[[str], None]], list[Measurement]]
+    # Optional Markdown written below the group's table (given the command), after a run.
+    details: Callable[[str], str] | None = None
 
 
 GROUPS: dict[str, BenchGroup] = {}
@@ -204,6 +206,34 @@ def run_rules(quick: bool, progress: Callable[[str], None]) -> list[Measurement]
 register_group(BenchGroup("rules", "Rules engine", run_rules))
 
 
+# End to end (services/bench): the running services on real Kafka and real stores.
+_E2E_REPORTS: list[object] = []
+
+
+def run_e2e(quick: bool, progress: Callable[[str], None]) -> list[Measurement]:
+    """The three services as processes, the load driver, the ceilings and the memory."""
+    from dataclasses import asdict
+
+    from services.bench.e2e import run_group
+
+    figures, report = run_group(quick, progress)
+    _E2E_REPORTS[:] = [report]
+    return [Measurement(**asdict(figure)) for figure in figures]
+
+
+def e2e_details(command: str) -> str:
+    """The method, machine, versions, matrix and memory of the last e2e run."""
+    from services.bench.e2e import E2EReport, details
+
+    report = _E2E_REPORTS[-1] if _E2E_REPORTS else None
+    return details(report, command) if isinstance(report, E2EReport) else ""
+
+
+register_group(
+    BenchGroup("e2e", "End to end (services on Kafka and a store)", run_e2e, e2e_details)
+)
+
+
 def machine_description() -> str:
     """CPU model, cores, OS and Python, in one line."""
     model = platform.processor() or platform.machine()
@@ -251,6 +281,8 @@ def section_text(group: BenchGroup, results: Sequence[Measurement], command: str
         lines.append(
             f"| {result.name} | {result.shown()} | {target} | {result.runs} | {result.note} |"
         )
+    if group.details is not None:
+        lines.append(group.details(command))
     lines.append(f"<!-- bench:{group.name}:end -->")
     return "\n".join(lines) + "\n"
 

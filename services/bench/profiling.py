@@ -1,0 +1,78 @@
+"""Optional sampling profiles of the services during the largest cell (py-spy).
+
+Set ``PB_BENCH_PYSPY=<folder>``: ``py-spy record`` (``pip install py-spy``, in the dev extras)
+samples every service process during the largest cell of each store and writes collapsed
+stacks ``<folder>/<store>-<service>.txt``; :func:`top_functions` summarises one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+
+
+class PySpy:
+    """``py-spy record`` of some processes, stopped with SIGINT (py-spy then writes its file)."""
+
+    def __init__(self, folder: Path, prefix: str, pids: Mapping[str, int]) -> None:
+        self.outputs: dict[str, Path] = {}
+        self._children: list[subprocess.Popen[bytes]] = []
+        exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, pid in pids.items():
+            output = folder / f"{prefix}-{name}.txt"
+            self.outputs[name] = output
+            self._children.append(
+                subprocess.Popen(
+                    [
+                        *(exe, "record", "--pid", str(pid), "--rate", "100"),
+                        *("--format", "raw", "--output", str(output), "--nonblocking"),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+
+    def stop(self) -> None:
+        for child in self._children:
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(signal.SIGINT)
+        for child in self._children:
+            try:
+                child.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait(timeout=10)
+
+
+def profiler_folder() -> Path | None:
+    raw = os.environ.get("PB_BENCH_PYSPY", "").strip()
+    return Path(raw) if raw else None
+
+
+def top_functions(collapsed: str, limit: int = 15, own: bool = False) -> list[tuple[str, float]]:
+    """(function, share of samples) from py-spy's collapsed stacks: inclusive, or ``own`` time."""
+    totals: Counter[str] = Counter()
+    samples = 0
+    for line in collapsed.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        samples += count
+        frames = stack.split(";")
+        if own:
+            totals[frames[-1]] += count
+        else:
+            for frame in set(frames):
+                totals[frame] += count
+    if not samples:
+        return []
+    return [(frame, count / samples) for frame, count in totals.most_common(limit)]

@@ -1,0 +1,55 @@
+"""Formatting of the end-to-end benchmark's Markdown (pure)."""
+
+from __future__ import annotations
+
+from services.bench.profiling import top_functions
+from services.bench.report import CellRow, cells_table, latency_summary, memory_table
+
+
+def _row(**changes: object) -> CellRow:
+    values: dict[str, object] = {
+        "store": "sqlite",
+        "tables": 10,
+        "bets": 1_000,
+        "coups": 2,
+        "settled": 20_000,
+        "seconds": 8.0,
+        "bets_per_second": 2_500.0,
+        "closed_p50": 0.25,
+        "closed_p99": 1.5,
+        "resolved_p50": 0.2,
+        "resolved_p99": 1.25,
+        "received_p99": 1.3,
+    }
+    values.update(changes)
+    return CellRow(**values)  # type: ignore[arg-type]
+
+
+def test_cells_table_shows_rates_and_latencies_in_ms() -> None:
+    table = cells_table([_row(), _row(store="postgres", closed_p50=None, closed_p99=None)])
+    lines = table.splitlines()
+    assert lines[0].startswith("| Store | Tables | Bets/coup |")
+    assert lines[2] == (
+        "| sqlite | 10 | 1,000 | 2 | 20,000 | 8.0 | 2,500 | 250 / 1,500 | 200 / 1,250 | 1,300 |"
+    )
+    assert "| postgres |" in lines[3] and "| - / - |" in lines[3]
+
+
+def test_latency_summary_of_nothing_is_unknown() -> None:
+    assert latency_summary([]) == (None, None)
+    p50, p99 = latency_summary([1.0, 2.0, 3.0])
+    assert p50 == 2.0 and p99 is not None and 2.9 < p99 <= 3.0
+
+
+def test_memory_table_in_mebibytes() -> None:
+    text = memory_table({"sqlite": {"settlement": 150 * 2**20, "shoe": 64 * 2**20}}, "the load")
+    assert "during the load" in text
+    assert "| sqlite | 150 MiB | 64 MiB |" in text
+
+
+def test_top_functions_counts_inclusive_and_own_samples() -> None:
+    collapsed = "main;relay;send 3\nmain;worker 1\n"
+    inclusive = dict(top_functions(collapsed))
+    assert inclusive["main"] == 1.0 and inclusive["relay"] == 0.75
+    own = dict(top_functions(collapsed, own=True))
+    assert own == {"send": 0.75, "worker": 0.25}
