@@ -35,6 +35,12 @@ contracts_cmd.register(app)
 from services.cli import up_cmd  # noqa: E402
 
 up_cmd.register(app)
+from services.cli import audit_cmd  # noqa: E402
+
+audit_cmd.register(app)
+from services.cli import dashboard_cmd  # noqa: E402
+
+dashboard_cmd.register(app)
 
 
 def main() -> None:
