@@ -53,6 +53,20 @@ class BetRejected(TableMessage):
     placed_at: UtcDatetime | None = Field(default=None, description=PLACED_AT_DESCRIPTION)
 
 
+class BetsClosed(TableMessage):
+    """Settlement closed the coup's book: every later bet on it is refused (BETTING_CLOSED).
+
+    Sent once per coup when settlement applies dealing's BettingClosed; dealing asks
+    the shoe for the coup's cards only after it, so no bet is accepted once a card is out.
+    """
+
+    type: Literal["BetsClosed"] = "BetsClosed"
+    coup_id: Identifier = Field(description="The coup.")
+    bets: int = Field(ge=0, description="Number of bets accepted on the coup.")
+    staked: MinorUnits = Field(description="Sum of the accepted stakes.")
+    currency: Currency = Field(description="Currency of the stakes.")
+
+
 class BetSettled(TableMessage):
     """A bet was settled against the coup's outcome."""
 
@@ -111,7 +125,7 @@ class CoupRefunded(TableMessage):
 
 
 BetEvent = Annotated[
-    BetAccepted | BetRejected | BetSettled | CoupSettled | BetRefunded | CoupRefunded,
+    BetAccepted | BetRejected | BetsClosed | BetSettled | CoupSettled | BetRefunded | CoupRefunded,
     Field(discriminator="type"),
 ]
 """A message on `punto-banco.bet-events`."""

@@ -10,7 +10,7 @@ coup id) and a refused command id is answered once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar
@@ -22,6 +22,7 @@ from eventsourcing.persistence import IntegrityError, Tracking
 from eventsourcing.utils import get_topic
 
 from contracts import (
+    BetsClosed,
     CardDrawn,
     CardsBurned,
     CloseBetting,
@@ -33,6 +34,7 @@ from contracts import (
     ShoeShuffled,
     VoidCoup,
 )
+from services.dealing.coups import INITIAL_CARDS
 from services.dealing.domain import (
     CommandRejections,
     Coup,
@@ -100,6 +102,25 @@ class DealingApplication(ServiceApplication):
         table_id = getattr(message, "table_id", None)
         if isinstance(table_id, str) and table_id in self._table_ids:
             self._refresh_deadline(table_id)
+
+    def handle_bet_events(self, messages: Sequence[Message], tracking: Tracking) -> None:
+        """Settlement's bet events (one partition's batch): only BetsClosed matters.
+
+        Every other bet event (a flood of BetAccepted...) is skipped without reading
+        any aggregate; the batch's ``tracking`` is recorded in ONE transaction with the
+        DrawCards of the BetsClosed among them.
+        """
+        closed = [message for message in messages if isinstance(message, BetsClosed)]
+        try:
+            with self.unit_of_work(tracking) as uow:
+                for message in closed:
+                    self._on_bets_closed(uow, message)
+        except IntegrityError:
+            if not self.process_recorder.has_tracking_id(
+                tracking.application_name, tracking.notification_id
+            ):
+                raise
+            # This position was recorded meanwhile: the first delivery won, no second effect.
 
     def open_table(self, command: OpenTable) -> None:
         self.handle(command)
@@ -280,6 +301,21 @@ class DealingApplication(ServiceApplication):
         if table.current_coup_id == coup.coup_id:
             self._after_coup(uow, table)
 
+    # -- settlement's events ----------------------------------------------------------
+    def _on_bets_closed(self, uow: UnitOfWork, message: BetsClosed) -> None:
+        """Settlement closed the coup's book: now (and only now) ask the shoe for cards.
+
+        The waiting state is the coup itself (DEALING with no cards requested yet), so
+        a restart re-derives it from the store and a second BetsClosed does nothing.
+        """
+        coup = uow.get(coup_aggregate_id(message.table_id, message.coup_id), Coup)
+        if coup is None or coup.phase is not CoupPhase.DEALING or coup.requests:
+            return  # unknown, still betting (cannot happen), voided, or dealt already
+        table = uow.get(table_aggregate_id(message.table_id), Table)
+        if table is None or table.current_coup_id != coup.coup_id:
+            return  # not the coup in play
+        coup.request_cards(INITIAL_CARDS)
+
     # -- the shoe's events ---------------------------------------------------------
     def _on_shoe_shuffled(self, uow: UnitOfWork, message: ShoeShuffled) -> None:
         table = self._table_with_shoe(uow, message.table_id, message.shoe_id)
@@ -333,6 +369,7 @@ class DealingApplication(ServiceApplication):
         "CardDrawn": _on_card_drawn,
         "CutCardReached": _on_cut_card_reached,
         "ShoeClosed": _on_shoe_closed,
+        "BetsClosed": _on_bets_closed,
     }
 
     # -- the flow of a table ---------------------------------------------------------
@@ -357,8 +394,8 @@ class DealingApplication(ServiceApplication):
         uow.add(coup)
 
     def _close_betting(self, coup: Coup) -> None:
+        """Close betting; the cards are asked for on settlement's BetsClosed, not now."""
         coup.close_betting()
-        coup.request_cards(4)
 
     def _after_coup(self, uow: UnitOfWork, table: Table) -> None:
         """The current coup is resolved or voided: close the table, change shoe, or go on."""

@@ -23,7 +23,7 @@ INITIAL_CARDS = 4
 
 class CoupPhase(StrEnum):
     BETTING = "BETTING"
-    DEALING = "DEALING"
+    DEALING = "DEALING"  # betting closed; cards asked for once settlement sent BetsClosed
     RESOLVED = "RESOLVED"
     VOIDED = "VOIDED"
 

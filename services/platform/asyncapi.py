@@ -34,7 +34,7 @@ class ServiceTopics:
 SYSTEM: Mapping[str, ServiceTopics] = {
     "shoe": ServiceTopics(consumes=(SHOE_COMMANDS,), publishes=(SHOE_EVENTS, DEAD_LETTERS)),
     "dealing": ServiceTopics(
-        consumes=(TABLE_COMMANDS, SHOE_EVENTS),
+        consumes=(TABLE_COMMANDS, SHOE_EVENTS, BET_EVENTS),
         publishes=(TABLE_EVENTS, SHOE_COMMANDS, DEAD_LETTERS),
     ),
     "settlement": ServiceTopics(

@@ -77,14 +77,28 @@ class BetBook(Aggregate):
         closes_at: datetime
 
     class BettingClosed(Aggregate.Event):
-        """Dealing closed betting at ``closed_at`` (its BettingClosed's ``occurred_at``)."""
+        """Dealing closed betting at ``closed_at`` (its BettingClosed's ``occurred_at``).
 
-        class_version = 2
+        The book is closed from then on; the relay publishes it as ``BetsClosed``
+        (the accepted ``bets`` and their ``staked`` total), which lets dealing deal.
+        """
+
+        class_version = 3
         closed_at: datetime | None
+        table_id: str | None
+        coup_id: str | None
+        bets: int
+        staked: int
+        currency: str | None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             state["closed_at"] = None  # recorded before the time was kept: closed for all
+
+        @staticmethod
+        def upcast_v2_v3(state: dict[str, Any]) -> None:
+            # Recorded before BetsClosed existed: nothing to publish for it.
+            state.update(table_id=None, coup_id=None, bets=0, staked=0, currency=None)
 
     class BetsAnswered(Aggregate.Event):
         """Answers to bets; ``placed_at[i]`` (ISO 8601 or None) is when line i's bet was placed."""
@@ -180,12 +194,11 @@ class BetBook(Aggregate):
     def closed_for(self, placed_at: datetime) -> str | None:
         """Why a bet placed at ``placed_at`` is too late for this coup, or None.
 
-        A bet is in time if it was placed before the coup's ``closes_at`` and before
-        dealing's BettingClosed (``closed_at``; betting may close early) once that has
-        been applied here, and the coup is neither settled nor voided here: a bet
-        judged after CoupResolved is always too late. So a bet placed in time but
-        judged late (bets queued up) is accepted until the coup is settled, and one
-        placed too late is refused even before BettingClosed is applied.
+        A bet is in time if it was placed before the coup's ``closes_at`` and the book
+        is still open here: once dealing's BettingClosed is applied (betting may close
+        early) the book is closed and BetsClosed tells dealing it may deal, so every
+        bet judged after that is too late, whenever it was placed. A bet placed too
+        late is refused even before BettingClosed is applied.
         """
         if self.status is BookStatus.SETTLED:
             return "the coup is resolved and settled"
@@ -195,11 +208,12 @@ class BetBook(Aggregate):
             return f"bet placed at {placed_at.isoformat()}, betting closed at " + (
                 self.closes_at.isoformat()
             )
-        if self.status is BookStatus.CLOSED and (
-            self.closed_at is None or placed_at >= self.closed_at
-        ):
+        if self.status is BookStatus.CLOSED:
             closed_at = "an unknown time" if self.closed_at is None else self.closed_at.isoformat()
-            return f"bet placed at {placed_at.isoformat()}, betting closed at {closed_at}"
+            return (
+                f"bet placed at {placed_at.isoformat()}, betting closed at {closed_at} "
+                "and the book is closed (BetsClosed): the cards may be out"
+            )
         return None
 
     def _bet_limits(self) -> dict[BetType, BetLimit]:
@@ -272,10 +286,25 @@ class BetBook(Aggregate):
     def close_betting(self, closed_at: datetime) -> None:
         """Dealing closed betting at ``closed_at`` (its BettingClosed's ``occurred_at``)."""
         self.flush()
-        self._close_betting(closed_at=closed_at)
+        self._close_betting(
+            closed_at=closed_at,
+            table_id=self.table_id,
+            coup_id=self.coup_id,
+            bets=len(self.bets),
+            staked=sum(bet.amount for bet in self.bets.values()),
+            currency=self.currency,
+        )
 
     @event(BettingClosed)
-    def _close_betting(self, closed_at: datetime | None) -> None:
+    def _close_betting(
+        self,
+        closed_at: datetime | None,
+        table_id: str | None,
+        coup_id: str | None,
+        bets: int,
+        staked: int,
+        currency: str | None,
+    ) -> None:
         self.status = BookStatus.CLOSED
         self.closed_at = closed_at
 

@@ -17,6 +17,7 @@ from contracts import (
     BetAccepted,
     BetRefunded,
     BetRejected,
+    BetsClosed,
     BetSettled,
     CoupRefunded,
     CoupSettled,
@@ -82,6 +83,21 @@ def _desk_rejected(event: BetDesk.BetRejected) -> list[Message]:
             reason_code=event.reason_code,
             message=event.message,
             placed_at=event.placed_at,
+        )
+    ]
+
+
+def _book_closed(event: BetBook.BettingClosed) -> list[Message]:
+    if event.table_id is None or event.coup_id is None or event.currency is None:
+        return []  # recorded before BetsClosed existed
+    return [
+        BetsClosed(
+            **envelope(event),
+            table_id=event.table_id,
+            coup_id=event.coup_id,
+            bets=event.bets,
+            staked=event.staked,
+            currency=event.currency,
         )
     ]
 
@@ -167,6 +183,7 @@ def _coup_refunded(event: BetBook.CoupRefunded) -> list[Message]:
 
 _TRANSLATIONS: dict[type[Any], Callable[[Any], list[Message]]] = {
     BetBook.BetsAnswered: _bets_answered,
+    BetBook.BettingClosed: _book_closed,
     BetDesk.BetRejected: _desk_rejected,
     BetBook.CoupSettled: _coup_settled,
     BetBook.CoupRefunded: _coup_refunded,

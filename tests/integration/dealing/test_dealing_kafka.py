@@ -1,4 +1,7 @@
-"""Dealing with the real shoe over real Kafka: a whole shoe, a restart mid-shoe, the reveal."""
+"""Dealing with the real shoe over real Kafka: a whole shoe, a restart mid-shoe, the reveal.
+
+Settlement runs too: dealing asks for a coup's cards only on its BetsClosed.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +10,12 @@ from pathlib import Path
 import pytest
 
 from contracts import (
+    BET_EVENTS,
     SHOE_EVENTS,
     TABLE_COMMANDS,
     TABLE_EVENTS,
+    BetsClosed,
+    BettingClosed,
     BettingOpened,
     CardDealt,
     CardDrawn,
@@ -23,6 +29,7 @@ from services.platform import ServiceHost
 from services.rules.cards import Card
 from services.rules.shoe import verify_commitment
 from services.rules.tableau import resolve_coup
+from services.settlement.service import build_service as build_settlement
 from services.shoe.service import build_service as build_shoe
 from tests.integration.platform.kafka_tools import send_messages, settings_for
 from tests.integration.settlement.test_settlement_kafka import TopicReader, table_command
@@ -42,11 +49,19 @@ async def test_a_shoe_is_dealt_across_a_restart_and_matches_the_reveal(
     shoe_settings = settings_for(
         "shoe", kafka_bootstrap, data_dir=tmp_path, postgres_env=postgres, prefix=prefix
     )
-    async with ServiceHost(build_shoe(shoe_settings), shoe_settings) as shoe:
+    settlement_settings = settings_for(
+        "settlement", kafka_bootstrap, data_dir=tmp_path, postgres_env=postgres, prefix=prefix
+    )
+    async with (
+        ServiceHost(build_shoe(shoe_settings), shoe_settings) as shoe,
+        ServiceHost(build_settlement(settlement_settings), settlement_settings) as settlement,
+    ):
         await shoe.wait_ready()
+        await settlement.wait_ready()
         async with (
             TopicReader(dealing_settings, TABLE_EVENTS) as table_events,
             TopicReader(dealing_settings, SHOE_EVENTS) as shoe_events,
+            TopicReader(dealing_settings, BET_EVENTS) as bet_events,
         ):
             async with ServiceHost(build_dealing(dealing_settings), dealing_settings) as dealing:
                 await dealing.wait_ready()
@@ -90,3 +105,7 @@ async def test_a_shoe_is_dealt_across_a_restart_and_matches_the_reveal(
     last = [m for m in opened.values() if m.last_of_shoe]
     assert len(last) == 1 and last[0].coup_number == numbers[-1]
     assert set(resolved) == set(opened)  # every coup of the shoe was resolved
+    # Every coup dealt was dealt after settlement closed its book.
+    books_closed = {m.coup_id for m in bet_events.of_type(BetsClosed)}
+    assert set(resolved) <= books_closed
+    assert books_closed <= {m.coup_id for m in table_events.of_type(BettingClosed)}

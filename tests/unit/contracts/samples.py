@@ -143,6 +143,7 @@ def samples() -> list[c.Message]:
             returned=4875,
             currency="EUR",
         ),
+        c.BetsClosed(**ENVELOPE, coup_id="coup-7", bets=2, staked=5000, currency="EUR"),
         c.CoupSettled(
             **ENVELOPE,
             coup_id="coup-7",

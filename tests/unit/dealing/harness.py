@@ -11,6 +11,8 @@ from uuid import uuid4
 from eventsourcing.persistence import Tracking
 
 from contracts import (
+    BetsClosed,
+    BettingClosed,
     CardDrawn,
     CardsBurned,
     CloseShoe,
@@ -139,15 +141,32 @@ class ScriptedShoe:
 
 
 class Driver:
-    """Relays the app's new events like the outbox relay, feeding the shoe's answers back."""
+    """Relays the app's new events like the outbox relay, feeding the shoe's answers back.
 
-    def __init__(self, app: DealingApplication, shoe: ScriptedShoe) -> None:
+    It plays settlement too: each BettingClosed is answered with settlement's
+    BetsClosed (unless ``settlement=False``: then the test sends it, see
+    :meth:`bets_closed`), which is when dealing asks the shoe for the cards.
+    """
+
+    def __init__(
+        self, app: DealingApplication, shoe: ScriptedShoe, settlement: bool = True
+    ) -> None:
         self.app = app
         self.shoe = shoe
+        self.settlement = settlement
         self.position = app.recorder.max_notification_id() or 0
         self.published: list[Message] = []
         self.shoe_events: list[tuple[Message, Tracking]] = []
         self.shoe_notification = 0
+        self.settlement_notification = 0
+
+    def bets_closed(self, table_id: str, coup_id: str) -> BetsClosed:
+        """Settlement's BetsClosed for a coup, applied under settlement's next position."""
+        message = BetsClosed(table_id=table_id, coup_id=coup_id, bets=0, staked=0, currency="EUR")
+        self.settlement_notification += 1
+        tracking = Tracking("settlement:punto-banco.bet-events:0", self.settlement_notification)
+        self.app.handle_bet_events([message], tracking)
+        return message
 
     def pump(self) -> list[Message]:
         """Relay until quiet; the messages published in this call."""
@@ -161,6 +180,8 @@ class Driver:
                 event = self.app.mapper.to_domain_event(notification)
                 for message in to_messages(event):
                     self.published.append(message)
+                    if isinstance(message, BettingClosed) and self.settlement:
+                        self.bets_closed(message.table_id, message.coup_id)
                     if isinstance(message, SHOE_COMMAND_TYPES):
                         for answer in self.shoe.handle(message):
                             self.shoe_notification += 1

@@ -125,7 +125,9 @@ def test_betting_closes_when_its_window_ends_only(driver: Driver) -> None:
 
 def test_the_same_shoe_message_twice_has_one_effect(driver: Driver) -> None:
     app = driver.app
-    app.close_betting("t1", current_coup(driver))
+    coup_id = current_coup(driver)
+    app.close_betting("t1", coup_id)
+    driver.bets_closed("t1", coup_id)  # settlement closed the book: the cards are asked for
     # Relay the DrawCards by hand and deliver the first card twice with the same tracking.
     notifications = app.recorder.select_notifications(driver.position + 1, 100)
     from services.dealing.messages import to_messages

@@ -29,17 +29,30 @@ def test_restart_in_betting_and_mid_deal_carries_on(store_env: dict[str, str]) -
     driver.app = second
     assert second.betting_deadlines() == waiting
     assert second.table_ids() == ["t1"]
-    # Close betting, relay the DrawCards, and crash before the shoe's answer is handled.
+    # Close betting: no cards before settlement's BetsClosed; crash while waiting for it.
     second.close_expired_betting(waiting[0].closes_at)
-    notifications = second.recorder.select_notifications(driver.position + 1, 100)
-    draws = [
-        m
-        for n in notifications
-        for m in to_messages(second.mapper.to_domain_event(n))
-        if isinstance(m, DrawCards)
-    ]
-    assert len(draws) == 1
+
+    def draws(app: DealingApplication) -> list[DrawCards]:
+        notifications = app.recorder.select_notifications(driver.position + 1, 100)
+        return [
+            m
+            for n in notifications
+            for m in to_messages(app.mapper.to_domain_event(n))
+            if isinstance(m, DrawCards)
+        ]
+
+    assert draws(second) == []
     second.close()
+
+    # Restarted, it still waits (derived from the store); BetsClosed (twice) -> ONE DrawCards,
+    # then a crash before the shoe's answer is handled.
+    waiting_app = DealingApplication(env=store_env)
+    driver.app = waiting_app
+    assert draws(waiting_app) == []
+    driver.bets_closed("t1", waiting[0].coup_id)
+    driver.bets_closed("t1", waiting[0].coup_id)
+    assert len(draws(waiting_app)) == 1
+    waiting_app.close()
 
     third = DealingApplication(env=store_env)
     driver.app = third

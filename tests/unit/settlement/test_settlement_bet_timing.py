@@ -3,7 +3,8 @@
 Settlement reads bets and dealing's events from two topics, so it may judge a bet
 before or after it has applied the coup's BettingClosed or CoupResolved. A bet is
 in time if it was PLACED (broker LogAppendTime, never the client's occurred_at)
-before ``closes_at`` and before BettingClosed, and the coup is not settled yet.
+before ``closes_at`` and judged before settlement applied BettingClosed (after which
+it announced BetsClosed and dealing may deal).
 """
 
 from __future__ import annotations
@@ -61,31 +62,33 @@ def answer_of(relay: Relay, bet_id: str) -> BetAccepted | BetRejected:
     return answer
 
 
-def test_a_bet_placed_before_close_but_handled_late_is_accepted_and_settled(
+def test_a_bet_judged_after_betting_closed_is_refused_even_if_placed_in_time(
     app: SettlementApplication, dealing: Dealing
 ) -> None:
-    dealing.close_betting("c1")  # settlement applied BettingClosed before the queued bet
+    # Once settlement applied BettingClosed it announced BetsClosed and dealing may
+    # deal: a bet judged after that is too late, whenever it was placed.
+    dealing.close_betting("c1")
     placed = CLOSES_AT - SECOND
-    assert app.place_bet(bet("queued"), placed_at=placed).accepted
-    coup = dealing.resolve("c1", ["9H", "KD"], ["2S", "3C", "TH"])
+    refused = app.place_bet(bet("queued"), placed_at=placed)
+    assert refused.reason_code == "BETTING_CLOSED"
+    dealing.resolve("c1", ["9H", "KD"], ["2S", "3C", "TH"])
     relay = Relay(app)
     relay.pump()
-    accepted = answer_of(relay, "queued")
-    assert isinstance(accepted, BetAccepted) and accepted.placed_at == placed
-    [settled] = relay.of_type(BetSettled)
-    assert (settled.bet_id, settled.result, settled.returned) == ("queued", "WIN", 2000)
-    assert coup.outcome == "PLAYER"
+    rejected = answer_of(relay, "queued")
+    assert isinstance(rejected, BetRejected) and rejected.placed_at == placed
+    assert relay.of_type(BetSettled) == []
 
 
-def test_betting_closed_early_counts_from_dealings_betting_closed(
+def test_betting_closed_early_refuses_every_later_bet(
     app: SettlementApplication, dealing: Dealing
 ) -> None:
     closed_at = CLOSES_AT - timedelta(minutes=2)  # a CloseBetting before the window ended
-    dealing.close_betting("c1", at=closed_at)
     assert app.place_bet(bet("before"), placed_at=closed_at - SECOND).accepted
-    refused = app.place_bet(bet("after", bettor_id="bob"), placed_at=closed_at)
-    assert refused.reason_code == "BETTING_CLOSED"
-    assert closed_at.isoformat() in refused.message
+    dealing.close_betting("c1", at=closed_at)
+    for bet_id, placed in (("late", closed_at - SECOND), ("after", closed_at + SECOND)):
+        refused = app.place_bet(bet(bet_id, bettor_id="bob"), placed_at=placed)
+        assert refused.reason_code == "BETTING_CLOSED"
+        assert closed_at.isoformat() in refused.message
 
 
 def test_a_bet_placed_after_closes_at_is_refused_before_betting_closed_is_applied(

@@ -139,6 +139,7 @@ def test_a_bet_ahead_of_its_coup_is_held_and_judged_when_the_coup_opens(
     assert app.place_bet(bet("b1", coup_id="c2", amount=2000)).reason_code == "DUPLICATE_BET_ID"
     assert [type(m).__name__ for m in relay.pump()] == ["BetRejected"]  # only the duplicate
     dealing.close_betting("c1")
+    assert [type(m).__name__ for m in relay.pump()] == ["BetsClosed"]
     dealing.open_betting("c2", number=2)
     answers = sorted(relay.pump(), key=lambda m: getattr(m, "bet_id", ""))
     assert [
