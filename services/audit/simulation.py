@@ -21,10 +21,12 @@ from eventsourcing.persistence import Tracking
 
 from contracts import (
     BET_COMMANDS,
+    BET_EVENTS,
     SHOE_COMMANDS,
     SHOE_EVENTS,
     TABLE_EVENTS,
     BetLimitSpec,
+    BetsClosed,
     CloseBetting,
     CloseTable,
     Message,
@@ -47,6 +49,8 @@ from services.shoe.messages import to_messages as shoe_messages
 
 SERVICES = ("shoe", "dealing", "settlement")
 POSITION_FACTOR = 2**20
+BOOK_CLOSED = "services.settlement.books:BetBook.BettingClosed"
+"""Stored topic of settlement's event that is published as BetsClosed (dealing deals on it)."""
 
 LIMITS: dict[str, tuple[int, int]] = {
     "player": (100, 1_000_000),
@@ -140,7 +144,13 @@ class LocalSystem:
             start=self._relayed[source] + 1, limit=500
         )
         if source == "settlement" and not self.keep_published and notifications:
-            # Nothing here consumes settlement's events (bettors do): skip mapping them.
+            # Only dealing's BetsClosed is consumed here (bettors take the rest): map
+            # the books' BettingClosed alone and skip mapping the others.
+            for notification in notifications:
+                if notification.topic == BOOK_CLOSED:
+                    event = app.mapper.to_domain_event(notification)
+                    for index, message in enumerate(without_seals(self._mappers[source])(event)):
+                        self._bets_closed(message, notification.id * POSITION_FACTOR + index)
             self._relayed[source] = notifications[-1].id
             app.record_position(f"relay:{source}", self._relayed[source])
             return True
@@ -162,6 +172,8 @@ class LocalSystem:
                     self.dealing.handle(message, tracking)
                 elif topic == TABLE_EVENTS:
                     table_events.append(message)
+                elif topic == BET_EVENTS:
+                    self._bets_closed(message, tracking.notification_id)
             if table_events:
                 last = Tracking(
                     f"{source}:{TABLE_EVENTS}:0",
@@ -172,6 +184,12 @@ class LocalSystem:
         if notifications:
             app.record_position(f"relay:{source}", self._relayed[source])
         return bool(notifications)
+
+    def _bets_closed(self, message: Message, position: int) -> None:
+        """Settlement's BetsClosed to dealing (the other bet events: no consumer here)."""
+        if isinstance(message, BetsClosed):
+            tracking = Tracking(f"settlement:{BET_EVENTS}:0", position)
+            self.dealing.handle_bet_events([message], tracking)
 
     # -- queries ---------------------------------------------------------------------
     def current_coup(self, table_id: str) -> str | None:

@@ -249,6 +249,16 @@ def _bench(quick: bool, progress: Callable[[str], None]) -> list[Measurement]:
             note=f"full audit (read SQLite, verify seals, rebuild, recompute, check) of {history}",
         ),
         Measurement(
+            "Audit throughput per CPU second",
+            figures.events_per_cpu_second,
+            "events/s",
+            None,
+            True,
+            len(figures.cpu_seconds),
+            note="stored events / CPU time summed over both processes (the work done; the "
+            "wall-clock rate above also depends on what else the machine runs)",
+        ),
+        Measurement(
             "Audit throughput, bets",
             figures.bets_per_second,
             "bets/s",

@@ -64,6 +64,8 @@ ZERO_DIGEST = "0" * 64
 FINGERPRINT_BYTES = 8
 MAX_ROWS_PER_SEAL = 20_000
 """A seal covers at most this many rows (a backlog is sealed in several seals)."""
+MAX_ROWS_PER_ROUND = 100_000
+"""A running service seals at most this many rows per round (the rest next round)."""
 SEAL_INTERVAL_SECONDS = 5.0
 """How often a running service seals new rows (``PB_SEAL_INTERVAL`` overrides; 0 = never)."""
 
@@ -179,10 +181,11 @@ class Sealer:
             return SealHead(last.originator_version, last.to_id, last.digest)
         return SealHead(last.originator_version, 0, ZERO_DIGEST)
 
-    def seal(self) -> int:
-        """Seal every row recorded since the last seal; the number of rows sealed."""
+    def seal(self, max_rows: int | None = None) -> int:
+        """Seal the rows recorded since the last seal (at most about ``max_rows``, so a
+        long backlog does not hold up the service's worker); the number sealed."""
         total = 0
-        while True:
+        while max_rows is None or total < max_rows:
             notifications = self.app.process_recorder.select_notifications(
                 start=self.head.to_id + 1, limit=MAX_ROWS_PER_SEAL
             )
@@ -196,6 +199,7 @@ class Sealer:
             total += len(rows)
             if len(notifications) < MAX_ROWS_PER_SEAL:
                 return total
+        return total
 
     def _record(self, rows: Sequence[tuple[int, bytes]]) -> None:
         head = self.head
@@ -264,7 +268,7 @@ async def seal_periodically(ctx: ServiceContext[Any]) -> None:
         if ctx.stopping.is_set():
             return  # the host seals once more after everything else has stopped
         try:
-            await ctx.call(sealer.seal)
+            await ctx.call(sealer.seal, MAX_ROWS_PER_ROUND)
         except Exception:  # a busy or failing store: the service goes on, next round retries
             log.exception("%s: sealing failed; retrying in %.1f s", ctx.settings.service, interval)
             sealer = await ctx.call(Sealer, ctx.app, ctx.settings.service)
