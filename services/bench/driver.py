@@ -42,6 +42,7 @@ from contracts import (
 )
 
 BET_TYPES = ("player", "banker", "tie", "player_pair", "banker_pair")
+FLOODS_AT_ONCE = 4
 WINDOW_MS = 3_600_000
 """Betting windows are closed by the driver (CloseBetting), never by the clock."""
 
@@ -114,7 +115,9 @@ class Driver:
             acks="all",
             linger_ms=5,
             max_batch_size=1024 * 1024,
-            request_timeout_ms=30_000,
+            # A flood of 10 x 10,000 bets waits for room in the producer's queue: give it time
+            # on a busy machine (30 s was too short for 10 tables x 10,000 bets at load 5).
+            request_timeout_ms=300_000,
         )
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap,
@@ -130,6 +133,9 @@ class Driver:
         self._coups: dict[tuple[str, str], CoupRun] = {}
         self._follow_task: asyncio.Task[None] | None = None
         self.sample_bet_settled: bytes | None = None
+        # At most a few tables' floods in the producer at once: 100 tables x 10,000 bets
+        # (330 MB) queued together made aiokafka time out batches waiting for their turn.
+        self._flooding = asyncio.Semaphore(FLOODS_AT_ONCE)
         self.check: Callable[[], None] = lambda: None
         """Called every second while waiting: raises if the system under test died."""
 
@@ -210,6 +216,8 @@ class Driver:
                 run.rejected += 1
             if run.answered >= run.bets:
                 run.all_answered.set()
+                if run.settled >= run.bets - run.rejected:  # every bet refused: none to settle
+                    run.all_settled.set()
         elif kind == "BettingClosed":
             run.closed_at = _epoch(data["occurred_at"])
         elif kind == "CoupResolved":
@@ -298,8 +306,9 @@ class Driver:
             self._coups[(table_id, coup_id)] = run
             runs.append(run)
             values = self._bets(table_id, coup_id, bets)
-            run.first_sent = time.time()
-            await self._send_bulk(self.prefix + BET_COMMANDS, table_id.encode(), values)
+            async with self._flooding:
+                run.first_sent = time.time()
+                await self._send_bulk(self.prefix + BET_COMMANDS, table_id.encode(), values)
             await self._wait(run.all_answered, timeout, f"answer to every bet of {coup_id}")
             close = CloseBetting(table_id=table_id, coup_id=coup_id)
             await self._producer.send_and_wait(

@@ -5,6 +5,13 @@ one :class:`~services.bench.cluster.Cluster` of the three services is started, t
 cells (T tables x B bets per coup, C coups per table) is played by the
 :class:`~services.bench.driver.Driver`, peak resident memory is sampled during the largest
 cell, and the ceilings (raw Kafka, raw store appends) are measured in the same run.
+
+Settings (environment): ``KAFKA_BOOTSTRAP_SERVERS`` and ``POSTGRES_*`` as printed by
+``punto-banco infra up``; for targeted runs ``PB_BENCH_STORES=sqlite|postgres`` and
+``PB_BENCH_CELLS=TxBxC,...`` (e.g. ``1x10000x3``) replace the matrix (the section then names
+them), and ``PB_BENCH_PYSPY=<folder>`` profiles the services during the largest cell
+(:mod:`services.bench.profiling`). Work folders live under ``<PB_DATA_DIR>/bench`` and are
+removed after a run (a failed store keeps its service logs there).
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -86,6 +94,7 @@ class E2EReport:
     postgres_version: str | None = None
     stores: list[StoreRun] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    overrides: str = ""
     in_process: dict[str, float] = field(default_factory=dict)
 
 
@@ -226,6 +235,11 @@ def measure(quick: bool, progress: Callable[[str], None], workdir: Path) -> E2ER
     else:
         report.skipped.append("PostgreSQL (no POSTGRES_* settings in the environment)")
     sample: bytes | None = None
+    report.overrides = " ".join(
+        f"{name}={os.environ[name]}"
+        for name in ("PB_BENCH_STORES", "PB_BENCH_CELLS")
+        if os.environ.get(name)
+    )
     only_stores = os.environ.get("PB_BENCH_STORES", "").split(",")
     stores = [(name, pg) for name, pg in stores if name in only_stores or only_stores == [""]]
     chosen = parse_cells(os.environ.get("PB_BENCH_CELLS", ""))
@@ -241,11 +255,14 @@ def measure(quick: bool, progress: Callable[[str], None], workdir: Path) -> E2ER
             sample = sample or captured
         except Exception as error:  # a dead service or a timeout: report it, go on
             first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            if first == type(error).__name__:
+                first = ""  # aiokafka's KafkaTimeoutError says only its own name
             report.skipped.append(
                 f"{store}: stopped after {len(run.cells)} of {len(cells)} cells: "
                 f"{type(error).__name__} {first} (logs kept in {data_dir / 'logs'})"
             )
             keep_logs = True
+            sys.stderr.write(f"e2e: {report.skipped[-1]}\n")
         else:
             keep_logs = False
         finally:
@@ -433,7 +450,7 @@ def details(report: E2EReport, command: str) -> str:
     parts = [
         "",
         f"Run started {report.started} ({'quick subset' if report.quick else 'full matrix'}): "
-        f"`{command}`.",
+        f"`{(report.overrides + ' ') if report.overrides else ''}{command}`.",
         "",
         *machine_lines(report.kafka_version, report.postgres_version, report.load_at_start),
     ]
@@ -511,6 +528,13 @@ What to change (not in services/bench; owners: platform and settlement):
    `contracts/codec.py` `decode` parses each message twice (`json.loads` to find the type, then
    `model_validate_json`): for PlaceBet floods validate the parsed dict (`model_validate`) or
    find the type without a full parse.
+4. With many tables dealing is the queue: 100 tables x 10 bets took 7-13 s from
+   BettingClosed to the last BetSettled while CoupResolved -> last BetSettled stayed near
+   0.1 s (a run at 04:42). `services/dealing/service.py` applies TABLE_COMMANDS and SHOE_EVENTS
+   `per_message` (one transaction and one relay round trip per CloseBetting / CardDrawn), so
+   100 coups are dealt one card message at a time; a batch handler per partition (one unit of
+   work per fetched batch, as settlement does) would deal them together.
+
 The 10,000-bets-in-1-s target is within reach with 1 and 2 (settle + map ~0.3 s, publish ~0.15
 s batched); 5,000 bets/s sustained needs all three or a second settlement process
 (partitions by table). The 25 %-of-Kafka alternative is far off: a bet costs one consumed
