@@ -78,6 +78,44 @@ class FakeProducer:
         future.set_result(None)
         return future
 
+    # The batch API the relay uses (create_batch / send_batch), one partition per topic.
+    async def partitions_for(self, topic: str) -> set[int]:
+        return {0}
+
+    def create_batch(self) -> FakeBatch:
+        return FakeBatch()
+
+    async def send_batch(self, batch: FakeBatch, topic: str, *, partition: int) -> Any:
+        futures = [
+            await self.send(topic, value, key, headers) for key, value, headers in batch.records
+        ]
+        failed = [f for f in futures if f.exception() is not None]
+        return failed[0] if failed else futures[-1]
+
+
+@dataclass
+class FakeBatch:
+    """A record batch that holds ``capacity`` messages (so tests see batches fill up)."""
+
+    capacity: int = 3
+    records: list[tuple[bytes | None, bytes, list[tuple[str, bytes]]]] = field(default_factory=list)
+
+    def append(
+        self,
+        *,
+        timestamp: float | None,
+        key: bytes | None,
+        value: bytes,
+        headers: list[tuple[str, bytes]],
+    ) -> object | None:
+        if len(self.records) >= self.capacity:
+            return None
+        self.records.append((key, value, list(headers)))
+        return object()
+
+    def record_count(self) -> int:
+        return len(self.records)
+
 
 @dataclass
 class FakeConsumer:
