@@ -515,11 +515,10 @@ process does roughly 200 us of work per bet (decode, judge, record, two messages
 encoded and sent), which is the ~2,000 bets/s seen here on two shared cores.
 
 What to change (not in services/bench; owners: platform and settlement):
-1. `services/platform/relay.py`, `OutboxRelay._publish`: one awaited `producer.send()` per
-   record, each hashing its key (murmur2 in Python) and creating a future. Group the records
-   by (topic, key), compute the partition once per key, append them to
-   `producer.create_batch()` and `send_batch()` them (as `services/demo/bus.py` `send_many`
-   does): the raw ceiling above is about 3x higher that way.
+1. Done: `services/platform/relay.py` `OutboxRelay._publish` used one awaited
+   `producer.send()` per record; it now groups the records by partition (the producer's own
+   murmur2 partitioner, computed once per key) and sends `create_batch()` / `send_batch()`
+   batches in order, as the send_batch ceiling above does. The figures above include it.
 2. `OutboxRelay.publish_pending` / `_read_batch`: a coup's 10,001 messages are all mapped and
    encoded before the first is sent; mapping and sending chunks (e.g. 1,000 messages) would
    overlap the two and publish the first bets sooner.

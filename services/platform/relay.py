@@ -209,10 +209,14 @@ class OutboxRelay:
         source = self.settings.service.encode()
         by_partition: dict[tuple[str, int], list[OutgoingRecord]] = {}
         partitions: dict[str, list[int]] = {}
+        chosen: dict[tuple[str, bytes], int] = {}  # murmur2 in pure Python: once per key
         for record in records:
-            if record.topic not in partitions:
-                partitions[record.topic] = sorted(await producer.partitions_for(record.topic))
-            choice = _PARTITIONER(record.key, partitions[record.topic], partitions[record.topic])
+            choice = chosen.get((record.topic, record.key))
+            if choice is None:
+                if record.topic not in partitions:
+                    partitions[record.topic] = sorted(await producer.partitions_for(record.topic))
+                known = partitions[record.topic]
+                choice = chosen[(record.topic, record.key)] = _PARTITIONER(record.key, known, known)
             by_partition.setdefault((record.topic, choice), []).append(record)
         futures = []
         for (topic, partition), group in by_partition.items():
