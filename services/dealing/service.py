@@ -66,7 +66,9 @@ def _subscriptions(app: DealingApplication) -> Sequence[Subscription]:
     return [
         Subscription(TABLE_COMMANDS, per_message(app.handle)),
         Subscription(SHOE_EVENTS, per_message(app.handle)),
-        Subscription(BET_EVENTS, bet_events_handler(app)),
+        # Only BetsClosed acts; the rest of the flood (BetAccepted, BetSettled...) is
+        # tracked from its pb-type header without being parsed.
+        Subscription(BET_EVENTS, bet_events_handler(app), types=frozenset({"BetsClosed"})),
     ]
 
 

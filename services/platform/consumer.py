@@ -28,6 +28,9 @@ For every fetched batch, per partition, in order:
    case one source publishes to two topics the same service reads).
 2. Records at or below the recorded position are duplicates (redelivery after a
    crash, or a relay republishing) and are skipped without calling the handler.
+   So are relayed records of a type the subscription does not act on
+   (``Subscription.types``, read from the ``pb-type`` header without parsing the
+   value): they are tracked with the batch and never decoded.
 3. Records that do not decode (``ContractError``: not JSON, unknown type, wrong
    schema) are published to the dead-letter topic (original bytes base64, the
    error, topic/partition/offset, headers, service) BEFORE the store commit.
@@ -74,7 +77,7 @@ from eventsourcing.persistence import (
 from contracts import DEAD_LETTERS, ContractError, Message, decode, encode
 from services.platform.application import ServiceApplication, UnitOfWork
 from services.platform.dead_letters import as_text, dead_letter_for
-from services.platform.kafka import SOURCE_HEADER, idempotent_producer
+from services.platform.kafka import SOURCE_HEADER, TYPE_HEADER, idempotent_producer
 from services.platform.kafka import cluster_id as kafka_cluster_id
 from services.platform.logs import message_context
 from services.platform.settings import Settings
@@ -140,6 +143,14 @@ BatchHandler = Callable[[Sequence[Delivery], Tracking], None]
 class Subscription:
     topic: str  # logical topic, e.g. contracts.SHOE_COMMANDS
     handler: BatchHandler
+    types: frozenset[str] | None = None
+    """The message types the handler acts on (None: every type of the topic).
+
+    Records of other types are tracked (so never read again) but not handed over;
+    a record from a project relay says its type in the ``pb-type`` header, so it is
+    skipped without being parsed (dealing needs only BetsClosed of the busy bet-events
+    topic). A record without the header is decoded first, and dead-lettered if invalid.
+    """
 
 
 def per_message(handle: Callable[[Message, Tracking], None]) -> BatchHandler:
@@ -184,6 +195,7 @@ class _Prepared:
     invalid: list[_Invalid] = field(default_factory=list)
     raw: dict[int, ConsumerRecord[Any, Any]] = field(default_factory=dict)  # by offset
     duplicates: int = 0
+    skipped: int = 0  # of types the subscription does not act on
     last: Tracking | None = None
 
 
@@ -191,6 +203,7 @@ class _Prepared:
 class ConsumerStats:
     handled: int = 0
     duplicates: int = 0
+    skipped: int = 0
     dead_letters: int = 0
     batches: int = 0
 
@@ -318,13 +331,17 @@ class ConsumerRuntime:
     ) -> None:
         """Handle one ``getmany`` result and commit its offsets."""
         offsets: dict[TopicPartition, int] = {}
-        for tp, records in fetched.items():
+        # Subscription order, whatever order the fetch has: settlement lists dealing's
+        # events first, so a coup's BettingOpened is applied before the bets fetched with
+        # it (which would otherwise wait at the desk for it).
+        order = {self.settings.topic(topic): rank for rank, topic in enumerate(self.subscriptions)}
+        for tp, records in sorted(fetched.items(), key=lambda item: order.get(item[0].topic, 0)):
             if not records:
                 continue
             logical = self.settings.logical_topic(tp.topic)
             subscription = self.subscriptions[logical]
             position = functools.partial(self._position, logical)
-            for group in _groups(position, records):
+            for group in _groups([(record, position(record)) for record in records]):
                 done = await self._process_group(
                     subscription, logical, tp.partition, group, stopping
                 )
@@ -347,15 +364,18 @@ class ConsumerRuntime:
         subscription: Subscription,
         logical: str,
         partition: int,
-        records: list[ConsumerRecord[Any, Any]],
+        records: list[tuple[ConsumerRecord[Any, Any], Tracking]],
         stopping: asyncio.Event,
     ) -> bool:
         delay = 0.1
         integrity_failures = 0
         while True:
             try:
-                prepared = await self.worker.call(self._prepare, logical, partition, records)
+                prepared = await self.worker.call(
+                    self._prepare, logical, partition, records, subscription.types
+                )
                 self.stats.duplicates += prepared.duplicates
+                self.stats.skipped += prepared.skipped
                 if prepared.last is None:
                     return True
                 if prepared.invalid:
@@ -464,18 +484,24 @@ class ConsumerRuntime:
         )
 
     def _prepare(
-        self, logical: str, partition: int, records: list[ConsumerRecord[Any, Any]]
+        self,
+        logical: str,
+        partition: int,
+        records: list[tuple[ConsumerRecord[Any, Any], Tracking]],
+        types: frozenset[str] | None = None,
     ) -> _Prepared:
+        """Drop duplicates, skip types not wanted, decode the rest (invalid: dead letters)."""
         prepared = _Prepared()
-        name = self._position(logical, records[0]).application_name
-        recorded = self.app.tracked_position(name)
-        for record in records:
-            tracking = self._position(logical, record)
+        recorded = self.app.tracked_position(records[0][1].application_name)
+        for record, tracking in records:
             if tracking.notification_id <= recorded:
                 prepared.duplicates += 1
                 continue
             recorded = tracking.notification_id
             prepared.last = tracking
+            if types is not None and header(record.headers, TYPE_HEADER) not in (None, *types):
+                prepared.skipped += 1  # a relayed message this service does not act on
+                continue
             if record.value is None:
                 prepared.invalid.append(_Invalid(record, "empty message (no value)"))
                 continue
@@ -483,6 +509,9 @@ class ConsumerRuntime:
                 message = decode(logical, record.value)
             except ContractError as error:
                 prepared.invalid.append(_Invalid(record, error.reason))
+                continue
+            if types is not None and message.type not in types:
+                prepared.skipped += 1
                 continue
             prepared.raw[record.offset] = record
             prepared.fresh.append(
@@ -535,16 +564,15 @@ def _where(delivery: Delivery) -> str:
 
 
 def _groups(
-    position: Callable[[ConsumerRecord[Any, Any]], Tracking],
-    records: list[ConsumerRecord[Any, Any]],
-) -> list[list[ConsumerRecord[Any, Any]]]:
-    """Split a partition's records into runs that share a tracking name."""
-    groups: list[list[ConsumerRecord[Any, Any]]] = []
+    positioned: list[tuple[ConsumerRecord[Any, Any], Tracking]],
+) -> list[list[tuple[ConsumerRecord[Any, Any], Tracking]]]:
+    """Split a partition's records (with their positions) into runs that share a tracking name."""
+    groups: list[list[tuple[ConsumerRecord[Any, Any], Tracking]]] = []
     current_name: str | None = None
-    for record in records:
-        name = position(record).application_name
+    for item in positioned:
+        name = item[1].application_name
         if name != current_name:
             groups.append([])
             current_name = name
-        groups[-1].append(record)
+        groups[-1].append(item)
     return groups

@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 SOURCE_HEADER = "pb-source"
 NOTIFICATION_HEADER = "pb-notification-id"
 INDEX_HEADER = "pb-message-index"
+TYPE_HEADER = "pb-type"
+"""The message type (``BetSettled``...): lets a reader skip what it does not need unparsed."""
 
 PROJECT_TOPICS: tuple[str, ...] = tuple(TOPIC_MESSAGES)
 """Every logical topic of the project (commands, events, dead letters)."""

@@ -69,14 +69,24 @@ def position_of(
     ``topic`` is the record's real (prefixed) topic, ``logical_topic`` without it when
     omitted; ``cluster_id`` the Kafka cluster's id.
     """
-    source = header(headers, SOURCE_HEADER)
-    notification = header(headers, NOTIFICATION_HEADER)
-    if source and notification and notification.isdigit():
-        index_raw = header(headers, INDEX_HEADER) or "0"
-        index = int(index_raw) if index_raw.isdigit() else 0
+    source = notification = index_raw = None
+    for key, value in headers or ():  # one pass: this runs for every record consumed
+        if key == SOURCE_HEADER:
+            source = value
+        elif key == NOTIFICATION_HEADER:
+            notification = value
+        elif key == INDEX_HEADER:
+            index_raw = value
+    if source and isinstance(notification, bytes) and notification.isdigit():
+        index = int(index_raw) if isinstance(index_raw, bytes) and index_raw.isdigit() else 0
         if index < MESSAGES_PER_NOTIFICATION:
-            return Tracking(
-                f"{source}:{logical_topic}:{partition}",
-                int(notification) * MESSAGES_PER_NOTIFICATION + index,
-            )
+            try:
+                name = source.decode("utf-8")
+            except (UnicodeDecodeError, AttributeError):
+                name = ""
+            if name:
+                return Tracking(
+                    f"{name}:{logical_topic}:{partition}",
+                    int(notification) * MESSAGES_PER_NOTIFICATION + index,
+                )
     return Tracking(offset_tracking_name(cluster_id, topic or logical_topic, partition), offset + 1)

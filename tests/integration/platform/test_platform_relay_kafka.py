@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -65,6 +66,10 @@ async def test_relay_publishes_every_event_in_order_with_headers(
         assert len(records) == 200
         check_order(records)
         assert {r.headers["pb-source"] for r in records} == {b"counter"}
+        # the message type, for readers that skip what they do not need unparsed
+        assert {r.headers["pb-type"] for r in records} == {
+            json.loads(r.value)["type"].encode() for r in records
+        }
         # events saved while it runs are published promptly (save listener, not only polling)
         started = time.monotonic()
         counter: Counter = app.repository.get(Counter.create_id("t0"))

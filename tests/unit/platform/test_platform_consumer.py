@@ -287,3 +287,55 @@ async def test_a_delivery_carries_the_record_timestamp_and_its_type() -> None:
     ]
     assert seen[0].appended_at == appended
     assert seen[1].appended_at is None  # a producer's timestamp is not the broker's
+
+
+async def test_a_typed_subscription_tracks_other_types_without_parsing_them() -> None:
+    """Dealing reads only BetsClosed of the bet-events flood: the rest is never decoded."""
+    from eventsourcing.persistence import Tracking
+
+    from contracts import TableOpened
+
+    h = Harness()
+    seen: list[str] = []
+
+    def handle(deliveries: Sequence[Delivery], tracking: Tracking) -> None:
+        seen.extend(type(d.message).__name__ for d in deliveries)
+        with h.app.unit_of_work(tracking):
+            pass  # records the batch's position
+
+    h.runtime.subscriptions[TABLE_EVENTS] = Subscription(
+        TABLE_EVENTS, handle, types=frozenset({"TableClosed"})
+    )
+    opened = encode(
+        TableOpened(
+            table_id="t1",
+            decks=8,
+            paytable="standard",
+            currency="EUR",
+            limits={},
+            betting_window_ms=1000,
+            cut_card_from_end=16,
+        )
+    )
+    await h.feed(
+        # Relayed, of another type: skipped on the header alone (the value is not even JSON).
+        record(0, b"not json", [*relayed(1), ("pb-type", b"TableOpened")]),
+        record(1, closed("1"), [*relayed(2), ("pb-type", b"TableClosed")]),
+        # No pb-type header (an external producer): decoded, then filtered by its type.
+        record(2, opened),
+        record(3, closed("2")),
+    )
+    assert seen == ["TableClosed", "TableClosed"]
+    assert h.dead_letters() == []
+    assert h.runtime.stats.skipped == 2
+    assert h.app.tracked_position(f"dealing:{TABLE_EVENTS}:0") == 2 * MESSAGES_PER_NOTIFICATION
+    assert h.app.tracked_position(EXTERNAL) == 4
+
+
+async def test_a_typed_subscription_still_dead_letters_what_it_cannot_read() -> None:
+    h = Harness()
+    h.runtime.subscriptions[TABLE_EVENTS] = Subscription(
+        TABLE_EVENTS, lambda deliveries, tracking: None, types=frozenset({"TableClosed"})
+    )
+    await h.feed(record(0, b"{oops"))
+    assert [letter.offset for letter in h.dead_letters()] == [0]

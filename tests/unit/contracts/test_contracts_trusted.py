@@ -1,0 +1,138 @@
+"""``trusted`` (the relay's bulk path) builds exactly the message validation would."""
+
+import warnings
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contracts import BetAccepted, BetSettled, encode
+from contracts.trusted import trusted
+
+texts = st.text(min_size=1, max_size=20)
+stamps = st.datetimes(
+    min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
+)
+bet_types = st.sampled_from(["player", "banker", "tie", "player_pair", "banker_pair"])
+money = st.integers(min_value=0, max_value=10**12)
+
+
+def _settled(values: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "BetSettled",
+        "event_id": values["event_id"],
+        "schema_version": 1,
+        "occurred_at": values["occurred_at"],
+        "causation_id": None,
+        "correlation_id": None,
+        "table_id": "t-1",
+        "bet_id": values["bet_id"],
+        "coup_id": values["coup_id"],
+        "bettor_id": values["bettor_id"],
+        "bet_type": values["bet_type"],
+        "result": values["result"],
+        "stake": values["stake"],
+        "payout": values["payout"],
+        "returned": values["returned"],
+        "currency": "EUR",
+    }
+
+
+@given(
+    st.fixed_dictionaries(
+        {
+            "event_id": st.uuids(),
+            "occurred_at": stamps,
+            "bet_id": texts,
+            "coup_id": texts,
+            "bettor_id": texts,
+            "bet_type": bet_types,
+            "result": st.sampled_from(["WIN", "LOSE", "PUSH"]),
+            "stake": money,
+            "payout": money,
+            "returned": money,
+        }
+    )
+)
+def test_a_trusted_bet_settled_equals_and_encodes_like_the_validated_one(
+    values: dict[str, Any],
+) -> None:
+    fields = _settled(values)
+    validated = BetSettled(**fields)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a serializer warning means a wrong Python type
+        built = trusted(BetSettled, dict(fields))
+        assert encode(built) == encode(validated)
+    assert built == validated
+    assert built.model_fields_set == validated.model_fields_set
+
+
+@given(st.uuids(), stamps, st.one_of(st.none(), stamps), bet_types, st.integers(1, 10**12))
+def test_a_trusted_bet_accepted_given_in_any_order_encodes_in_the_model_order(
+    event_id: UUID, occurred_at: datetime, placed_at: datetime | None, bet_type: str, amount: int
+) -> None:
+    fields = {
+        "placed_at": placed_at,
+        "amount": amount,
+        "currency": "EUR",
+        "bet_type": bet_type,
+        "bettor_id": "p",
+        "coup_id": "c",
+        "bet_id": "b",
+        "table_id": "t",
+        "correlation_id": None,
+        "causation_id": None,
+        "occurred_at": occurred_at,
+        "schema_version": 1,
+        "event_id": event_id,
+        "type": "BetAccepted",
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert encode(trusted(BetAccepted, fields)) == encode(BetAccepted(**fields))
+
+
+def test_an_aware_time_from_an_iso_string_encodes_like_a_validated_one() -> None:
+    """Stored times come back through ``datetime.fromisoformat`` (``+00:00``, ``Z``, offsets)."""
+    base = _settled(
+        {
+            "event_id": UUID(int=7),
+            "occurred_at": datetime.fromisoformat("2026-11-30T05:00:00+00:00"),
+            "bet_id": "b",
+            "coup_id": "c",
+            "bettor_id": "p",
+            "bet_type": "tie",
+            "result": "LOSE",
+            "stake": 100,
+            "payout": 0,
+            "returned": 0,
+        }
+    )
+    assert encode(trusted(BetSettled, dict(base))) == encode(BetSettled(**base))
+    assert b'"occurred_at":"2026-11-30T05:00:00Z"' in encode(trusted(BetSettled, dict(base)))
+
+
+def test_missing_or_unknown_fields_are_refused() -> None:
+    fields = _settled(
+        {
+            "event_id": UUID(int=1),
+            "occurred_at": datetime(2026, 1, 1, tzinfo=UTC),
+            "bet_id": "b",
+            "coup_id": "c",
+            "bettor_id": "p",
+            "bet_type": "tie",
+            "result": "LOSE",
+            "stake": 1,
+            "payout": 0,
+            "returned": 0,
+        }
+    )
+    without = dict(fields)
+    del without["stake"]
+    with pytest.raises(ValueError, match=r"missing fields \['stake'\]"):
+        trusted(BetSettled, without)
+    with pytest.raises(ValueError, match=r"unknown \['extra'\]"):
+        trusted(BetSettled, {**fields, "extra": 1})
