@@ -2,7 +2,9 @@
 
 Set ``PB_BENCH_PYSPY=<folder>``: ``py-spy record`` (``pip install py-spy``, in the dev extras)
 samples every service process during the largest cell of each store and writes collapsed
-stacks ``<folder>/<store>-<service>.txt``; :func:`top_functions` summarises one.
+stacks ``<folder>/<store>-<service>.txt``; :func:`top_functions` summarises one. With
+``PB_BENCH_PYSPY_GIL=1`` only the thread holding the GIL is sampled (``--gil``): the
+Python work itself, without threads waiting for the GIL, which otherwise look busy.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class PySpy:
                     [
                         *(exe, "record", "--pid", str(pid), "--rate", "100"),
                         *("--format", "raw", "--output", str(output), "--nonblocking"),
+                        *(("--gil",) if os.environ.get("PB_BENCH_PYSPY_GIL") == "1" else ()),
                     ],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,

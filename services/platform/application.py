@@ -17,7 +17,7 @@ additions the delivery design needs:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import ClassVar, TypeVar, cast
 from uuid import UUID
@@ -37,7 +37,7 @@ class ServiceApplication(Application[UUID]):
     env: ClassVar[dict[str, str]] = {"AGGREGATE_CACHE_MAXSIZE": "1000"}
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
-        self._save_listeners: list[Callable[[], None]] = []
+        self._save_listeners: list[Callable[[Sequence[Recording[UUID]]], None]] = []
         self._listeners_lock = threading.Lock()
         super().__init__(env)
 
@@ -49,12 +49,15 @@ class ServiceApplication(Application[UUID]):
         return cast(ProcessRecorder, self.recorder)
 
     # -- notification of new events ------------------------------------------------
-    def add_save_listener(self, listener: Callable[[], None]) -> None:
-        """Call ``listener()`` (from the saving thread) after events were recorded."""
+    def add_save_listener(self, listener: Callable[[Sequence[Recording[UUID]]], None]) -> None:
+        """Call ``listener(recordings)`` (from the saving thread) after events were recorded.
+
+        ``recordings`` pair each domain event with its notification (id) in the log.
+        """
         with self._listeners_lock:
             self._save_listeners.append(listener)
 
-    def remove_save_listener(self, listener: Callable[[], None]) -> None:
+    def remove_save_listener(self, listener: Callable[[Sequence[Recording[UUID]]], None]) -> None:
         with self._listeners_lock:
             if listener in self._save_listeners:
                 self._save_listeners.remove(listener)
@@ -65,7 +68,7 @@ class ServiceApplication(Application[UUID]):
         with self._listeners_lock:
             listeners = list(self._save_listeners)
         for listener in listeners:
-            listener()
+            listener(recordings)
 
     # -- tracking -----------------------------------------------------------------
     def tracked_position(self, name: str) -> int:

@@ -80,7 +80,8 @@ class SettlementApplication(ServiceApplication):
         super().__init__(env)
         self._clock = clock or _utc_now  # "now" for a bet handed over without placed_at
         self._index = BetIndex()
-        self._drafted: dict[UUID, BetBook] = {}  # books with answers to record in this unit
+        # books with answers, desks with held bets, to record in this unit (flush)
+        self._drafted: dict[UUID, BetBook | BetDesk] = {}
         load_bet_index(self._index, self.recorder, self.mapper)
 
     # -- units of work that keep the cache and the bet index clean ----------------------
@@ -91,8 +92,8 @@ class SettlementApplication(ServiceApplication):
         self._drafted = {}
         try:
             yield uow
-            for book in self._drafted.values():
-                book.flush()  # one BetsAnswered event per book for the whole unit
+            for drafted in self._drafted.values():
+                drafted.flush()  # one BetsAnswered (BetsHeld) event per book (desk) per unit
             uow.commit()
         except BaseException:
             self._forget(uow)
@@ -227,7 +228,17 @@ class SettlementApplication(ServiceApplication):
             )
         if book is None:
             # Most likely the coup's BettingOpened is on its way: judge the bet then.
-            self._desk(uow, request.table_id).hold(**request.fields(), placed_at=placed_at)
+            desk = self._desk(uow, request.table_id)
+            desk.draft_hold(
+                request.coup_id,
+                request.bet_id,
+                request.bettor_id,
+                request.bet_type,
+                request.amount,
+                request.currency,
+                placed_at,
+            )
+            self._drafted[desk.id] = desk
             answer = BetAnswer(request.bet_id, False, held=True)
             self._index.record(request, answer)
             return answer

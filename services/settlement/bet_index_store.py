@@ -17,9 +17,12 @@ def load_bet_index(index: BetIndex, recorder: ApplicationRecorder, mapper: Mappe
     answered = get_topic(BetBook.BetsAnswered)
     refused = get_topic(BetDesk.BetRejected)
     held = get_topic(BetDesk.BetHeld)
+    held_lines = get_topic(BetDesk.BetsHeld)
     start = 1
     while True:
-        batch = recorder.select_notifications(start, 2000, topics=[answered, refused, held])
+        batch = recorder.select_notifications(
+            start, 2000, topics=[answered, refused, held, held_lines]
+        )
         if not batch:
             return
         for notification in batch:
@@ -38,6 +41,18 @@ def load_bet_index(index: BetIndex, recorder: ApplicationRecorder, mapper: Mappe
                     )
                     answer = BetAnswer(bet_id, code is None, code, message)
                     index.replay(request, answer)
+            elif notification.topic == held_lines:
+                for coup_id, bet_id, bettor_id, bet_type, amount, currency, _ in event.lines:  # type: ignore[attr-defined]
+                    request = BetRequest(
+                        event.table_id,  # type: ignore[attr-defined]
+                        coup_id,
+                        bet_id,
+                        bettor_id,
+                        bet_type,
+                        amount,
+                        currency,
+                    )
+                    index.replay(request, BetAnswer(bet_id, False, held=True))
             else:
                 desk_event: Any = event
                 request = BetRequest(

@@ -5,6 +5,11 @@ before the ``BettingOpened`` of the coup it names. Such a bet (for a known,
 open table) is *held* here and judged when the table's next coup opens: by the
 book if it is that coup, else refused with NO_SUCH_COUP. The desk also records
 refusals that have no book to go to (no such table, no such coup).
+
+Bets held in one unit of work are recorded as ONE ``BetsHeld`` event (``draft_hold``
+then ``flush``, as a book records its answers): a flood of bets that overtook its
+coup's ``BettingOpened`` costs one event, not one per bet. ``BetHeld`` (one bet) is
+what earlier stores hold; it is still read.
 """
 
 from __future__ import annotations
@@ -41,6 +46,10 @@ class BetDesk(Aggregate):
         amount: str
         currency: str
         placed_at: datetime
+
+    class BetsHeld(Aggregate.Event):
+        table_id: str
+        lines: list[HeldBet]
 
     class BetsReleased(Aggregate.Event):
         bet_ids: list[str]
@@ -94,8 +103,36 @@ class BetDesk(Aggregate):
             placed_at.isoformat(),
         ]
 
+    def draft_hold(
+        self,
+        coup_id: str,
+        bet_id: str,
+        bettor_id: str,
+        bet_type: str,
+        amount: str,
+        currency: str,
+        placed_at: datetime,
+    ) -> None:
+        """Hold a bet now; :meth:`flush` records this unit's holds as one BetsHeld."""
+        line = [coup_id, bet_id, bettor_id, bet_type, amount, currency, placed_at.isoformat()]
+        self.held[bet_id] = line
+        self.__dict__.setdefault("_draft", []).append(line)  # snapshots may predate it
+
+    def flush(self) -> None:
+        """Record the bets held since the last flush as one BetsHeld event."""
+        lines = self.__dict__.get("_draft")
+        if lines:
+            self._draft: list[HeldBet] = []
+            self._hold_lines(table_id=self.table_id, lines=lines)
+
+    @event(BetsHeld)
+    def _hold_lines(self, table_id: str, lines: list[HeldBet]) -> None:
+        for line in lines:
+            self.held[line[1]] = line
+
     def release_all(self) -> list[HeldBet]:
         """Take every held bet out (in the order they came) to be judged now."""
+        self.flush()  # holds of this unit first: the record says held, then released
         held = list(self.held.values())
         if held:
             self._release(bet_ids=[line[1] for line in held])

@@ -49,8 +49,8 @@ def placed_at(delivery: Delivery, received: datetime) -> datetime:
 
 
 def _subscriptions(app: SettlementApplication) -> Sequence[Subscription]:
-    # Dealing's events first: should the platform apply one fetch's partitions in this
-    # order, a coup's BettingOpened is applied before the bets that answer it.
+    # Dealing's events first: the platform applies one fetch's partitions in this order,
+    # so a coup's BettingOpened is applied before the bets fetched with it.
     return [
         Subscription(TABLE_EVENTS, batch_handler(app)),
         Subscription(BET_COMMANDS, batch_handler(app)),

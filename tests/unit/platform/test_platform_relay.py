@@ -108,3 +108,31 @@ async def test_a_batch_stops_after_enough_messages(monkeypatch: pytest.MonkeyPat
     assert (len(batch), last) == (4, 3)  # created (0), +2, +2: stops once 3 are reached
     assert await relay.publish_pending() == 6
     assert reasons(producer) == ["2/0", "2/1"] * 3
+
+
+async def test_events_saved_while_running_are_mapped_without_decoding_and_alike() -> None:
+    """The save listener hands the relay the events just saved; the bytes are the same
+    as a relay that reads them back from the store."""
+    app = CounterApp(env=popo_env())
+    live, replayed = FakeProducer(), FakeProducer()
+    relay, settings = make(app, live, batch=100)
+    await relay.start()
+    decoded: list[int] = []
+    to_domain_event = app.mapper.to_domain_event
+
+    def counting(notification: Any) -> Any:
+        decoded.append(notification.id)
+        return to_domain_event(notification)
+
+    app.mapper.to_domain_event = counting  # type: ignore[method-assign]
+    fill(app, [3, 1])
+    assert await relay.publish_pending() == 4
+    assert decoded == []  # every event came from the save listener
+    assert relay._fresh == {}  # nothing kept once published
+    again = OutboxRelay(app, settings, to_messages, producer=replayed, tracking_name="again")
+    await again.start()
+    assert await again.publish_pending() == 4
+    assert decoded == [1, 2, 3]  # this one read the store
+    assert [(r.key, r.value, r.headers) for r in live.sent] == [
+        (r.key, r.value, r.headers) for r in replayed.sent
+    ]

@@ -68,8 +68,8 @@ def test_single_row_tracking_refuses_an_old_position() -> None:
 def test_save_listeners_are_called_after_saving() -> None:
     app = CounterApp(env=popo_env())
     calls: list[str] = []
-    app.add_save_listener(lambda: calls.append("saved"))
+    app.add_save_listener(lambda recordings: calls.append(f"saved {len(recordings)}"))
     app.save(Counter(table_id="t1"))
     with app.unit_of_work(Tracking("x:0", 1)):
         pass  # nothing new: no call
-    assert calls == ["saved"]
+    assert calls == ["saved 1"]

@@ -167,3 +167,32 @@ def test_a_bet_on_an_unknown_table_is_refused_at_once(app: SettlementApplication
     answer = app.place_bet(bet("x", table_id="t9", coup_id="t9.c1"))
     assert answer.reason_code == "NO_SUCH_TABLE"
     assert app.bet_answer("x") is None  # the id stays free
+
+
+def test_bets_held_together_are_one_event_and_survive_a_restart(
+    store_env: dict[str, str],
+) -> None:
+    """A flood that overtook its coup's BettingOpened: one BetsHeld, not one event per bet."""
+    from eventsourcing.utils import get_topic
+
+    from services.settlement.domain import BetDesk
+
+    dealing = Dealing(settlement_app(env=store_env))
+    dealing.open_table()
+    dealing.open_betting("c1")
+    flood = [bet(f"h{n}", coup_id="c2", bettor_id=f"p{n}") for n in range(50)]
+    dealing.app.handle_batch(flood, None)
+    topics = [n.topic for n in dealing.app.recorder.select_notifications(1, 1000)]
+    assert topics.count(get_topic(BetDesk.BetsHeld)) == 1
+    assert get_topic(BetDesk.BetHeld) not in topics
+    dealing.close_betting("c1")
+    dealing.app.close()
+
+    dealing.app = settlement_app(env=store_env)  # the same store: desk and index rebuilt
+    again = dealing.app.place_bet(flood[7])
+    assert again.held and again.repeated
+    dealing.open_betting("c2", number=2)
+    answers = [dealing.app.bet_answer(f"h{n}") for n in range(50)]
+    assert all(answer is not None and answer.accepted for answer in answers)
+    book = dealing.app.get_book("t1", "c2")
+    assert book is not None and book.bet_count == 50
