@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import json
 import multiprocessing
 import os
 import time
@@ -20,10 +19,10 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from services.audit.checks import Checker, Filters
-from services.audit.decode import BOOK, Decoder
+from services.audit.decode import BOOK, Decoder, read_state
 from services.audit.findings import Code, Finding, Severity
 from services.audit.model import History
 from services.audit.seals import SealSummary, SealVerifier
@@ -145,7 +144,6 @@ def _read_store(
     handlers = decoder.handlers
     book_opened = BOOK + "Opened"
     sha256 = hashlib.sha256
-    scan = cast(Any, json.JSONDecoder()).scan_once  # json.loads minus its whitespace steps
     pending = verifier.pending
     topic_bytes: dict[str, bytes] = {}
     versions: dict[bytes, int] = {}
@@ -186,7 +184,7 @@ def _read_store(
                     continue
             if handler is not None:
                 try:
-                    handler(oid, nid, scan(state.decode(), 0)[0])
+                    handler(oid, nid, read_state(state))
                 except _UNREADABLE as error:
                     findings.append(_unreadable(topic, error, nid, service))
             elif topic == SEALED_TOPIC:
@@ -351,7 +349,6 @@ def _check_upper_half() -> tuple[list[Finding], Totals, dict[str, int], set[tupl
     checker.checked = Counter()
     decoder = Decoder(checker.history)
     handlers = decoder.handlers
-    scan = cast(Any, json.JSONDecoder()).scan_once
     try:
         for batch in store.rows(upper_half=True):
             for nid, oid, _version, topic, state in batch:
@@ -359,7 +356,7 @@ def _check_upper_half() -> tuple[list[Finding], Totals, dict[str, int], set[tupl
                 if handler is None or (oid[0] < SPLIT_BYTE and topic.startswith(BOOK)):
                     continue
                 try:
-                    handler(oid, nid, scan(state.decode(), 0)[0])
+                    handler(oid, nid, read_state(state))
                 except _UNREADABLE as error:
                     if oid[0] >= SPLIT_BYTE and topic.startswith(BOOK):  # others: the first process
                         checker.findings.append(_unreadable(topic, error, nid))

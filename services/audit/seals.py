@@ -11,20 +11,19 @@ two rows that traded ids (swapped).
 
 from __future__ import annotations
 
-import json
+import base64
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
+from services.audit.decode import read_json
 from services.audit.findings import Code, Finding, Severity
-from services.platform.sealing import (
-    FINGERPRINT_BYTES,
-    ZERO_DIGEST,
-    expand_runs,
-    seal_digest,
-    unpack_fingerprints,
-)
+from services.platform.sealing import FINGERPRINT_BYTES, ZERO_DIGEST, expand_runs, seal_digest
 
 Pending = tuple[int, bytes, bytes]  # notification id, row hash, originator id
+
+_notification_id = itemgetter(0)
 
 
 @dataclass
@@ -67,10 +66,12 @@ class SealVerifier:
     def sealed(self, notification_id: int, version: int, state: bytes) -> None:
         """A ``Sealed`` row (already :meth:`add`-ed, it is covered by the NEXT seal)."""
         try:
-            seal = json.loads(state)
+            seal = read_json(state)
             from_id, to_id = int(seal["from_id"]), int(seal["to_id"])
             ids = expand_runs(seal["ids"])
-            prints = unpack_fingerprints(seal["fingerprints"])
+            # Decoded now (a damaged seal is unreadable), cut into fingerprints only to
+            # locate a change (see _locate).
+            packed = base64.b64decode(seal["fingerprints"])
             digest, previous = str(seal["digest"]), str(seal["previous_digest"])
         except (ValueError, KeyError, TypeError) as error:
             self._error(
@@ -89,16 +90,18 @@ class SealVerifier:
                 f"{summary.head_to_id}): a seal was removed, replaced or changed",
                 notification_id,
             )
-        cut = 0
         pending = self.pending
-        while cut < len(pending) and pending[cut][0] <= to_id:
-            cut += 1
+        # The rows come in notification order: those up to to_id are a prefix.
+        cut = bisect_right(pending, to_id, key=_notification_id)
         covered = pending[:cut]
         del pending[:cut]  # in place: the reader appends to this very list
-        covered = [row for row in covered if row[0] > from_id]
-        actual_ids = [row[0] for row in covered]
-        recomputed = seal_digest(previous, from_id, to_id, ((n, h) for n, h, _ in covered))
+        if covered and covered[0][0] <= from_id:
+            covered = [row for row in covered if row[0] > from_id]
+        recomputed = seal_digest(previous, from_id, to_id, covered)
         if recomputed != digest:
+            prints = [
+                packed[i : i + FINGERPRINT_BYTES] for i in range(0, len(packed), FINGERPRINT_BYTES)
+            ]
             located = self._locate(ids, prints, covered, range_text)
             if not located:
                 self._error(
@@ -106,7 +109,7 @@ class SealVerifier:
                     f"{range_text}: the rows no longer give the sealed digest",
                     notification_id,
                 )
-        elif actual_ids != ids:
+        elif [row[0] for row in covered] != ids:
             self._error(
                 Code.SEAL_BROKEN, f"{range_text}: ids differ from the seal", notification_id
             )

@@ -45,6 +45,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -120,15 +121,20 @@ def row_hash(originator_id: UUID, version: int, topic: str, state: bytes) -> byt
     ).digest()
 
 
+_ID_AND_HASH = struct.Struct(">Q32s").pack
+"""A row in a seal: its notification id (8 bytes, big-endian) and its 32-byte row hash."""
+
+
 def seal_digest(
-    previous_digest: str, from_id: int, to_id: int, rows: Iterable[tuple[int, bytes]]
+    previous_digest: str, from_id: int, to_id: int, rows: Iterable[tuple[Any, ...]]
 ) -> str:
-    """Hex digest of one seal over ``rows`` = (notification id, :func:`row_hash`) in order."""
+    """Hex digest of one seal over ``rows`` = (notification id, :func:`row_hash`, ...) in order
+    (further items of a row, such as the auditor's originator id, are ignored)."""
     digest = hashlib.sha256(_SEAL_PREFIX)
     digest.update(bytes.fromhex(previous_digest))
     digest.update(from_id.to_bytes(8, "big"))
     digest.update(to_id.to_bytes(8, "big"))
-    digest.update(b"".join(n.to_bytes(8, "big") + hashed for n, hashed in rows))
+    digest.update(b"".join([_ID_AND_HASH(n, hashed) for n, hashed, *_ in rows]))
     return digest.hexdigest()
 
 
