@@ -44,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -68,6 +68,9 @@ log = logging.getLogger(__name__)
 
 MAX_FRESH_EVENTS = 10_000
 """Domain events just saved, kept for mapping without decoding; beyond this, the store."""
+
+CHUNK_MESSAGES = 1_000
+"""Messages encoded per step of a batch (the chunk before is sent meanwhile)."""
 
 MAX_MESSAGES_PER_BATCH = 50_000
 """A batch stops after the notification that brings it to this many messages."""
@@ -176,13 +179,28 @@ class OutboxRelay:
 
     # -- publishing ---------------------------------------------------------------
     async def publish_pending(self) -> int:
-        """Publish every stored event after the recorded position; returns messages sent."""
+        """Publish every stored event after the recorded position; returns messages sent.
+
+        Each batch of notifications is mapped and encoded in chunks of ``CHUNK_MESSAGES``
+        in the worker thread while the event loop sends the chunks before: the first
+        bets of a 10,000-bet settlement are on their way before the last are encoded.
+        The position is recorded once every send of the batch is acknowledged.
+        """
         total = 0
         while True:
-            batch, last_id = await asyncio.to_thread(self._read_batch, self.position)
+            events, last_id = await asyncio.to_thread(self._read_events, self.position)
             if last_id is None:
                 return total
-            await self._publish(batch)
+            done = [self.position]
+            chunks = self._chunks(events, done)
+            futures: list[asyncio.Future[Any]] = []
+            batch: list[OutgoingRecord] = []
+            while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
+                futures.extend(await self._send(chunk))
+                batch.extend(chunk)
+            if futures:
+                await asyncio.gather(*futures)
+            last_id = done[0]
             await asyncio.to_thread(self.app.record_position, self.tracking_name, last_id)
             self.position = last_id
             if self.on_published is not None:  # operations hook (metrics)
@@ -191,40 +209,72 @@ class OutboxRelay:
             self.published += len(batch)
             log.debug("relay %s published %d up to %d", self.tracking_name, len(batch), last_id)
 
-    def _read_batch(self, after: int) -> tuple[list[OutgoingRecord], int | None]:
+    def _read_events(self, after: int) -> tuple[list[tuple[int, Any]], int | None]:
+        """The next notifications' domain events (just saved: as saved; else decoded)."""
         notifications = self.app.process_recorder.select_notifications(
             start=after + 1, limit=self.settings.relay_batch_size
         )
         if not notifications:
             return [], None
-        records: list[OutgoingRecord] = []
         last_id = notifications[-1].id
         with self._fresh_lock:
             fresh = {n.id: self._fresh.pop(n.id, None) for n in notifications}
             stale = [key for key in self._fresh if key <= last_id]  # seen in the store first
             for key in stale:
                 del self._fresh[key]
-        for notification in notifications:
-            if len(records) >= MAX_MESSAGES_PER_BATCH:
-                break  # the rest next time: keeps one batch's memory and send time bounded
-            last_id = notification.id
-            event = fresh[notification.id] or self.app.mapper.to_domain_event(notification)
+        return [
+            (n.id, fresh[n.id] or self.app.mapper.to_domain_event(n)) for n in notifications
+        ], last_id
+
+    def _chunks(
+        self, events: Sequence[tuple[int, Any]], done: list[int]
+    ) -> Iterator[list[OutgoingRecord]]:
+        """The records of ``events`` in chunks; ``done[0]``: the last notification mapped.
+
+        Stops after the notification that brings the batch to ``MAX_MESSAGES_PER_BATCH``
+        (the rest next time: keeps one batch's memory and send time bounded).
+        """
+        topics: dict[type[Any], str] = {}
+        chunk: list[OutgoingRecord] = []
+        count = 0
+        for notification_id, event in events:
+            if count >= MAX_MESSAGES_PER_BATCH:
+                break
             for index, message in enumerate(self.mapper(event)):
-                records.append(
+                kind = type(message)
+                topic = topics.get(kind)
+                if topic is None:
+                    topic = topics[kind] = self.settings.topic(topic_for(message))
+                chunk.append(
                     OutgoingRecord(
-                        notification_id=notification.id,
+                        notification_id=notification_id,
                         index=index,
-                        topic=self.settings.topic(topic_for(message)),
+                        topic=topic,
                         key=partition_key(message),
                         value=encode(message),
                         kind=message.type.encode(),
                         message=message,
                     )
                 )
-        return records, last_id
+                count += 1
+                if len(chunk) >= CHUNK_MESSAGES:
+                    yield chunk
+                    chunk = []
+            done[0] = notification_id
+        if chunk:
+            yield chunk
 
-    async def _publish(self, records: Sequence[OutgoingRecord]) -> None:
-        """Send ``records`` and wait until every one is acknowledged.
+    def _read_batch(self, after: int) -> tuple[list[OutgoingRecord], int | None]:
+        """Every record of the next batch at once, and its last notification id."""
+        events, last_id = self._read_events(after)
+        if last_id is None:
+            return [], None
+        done = [after]
+        records = [record for chunk in self._chunks(events, done) for record in chunk]
+        return records, done[0]
+
+    async def _send(self, records: Sequence[OutgoingRecord]) -> list[asyncio.Future[Any]]:
+        """Hand ``records`` to the producer; the futures of their acknowledgements.
 
         Records are grouped by topic and partition (the default partitioner's choice for
         their key, as a plain keyed send would make) and sent as record batches, in
@@ -273,5 +323,4 @@ class OutboxRelay:
                         raise ValueError(f"a message of {len(record.value)} bytes fits no batch")
             if batch.record_count():
                 futures.append(await producer.send_batch(batch, topic, partition=partition))
-        if futures:
-            await asyncio.gather(*futures)
+        return futures

@@ -136,3 +136,30 @@ async def test_events_saved_while_running_are_mapped_without_decoding_and_alike(
     assert [(r.key, r.value, r.headers) for r in live.sent] == [
         (r.key, r.value, r.headers) for r in replayed.sent
     ]
+
+
+async def test_chunks_are_sent_in_order_and_the_position_waits_for_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A big event goes out in chunks (sent while the next is encoded), in order; the
+    position is recorded only once every chunk is acknowledged."""
+    from services.platform import relay as relay_module
+
+    monkeypatch.setattr(relay_module, "CHUNK_MESSAGES", 2)
+    app = CounterApp(env=popo_env())
+    fill(app, [5, 3])
+    producer = FakeProducer(fail_after=6)
+    relay, _ = make(app, producer, batch=100)
+    await relay.start()
+    with pytest.raises(ConnectionError):
+        await relay.publish_pending()  # the 7th send fails: nothing is recorded
+    assert app.tracked_position("relay:counter") == 0
+    healthy = FakeProducer()
+    restarted, _ = make(app, healthy, batch=100)
+    await restarted.start()
+    assert await restarted.publish_pending() == 8
+    assert reasons(healthy) == ["5/0", "5/1", "5/2", "5/3", "5/4", "3/0", "3/1", "3/2"]
+    assert [dict(r.headers)["pb-message-index"] for r in healthy.sent[:5]] == [
+        str(i).encode() for i in range(5)
+    ]
+    assert app.tracked_position("relay:counter") == 3
