@@ -76,6 +76,7 @@ from contracts.table_events import (
 from contracts.topics import (
     BET_COMMANDS,
     BET_EVENTS,
+    BOOK_EVENTS,
     DEAD_LETTERS,
     MESSAGE_TOPICS,
     MESSAGE_TYPES,
@@ -92,6 +93,7 @@ from contracts.topics import (
 __all__ = [
     "BET_COMMANDS",
     "BET_EVENTS",
+    "BOOK_EVENTS",
     "DEAD_LETTERS",
     "MESSAGE_TOPICS",
     "MESSAGE_TYPES",

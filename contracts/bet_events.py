@@ -125,7 +125,10 @@ class CoupRefunded(TableMessage):
 
 
 BetEvent = Annotated[
-    BetAccepted | BetRejected | BetsClosed | BetSettled | CoupSettled | BetRefunded | CoupRefunded,
+    BetAccepted | BetRejected | BetSettled | CoupSettled | BetRefunded | CoupRefunded,
     Field(discriminator="type"),
 ]
 """A message on `punto-banco.bet-events`."""
+
+BookEvent = BetsClosed
+"""A message on `punto-banco.book-events` (one per coup: what dealing waits for)."""

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from types import MappingProxyType, UnionType
 from typing import Any, get_args
 
-from contracts.bet_events import BetEvent
+from contracts.bet_events import BetEvent, BookEvent
 from contracts.commands import BetCommand, ShoeCommand, TableCommand
 from contracts.dead_letter import DeadLetter
 from contracts.envelope import Message, TableMessage
@@ -28,7 +28,10 @@ SHOE_EVENTS = "punto-banco.shoe-events"
 TABLE_EVENTS = "punto-banco.table-events"
 """The dealing service's events."""
 BET_EVENTS = "punto-banco.bet-events"
-"""The settlement service's events."""
+"""The settlement service's events about bets (answers, settlements, refunds): the busy one."""
+BOOK_EVENTS = "punto-banco.book-events"
+"""Settlement's bet books closing (BetsClosed, one per coup): dealing deals a coup's cards
+only after it, and need not read the bets' flood on BET_EVENTS to find it."""
 DEAD_LETTERS = "punto-banco.dead-letters"
 """Messages a service could not decode, with the reason."""
 
@@ -49,6 +52,7 @@ TOPIC_UNIONS: Mapping[str, Any] = MappingProxyType(
         SHOE_EVENTS: ShoeEvent,
         TABLE_EVENTS: TableEvent,
         BET_EVENTS: BetEvent,
+        BOOK_EVENTS: BookEvent,
         DEAD_LETTERS: DeadLetter,
     }
 )
@@ -56,7 +60,7 @@ TOPIC_UNIONS: Mapping[str, Any] = MappingProxyType(
 
 TOPIC_MESSAGES: Mapping[str, tuple[type[Message], ...]] = MappingProxyType(
     {
-        topic: (DeadLetter,) if union is DeadLetter else _members(union)
+        topic: (union,) if isinstance(union, type) else _members(union)
         for topic, union in TOPIC_UNIONS.items()
     }
 )

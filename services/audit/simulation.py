@@ -21,7 +21,7 @@ from eventsourcing.persistence import Tracking
 
 from contracts import (
     BET_COMMANDS,
-    BET_EVENTS,
+    BOOK_EVENTS,
     SHOE_COMMANDS,
     SHOE_EVENTS,
     TABLE_EVENTS,
@@ -172,7 +172,7 @@ class LocalSystem:
                     self.dealing.handle(message, tracking)
                 elif topic == TABLE_EVENTS:
                     table_events.append(message)
-                elif topic == BET_EVENTS:
+                elif topic == BOOK_EVENTS:
                     self._bets_closed(message, tracking.notification_id)
             if table_events:
                 last = Tracking(
@@ -186,9 +186,9 @@ class LocalSystem:
         return bool(notifications)
 
     def _bets_closed(self, message: Message, position: int) -> None:
-        """Settlement's BetsClosed to dealing (the other bet events: no consumer here)."""
+        """Settlement's BetsClosed to dealing (bet events have no consumer here)."""
         if isinstance(message, BetsClosed):
-            tracking = Tracking(f"settlement:{BET_EVENTS}:0", position)
+            tracking = Tracking(f"settlement:{BOOK_EVENTS}:0", position)
             self.dealing.handle_bet_events([message], tracking)
 
     # -- queries ---------------------------------------------------------------------

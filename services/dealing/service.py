@@ -4,9 +4,10 @@
 outbox relay publishes the store's events (TABLE_EVENTS, and SHOE_COMMANDS for
 the shoe), the consumer applies TABLE_COMMANDS and SHOE_EVENTS one message per
 transaction (dealing's volume is small; per-message units keep the published
-order of events exactly the order they happened) and settlement's BET_EVENTS a
-batch per transaction (only BetsClosed counts: after BettingClosed a coup's
-cards are asked for only once settlement has closed its book), and the betting clock
+order of events exactly the order they happened) and settlement's BOOK_EVENTS a
+batch per transaction (BetsClosed: after BettingClosed a coup's cards are asked
+for only once settlement has closed its book; that topic carries nothing else,
+so dealing never reads the flood of bets on BET_EVENTS), and the betting clock
 closes betting windows. The clock keeps no state of its own: it reads the open
 coups from the Application each time, so after a restart it re-arms itself.
 """
@@ -20,7 +21,7 @@ from datetime import UTC, datetime
 
 from eventsourcing.persistence import Tracking
 
-from contracts import BET_EVENTS, SHOE_EVENTS, TABLE_COMMANDS
+from contracts import BOOK_EVENTS, SHOE_EVENTS, TABLE_COMMANDS
 from services.dealing.application import DealingApplication
 from services.dealing.messages import to_messages
 from services.platform import (
@@ -53,8 +54,8 @@ async def betting_clock(ctx: ServiceContext[DealingApplication]) -> None:
             await asyncio.wait_for(ctx.stopping.wait(), timeout=wait)
 
 
-def bet_events_handler(app: DealingApplication) -> BatchHandler:
-    """Settlement's bet events, a batch per transaction: only BetsClosed has an effect."""
+def book_events_handler(app: DealingApplication) -> BatchHandler:
+    """Settlement's book events (BetsClosed), a batch per transaction."""
 
     def handle(deliveries: Sequence[Delivery], tracking: Tracking) -> None:
         app.handle_bet_events([delivery.message for delivery in deliveries], tracking)
@@ -66,9 +67,7 @@ def _subscriptions(app: DealingApplication) -> Sequence[Subscription]:
     return [
         Subscription(TABLE_COMMANDS, per_message(app.handle)),
         Subscription(SHOE_EVENTS, per_message(app.handle)),
-        # Only BetsClosed acts; the rest of the flood (BetAccepted, BetSettled...) is
-        # tracked from its pb-type header without being parsed.
-        Subscription(BET_EVENTS, bet_events_handler(app), types=frozenset({"BetsClosed"})),
+        Subscription(BOOK_EVENTS, book_events_handler(app)),
     ]
 
 

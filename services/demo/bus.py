@@ -20,6 +20,7 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from contracts import (
     BET_EVENTS,
+    BOOK_EVENTS,
     DEAD_LETTERS,
     SHOE_EVENTS,
     TABLE_EVENTS,
@@ -34,7 +35,7 @@ from contracts import (
 
 log = logging.getLogger(__name__)
 
-EVENT_TOPICS: tuple[str, ...] = (SHOE_EVENTS, TABLE_EVENTS, BET_EVENTS, DEAD_LETTERS)
+EVENT_TOPICS: tuple[str, ...] = (SHOE_EVENTS, TABLE_EVENTS, BET_EVENTS, BOOK_EVENTS, DEAD_LETTERS)
 """What the demo follows: every service's events, and the dead letters."""
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from contracts import (
     BET_COMMANDS,
     BET_EVENTS,
+    BOOK_EVENTS,
     DEAD_LETTERS,
     SHOE_COMMANDS,
     SHOE_EVENTS,
@@ -34,11 +35,12 @@ class ServiceTopics:
 SYSTEM: Mapping[str, ServiceTopics] = {
     "shoe": ServiceTopics(consumes=(SHOE_COMMANDS,), publishes=(SHOE_EVENTS, DEAD_LETTERS)),
     "dealing": ServiceTopics(
-        consumes=(TABLE_COMMANDS, SHOE_EVENTS, BET_EVENTS),
+        consumes=(TABLE_COMMANDS, SHOE_EVENTS, BOOK_EVENTS),
         publishes=(TABLE_EVENTS, SHOE_COMMANDS, DEAD_LETTERS),
     ),
     "settlement": ServiceTopics(
-        consumes=(BET_COMMANDS, TABLE_EVENTS), publishes=(BET_EVENTS, DEAD_LETTERS)
+        consumes=(BET_COMMANDS, TABLE_EVENTS),
+        publishes=(BET_EVENTS, BOOK_EVENTS, DEAD_LETTERS),
     ),
 }
 """Who consumes and who publishes each topic."""

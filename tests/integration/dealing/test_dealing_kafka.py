@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from contracts import (
-    BET_EVENTS,
+    BOOK_EVENTS,
     SHOE_EVENTS,
     TABLE_COMMANDS,
     TABLE_EVENTS,
@@ -61,7 +61,7 @@ async def test_a_shoe_is_dealt_across_a_restart_and_matches_the_reveal(
         async with (
             TopicReader(dealing_settings, TABLE_EVENTS) as table_events,
             TopicReader(dealing_settings, SHOE_EVENTS) as shoe_events,
-            TopicReader(dealing_settings, BET_EVENTS) as bet_events,
+            TopicReader(dealing_settings, BOOK_EVENTS) as book_events,
         ):
             async with ServiceHost(build_dealing(dealing_settings), dealing_settings) as dealing:
                 await dealing.wait_ready()
@@ -106,6 +106,6 @@ async def test_a_shoe_is_dealt_across_a_restart_and_matches_the_reveal(
     assert len(last) == 1 and last[0].coup_number == numbers[-1]
     assert set(resolved) == set(opened)  # every coup of the shoe was resolved
     # Every coup dealt was dealt after settlement closed its book.
-    books_closed = {m.coup_id for m in bet_events.of_type(BetsClosed)}
+    books_closed = {m.coup_id for m in book_events.of_type(BetsClosed)}
     assert set(resolved) <= books_closed
     assert books_closed <= {m.coup_id for m in table_events.of_type(BettingClosed)}

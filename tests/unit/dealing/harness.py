@@ -164,7 +164,7 @@ class Driver:
         """Settlement's BetsClosed for a coup, applied under settlement's next position."""
         message = BetsClosed(table_id=table_id, coup_id=coup_id, bets=0, staked=0, currency="EUR")
         self.settlement_notification += 1
-        tracking = Tracking("settlement:punto-banco.bet-events:0", self.settlement_notification)
+        tracking = Tracking("settlement:punto-banco.book-events:0", self.settlement_notification)
         self.app.handle_bet_events([message], tracking)
         return message
 

@@ -22,7 +22,7 @@ from contracts import (
 )
 from services.dealing.application import DealingApplication
 from services.dealing.domain import CoupPhase
-from services.dealing.service import bet_events_handler
+from services.dealing.service import book_events_handler
 from services.platform.consumer import Delivery
 from tests.unit.dealing.harness import Driver, ScriptedShoe, open_table, shuffled_order
 
@@ -60,12 +60,12 @@ def test_no_cards_are_drawn_before_bets_closed() -> None:
         BetsClosed(table_id="t1", coup_id="not-this", bets=0, staked=0, currency="EUR"),
         BetsClosed(table_id="t2", coup_id=coup_id, bets=0, staked=0, currency="EUR"),
     ]
-    driver.app.handle_bet_events(other, Tracking("settlement:punto-banco.bet-events:0", 50))
+    driver.app.handle_bet_events(other, Tracking("settlement:punto-banco.book-events:0", 50))
     driver.pump()
     assert driver.of_type(DrawCards) == []
     coup = driver.app.get_coup("t1", coup_id)
     assert coup is not None and coup.phase is CoupPhase.DEALING and coup.requests == 0
-    assert driver.app.tracked_position("settlement:punto-banco.bet-events:0") == 50
+    assert driver.app.tracked_position("settlement:punto-banco.book-events:0") == 50
 
 
 def test_bets_closed_draws_once_even_when_repeated() -> None:
@@ -85,17 +85,17 @@ def test_bets_closed_draws_once_even_when_repeated() -> None:
 def test_the_service_handler_passes_a_batch_of_bet_events() -> None:
     driver, coup_id = waiting_driver()
     message = BetsClosed(table_id="t1", coup_id=coup_id, bets=0, staked=0, currency="EUR")
-    tracking = Tracking("settlement:punto-banco.bet-events:0", 7)
+    tracking = Tracking("settlement:punto-banco.book-events:0", 7)
     delivery = Delivery(
         message=message,
-        topic="punto-banco.bet-events",
+        topic="punto-banco.book-events",
         partition=0,
         offset=6,
         key="t1",
         source="settlement",
         tracking=tracking,
     )
-    bet_events_handler(driver.app)([delivery], tracking)
+    book_events_handler(driver.app)([delivery], tracking)
     driver.pump()
     assert [m.coup_id for m in driver.of_type(DrawCards)][:1] == [coup_id]
 
