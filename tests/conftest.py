@@ -29,6 +29,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import settings as hypothesis_settings
 from psycopg import sql
 
 from services.infra.jars import KAFKA_VERSION
@@ -43,6 +44,11 @@ POSTGRES_KEYS = (
     "POSTGRES_USER",
     "POSTGRES_PASSWORD",
 )
+
+# Property tests check behaviour, not speed: no per-example deadline (a loaded CI machine
+# would otherwise fail them at random; speed is measured by `punto-banco bench`).
+hypothesis_settings.register_profile("punto-banco", deadline=None)
+hypothesis_settings.load_profile("punto-banco")
 
 
 def _docker_answers() -> bool:
