@@ -25,6 +25,11 @@ def _field_order(model: type[Message]) -> tuple[str, ...]:
     return tuple(model.model_fields)
 
 
+@cache
+def _all_set(model: type[Message]) -> frozenset[str]:
+    return frozenset(model.model_fields)
+
+
 def trusted(model: type[M], values: dict[str, Any]) -> M:
     """``model`` holding ``values`` (every field, nothing else) without validation.
 
@@ -43,7 +48,8 @@ def trusted(model: type[M], values: dict[str, Any]) -> M:
         values = {name: values[name] for name in order}
     message = model.__new__(model)
     object.__setattr__(message, "__dict__", values)
-    object.__setattr__(message, "__pydantic_fields_set__", set(values))
+    # A set of its own (model_copy(update=...) adds to it), copied from a cached one.
+    object.__setattr__(message, "__pydantic_fields_set__", set(_all_set(model)))
     object.__setattr__(message, "__pydantic_extra__", None)
     object.__setattr__(message, "__pydantic_private__", None)
     return message

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
-from uuid import UUID
+from uuid import UUID, SafeUUID
 
 from contracts import (
     BetAccepted,
@@ -40,7 +40,20 @@ def _line_ids(event: Any, count: int) -> list[UUID]:
     is unique per line and costs a fraction of one uuid5 per message.
     """
     base = envelope(event, 0)["event_id"].int
-    return [UUID(int=base ^ index) for index in range(count)]
+    return [_uuid(base ^ index) for index in range(count)]
+
+
+_new_uuid = UUID.__new__
+_set = object.__setattr__
+
+
+def _uuid(value: int) -> UUID:
+    """``UUID(int=value)`` for a value known to fit 128 bits, without re-checking it
+    (a third of the cost, for 10,000 ids per coup)."""
+    made = _new_uuid(UUID)
+    _set(made, "int", value)
+    _set(made, "is_safe", SafeUUID.unknown)
+    return made
 
 
 def _bets_answered(event: BetBook.BetsAnswered) -> list[Message]:
