@@ -506,44 +506,48 @@ def where_the_time_goes(report: E2EReport) -> str:
 
 
 FINDINGS = """
-### Targets missed, and what the profile shows
+### What the profiles showed, and what was changed
 
-Profile: `PB_BENCH_PYSPY=/tmp/pbspy PB_BENCH_STORES=sqlite PB_BENCH_CELLS=1x10000x3
-punto-banco bench --only e2e --quick` (py-spy 0.4, 100 Hz, collapsed stacks per service;
-`services.bench.profiling.top_functions` sums them). Settlement, 2026-11-30, share of samples:
-consumer decoding PlaceBet with pydantic (`ConsumerRuntime._prepare` -> `contracts.decode`)
-~19 %, `SettlementApplication.handle_batch` (judging, BetsAnswered) ~19 %, the relay reading
-and mapping stored events (`OutboxRelay._read_batch`: JSON transcoding, `to_messages`,
-`encode`) ~21 %, the relay sending (`OutboxRelay._publish`) ~16 %, of which
-`AIOKafkaProducer.send` ~10 % and its per-message partitioner (`_partition` -> `murmur2`, pure
-Python) ~7 %. Dealing and shoe are idle most of the time. Nothing dominates: one Python
-process does roughly 200 us of work per bet (decode, judge, record, two messages mapped,
-encoded and sent), which is the ~2,000 bets/s seen here on two shared cores.
+Profile: `PB_BENCH_PYSPY=/tmp/pbspy PB_BENCH_PYSPY_GIL=1 PB_BENCH_STORES=sqlite
+PB_BENCH_CELLS=10x1000x3 punto-banco bench --only e2e --quick` (py-spy 0.4, 100 Hz, only the
+thread holding the GIL: Python's own work; collapsed stacks per service,
+`services.bench.profiling.top_functions` sums them). Before the changes below (commit ac7125a,
+2026-11-30 05:34, same machine): 10 tables x 1,000 bets 1,994 / 1,883 bets/s (SQLite /
+PostgreSQL), a lone 10,000-bet coup 972 / 1,021 ms (p99, CoupResolved -> last BetSettled).
+In the order they paid off:
 
-What to change (not in services/bench; owners: platform and settlement):
-1. Done: `services/platform/relay.py` `OutboxRelay._publish` used one awaited
-   `producer.send()` per record; it now groups the records by partition (the producer's own
-   murmur2 partitioner, computed once per key) and sends `create_batch()` / `send_batch()`
-   batches in order, as the send_batch ceiling above does. The figures above include it.
-2. `OutboxRelay.publish_pending` / `_read_batch`: a coup's 10,001 messages are all mapped and
-   encoded before the first is sent; mapping and sending chunks (e.g. 1,000 messages) would
-   overlap the two and publish the first bets sooner.
-3. `services/settlement/messages.py` `_bets_answered` validates every `BetAccepted` it builds
-   (the `BetSettled` messages already use `model_construct`): construct them too.
-   `contracts/codec.py` `decode` parses each message twice (`json.loads` to find the type, then
-   `model_validate_json`): for PlaceBet floods validate the parsed dict (`model_validate`) or
-   find the type without a full parse.
-4. With many tables dealing is the queue: 100 tables x 10 bets took 7-13 s from
-   BettingClosed to the last BetSettled while CoupResolved -> last BetSettled stayed near
-   0.1 s (a run at 04:42). `services/dealing/service.py` applies TABLE_COMMANDS and SHOE_EVENTS
-   `per_message` (one transaction and one relay round trip per CloseBetting / CardDrawn), so
-   100 coups are dealt one card message at a time; a batch handler per partition (one unit of
-   work per fetched batch, as settlement does) would deal them together.
+1. Dealing read settlement's whole bet-events topic to find one `BetsClosed` per coup: decoding
+   that flood was 47 % of dealing's samples and about a third of a core. `BetsClosed` now has its
+   own topic (`punto-banco.book-events`); every relayed message also carries a `pb-type` header,
+   so a subscription limited to some types (`Subscription.types`) skips the others unparsed.
+2. With 10 tables, 43 % of the bets reached settlement before their coup's `BettingOpened`
+   and were held at the table's desk, one `BetHeld` event each (plus a desk snapshot every 500,
+   rebuilt from the store: 12 % of settlement). Held bets are now one `BetsHeld` event per unit
+   of work, and the consumer applies a fetch's partitions in subscription order (dealing's
+   events before the bets fetched with them).
+3. `contracts.decode` parsed every message twice (`json.loads`, then pydantic): now one strict
+   pass, and the step-by-step reading only for bytes that fail it (25 -> 10 us per PlaceBet).
+4. The relay re-validated every `BetAccepted` it built and decoded the JSON of the events it
+   had just saved: bulk messages are now built from the already validated values
+   (`contracts.trusted`, proved byte-identical to validated messages by property tests), the
+   save listener hands the just-saved events over, and a coup's 10,001 messages are encoded in
+   chunks of 1,000 while the chunks before are being sent.
+5. The benchmark driver parsed every bet event with `json`; it uses orjson (the driver shares
+   the two cores with the system it measures).
 
-The 10,000-bets-in-1-s target is within reach with 1 and 2 (settle + map ~0.3 s, publish ~0.15
-s batched); 5,000 bets/s sustained needs all three or a second settlement process
-(partitions by table). The 25 %-of-Kafka alternative is far off: a bet costs one consumed
-command and two published events in Python, the ceiling only moves bytes.
+What is left in settlement (same profile after the changes, share of its GIL samples): building
+the bulk messages (`trusted` ~10 %, per-line ids ~8 %, `model_dump_json` ~5 %), dataclass
+records per message and per delivery ~6 %, PlaceBet validation ~4 %, judging and recording
+bets ~10 %, aiokafka's record parsing and batching ~5 %; no single item dominates. Each bet
+costs one consumed command and two published events handled in one Python process, on two
+cores shared with Kafka, PostgreSQL, the other services and the driver.
+
+The Kafka alternative of the sustained target (25 % of the raw ceiling) is not reachable this
+way: the ceiling moves bytes in C and Java (counted in bets, the raw ceiling is the message rate
+over the 3 messages of a bet), while the pipeline decodes, judges, records and encodes each bet
+in Python. The next steps, each a design change rather than a tuning: the outbox relay in a
+process of its own (its mapping and sending are about a third of settlement's work), and more
+than one settlement process, each owning a share of the tables' partitions.
 """
 
 

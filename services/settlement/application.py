@@ -45,6 +45,7 @@ from services.platform.application import ServiceApplication, UnitOfWork
 from services.rules.validation import parse_amount
 from services.settlement.bet_index import DUPLICATE, BetAnswer, BetIndex, BetRequest
 from services.settlement.bet_index_store import load_bet_index
+from services.settlement.desk import held_line
 from services.settlement.domain import (
     BetBook,
     BetDesk,
@@ -230,13 +231,15 @@ class SettlementApplication(ServiceApplication):
             # Most likely the coup's BettingOpened is on its way: judge the bet then.
             desk = self._desk(uow, request.table_id)
             desk.draft_hold(
-                request.coup_id,
-                request.bet_id,
-                request.bettor_id,
-                request.bet_type,
-                request.amount,
-                request.currency,
-                placed_at,
+                held_line(
+                    request.coup_id,
+                    request.bet_id,
+                    request.bettor_id,
+                    request.bet_type,
+                    request.amount,
+                    request.currency,
+                    placed_at,
+                )
             )
             self._drafted[desk.id] = desk
             answer = BetAnswer(request.bet_id, False, held=True)

@@ -26,6 +26,19 @@ from eventsourcing.domain import Aggregate, event
 HeldBet = list[str]
 
 
+def held_line(
+    coup_id: str,
+    bet_id: str,
+    bettor_id: str,
+    bet_type: str,
+    amount: str,
+    currency: str,
+    placed_at: datetime,
+) -> HeldBet:
+    """A held bet as the desk keeps and records it."""
+    return [coup_id, bet_id, bettor_id, bet_type, amount, currency, placed_at.isoformat()]
+
+
 @lru_cache(maxsize=4096)
 def desk_aggregate_id(table_id: str) -> UUID:
     return uuid5(NAMESPACE_URL, f"/punto-banco/settlement/desks/{table_id}")
@@ -82,7 +95,7 @@ class BetDesk(Aggregate):
         self.held: dict[str, HeldBet] = {}
 
     @event(BetHeld)
-    def hold(
+    def _held_one(
         self,
         table_id: str,
         coup_id: str,
@@ -93,29 +106,15 @@ class BetDesk(Aggregate):
         currency: str,
         placed_at: datetime,
     ) -> None:
-        self.held[bet_id] = [
-            coup_id,
-            bet_id,
-            bettor_id,
-            bet_type,
-            amount,
-            currency,
-            placed_at.isoformat(),
-        ]
-
-    def draft_hold(
-        self,
-        coup_id: str,
-        bet_id: str,
-        bettor_id: str,
-        bet_type: str,
-        amount: str,
-        currency: str,
-        placed_at: datetime,
-    ) -> None:
-        """Hold a bet now; :meth:`flush` records this unit's holds as one BetsHeld."""
-        line = [coup_id, bet_id, bettor_id, bet_type, amount, currency, placed_at.isoformat()]
+        """A bet held on its own (stores written before BetsHeld): replayed, no longer
+        recorded. The parameters are the recorded event's fields."""
+        line = held_line(coup_id, bet_id, bettor_id, bet_type, amount, currency, placed_at)
         self.held[bet_id] = line
+
+    def draft_hold(self, line: HeldBet) -> None:
+        """Hold a bet now (see :func:`held_line`); :meth:`flush` records this unit's holds
+        as one BetsHeld event."""
+        self.held[line[1]] = line
         self.__dict__.setdefault("_draft", []).append(line)  # snapshots may predate it
 
     def flush(self) -> None:

@@ -56,6 +56,30 @@ def _uuid(value: int) -> UUID:
     return made
 
 
+def _bet_head(
+    kind: str,
+    event_id: UUID,
+    occurred_at: datetime,
+    table_id: str,
+    bet_id: str,
+    coup_id: str,
+    bettor_id: str,
+) -> dict[str, Any]:
+    """The first fields of a per-bet message, in the contract's order (see ``trusted``)."""
+    return {
+        "type": kind,
+        "event_id": event_id,
+        "schema_version": 1,
+        "occurred_at": occurred_at,
+        "causation_id": None,
+        "correlation_id": None,
+        "table_id": table_id,
+        "bet_id": bet_id,
+        "coup_id": coup_id,
+        "bettor_id": bettor_id,
+    }
+
+
 def _bets_answered(event: BetBook.BetsAnswered) -> list[Message]:
     ids = _line_ids(event, len(event.lines))
     messages: list[Message] = []
@@ -68,27 +92,11 @@ def _bets_answered(event: BetBook.BetsAnswered) -> list[Message]:
         when = None if placed is None else datetime.fromisoformat(placed)
         if code is None:
             # trusted: the bet was validated when it was accepted (fields in the model's order).
-            messages.append(
-                trusted(
-                    BetAccepted,
-                    {
-                        "type": "BetAccepted",
-                        "event_id": ids[index],
-                        "schema_version": 1,
-                        "occurred_at": occurred_at,
-                        "causation_id": None,
-                        "correlation_id": None,
-                        "table_id": table_id,
-                        "bet_id": bet_id,
-                        "coup_id": coup_id,
-                        "bettor_id": bettor_id,
-                        "bet_type": bet_type,
-                        "amount": amount,
-                        "currency": currency,
-                        "placed_at": when,
-                    },
-                )
+            values = _bet_head(
+                "BetAccepted", ids[index], occurred_at, table_id, bet_id, coup_id, bettor_id
             )
+            values.update(bet_type=bet_type, amount=amount, currency=currency, placed_at=when)
+            messages.append(trusted(BetAccepted, values))
         else:  # a refusal echoes what was received: validated here, it is rare
             messages.append(
                 BetRejected(
@@ -152,32 +160,22 @@ def _coup_settled(event: BetBook.CoupSettled) -> list[Message]:
     )
     # trusted: every line was validated when its bet was accepted and settled; building
     # 10,000 messages without validating them again keeps a busy coup fast to publish.
-    messages: list[Message] = [
-        trusted(
-            BetSettled,
-            {
-                "type": "BetSettled",
-                "event_id": ids[index],
-                "schema_version": 1,
-                "occurred_at": occurred_at,
-                "causation_id": None,
-                "correlation_id": None,
-                "table_id": table_id,
-                "bet_id": bet_id,
-                "coup_id": coup_id,
-                "bettor_id": bettor_id,
-                "bet_type": bet_type,
-                "result": result,
-                "stake": stake,
-                "payout": payout,
-                "returned": returned,
-                "currency": currency,
-            },
+    messages: list[Message] = []
+    for index, (bet_id, bettor_id, bet_type, result, stake, payout, returned) in enumerate(
+        event.lines
+    ):
+        values = _bet_head(
+            "BetSettled", ids[index], occurred_at, table_id, bet_id, coup_id, bettor_id
         )
-        for index, (bet_id, bettor_id, bet_type, result, stake, payout, returned) in enumerate(
-            event.lines
+        values.update(
+            bet_type=bet_type,
+            result=result,
+            stake=stake,
+            payout=payout,
+            returned=returned,
+            currency=currency,
         )
-    ]
+        messages.append(trusted(BetSettled, values))
     messages.append(
         CoupSettled(
             event_id=ids[count],

@@ -9,7 +9,7 @@ import pytest
 from contracts import BetAccepted, BetRejected, PlaceBet
 from services.settlement.application import SettlementApplication
 from services.settlement.bet_index import BetAnswer
-from tests.unit.settlement.harness import CLOSES_AT, Dealing, Relay, bet, settlement_app
+from tests.unit.settlement.harness import CLOSES_AT, PLACED_AT, Dealing, Relay, bet, settlement_app
 from tests.unit.settlement.stores import POPO
 
 
@@ -196,3 +196,35 @@ def test_bets_held_together_are_one_event_and_survive_a_restart(
     assert all(answer is not None and answer.accepted for answer in answers)
     book = dealing.app.get_book("t1", "c2")
     assert book is not None and book.bet_count == 50
+
+
+def test_a_bet_held_on_its_own_by_an_earlier_version_is_still_judged(
+    store_env: dict[str, str],
+) -> None:
+    """Stores written before BetsHeld hold one BetHeld event per bet: still replayed."""
+    from services.settlement.domain import BetDesk
+
+    dealing = Dealing(settlement_app(env=store_env))
+    dealing.open_table()
+    dealing.open_betting("c1")
+    desk = BetDesk(table_id="t1")
+    desk._held_one(  # what `hold` recorded then
+        table_id="t1",
+        coup_id="c2",
+        bet_id="old-1",
+        bettor_id="p1",
+        bet_type="banker",
+        amount="500",
+        currency="EUR",
+        placed_at=PLACED_AT,
+    )
+    dealing.app.save(desk)
+    dealing.close_betting("c1")
+    dealing.app.close()
+
+    dealing.app = settlement_app(env=store_env)
+    desk_again = dealing.app.repository.get(desk.id)
+    assert list(desk_again.held) == ["old-1"]
+    dealing.open_betting("c2", number=2)
+    answer = dealing.app.bet_answer("old-1")
+    assert answer is not None and answer.accepted
