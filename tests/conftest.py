@@ -36,6 +36,7 @@ from services.infra.jars import KAFKA_VERSION
 from services.infra.kafka import KafkaBroker, broker_answers
 from services.infra.ports import LOOPBACK, free_port
 from services.infra.postgres import PostgresServer
+from tests.kafka_cleanup import created_under, delete_created_topics
 
 POSTGRES_KEYS = (
     "POSTGRES_HOST",
@@ -154,7 +155,10 @@ def kafka_bootstrap() -> Iterator[str]:
     """``host:port`` of a real Kafka broker for this test session."""
     configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if configured:
-        yield configured
+        try:
+            yield configured
+        finally:
+            delete_created_topics(configured)  # the broker outlives the session
         return
     if _docker_answers():
         with _kafka_container() as bootstrap:
@@ -164,7 +168,10 @@ def kafka_bootstrap() -> Iterator[str]:
     if project.status().running:
         running = project.bootstrap()
         assert running is not None
-        yield running
+        try:
+            yield running
+        finally:
+            delete_created_topics(running)
         return
     with tempfile.TemporaryDirectory(prefix="pb-test-kafka-") as home:
         broker = KafkaBroker(home=Path(home), preferred_port=None)
@@ -232,7 +239,7 @@ def sqlite_path(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def topic_prefix() -> str:
     """A prefix unique to this test session for Kafka topic and group names."""
-    return f"pb-test-{os.getpid()}-{secrets.token_hex(3)}"
+    return created_under(f"pb-test-{os.getpid()}-{secrets.token_hex(3)}")
 
 
 @pytest.fixture

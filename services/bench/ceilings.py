@@ -28,6 +28,7 @@ from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
 
 from services.bench.stats import rate
+from services.demo.bus import delete_topics
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,8 @@ async def kafka_ceiling(
             await asyncio.wait_for(producer.stop(), 30)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(consumer.stop(), 30)
+        with contextlib.suppress(Exception):
+            await delete_topics(bootstrap, topic)  # this run's topic only
     how = "send_batch" if batched else "send() per message"
     return Ceiling(f"{len(payload)}-byte messages, {how}", count, seconds)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from services.demo.bus import ensure_topics
+from services.demo.bus import delete_topics, ensure_topics
 from services.demo.processes import (
     SERVICES,
     ServiceProcess,
@@ -111,8 +111,10 @@ class Cluster:
         return {p.name: p.pid for p in self.processes if p.pid is not None}
 
     def stop(self) -> None:
-        """Stop every child and drop the run's PostgreSQL schemas."""
+        """Stop every child, delete the run's topics and drop its PostgreSQL schemas."""
         stop_all(self.processes, timeout=20.0)
+        with contextlib.suppress(Exception):  # best effort: the figures are already taken
+            asyncio.run(delete_topics(self.bootstrap, self.topic_prefix))
         if self.postgres:
             drop_schemas(self.postgres, self.schema_prefix)
 

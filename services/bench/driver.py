@@ -136,6 +136,10 @@ class Driver:
         # At most a few tables' floods in the producer at once: 100 tables x 10,000 bets
         # (330 MB) queued together made aiokafka time out batches waiting for their turn.
         self._flooding = asyncio.Semaphore(FLOODS_AT_ONCE)
+        # One flood at a time per partition: aiokafka's add_batch waits for the partition's
+        # last queued batch in a loop whose timeout shrinks by the time waited so far on
+        # every turn (aiokafka 0.14), so floods taking turns on one partition timed out.
+        self._partition_locks: dict[int, asyncio.Lock] = {}
         self.check: Callable[[], None] = lambda: None
         """Called every second while waiting: raises if the system under test died."""
 
@@ -233,14 +237,17 @@ class Driver:
         """Send ``values`` to the key's partition in as few batches as fit; wait for the acks."""
         partition = await self._partition(topic, key)
         pending = []
-        batch = self._producer.create_batch()
-        for value in values:
-            if batch.append(key=key, value=value, timestamp=None) is None:
+        async with self._partition_locks.setdefault(partition, asyncio.Lock()):
+            batch = self._producer.create_batch()
+            for value in values:
+                if batch.append(key=key, value=value, timestamp=None) is None:
+                    pending.append(
+                        await self._producer.send_batch(batch, topic, partition=partition)
+                    )
+                    batch = self._producer.create_batch()
+                    batch.append(key=key, value=value, timestamp=None)
+            if batch.record_count():
                 pending.append(await self._producer.send_batch(batch, topic, partition=partition))
-                batch = self._producer.create_batch()
-                batch.append(key=key, value=value, timestamp=None)
-        if batch.record_count():
-            pending.append(await self._producer.send_batch(batch, topic, partition=partition))
         await asyncio.gather(*pending)
 
     async def open_tables(self, table_ids: Sequence[str]) -> None:

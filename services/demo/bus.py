@@ -65,6 +65,29 @@ async def ensure_topics(
         await admin.close()
 
 
+async def delete_topics(bootstrap: str, prefix: str, timeout: float = 30.0) -> int:
+    """Delete every topic whose name starts with ``prefix`` (a run's own); how many.
+
+    A reused local broker otherwise keeps every run's topics: thousands of partitions
+    slow it down for the runs after (and they are nobody's data).
+    """
+    if not prefix:
+        raise ValueError("refusing to delete every topic: give a run's own prefix")
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, client_id="pb-demo-admin", request_timeout_ms=30_000
+    )
+    await asyncio.wait_for(admin.start(), timeout)
+    try:
+        names = [
+            t for t in await asyncio.wait_for(admin.list_topics(), timeout) if t.startswith(prefix)
+        ]
+        if names:
+            await asyncio.wait_for(admin.delete_topics(names), timeout)
+        return len(names)
+    finally:
+        await admin.close()
+
+
 async def cluster_id(bootstrap: str, timeout: float = 30.0) -> str:
     """The Kafka cluster's id (a new broker data folder gets a new one)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="pb-demo-admin")

@@ -18,6 +18,7 @@ from psycopg import sql
 
 from services.demo.processes import ServiceSettings
 from services.demo.system import LocalSystem
+from tests.kafka_cleanup import created_under
 
 FAST_SETTINGS = {"PB_RELAY_POLL_INTERVAL": "0.05", "PB_LOG_LEVEL": "INFO"}
 
@@ -67,7 +68,7 @@ def system_settings(
     return ServiceSettings(
         bootstrap=kafka_bootstrap,
         data_dir=tmp_path / "data",
-        topic_prefix=f"e2e-{uuid.uuid4().hex[:12]}.",
+        topic_prefix=created_under(f"e2e-{uuid.uuid4().hex[:12]}."),
         postgres=dict(store),
         extra=FAST_SETTINGS,
     )

@@ -29,6 +29,7 @@ from services.demo.system import LocalSystem
 from services.infra.ports import free_port
 from tests.e2e.conftest import FAST_SETTINGS
 from tests.e2e.helpers import crowd_driver, wait
+from tests.kafka_cleanup import created_under
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -78,7 +79,7 @@ async def table_system(kafka_bootstrap: str, tmp_path: Path) -> AsyncIterator[Lo
     settings = ServiceSettings(
         bootstrap=kafka_bootstrap,
         data_dir=tmp_path / "data",
-        topic_prefix=f"dash-{uuid.uuid4().hex[:12]}.",
+        topic_prefix=created_under(f"dash-{uuid.uuid4().hex[:12]}."),
         extra={
             **FAST_SETTINGS,
             **{f"PB_HTTP_PORT_{name.upper()}": str(port) for name, port in ports.items()},

@@ -16,6 +16,7 @@ import pytest
 from services.demo.processes import PROJECT_ROOT
 from services.demo.system import LocalSystem
 from tests.e2e.helpers import assert_books_clean, open_table, wait
+from tests.kafka_cleanup import created_under
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -75,7 +76,7 @@ def leftovers(prefix: str) -> list[str]:
 async def test_up_plays_n_coups_checks_the_books_and_stops_everything(
     kafka_bootstrap: str, store: Mapping[str, str], tmp_path: Path
 ) -> None:
-    prefix = f"e2e-up-{uuid.uuid4().hex[:10]}."
+    prefix = created_under(f"e2e-up-{uuid.uuid4().hex[:10]}.")
     process = await asyncio.create_subprocess_exec(
         *up_command(kafka_bootstrap, prefix, tmp_path / "var", "--coups", "6"),
         cwd=PROJECT_ROOT,
@@ -106,7 +107,7 @@ async def test_up_plays_n_coups_checks_the_books_and_stops_everything(
 async def test_ctrl_c_stops_up_cleanly_with_its_summary(
     kafka_bootstrap: str, store: Mapping[str, str], tmp_path: Path
 ) -> None:
-    prefix = f"e2e-up-{uuid.uuid4().hex[:10]}."
+    prefix = created_under(f"e2e-up-{uuid.uuid4().hex[:10]}.")
     log = tmp_path / "up.out"
     with open(log, "wb") as out:
         process = await asyncio.create_subprocess_exec(

@@ -14,6 +14,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from contracts import Message, decode, encode, partition_key
 from services.platform.kafka import ensure_topics
 from services.platform.settings import Settings
+from tests.kafka_cleanup import created_under
 
 
 def settings_for(
@@ -27,6 +28,7 @@ def settings_for(
 ) -> Settings:
     """Settings with a unique topic prefix (and PostgreSQL schema prefix) for one test."""
     tag = prefix or f"t{secrets.token_hex(4)}"
+    created_under(f"{tag}.")  # deleted at the end of the session
     env: dict[str, str] = {
         "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
         "PB_TOPIC_PREFIX": f"{tag}.",

@@ -32,6 +32,7 @@ from tests.integration.platform.test_platform_consumer_kafka import (
     total,
     wait_for,
 )
+from tests.kafka_cleanup import created_under
 from tests.unit.platform.fakes import CounterApp
 
 pytestmark = [pytest.mark.kafka]
@@ -144,7 +145,7 @@ async def test_a_store_reused_with_a_new_topic_prefix_handles_the_new_commands(
         assert consumer is not None
         assert consumer.cluster_id == await cluster_id(first)
     # The same store with fresh topics: their offset 0 is a new command, not a handled one.
-    second = dataclasses.replace(first, topic_prefix=f"r{first.topic_prefix}")
+    second = dataclasses.replace(first, topic_prefix=created_under(f"r{first.topic_prefix}"))
     assert second.eventsourcing_env() == first.eventsourcing_env()
     async with ServiceHost(definition(), second) as host2:
         await host2.wait_ready()
