@@ -548,6 +548,15 @@ over the 3 messages of a bet), while the pipeline decodes, judges, records and e
 in Python. The next steps, each a design change rather than a tuning: the outbox relay in a
 process of its own (its mapping and sending are about a third of settlement's work), and more
 than one settlement process, each owning a share of the tables' partitions.
+
+With 100 tables, dealing is the queue: 100 tables x 10 bets took 4 s (SQLite) and 9 s
+(PostgreSQL) from BettingClosed to the last BetSettled while CoupResolved -> last BetSettled
+stayed near 0.1 s. Dealing applies table commands and shoe events one message per transaction,
+because its unit of work records events aggregate by aggregate: a batch per transaction could
+publish a table's events out of the order they happened (e.g. TableClosed before the last
+coup's CoupResolved). Batching it needs the unit of work to keep the order across aggregates
+first. The largest cell (100 tables x 10,000 bets in flight at once) also shows the memory
+cost: settlement peaks at about 1.5 GiB with a million open bets.
 """
 
 
