@@ -2,9 +2,10 @@
 
 ``punto-banco serve dealing`` runs :func:`build_service` on the platform: the
 outbox relay publishes the store's events (TABLE_EVENTS, and SHOE_COMMANDS for
-the shoe), the consumer applies TABLE_COMMANDS and SHOE_EVENTS one message per
-transaction (dealing's volume is small; per-message units keep the published
-order of events exactly the order they happened) and settlement's BOOK_EVENTS a
+the shoe), the consumer applies TABLE_COMMANDS and SHOE_EVENTS a fetched batch per
+transaction (the unit of work checkpoints after each message, so the published
+order of events is exactly the order they happened, as with one transaction per
+message; 100 tables' coups are dealt with one commit per batch) and settlement's BOOK_EVENTS a
 batch per transaction (BetsClosed: after BettingClosed a coup's cards are asked
 for only once settlement has closed its book; that topic carries nothing else,
 so dealing never reads the flood of bets on BET_EVENTS), and the betting clock
@@ -31,7 +32,6 @@ from services.platform import (
     ServiceDefinition,
     Settings,
     Subscription,
-    per_message,
 )
 
 CLOCK_POLL_SECONDS = 0.05
@@ -54,6 +54,15 @@ async def betting_clock(ctx: ServiceContext[DealingApplication]) -> None:
             await asyncio.wait_for(ctx.stopping.wait(), timeout=wait)
 
 
+def batch_handler(app: DealingApplication) -> BatchHandler:
+    """Table commands or shoe events, a fetched batch per transaction (in handled order)."""
+
+    def handle(deliveries: Sequence[Delivery], tracking: Tracking) -> None:
+        app.handle_batch([delivery.message for delivery in deliveries], tracking)
+
+    return handle
+
+
 def book_events_handler(app: DealingApplication) -> BatchHandler:
     """Settlement's book events (BetsClosed), a batch per transaction."""
 
@@ -65,8 +74,8 @@ def book_events_handler(app: DealingApplication) -> BatchHandler:
 
 def _subscriptions(app: DealingApplication) -> Sequence[Subscription]:
     return [
-        Subscription(TABLE_COMMANDS, per_message(app.handle)),
-        Subscription(SHOE_EVENTS, per_message(app.handle)),
+        Subscription(TABLE_COMMANDS, batch_handler(app)),
+        Subscription(SHOE_EVENTS, batch_handler(app)),
         Subscription(BOOK_EVENTS, book_events_handler(app)),
     ]
 

@@ -96,7 +96,10 @@ class UnitOfWork:
     """Aggregates read and changed while handling one message or one batch.
 
     ``get`` returns the same object for the same id within the unit, so several
-    messages of a batch see each other's (not yet recorded) changes.
+    messages of a batch see each other's (not yet recorded) changes. Events are
+    recorded aggregate by aggregate, except that :meth:`checkpoint` fixes the order of
+    those raised so far: a batch that checkpoints after each message records its events
+    in the order the messages were handled.
     """
 
     def __init__(self, app: ServiceApplication, tracking: Tracking | None = None) -> None:
@@ -105,6 +108,7 @@ class UnitOfWork:
         self._aggregates: dict[UUID, Aggregate] = {}
         self._missing: set[UUID] = set()
         self._committed = False
+        self._processing = ProcessingEvent[UUID](tracking)
 
     def get(self, aggregate_id: UUID, kind: type[A]) -> A | None:
         """The aggregate ``aggregate_id`` of class ``kind``, or None when there is none."""
@@ -130,16 +134,21 @@ class UnitOfWork:
             self._aggregates[aggregate.id] = aggregate
             self._missing.discard(aggregate.id)
 
+    def checkpoint(self) -> None:
+        """Take the events raised so far: they are recorded before any raised after."""
+        self._processing.collect_events(*self._aggregates.values())
+
     @property
     def pending_event_count(self) -> int:
-        return sum(len(a.pending_events) for a in self._aggregates.values())
+        pending = sum(len(a.pending_events) for a in self._aggregates.values())
+        return len(self._processing.events) + pending
 
     def commit(self) -> list[Recording[UUID]]:
         """Record all pending events and the tracking record in one transaction."""
         if self._committed:
             raise RuntimeError("unit of work already committed")
         self._committed = True
-        processing = ProcessingEvent[UUID](self.tracking)
+        processing = self._processing
         processing.collect_events(*self._aggregates.values())
         if not processing.events and self.tracking is None:
             return []

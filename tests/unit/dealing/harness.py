@@ -149,11 +149,16 @@ class Driver:
     """
 
     def __init__(
-        self, app: DealingApplication, shoe: ScriptedShoe, settlement: bool = True
+        self,
+        app: DealingApplication,
+        shoe: ScriptedShoe,
+        settlement: bool = True,
+        batched: bool = False,
     ) -> None:
         self.app = app
         self.shoe = shoe
         self.settlement = settlement
+        self.batched = batched  # the shoe's answers to one relay pass as one batch
         self.position = app.recorder.max_notification_id() or 0
         self.published: list[Message] = []
         self.shoe_events: list[tuple[Message, Tracking]] = []
@@ -175,6 +180,7 @@ class Driver:
             notifications = self.app.recorder.select_notifications(self.position + 1, 1000)
             if not notifications:
                 return self.published[start:]
+            answers: list[tuple[Message, Tracking]] = []
             for notification in notifications:
                 self.position = notification.id
                 event = self.app.mapper.to_domain_event(notification)
@@ -187,7 +193,12 @@ class Driver:
                             self.shoe_notification += 1
                             tracking = Tracking("shoe", self.shoe_notification)
                             self.shoe_events.append((answer, tracking))
-                            self.app.handle(answer, tracking)
+                            if self.batched:
+                                answers.append((answer, tracking))
+                            else:
+                                self.app.handle(answer, tracking)
+            if answers:  # as the consumer hands over a fetched batch: the last position
+                self.app.handle_batch([answer for answer, _ in answers], answers[-1][1])
 
     def close_betting_and_pump(self) -> list[Message]:
         far = datetime.now(UTC) + timedelta(days=1)

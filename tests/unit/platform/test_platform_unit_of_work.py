@@ -73,3 +73,31 @@ def test_save_listeners_are_called_after_saving() -> None:
     with app.unit_of_work(Tracking("x:0", 1)):
         pass  # nothing new: no call
     assert calls == ["saved 1"]
+
+
+def _recorded(app: CounterApp) -> list[tuple[str, int]]:
+    out = []
+    for notification in app.recorder.select_notifications(1, 100):
+        event = app.mapper.to_domain_event(notification)
+        if isinstance(event, Counter.Added):
+            out.append((event.table_id, event.amount))
+    return out
+
+
+@pytest.mark.parametrize("checkpoints", [False, True])
+def test_checkpoints_record_a_batch_in_the_order_it_happened(checkpoints: bool) -> None:
+    """Without checkpoints a unit records aggregate by aggregate; with one after each
+    message, in the order the messages were handled (what a batch must publish)."""
+    app = CounterApp(env=popo_env())
+    app.save(Counter(table_id="a"), Counter(table_id="b"))
+    with app.unit_of_work(Tracking("x:0", 1)) as uow:
+        for table_id, amount in [("a", 1), ("b", 2), ("a", 3)]:
+            counter = uow.get(Counter.create_id(table_id), Counter)
+            assert counter is not None
+            counter.add(table_id=table_id, amount=amount)
+            if checkpoints:
+                uow.checkpoint()
+        assert uow.pending_event_count == 3
+    expected = [("a", 1), ("b", 2), ("a", 3)] if checkpoints else [("a", 1), ("a", 3), ("b", 2)]
+    assert _recorded(app) == expected
+    assert app.repository.get(Counter.create_id("a")).total == 4
