@@ -314,21 +314,12 @@ class SettlementApplication(ServiceApplication):
         desk = uow.get(desk_aggregate_id(table_id), BetDesk)
         if desk is None or not desk.held:
             return
-        for coup_id, bet_id, bettor_id, bet_type, amount, currency, placed in desk.release_all():
-            request = BetRequest(
-                table_id,
-                coup_id,
-                bet_id,
-                bettor_id,
-                bet_type,
-                amount,
-                currency,
-                datetime.fromisoformat(placed),
-            )
-            if book is not None and coup_id == book.coup_id:
+        for line in desk.release_all():
+            request = BetRequest.held(table_id, line)
+            if book is not None and request.coup_id == book.coup_id:
                 self._judge(uow, book, request)
             else:
-                self._refuse(uow, None, request, code, message.format(coup_id=coup_id))
+                self._refuse(uow, None, request, code, message.format(coup_id=request.coup_id))
 
     # -- dealing's events ------------------------------------------------------------
     def _on_table_opened(self, uow: UnitOfWork, event: TableOpened) -> None:

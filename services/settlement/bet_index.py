@@ -56,6 +56,22 @@ class BetRequest:
             self.table_id, self.coup_id, self.bettor_id, self.bet_type, self.amount, self.currency
         )
 
+    @classmethod
+    def held(cls, table_id: str, line: list[str]) -> BetRequest:
+        """The bet of a desk's held line ``[coup, bet, bettor, type, amount, currency,
+        placed_at ISO]`` (see ``desk.held_line``)."""
+        coup_id, bet_id, bettor_id, bet_type, amount, currency, placed = line
+        return cls(
+            table_id,
+            coup_id,
+            bet_id,
+            bettor_id,
+            bet_type,
+            amount,
+            currency,
+            datetime.fromisoformat(placed),
+        )
+
     def fields(self) -> dict[str, str]:
         return {
             "table_id": self.table_id,

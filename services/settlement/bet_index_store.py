@@ -42,17 +42,9 @@ def load_bet_index(index: BetIndex, recorder: ApplicationRecorder, mapper: Mappe
                     answer = BetAnswer(bet_id, code is None, code, message)
                     index.replay(request, answer)
             elif notification.topic == held_lines:
-                for coup_id, bet_id, bettor_id, bet_type, amount, currency, _ in event.lines:  # type: ignore[attr-defined]
-                    request = BetRequest(
-                        event.table_id,  # type: ignore[attr-defined]
-                        coup_id,
-                        bet_id,
-                        bettor_id,
-                        bet_type,
-                        amount,
-                        currency,
-                    )
-                    index.replay(request, BetAnswer(bet_id, False, held=True))
+                for line in event.lines:  # type: ignore[attr-defined]
+                    request = BetRequest.held(event.table_id, line)  # type: ignore[attr-defined]
+                    index.replay(request, BetAnswer(request.bet_id, False, held=True))
             else:
                 desk_event: Any = event
                 request = BetRequest(
