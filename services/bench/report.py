@@ -17,7 +17,8 @@ KEY_PACKAGES = ("aiokafka", "eventsourcing", "pydantic", "psycopg", "psutil")
 
 @dataclass(frozen=True)
 class Figure:
-    """One reported figure (the fields of ``services.cli.bench.Measurement``)."""
+    """One benchmark figure: ``value`` in ``unit``; ``limit`` is the target, if any (every
+    group's, as ``services.cli.bench.Measurement``)."""
 
     name: str
     value: float
@@ -26,6 +27,26 @@ class Figure:
     higher_is_better: bool = False
     runs: int = 1
     note: str = ""
+
+    @property
+    def verdict(self) -> str:
+        """ "met", "missed" or "" (no target)."""
+        if self.limit is None:
+            return ""
+        met = self.value >= self.limit if self.higher_is_better else self.value <= self.limit
+        return "met" if met else "missed"
+
+    def shown(self) -> str:
+        """The value with its unit, for people."""
+        digits = 0 if self.value >= 100 else 1 if self.value >= 10 else 2
+        return f"{self.value:,.{digits}f} {self.unit}"
+
+    def target(self) -> str:
+        """The target, for people ("" if none)."""
+        if self.limit is None:
+            return ""
+        sign = ">=" if self.higher_is_better else "<"
+        return f"{sign} {self.limit:,g} {self.unit}"
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
+from services.bench.report import Figure
 from services.rules import (
     composition,
     exact_odds,
@@ -46,37 +47,9 @@ between its `<!-- bench:GROUP:start -->` and `<!-- bench:GROUP:end -->` markers.
 """
 
 
-@dataclass(frozen=True)
-class Measurement:
-    """One benchmark figure: ``value`` in ``unit``; ``limit`` is the target, if any."""
-
-    name: str
-    value: float
-    unit: str
-    limit: float | None = None
-    higher_is_better: bool = False
-    runs: int = 1
-    note: str = ""
-
-    @property
-    def verdict(self) -> str:
-        """ "met", "missed" or "" (no target)."""
-        if self.limit is None:
-            return ""
-        met = self.value >= self.limit if self.higher_is_better else self.value <= self.limit
-        return "met" if met else "missed"
-
-    def shown(self) -> str:
-        """The value with its unit, for people."""
-        digits = 0 if self.value >= 100 else 1 if self.value >= 10 else 2
-        return f"{self.value:,.{digits}f} {self.unit}"
-
-    def target(self) -> str:
-        """The target, for people ("" if none)."""
-        if self.limit is None:
-            return ""
-        sign = ">=" if self.higher_is_better else "<"
-        return f"{sign} {self.limit:,g} {self.unit}"
+Measurement = Figure
+"""One benchmark figure (``services.bench.report.Figure``): ``value`` in ``unit``; ``limit``
+is the target, if any."""
 
 
 @dataclass(frozen=True)
@@ -212,13 +185,11 @@ _E2E_REPORTS: list[object] = []
 
 def run_e2e(quick: bool, progress: Callable[[str], None]) -> list[Measurement]:
     """The three services as processes, the load driver, the ceilings and the memory."""
-    from dataclasses import asdict
-
     from services.bench.e2e import run_group
 
     figures, report = run_group(quick, progress)
     _E2E_REPORTS[:] = [report]
-    return [Measurement(**asdict(figure)) for figure in figures]
+    return figures
 
 
 def e2e_details(command: str) -> str:

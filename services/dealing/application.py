@@ -285,11 +285,14 @@ class DealingApplication(ServiceApplication):
         else:
             table.request_close(command.reason)  # the current coup is finished first
 
-    def _on_close_betting(self, uow: UnitOfWork, command: CloseBetting) -> None:
+    def _table_and_coup(
+        self, uow: UnitOfWork, command: CloseBetting | VoidCoup
+    ) -> tuple[Table, Coup] | None:
+        """The command's table and coup, or None after refusing it (no such table / coup)."""
         table = uow.get(table_aggregate_id(command.table_id), Table)
         if table is None:
             self._reject(uow, command, "NO_SUCH_TABLE", f"there is no table {command.table_id}")
-            return
+            return None
         coup = uow.get(coup_aggregate_id(command.table_id, command.coup_id), Coup)
         if coup is None:
             self._reject(
@@ -298,7 +301,14 @@ class DealingApplication(ServiceApplication):
                 "NO_SUCH_COUP",
                 f"table {command.table_id} has no coup {command.coup_id}",
             )
+            return None
+        return table, coup
+
+    def _on_close_betting(self, uow: UnitOfWork, command: CloseBetting) -> None:
+        found = self._table_and_coup(uow, command)
+        if found is None:
             return
+        _, coup = found
         if coup.phase is CoupPhase.BETTING:
             self._close_betting(coup)
 
@@ -312,19 +322,10 @@ class DealingApplication(ServiceApplication):
                 "voiding a coup is a supervisor's decision: send VoidCoup with supervisor_id",
             )
             return
-        coup = uow.get(coup_aggregate_id(command.table_id, command.coup_id), Coup)
-        table = uow.get(table_aggregate_id(command.table_id), Table)
-        if table is None:
-            self._reject(uow, command, "NO_SUCH_TABLE", f"there is no table {command.table_id}")
+        found = self._table_and_coup(uow, command)
+        if found is None:
             return
-        if coup is None:
-            self._reject(
-                uow,
-                command,
-                "NO_SUCH_COUP",
-                f"table {command.table_id} has no coup {command.coup_id}",
-            )
-            return
+        table, coup = found
         if coup.phase is CoupPhase.VOIDED:
             return  # voided already
         coup.void(supervisor, command.reason)

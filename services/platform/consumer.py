@@ -28,9 +28,6 @@ For every fetched batch, per partition, in order:
    case one source publishes to two topics the same service reads).
 2. Records at or below the recorded position are duplicates (redelivery after a
    crash, or a relay republishing) and are skipped without calling the handler.
-   So are relayed records of a type the subscription does not act on
-   (``Subscription.types``, read from the ``pb-type`` header without parsing the
-   value): they are tracked with the batch and never decoded.
 3. Records that do not decode (``ContractError``: not JSON, unknown type, wrong
    schema) are published to the dead-letter topic (original bytes base64, the
    error, topic/partition/offset, headers, service) BEFORE the store commit.
@@ -77,7 +74,7 @@ from eventsourcing.persistence import (
 from contracts import DEAD_LETTERS, ContractError, Message, decode, encode
 from services.platform.application import ServiceApplication, UnitOfWork
 from services.platform.dead_letters import as_text, dead_letter_for
-from services.platform.kafka import SOURCE_HEADER, TYPE_HEADER, idempotent_producer
+from services.platform.kafka import SOURCE_HEADER, idempotent_producer
 from services.platform.kafka import cluster_id as kafka_cluster_id
 from services.platform.logs import message_context
 from services.platform.settings import Settings
@@ -143,14 +140,6 @@ BatchHandler = Callable[[Sequence[Delivery], Tracking], None]
 class Subscription:
     topic: str  # logical topic, e.g. contracts.SHOE_COMMANDS
     handler: BatchHandler
-    types: frozenset[str] | None = None
-    """The message types the handler acts on (None: every type of the topic).
-
-    Records of other types are tracked (so never read again) but not handed over;
-    a record from a project relay says its type in the ``pb-type`` header, so it is
-    skipped without being parsed (dealing needs only BetsClosed of the busy bet-events
-    topic). A record without the header is decoded first, and dead-lettered if invalid.
-    """
 
 
 def per_message(handle: Callable[[Message, Tracking], None]) -> BatchHandler:
@@ -195,7 +184,6 @@ class _Prepared:
     invalid: list[_Invalid] = field(default_factory=list)
     raw: dict[int, ConsumerRecord[Any, Any]] = field(default_factory=dict)  # by offset
     duplicates: int = 0
-    skipped: int = 0  # of types the subscription does not act on
     last: Tracking | None = None
 
 
@@ -203,7 +191,6 @@ class _Prepared:
 class ConsumerStats:
     handled: int = 0
     duplicates: int = 0
-    skipped: int = 0
     dead_letters: int = 0
     batches: int = 0
 
@@ -371,11 +358,8 @@ class ConsumerRuntime:
         integrity_failures = 0
         while True:
             try:
-                prepared = await self.worker.call(
-                    self._prepare, logical, partition, records, subscription.types
-                )
+                prepared = await self.worker.call(self._prepare, logical, partition, records)
                 self.stats.duplicates += prepared.duplicates
-                self.stats.skipped += prepared.skipped
                 if prepared.last is None:
                     return True
                 if prepared.invalid:
@@ -488,9 +472,8 @@ class ConsumerRuntime:
         logical: str,
         partition: int,
         records: list[tuple[ConsumerRecord[Any, Any], Tracking]],
-        types: frozenset[str] | None = None,
     ) -> _Prepared:
-        """Drop duplicates, skip types not wanted, decode the rest (invalid: dead letters)."""
+        """Drop duplicates, decode the rest (the invalid ones go to dead letters)."""
         prepared = _Prepared()
         recorded = self.app.tracked_position(records[0][1].application_name)
         for record, tracking in records:
@@ -499,9 +482,6 @@ class ConsumerRuntime:
                 continue
             recorded = tracking.notification_id
             prepared.last = tracking
-            if types is not None and header(record.headers, TYPE_HEADER) not in (None, *types):
-                prepared.skipped += 1  # a relayed message this service does not act on
-                continue
             if record.value is None:
                 prepared.invalid.append(_Invalid(record, "empty message (no value)"))
                 continue
@@ -509,9 +489,6 @@ class ConsumerRuntime:
                 message = decode(logical, record.value)
             except ContractError as error:
                 prepared.invalid.append(_Invalid(record, error.reason))
-                continue
-            if types is not None and message.type not in types:
-                prepared.skipped += 1
                 continue
             prepared.raw[record.offset] = record
             prepared.fresh.append(

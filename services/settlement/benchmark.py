@@ -29,6 +29,24 @@ from services.settlement.messages import to_messages
 BET_TYPES = ("player", "banker", "tie", "player_pair", "banker_pair")
 
 
+def player_natural(table_id: str, coup_id: str, shoe_id: str) -> CoupResolved:
+    """Coup 1 of a table resolved as a Player natural 9 to 7 (no pairs)."""
+    return CoupResolved(
+        table_id=table_id,
+        coup_id=coup_id,
+        coup_number=1,
+        shoe_id=shoe_id,
+        player_cards=["9H", "TD"],
+        banker_cards=["3C", "4S"],
+        player_total=9,
+        banker_total=7,
+        outcome="PLAYER",
+        natural=True,
+        player_pair=False,
+        banker_pair=False,
+    )
+
+
 def run(bets: int, env: dict[str, str]) -> dict[str, float]:
     app = SettlementApplication(env=env)
     table = "bench"
@@ -78,20 +96,7 @@ def run(bets: int, env: dict[str, str]) -> dict[str, float]:
     placing = time.perf_counter() - started
     app.handle(BettingClosed(table_id=table, coup_id=coup))
     before = app.recorder.max_notification_id() or 0
-    resolved = CoupResolved(
-        table_id=table,
-        coup_id=coup,
-        coup_number=1,
-        shoe_id="s",
-        player_cards=["9H", "TD"],
-        banker_cards=["3C", "4S"],
-        player_total=9,
-        banker_total=7,
-        outcome="PLAYER",
-        natural=True,
-        player_pair=False,
-        banker_pair=False,
-    )
+    resolved = player_natural(table, coup, shoe_id="s")
     t0 = time.perf_counter()
     app.handle(resolved)
     settle = time.perf_counter() - t0

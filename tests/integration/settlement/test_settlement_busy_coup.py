@@ -22,12 +22,12 @@ from contracts import (
     BetSettled,
     BettingClosed,
     BettingOpened,
-    CoupResolved,
     CoupSettled,
     PlaceBet,
     TableOpened,
 )
 from services.platform import ServiceHost
+from services.settlement.benchmark import player_natural
 from services.settlement.domain import BookStatus
 from services.settlement.service import build_service
 from tests.integration.platform.kafka_tools import send_messages, settings_for
@@ -90,20 +90,7 @@ async def test_ten_thousand_bets_are_settled_after_coup_resolved(
             await send_messages(
                 settings, TABLE_EVENTS, [BettingClosed(table_id=table, coup_id=coup)]
             )
-            resolved = CoupResolved(
-                table_id=table,
-                coup_id=coup,
-                coup_number=1,
-                shoe_id="s1",
-                player_cards=["9H", "TD"],
-                banker_cards=["3C", "4S"],
-                player_total=9,
-                banker_total=7,
-                outcome="PLAYER",
-                natural=True,
-                player_pair=False,
-                banker_pair=False,
-            )
+            resolved = player_natural(table, coup, shoe_id="s1")
             relay = host.relay
             assert relay is not None
             published_before = relay.published
