@@ -4,19 +4,26 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from contracts.envelope import (
     BetId,
     BetResultName,
     BetTypeName,
+    Count,
     Currency,
     Identifier,
     MinorUnits,
     RejectionCode,
+    SignedMinorUnits,
+    Stake,
     TableMessage,
+    Text,
     UtcDatetime,
 )
+
+EchoedText = Annotated[str, StringConstraints(max_length=40)]
+"""A field of a refused bet echoed as received (bounded like the PlaceBet field)."""
 
 PLACED_AT_DESCRIPTION = (
     "When the bet was placed, UTC, as settlement judged it: the time the Kafka broker appended "
@@ -33,7 +40,7 @@ class BetAccepted(TableMessage):
     coup_id: Identifier = Field(description="The coup.")
     bettor_id: Identifier = Field(description="The bettor.")
     bet_type: BetTypeName = Field(description="The bet type.")
-    amount: int = Field(ge=1, description="The stake, minor units.")
+    amount: Stake = Field(description="The stake, minor units.")
     currency: Currency = Field(description="Currency of the stake.")
     placed_at: UtcDatetime | None = Field(default=None, description=PLACED_AT_DESCRIPTION)
 
@@ -45,11 +52,11 @@ class BetRejected(TableMessage):
     bet_id: BetId = Field(description="The bet (`PlaceBet.bet_id`).")
     coup_id: Identifier = Field(description="The coup named by the bet.")
     bettor_id: Identifier = Field(description="The bettor.")
-    bet_type: str = Field(description="The bet type as received.")
-    amount: str = Field(description="The amount as received, as text.")
-    currency: str = Field(description="The currency as received.")
+    bet_type: EchoedText = Field(description="The bet type as received.")
+    amount: EchoedText = Field(description="The amount as received, as text.")
+    currency: EchoedText = Field(description="The currency as received.")
     reason_code: RejectionCode = Field(description="Why, as a stable code.")
-    message: str = Field(description="Why, in words a person can act on.")
+    message: Text = Field(description="Why, in words a person can act on.")
     placed_at: UtcDatetime | None = Field(default=None, description=PLACED_AT_DESCRIPTION)
 
 
@@ -62,7 +69,7 @@ class BetsClosed(TableMessage):
 
     type: Literal["BetsClosed"] = "BetsClosed"
     coup_id: Identifier = Field(description="The coup.")
-    bets: int = Field(ge=0, description="Number of bets accepted on the coup.")
+    bets: Count = Field(description="Number of bets accepted on the coup.")
     staked: MinorUnits = Field(description="Sum of the accepted stakes.")
     currency: Currency = Field(description="Currency of the stakes.")
 
@@ -76,7 +83,7 @@ class BetSettled(TableMessage):
     bettor_id: Identifier = Field(description="The bettor.")
     bet_type: BetTypeName = Field(description="The bet type.")
     result: BetResultName = Field(description="`WIN`, `LOSE` or `PUSH`.")
-    stake: MinorUnits = Field(description="The stake.")
+    stake: Stake = Field(description="The stake.")
     payout: MinorUnits = Field(description="Net winnings (0 unless WIN).")
     returned: MinorUnits = Field(
         description="Paid back to the bettor: stake + payout on WIN, stake on PUSH, 0 on LOSE."
@@ -89,10 +96,12 @@ class CoupSettled(TableMessage):
 
     type: Literal["CoupSettled"] = "CoupSettled"
     coup_id: Identifier = Field(description="The coup.")
-    bets: int = Field(ge=0, description="Number of bets settled.")
+    bets: Count = Field(description="Number of bets settled.")
     staked: MinorUnits = Field(description="Sum of the stakes.")
     paid: MinorUnits = Field(description="Sum of `returned` over the bets.")
-    house_result: int = Field(description="`staked - paid`: the house's win (negative: a loss).")
+    house_result: SignedMinorUnits = Field(
+        description="`staked - paid`: the house's win (negative: a loss)."
+    )
     currency: Currency = Field(description="Currency of all amounts.")
 
 
@@ -103,9 +112,9 @@ class BetRefunded(TableMessage):
     bet_id: BetId = Field(description="The bet.")
     coup_id: Identifier = Field(description="The voided coup.")
     bettor_id: Identifier = Field(description="The bettor.")
-    stake: MinorUnits = Field(description="The stake.")
+    stake: Stake = Field(description="The stake.")
     refunded: MinorUnits = Field(description="The amount the bettor ends up with: the stake.")
-    adjustment: int = Field(
+    adjustment: SignedMinorUnits = Field(
         description=(
             "Credit (+) or debit (-) to the bettor relative to what was already paid: "
             "the stake if the bet was unsettled, stake - returned if it had been settled."
@@ -119,7 +128,7 @@ class CoupRefunded(TableMessage):
 
     type: Literal["CoupRefunded"] = "CoupRefunded"
     coup_id: Identifier = Field(description="The voided coup.")
-    bets: int = Field(ge=0, description="Number of bets refunded.")
+    bets: Count = Field(description="Number of bets refunded.")
     refunded: MinorUnits = Field(description="Sum of the stakes refunded.")
     currency: Currency = Field(description="Currency of all amounts.")
 

@@ -5,13 +5,16 @@ topic and returns the message, or raises ``ContractError`` whose ``reason`` says
 what was wrong in words (fit for a dead letter and for a person).
 
 A valid message is parsed once (pydantic's validator for the topic's union, keyed
-by ``type``); only bytes that fail it are read again, step by step, to say why.
+by ``type``); only bytes that fail it are read again, step by step, to say why (or to
+accept what JSON Schema counts as an integer although it is written ``1.0`` or ``1e3``:
+decode admits exactly what the published schemas admit).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from decimal import Decimal
 from functools import cache
 from typing import Any
 
@@ -98,10 +101,24 @@ def decode(topic: str, data: bytes | bytearray | memoryview | str) -> Message:
     return _explain(topic, allowed, raw_bytes)
 
 
+_MAX_INTEGRAL_EXPONENT = 30
+"""A number written with a fraction or an exponent is read as an integer when it is one and
+has at most this many digits (no bounded field is larger; ``1e999999999`` stays a float)."""
+
+
+def _json_number(token: str) -> int | float:
+    """A JSON number token with a fraction or an exponent: an int when it is a whole number
+    (JSON Schema's ``integer`` admits ``2500.0``), else a float (refused by every field)."""
+    value = Decimal(token)
+    if value.adjusted() <= _MAX_INTEGRAL_EXPONENT and value == value.to_integral_value():
+        return int(value)
+    return float(token)
+
+
 def _explain(topic: str, allowed: tuple[type[Message], ...], raw_bytes: bytes | str) -> Message:
     """Read bytes that failed validation again to say why (or return the message)."""
     try:
-        document = json.loads(raw_bytes)
+        document = json.loads(raw_bytes, parse_float=_json_number)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, int limit
         raise ContractError(f"not JSON: {exc}", topic=topic) from None
     if not isinstance(document, dict):
@@ -126,7 +143,7 @@ def _explain(topic: str, allowed: tuple[type[Message], ...], raw_bytes: bytes | 
         )
     problems = [f"{field}: Field required" for field in WIRE_REQUIRED if field not in document]
     try:
-        message = model.model_validate_json(raw_bytes, strict=True)
+        message = model.model_validate(document, strict=True)
     except ValidationError as exc:
         problems.append(summarize(exc))
     if problems:

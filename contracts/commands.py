@@ -5,33 +5,78 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, StringConstraints, field_serializer
+from pydantic import Field, PlainSerializer, PlainValidator, StringConstraints, WithJsonSchema
 
 from contracts.envelope import (
+    MAX_BETTING_WINDOW_MS,
+    MAX_SHOE_CARDS,
     BetId,
     BetLimitSpec,
     BetTypeName,
+    CoupNumber,
     Currency,
     Identifier,
+    PaytableName,
     TableMessage,
+    Text,
+    UtcDatetime,
 )
 
-PaytableName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+AMOUNT_TEXT_CHARS = 40
+"""The longest amount a PlaceBet may carry as text."""
 
-_MAX_AMOUNT_EXPONENT = 38
+MAX_AMOUNT_INPUT = 2**53 - 1
+"""The largest integer a PlaceBet amount may be (exact in every JSON reader)."""
 
 
-def _sane_magnitude(value: Decimal) -> Decimal:
-    # Settlement turns the amount into an int; refuse absurd magnitudes (1e39 and up)
-    # here so that a crafted number cannot make that conversion explode.
-    if value.adjusted() > _MAX_AMOUNT_EXPONENT:
-        raise ValueError(f"amount magnitude must be below 1e{_MAX_AMOUNT_EXPONENT + 1}")
+def _amount_input(value: object) -> int | str:
+    """A PlaceBet amount as received: a whole JSON number within +-(2^53 - 1), or a short text."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # 1e3 or 2500.0: JSON Schema counts them as integers too
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(
+            "must be a whole number of minor units (a JSON integer) or a text of at most "
+            f"{AMOUNT_TEXT_CHARS} characters"
+        )
+    if isinstance(value, int) and abs(value) > MAX_AMOUNT_INPUT:
+        raise ValueError(f"must be within +-{MAX_AMOUNT_INPUT} (2^53 - 1)")
+    if isinstance(value, str) and len(value) > AMOUNT_TEXT_CHARS:
+        raise ValueError(f"a text amount has at most {AMOUNT_TEXT_CHARS} characters")
     return value
 
 
-LenientAmount = Annotated[
-    Decimal, Field(strict=False, allow_inf_nan=False), AfterValidator(_sane_magnitude)
+AmountInput = Annotated[
+    int | str,
+    PlainValidator(_amount_input),
+    PlainSerializer(lambda value: value),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": -MAX_AMOUNT_INPUT, "maximum": MAX_AMOUNT_INPUT},
+                {"type": "string", "maxLength": AMOUNT_TEXT_CHARS},
+            ]
+        }
+    ),
 ]
+"""A stake as the bettor's front end sent it: a JSON integer within +-(2^53 - 1), or a short
+text. Deliberately lenient, so that every bad amount gets an answer (``INVALID_AMOUNT``) rather
+than a dead letter; settlement parses it once (``rules.validation.parse_amount``)."""
+
+
+def amount_for(value: int | Decimal | str) -> int | str:
+    """How a front end writes a stake in a PlaceBet: a whole number as an integer, anything
+    else (``Decimal("12.5")``, a text) as text, never a float."""
+    if isinstance(value, Decimal):
+        whole = value.is_finite() and value == value.to_integral_value()
+        return int(value) if whole else str(value)
+    return value
+
+
+BetTypeInput = Annotated[str, StringConstraints(max_length=32)]
+"""A bet type as sent (an unknown one is answered ``UNKNOWN_BET_TYPE``)."""
+
+CurrencyInput = Annotated[str, StringConstraints(max_length=16)]
+"""A currency as sent (another than the table's is answered ``WRONG_CURRENCY``)."""
 
 
 class OpenTable(TableMessage):
@@ -48,12 +93,14 @@ class OpenTable(TableMessage):
     )
     currency: Currency = Field(description="The table's currency; bets in another are rejected.")
     betting_window_ms: int = Field(
-        ge=0, description="How long betting stays open for each coup, in milliseconds."
+        ge=0,
+        le=MAX_BETTING_WINDOW_MS,
+        description="How long betting stays open for each coup, in milliseconds (at most 1 hour).",
     )
     cut_card_from_end: int = Field(
         default=16,
         ge=0,
-        le=416,
+        le=MAX_SHOE_CARDS,
         description="How many cards from the end of the shoe the cut card is placed.",
     )
 
@@ -62,7 +109,9 @@ class CloseTable(TableMessage):
     """Close a table: no new coup starts; the shoe is closed and its order revealed."""
 
     type: Literal["CloseTable"] = "CloseTable"
-    reason: str = Field(default="", description="Why the table closes (free text, for the record).")
+    reason: Text = Field(
+        default="", description="Why the table closes (free text, for the record)."
+    )
 
 
 class CloseBetting(TableMessage):
@@ -81,15 +130,16 @@ class VoidCoup(TableMessage):
         default=None,
         description="The authorising supervisor; without one dealing answers `CommandRejected`.",
     )
-    reason: str = Field(default="", description="Why the coup is voided (recorded).")
+    reason: Text = Field(default="", description="Why the coup is voided (recorded).")
 
 
 class PlaceBet(TableMessage):
     """Place a bet on a coup. Idempotent by `bet_id`.
 
-    `bet_type`, `amount` and `currency` are deliberately lenient: a bad value is
-    answered with `BetRejected` (UNKNOWN_BET_TYPE, INVALID_AMOUNT, WRONG_CURRENCY),
-    not refused as malformed.
+    `bet_type`, `amount` and `currency` are deliberately lenient (within their bounds): a bad
+    value is answered with `BetRejected` (UNKNOWN_BET_TYPE, INVALID_AMOUNT, WRONG_CURRENCY),
+    not refused as malformed. A message the schema refuses (an oversized field, a float
+    amount...) gets no answer: it is a dead letter.
 
     Whether the bet was in time is judged by when the Kafka broker appended it to the
     bet-commands topic (LogAppendTime), never by `occurred_at` (informational only).
@@ -106,22 +156,54 @@ class PlaceBet(TableMessage):
     bettor_id: Identifier = Field(
         description="Who bets (one bettor cannot back both Player and Banker in a coup)."
     )
-    bet_type: str = Field(
+    bet_type: BetTypeInput = Field(
         description="One of `player`, `banker`, `tie`, `player_pair`, `banker_pair`."
     )
-    amount: LenientAmount = Field(
+    amount: AmountInput = Field(
         description=(
-            "Stake in integer minor units (cents). Any JSON number or numeric string is "
-            "accepted here; settlement rejects a non-positive or fractional amount."
+            "Stake in integer minor units (cents): a JSON integer (within +-(2^53 - 1)), or a "
+            "text of at most 40 "
+            'characters (`"2500"`). Settlement answers anything that is not a positive whole '
+            "number with `INVALID_AMOUNT`, and a stake outside the table's limits with "
+            "`BELOW_MINIMUM` / `ABOVE_MAXIMUM`. Non-integer JSON numbers are refused as malformed "
+            "(money is never a float)."
         )
     )
-    currency: str = Field(description="Currency of the stake (ISO 4217); must be the table's.")
+    currency: CurrencyInput = Field(
+        description="Currency of the stake (ISO 4217); must be the table's."
+    )
 
-    @field_serializer("amount")
-    def _serialize_amount(self, amount: Decimal) -> int | str:
-        if amount == amount.to_integral_value():
-            return int(amount)
-        return str(amount)
+
+class OpenBook(TableMessage):
+    """Dealing opens a coup's bet book (on `punto-banco.bet-commands`, in the table's partition).
+
+    Sent by the dealing service, never by a bettor: it marks, in the same Kafka partition as
+    the table's bets, where betting on the coup starts. A `PlaceBet` for the coup appended
+    before it is answered `NO_SUCH_COUP`. It carries the terms in force for the coup.
+    """
+
+    type: Literal["OpenBook"] = "OpenBook"
+    coup_id: Identifier = Field(description="The coup whose book opens.")
+    coup_number: CoupNumber = Field(description="Number of the coup at its table.")
+    shoe_id: Identifier = Field(description="The shoe the coup is dealt from.")
+    closes_at: UtcDatetime = Field(description="When betting closes at the latest, UTC.")
+    paytable: PaytableName = Field(description="The paytable in force.")
+    limits: dict[BetTypeName, BetLimitSpec] = Field(
+        description="Minimum and maximum stake per bet type offered, in minor units."
+    )
+    currency: Currency = Field(description="The table's currency.")
+
+
+class CloseBook(TableMessage):
+    """Dealing closes a coup's bet book (on `punto-banco.bet-commands`, in the table's partition).
+
+    Sent by the dealing service when betting ends (the window ran out or `CloseBetting`): every
+    `PlaceBet` appended after it in the partition is answered `BETTING_CLOSED`, every one
+    appended before it is judged as on time. Settlement then publishes `BetsClosed`.
+    """
+
+    type: Literal["CloseBook"] = "CloseBook"
+    coup_id: Identifier = Field(description="The coup whose book closes.")
 
 
 class ShuffleShoe(TableMessage):
@@ -131,7 +213,7 @@ class ShuffleShoe(TableMessage):
     shoe_id: Identifier = Field(description="Id of the new shoe, chosen by dealing.")
     decks: int = Field(ge=1, le=8, description="Decks in the shoe, 1 to 8.")
     cut_card_from_end: int = Field(
-        ge=0, le=416, description="How many cards from the end the cut card is placed."
+        ge=0, le=MAX_SHOE_CARDS, description="How many cards from the end the cut card is placed."
     )
 
 
@@ -159,8 +241,10 @@ TableCommand = Annotated[
 ]
 """A message on `punto-banco.table-commands`."""
 
-BetCommand = Annotated[PlaceBet, Field(discriminator="type")]
-"""A message on `punto-banco.bet-commands`."""
+BetCommand = Annotated[PlaceBet | OpenBook | CloseBook, Field(discriminator="type")]
+"""A message on `punto-banco.bet-commands`: bets, and dealing's marks of where each coup's
+betting opens and closes (in the same partition as the table's bets, so the broker's order
+decides which bets were in time)."""
 
 ShoeCommand = Annotated[ShuffleShoe | DrawCards | CloseShoe, Field(discriminator="type")]
 """A message on `punto-banco.shoe-commands`."""

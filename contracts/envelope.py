@@ -8,11 +8,52 @@ number of minor units (cents); there are no floats anywhere in the contracts.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 from uuid import UUID, uuid4
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+)
+
+_RFC3339 = re.compile(
+    r"\d{4}-(?:0[1-9]|1[0-2])-\d{2}[Tt](?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?"
+    r"(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)",
+    re.ASCII,
+)
+
+
+def _rfc3339(value: object) -> object:
+    """A datetime, or a text that is an RFC 3339 timestamp (what the schemas' ``date-time``
+    means) read as one; nothing else (a number is not read as a Unix time)."""
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and _RFC3339.fullmatch(value) is not None:
+        return datetime.fromisoformat(value.upper())  # ValueError for a day the month lacks
+    raise ValueError("must be an RFC 3339 timestamp with a time zone (2026-12-01T10:00:00Z)")
+
+
+_UUID_TEXT = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}", re.ASCII)
+
+
+def _uuid(value: object) -> object:
+    """A UUID, or its text in the hyphenated form (what the schemas' ``uuid`` means)."""
+    if isinstance(value, UUID):
+        return value
+    if isinstance(value, str) and _UUID_TEXT.fullmatch(value) is not None:
+        return UUID(value)
+    raise ValueError("must be a UUID written 8-4-4-4-12 (6f1c4f6e-3b86-4b2e-9d7a-4b3f0e2a1c11)")
+
+
+Uuid = Annotated[UUID, BeforeValidator(_uuid)]
+"""A UUID, written in JSON as its hyphenated text."""
 
 
 def _to_utc(value: datetime) -> datetime:
@@ -24,7 +65,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-UtcDatetime = Annotated[AwareDatetime, AfterValidator(_to_utc)]
+UtcDatetime = Annotated[AwareDatetime, BeforeValidator(_rfc3339), AfterValidator(_to_utc)]
 """An ISO 8601 timestamp with a timezone (naive timestamps are refused), normalised to UTC."""
 
 TableId = Annotated[
@@ -48,11 +89,58 @@ Currency = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
 HexDigest = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 """A SHA-256 digest as 64 lower-case hexadecimal characters."""
 
-HexBytes = Annotated[str, StringConstraints(pattern=r"^(?:[0-9a-f]{2})+$")]
-"""Bytes as lower-case hexadecimal (two characters per byte)."""
+HexBytes = Annotated[str, StringConstraints(max_length=256, pattern=r"^(?:[0-9a-f]{2})+$")]
+"""Bytes as lower-case hexadecimal (two characters per byte), at most 128 bytes."""
 
-MinorUnits = Annotated[int, Field(ge=0)]
-"""An amount of money in integer minor units (cents), never negative."""
+MAX_MINOR_UNITS = 2**53 - 1
+"""The largest amount of money any message carries (9,007,199,254,740,991 minor units): it fits
+a signed 64-bit integer and stays exact as a JavaScript number (IEEE 754 double)."""
+
+MAX_STAKE = 10**14
+"""The largest stake a table limit may allow, in minor units. The largest return of one bet is
+12 times its stake (a pair pays 11 to 1), which stays below :data:`MAX_MINOR_UNITS`."""
+
+MAX_COUNT = 10**9
+"""The largest count (bets on a coup, coup number) any message carries."""
+
+MAX_TEXT = 1000
+"""The longest free text (a reason, a message for a person), in characters."""
+
+MinorUnits = Annotated[int, Field(ge=0, le=MAX_MINOR_UNITS)]
+"""An amount of money in integer minor units (cents), never negative, at most 2^53 - 1."""
+
+SignedMinorUnits = Annotated[int, Field(ge=-MAX_MINOR_UNITS, le=MAX_MINOR_UNITS)]
+"""A signed amount of money (a credit or a debit) in minor units, within +-(2^53 - 1)."""
+
+Stake = Annotated[int, Field(ge=1, le=MAX_STAKE)]
+"""A stake in minor units: 1 to 10^14."""
+
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+"""A count of things (bets...): 0 to 10^9."""
+
+CoupNumber = Annotated[int, Field(ge=1, le=MAX_COUNT)]
+"""The number of a coup at its table, from 1."""
+
+MAX_BETTING_WINDOW_MS = 3_600_000
+"""The longest betting window a table may have: one hour."""
+
+MAX_SHOE_CARDS = 8 * 52
+"""Cards in the largest shoe (8 decks)."""
+
+ShoePosition = Annotated[int, Field(ge=0, le=MAX_SHOE_CARDS)]
+"""A 0-based position in a shoe's shuffled order (the largest shoe holds 416 cards; 416 itself
+means "behind the last card", e.g. a cut card at the very end)."""
+
+Text = Annotated[str, StringConstraints(max_length=MAX_TEXT)]
+"""Free text for people (a reason, an explanation): at most 1,000 characters."""
+
+TypeName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+"""The name of a message type (``VoidCoup``...)."""
+
+PaytableName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+"""The name of a paytable (``standard``, ``tie-9-to-1``)."""
+
+SchemaVersion = Annotated[int, Field(ge=1, le=1000)]
 
 BetTypeName = Literal["player", "banker", "tie", "player_pair", "banker_pair"]
 """A bet type (the values of the rules engine's ``BetType``)."""
@@ -114,24 +202,24 @@ class Message(ContractModel):
     """Base of every Kafka message: the discriminator and the envelope (without the table)."""
 
     type: str = Field(description="The message type: the class name, e.g. `PlaceBet`.")
-    event_id: UUID = Field(
+    event_id: Uuid = Field(
         default_factory=uuid4,
         description=(
             "Unique id of this message (for a command: the command id, echoed as "
             "`causation_id` and `CommandRejected.command_id` by whoever handles it)."
         ),
     )
-    schema_version: int = Field(
-        default=1, ge=1, description="Version of this message's schema; 1 for now."
+    schema_version: SchemaVersion = Field(
+        default=1, description="Version of this message's schema; 1 for now."
     )
     occurred_at: UtcDatetime = Field(
         default_factory=utc_now,
         description="When the event happened (for a command: when it was issued), UTC ISO 8601.",
     )
-    causation_id: UUID | None = Field(
+    causation_id: Uuid | None = Field(
         default=None, description="`event_id` of the message that caused this one, if any."
     )
-    correlation_id: UUID | None = Field(
+    correlation_id: Uuid | None = Field(
         default=None,
         description="Id shared by every message of one business flow (e.g. one coup), if any.",
     )
@@ -149,16 +237,16 @@ class TableMessage(Message):
 
 
 class BetLimitSpec(ContractModel):
-    """Table minimum and maximum stake of one bet type, in minor units."""
+    """Table minimum and maximum stake of one bet type, in minor units (1 to 10^14)."""
 
-    minimum: int = Field(ge=1, description="Smallest stake accepted, in minor units.")
-    maximum: int = Field(ge=1, description="Largest stake accepted, in minor units.")
+    minimum: Stake = Field(description="Smallest stake accepted, in minor units.")
+    maximum: Stake = Field(description="Largest stake accepted, in minor units.")
 
 
 class PositionedCard(ContractModel):
     """A card with its position in the shuffled order of the shoe."""
 
-    position: int = Field(
-        ge=0, description="0-based index of the card in the shuffled order (see `ShoeClosed`)."
+    position: ShoePosition = Field(
+        description="0-based index of the card in the shuffled order (see `ShoeClosed`)."
     )
     card: CardCode = Field(description="The card, e.g. `9H`.")

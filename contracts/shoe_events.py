@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from contracts.envelope import (
+    MAX_SHOE_CARDS,
     CardCode,
     HexBytes,
     HexDigest,
     Identifier,
     PositionedCard,
+    ShoePosition,
     TableMessage,
 )
+
+SchemeName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
 class ShoeShuffled(TableMessage):
@@ -22,18 +26,18 @@ class ShoeShuffled(TableMessage):
     type: Literal["ShoeShuffled"] = "ShoeShuffled"
     shoe_id: Identifier = Field(description="The shoe.")
     decks: int = Field(ge=1, le=8, description="Decks in the shoe.")
-    card_count: int = Field(ge=1, description="Cards in the shoe (52 per deck).")
+    card_count: int = Field(ge=1, le=MAX_SHOE_CARDS, description="Cards in the shoe (52 per deck).")
     commitment: HexDigest = Field(
         description="SHA-256 commitment to the shuffled order and a secret salt (hex)."
     )
-    commitment_scheme: str = Field(
+    commitment_scheme: SchemeName = Field(
         description=(
             "How the commitment is computed, so anyone can verify it from `ShoeClosed`'s "
             "order and salt (the rules engine documents the exact scheme)."
         )
     )
-    cut_card_index: int = Field(
-        ge=0, description="0-based position of the first card behind the cut card."
+    cut_card_index: ShoePosition = Field(
+        description="0-based position of the first card behind the cut card."
     )
 
 
@@ -44,9 +48,9 @@ class CardsBurned(TableMessage):
     shoe_id: Identifier = Field(description="The shoe.")
     shown_card: CardCode = Field(description="The card shown face up; its value sets the burn.")
     burned: list[PositionedCard] = Field(
-        description="The burned cards, each with its position in the shuffled order."
+        max_length=10, description="The burned cards, each with its position in the shuffled order."
     )
-    next_position: int = Field(ge=0, description="Position of the next card to be dealt.")
+    next_position: ShoePosition = Field(description="Position of the next card to be dealt.")
 
 
 class CardDrawn(TableMessage):
@@ -56,7 +60,9 @@ class CardDrawn(TableMessage):
     shoe_id: Identifier = Field(description="The shoe.")
     coup_id: Identifier = Field(description="The coup the card is for.")
     request_id: Identifier = Field(description="The `DrawCards.request_id` this answers.")
-    position: int = Field(ge=0, description="0-based position of the card in the shuffled order.")
+    position: ShoePosition = Field(
+        description="0-based position of the card in the shuffled order."
+    )
     card: CardCode = Field(description="The card.")
 
 
@@ -66,7 +72,7 @@ class CutCardReached(TableMessage):
     type: Literal["CutCardReached"] = "CutCardReached"
     shoe_id: Identifier = Field(description="The shoe.")
     coup_id: Identifier = Field(description="The coup during which the cut card came out.")
-    position: int = Field(ge=0, description="Position of the cut card (first card behind it).")
+    position: ShoePosition = Field(description="Position of the cut card (first card behind it).")
 
 
 class ShoeClosed(TableMessage):
@@ -74,10 +80,13 @@ class ShoeClosed(TableMessage):
 
     type: Literal["ShoeClosed"] = "ShoeClosed"
     shoe_id: Identifier = Field(description="The shoe.")
-    order: list[CardCode] = Field(description="The complete shuffled order, first card first.")
+    order: list[CardCode] = Field(
+        max_length=MAX_SHOE_CARDS,
+        description="The complete shuffled order, first card first.",
+    )
     salt: HexBytes = Field(description="The secret salt of the commitment, hex.")
     commitment: HexDigest = Field(description="The commitment published in `ShoeShuffled`.")
-    cards_dealt: int = Field(ge=0, description="How many cards left the shoe (burn included).")
+    cards_dealt: ShoePosition = Field(description="How many cards left the shoe (burn included).")
 
 
 ShoeEvent = Annotated[

@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 from typing import Annotated, Literal
-from uuid import UUID
 
 from pydantic import Field
 
 from contracts.envelope import (
+    MAX_BETTING_WINDOW_MS,
+    MAX_SHOE_CARDS,
     BetLimitSpec,
     BetTypeName,
     CardCode,
     CommandRejectionCode,
+    CoupNumber,
     Currency,
     Identifier,
     OutcomeName,
+    PaytableName,
+    ShoePosition,
     SideName,
     TableMessage,
+    Text,
+    TypeName,
     UtcDatetime,
+    Uuid,
 )
 
 
@@ -26,20 +33,24 @@ class TableOpened(TableMessage):
 
     type: Literal["TableOpened"] = "TableOpened"
     decks: int = Field(ge=1, le=8, description="Decks in each shoe.")
-    paytable: str = Field(description="Name of the paytable in force.")
+    paytable: PaytableName = Field(description="Name of the paytable in force.")
     limits: dict[BetTypeName, BetLimitSpec] = Field(
         description="Minimum and maximum stake per bet type offered, in minor units."
     )
     currency: Currency = Field(description="The table's currency.")
-    betting_window_ms: int = Field(ge=0, description="Betting window of each coup, milliseconds.")
-    cut_card_from_end: int = Field(ge=0, description="Cut card position, cards from the end.")
+    betting_window_ms: int = Field(
+        ge=0, le=MAX_BETTING_WINDOW_MS, description="Betting window of each coup, milliseconds."
+    )
+    cut_card_from_end: int = Field(
+        ge=0, le=MAX_SHOE_CARDS, description="Cut card position, cards from the end."
+    )
 
 
 class TableClosed(TableMessage):
     """A table closed."""
 
     type: Literal["TableClosed"] = "TableClosed"
-    reason: str = Field(default="", description="Why it closed.")
+    reason: Text = Field(default="", description="Why it closed.")
 
 
 class BettingOpened(TableMessage):
@@ -47,7 +58,7 @@ class BettingOpened(TableMessage):
 
     type: Literal["BettingOpened"] = "BettingOpened"
     coup_id: Identifier = Field(description="The new coup; bets name it in `PlaceBet.coup_id`.")
-    coup_number: int = Field(ge=1, description="Number of the coup at this table, from 1.")
+    coup_number: CoupNumber = Field(description="Number of the coup at this table, from 1.")
     shoe_id: Identifier = Field(description="The shoe the coup is dealt from.")
     closes_at: UtcDatetime = Field(description="When betting closes, UTC.")
     last_of_shoe: bool = Field(description="True when the cut card is out: the shoe's last coup.")
@@ -68,7 +79,7 @@ class CardDealt(TableMessage):
     shoe_id: Identifier = Field(description="The shoe the card came from.")
     side: SideName = Field(description="Who receives it: `PLAYER` or `BANKER`.")
     card: CardCode = Field(description="The card.")
-    position: int = Field(ge=0, description="0-based position of the card in the shoe's order.")
+    position: ShoePosition = Field(description="0-based position of the card in the shoe's order.")
     card_index_in_hand: int = Field(
         ge=1, le=3, description="1 or 2 for the first two cards, 3 for a third card."
     )
@@ -79,10 +90,14 @@ class CoupResolved(TableMessage):
 
     type: Literal["CoupResolved"] = "CoupResolved"
     coup_id: Identifier = Field(description="The coup.")
-    coup_number: int = Field(ge=1, description="Number of the coup at this table.")
+    coup_number: CoupNumber = Field(description="Number of the coup at this table.")
     shoe_id: Identifier = Field(description="The shoe.")
-    player_cards: list[CardCode] = Field(description="The Player's cards in dealing order (2-3).")
-    banker_cards: list[CardCode] = Field(description="The Banker's cards in dealing order (2-3).")
+    player_cards: list[CardCode] = Field(
+        min_length=2, max_length=3, description="The Player's cards in dealing order (2-3)."
+    )
+    banker_cards: list[CardCode] = Field(
+        min_length=2, max_length=3, description="The Banker's cards in dealing order (2-3)."
+    )
     player_total: int = Field(ge=0, le=9, description="The Player's total, 0-9.")
     banker_total: int = Field(ge=0, le=9, description="The Banker's total, 0-9.")
     outcome: OutcomeName = Field(description="`PLAYER`, `BANKER` or `TIE`.")
@@ -97,7 +112,7 @@ class CoupVoided(TableMessage):
     type: Literal["CoupVoided"] = "CoupVoided"
     coup_id: Identifier = Field(description="The coup.")
     supervisor_id: Identifier = Field(description="The supervisor who authorised the void.")
-    reason: str = Field(default="", description="Why the coup was voided.")
+    reason: Text = Field(default="", description="Why the coup was voided.")
     was_resolved: bool = Field(description="True if the coup had already been resolved.")
 
 
@@ -105,10 +120,10 @@ class CommandRejected(TableMessage):
     """Dealing refused a table command; nothing changed."""
 
     type: Literal["CommandRejected"] = "CommandRejected"
-    command_id: UUID = Field(description="`event_id` of the refused command.")
-    command_type: str = Field(description="Type of the refused command, e.g. `VoidCoup`.")
+    command_id: Uuid = Field(description="`event_id` of the refused command.")
+    command_type: TypeName = Field(description="Type of the refused command, e.g. `VoidCoup`.")
     reason_code: CommandRejectionCode = Field(description="Why, as a stable code.")
-    message: str = Field(description="Why, in words a person can act on.")
+    message: Text = Field(description="Why, in words a person can act on.")
 
 
 TableEvent = Annotated[

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from decimal import Decimal
 from uuid import UUID
 
 import contracts as c
@@ -36,7 +35,7 @@ def samples() -> list[c.Message]:
         c.CloseTable(**ENVELOPE, reason="end of session"),
         c.CloseBetting(**ENVELOPE, coup_id="coup-7"),
         c.VoidCoup(**ENVELOPE, coup_id="coup-7", supervisor_id="sup-3", reason="misdeal"),
-        c.PlaceBet(**ENVELOPE, **BET, bet_type="banker", amount=Decimal("2500"), currency="EUR"),
+        c.PlaceBet(**ENVELOPE, **BET, bet_type="banker", amount=2500, currency="EUR"),
         c.ShuffleShoe(**ENVELOPE, shoe_id="shoe-2", decks=6, cut_card_from_end=16),
         c.DrawCards(**ENVELOPE, shoe_id="shoe-2", coup_id="coup-7", request_id="r-1", count=4),
         c.CloseShoe(**ENVELOPE, shoe_id="shoe-2"),
@@ -157,6 +156,43 @@ def samples() -> list[c.Message]:
             **ENVELOPE, **BET, stake=2500, refunded=2500, adjustment=-2375, currency="EUR"
         ),
         c.CoupRefunded(**ENVELOPE, coup_id="coup-7", bets=2, refunded=5000, currency="EUR"),
+        c.OpenBook(
+            **ENVELOPE,
+            coup_id="coup-7",
+            coup_number=7,
+            shoe_id="shoe-2",
+            closes_at=WHEN,
+            paytable="standard",
+            limits={"banker": c.BetLimitSpec(minimum=100, maximum=500_000)},
+            currency="EUR",
+        ),
+        c.CloseBook(**ENVELOPE, coup_id="coup-7"),
+        c.MessageQuarantined(
+            occurred_at=WHEN,
+            table_id=TABLE,
+            service="settlement",
+            original_topic=c.BET_EVENTS,
+            message_type="BetRejected",
+            message_id=CAUSE,
+            notification_id=12,
+            message_index=3,
+            size=2_000_000,
+            sha256="ab" * 32,
+            reason="2000000 bytes: larger than the broker accepts (1048576)",
+        ),
+        c.IncidentRaised(
+            occurred_at=WHEN,
+            table_id=TABLE,
+            service="settlement",
+            code="OUTCOME_MISMATCH",
+            message="CoupResolved claims TIE; the cards give BANKER",
+            coup_id="coup-7",
+            evidence_type="CoupResolved",
+            evidence_id=CAUSE,
+            source_topic=c.TABLE_EVENTS,
+            partition=1,
+            offset=99,
+        ),
         c.DeadLetter(
             occurred_at=WHEN,
             original_topic=c.BET_COMMANDS,

@@ -51,7 +51,7 @@ def _settled(values: dict[str, Any]) -> dict[str, Any]:
             "bettor_id": texts,
             "bet_type": bet_types,
             "result": st.sampled_from(["WIN", "LOSE", "PUSH"]),
-            "stake": money,
+            "stake": st.integers(min_value=1, max_value=10**12),
             "payout": money,
             "returned": money,
         }
