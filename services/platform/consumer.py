@@ -12,42 +12,44 @@ offset control we need. FastStream still describes the topics: see
 
 For every fetched batch, per partition, in order:
 
-1. Each record gets a tracking position (``position_of``): messages published
-   by a project relay carry ``pb-source`` / ``pb-notification-id`` /
-   ``pb-message-index`` headers and are tracked as
-   ``"<source>:<topic>:<partition>"`` at ``notification_id * 2**20 + index``;
-   other messages (external commands) as
-   ``"<cluster id>:<prefixed topic>:<partition>"`` at ``offset + 1`` (the
-   cluster id is fetched once at start: a store reused with a new Kafka or a
-   new topic prefix does not take the new log's offsets for handled ones; see
-   ``tracking.py``). Each ``Delivery`` carries the record's timestamp and its
-   type (``LOG_APPEND_TIME``: stamped by the broker). Both increase strictly
-   within a partition, as eventsourcing's default SINGLE-ROW tracking requires
-   (it refuses a notification id that is not greater than the recorded one for
-   the same name; that is why the name holds the partition - and the topic, in
-   case one source publishes to two topics the same service reads).
+1. Each record gets a tracking position (``tracking.py``). On a topic with an owner
+   (``contracts.TOPIC_OWNERS``) it comes from the owner's relay headers, checked
+   strictly; a record whose headers are missing, repeated, malformed, out of range or
+   from another source is REFUSED (a dead letter, never a position). On the other
+   topics the ``pb-*`` headers are ignored and records are tracked by offset, under a
+   name holding the cluster id, the real topic name and the topic's Kafka topic id
+   (``partition_names.py``, ``topic_ids.py``: read at start and again after each
+   assignment, or when a partition's offsets go back): a store reused with a new Kafka,
+   a new topic prefix or a topic deleted and created again does not take the new log's
+   offsets for handled ones. A store written before topic ids keeps its positions.
 2. Records at or below the recorded position are duplicates (redelivery after a
    crash, or a relay republishing) and are skipped without calling the handler.
-3. Records that do not decode (``ContractError``: not JSON, unknown type, wrong
-   schema) are published to the dead-letter topic (original bytes base64, the
-   error, topic/partition/offset, headers, service) BEFORE the store commit.
+3. Records that are refused or do not decode (``ContractError``) are published to the
+   dead-letter topic (``dead_letters.py``: bounded, whatever the record holds) BEFORE
+   the store commit.
 4. The valid ones go to the subscription's handler in the service's worker
    thread, as one batch with one ``Tracking`` (the batch's last position); the
    handler records its new events and that tracking record in one transaction.
    A redelivered or republished message therefore has no second effect.
-5. If the handler raises, nothing of the batch was recorded; the runtime
-   retries message by message and dead-letters the one that fails (error
-   ``handler failed: ...``), so one poison message never stops the service.
-   Store errors that may pass (OperationalError, InterfaceError) are retried
+5. If the handler raises, nothing of the batch was recorded; the runtime retries
+   message by message. A message nothing vouches for (an outside type such as a PlaceBet
+   or a table command, or anything read from a topic that is not one service's own:
+   ``Delivery.external``) that fails is dead-lettered (error ``handler failed: ...``) and
+   the partition goes on: a forged record must not stop a partition. An internal message
+   (read from its owner's topic) that fails STOPS its partition (``stops.py``): no dead
+   letter, nothing recorded past it, the partition paused while the others go on, an ERROR log, the
+   gauge ``pb_partition_stopped`` and ``/ready`` answering 503; the same record is tried
+   again with a back-off (at most 30 s apart) until it is taken, then the partition
+   resumes. Store errors that may pass (OperationalError, InterfaceError) are retried
    with a back-off instead.
 6. Kafka offsets are committed after the store commits (a crash in between
-   only means redelivery, which step 2 absorbs).
+   only means redelivery, which step 2 absorbs); a stopped partition's offset stays at
+   its failing record, so a restart tries it again.
 
-The headers are trusted: only the project's relays should set ``pb-source``
-(an external producer faking it with a huge notification id would make the
-service skip that source's later messages). Wiping one service's store while
-keeping another's and the topics breaks the same assumption (the upstream
-notification ids start again at 1): wipe stores and topics together.
+Refused records have no position, so a redelivery (after a crash, or a new consumer
+group) dead-letters them again. Wiping one service's store while keeping another's and
+the topics breaks the relayed positions (the upstream notification ids start again at
+1): wipe stores and topics together.
 """
 
 from __future__ import annotations
@@ -56,9 +58,8 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
@@ -71,14 +72,29 @@ from eventsourcing.persistence import (
     Tracking,
 )
 
-from contracts import DEAD_LETTERS, ContractError, Message, decode, encode
-from services.platform.application import ServiceApplication, UnitOfWork
-from services.platform.dead_letters import as_text, dead_letter_for
-from services.platform.kafka import SOURCE_HEADER, idempotent_producer
-from services.platform.kafka import cluster_id as kafka_cluster_id
-from services.platform.logs import message_context
+from contracts import TOPIC_OWNERS, ContractError, decode
+from services.platform.application import ServiceApplication
+from services.platform.dead_letters import DeadLetterSender, as_text, dead_letter_for
+from services.platform.deliveries import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    BatchHandler,
+    Delivery,
+    Subscription,
+    per_message,
+    with_unit_of_work,
+)
+from services.platform.kafka import idempotent_producer
+from services.platform.partition_names import PartitionNames, TopicIdFetcher
 from services.platform.settings import Settings
-from services.platform.tracking import MESSAGES_PER_NOTIFICATION, header, position_of
+from services.platform.stops import PartitionStops
+from services.platform.topic_ids import TopicIdReader
+from services.platform.tracking import (
+    MESSAGES_PER_NOTIFICATION,
+    UntrustedHeaders,
+    position_of,
+    relayed_position,
+)
 from services.platform.worker import AppWorker
 
 __all__ = [
@@ -97,79 +113,15 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CREATE_TIME = 0
-"""Kafka record timestamp type: set by the producer (``message.timestamp.type=CreateTime``)."""
-LOG_APPEND_TIME = 1
-"""Kafka record timestamp type: set by the broker when it appended the record."""
-
 _TRANSIENT = (OperationalError, InterfaceError)
 _MAX_INTEGRITY_RETRIES = 3
 
+METADATA_MAX_AGE_MS = 15_000
+"""How often the consumer refreshes topic metadata: a topic deleted and created again is
+assigned again within about this long."""
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """One decoded message and where it came from."""
-
-    message: Message
-    topic: str  # logical topic (without prefix)
-    partition: int
-    offset: int
-    key: str | None
-    source: str | None  # pb-source header, None for external producers
-    tracking: Tracking  # this message's own tracking position
-    timestamp: int | None = None  # the record's timestamp, ms since the epoch
-    timestamp_type: int | None = None  # CREATE_TIME (the producer's) or LOG_APPEND_TIME
-
-    @property
-    def appended_at(self) -> datetime | None:
-        """When the broker appended the record (LogAppendTime topics only), else None.
-
-        A CreateTime timestamp is set by the producer, so it is not offered here.
-        """
-        if self.timestamp_type != LOG_APPEND_TIME or self.timestamp is None or self.timestamp < 0:
-            return None
-        return datetime.fromtimestamp(self.timestamp / 1000, UTC)
-
-
-BatchHandler = Callable[[Sequence[Delivery], Tracking], None]
-"""Handle deliveries (one partition, in order) and record their effects together with
-``tracking`` in ONE transaction. Runs in the service's worker thread."""
-
-
-@dataclass(frozen=True, slots=True)
-class Subscription:
-    topic: str  # logical topic, e.g. contracts.SHOE_COMMANDS
-    handler: BatchHandler
-
-
-def per_message(handle: Callable[[Message, Tracking], None]) -> BatchHandler:
-    """Adapt ``handle(message, tracking)`` (one transaction per message) to a batch handler."""
-
-    def handler(deliveries: Sequence[Delivery], tracking: Tracking) -> None:
-        for delivery in deliveries:
-            with message_context(delivery.message):  # log records carry the message's ids
-                handle(delivery.message, delivery.tracking)
-
-    return handler
-
-
-def with_unit_of_work(
-    app: ServiceApplication, handle: Callable[[UnitOfWork, Delivery], None]
-) -> BatchHandler:
-    """Adapt ``handle(uow, delivery)`` to a batch handler: ONE unit of work per batch.
-
-    ``handle`` reads aggregates with ``uow.get`` and adds new or changed ones with
-    ``uow.add``; the unit records all their events and the batch's tracking record
-    in one transaction.
-    """
-
-    def handler(deliveries: Sequence[Delivery], tracking: Tracking) -> None:
-        with app.unit_of_work(tracking) as uow:
-            for delivery in deliveries:
-                with message_context(delivery.message):  # log records carry the message's ids
-                    handle(uow, delivery)
-
-    return handler
+Position = int | UntrustedHeaders
+"""A record's tracking position, or why its headers are refused."""
 
 
 @dataclass
@@ -180,11 +132,12 @@ class _Invalid:
 
 @dataclass
 class _Prepared:
+    name: str
     fresh: list[Delivery] = field(default_factory=list)
     invalid: list[_Invalid] = field(default_factory=list)
     raw: dict[int, ConsumerRecord[Any, Any]] = field(default_factory=dict)  # by offset
     duplicates: int = 0
-    last: Tracking | None = None
+    last: int | None = None  # the last fresh position (valid or not)
 
 
 @dataclass
@@ -193,18 +146,29 @@ class ConsumerStats:
     duplicates: int = 0
     dead_letters: int = 0
     batches: int = 0
+    stops: int = 0  # handler failures on internal messages (each try counts)
+
+
+class _Stop(Exception):
+    """A handler failed on an internal message: its partition stops there."""
+
+    def __init__(self, delivery: Delivery, error: Exception) -> None:
+        super().__init__(f"handler failed: {error!r}")
+        self.delivery = delivery
+        self.error = error
 
 
 class _Assignment(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, ready: asyncio.Event) -> None:
-        self.ready = ready
+    def __init__(self, runtime: ConsumerRuntime) -> None:
+        self.runtime = runtime
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
-        return None
+        self.runtime._forget(revoked)
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
+        self.runtime._forget(assigned)  # topic ids are read again: a topic may be new
         if assigned:
-            self.ready.set()
+            self.runtime.ready.set()
 
 
 class ConsumerRuntime:
@@ -219,6 +183,7 @@ class ConsumerRuntime:
         *,
         producer: AIOKafkaProducer | None = None,
         cluster_id: str | None = None,
+        topic_ids: TopicIdFetcher | None = None,
     ) -> None:
         if not subscriptions:
             raise ValueError("a consumer needs at least one subscription")
@@ -230,19 +195,41 @@ class ConsumerRuntime:
             raise ValueError("one subscription per topic")
         self._producer = producer
         self._own_producer = producer is None
-        # The Kafka cluster's id, part of offset-based tracking names (tracking.py);
-        # fetched once by start() unless given.
-        self.cluster_id = cluster_id
+        # Tracking names (partition_names.py): the Kafka cluster's id and the topics' ids,
+        # read by start() unless given.
+        self.names = PartitionNames(app, worker, cluster_id, topic_ids)
+        self._reader: TopicIdReader | None = None
+        self.dead_letters = DeadLetterSender(settings)
         self._consumer: AIOKafkaConsumer | None = None
         self.ready = asyncio.Event()
         self.stats = ConsumerStats()
+        # Partitions stopped on an internal message (stops.py); read by /ready and metrics.
+        self.stops = PartitionStops()
         # Operations hooks (metrics.py): deliveries handled; offsets handled and committed.
         self.on_delivered: Callable[[Sequence[Delivery]], None] | None = None
         self.handled_offsets: dict[TopicPartition, int] = {}
 
+    @property
+    def cluster_id(self) -> str | None:
+        """The Kafka cluster's id (part of offset-based tracking names)."""
+        return self.names.cluster_id
+
     async def start(self) -> None:
-        if self.cluster_id is None:
-            self.cluster_id = await kafka_cluster_id(self.settings)
+        names = self.names
+        if names.fetch is None or names.cluster_id is None:
+            self._reader = TopicIdReader(self.settings)
+            await self._reader.start()
+            topics = [self.settings.topic(t) for t in self.subscriptions]
+            described = await self._reader.describe(topics)  # fails early on an old Kafka
+            if names.cluster_id is None:
+                if not described.cluster_id:
+                    raise RuntimeError(
+                        f"Kafka at {self.settings.kafka_bootstrap_servers} reports no cluster id"
+                    )
+                names.cluster_id = described.cluster_id
+            if names.fetch is None:
+                names.fetch = self._reader.topic_ids
+                names.topic_ids.update(described.topic_ids)
         if self._producer is None:
             self._producer = idempotent_producer(self.settings, "dead-letters")
         if self._own_producer:
@@ -255,10 +242,11 @@ class ConsumerRuntime:
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=8 * 1024 * 1024,
             fetch_max_wait_ms=100,
+            metadata_max_age_ms=METADATA_MAX_AGE_MS,
         )
         consumer.subscribe(
             topics=[self.settings.topic(t) for t in self.subscriptions],
-            listener=_Assignment(self.ready),
+            listener=_Assignment(self),
         )
         await consumer.start()
         self._consumer = consumer
@@ -266,12 +254,17 @@ class ConsumerRuntime:
     async def stop(self) -> None:
         consumer, self._consumer = self._consumer, None
         producer, self._producer = self._producer, None
+        reader, self._reader = self._reader, None
         try:
             if consumer is not None:
                 await consumer.stop()
         finally:
-            if producer is not None and self._own_producer:
-                await producer.stop()
+            try:
+                if producer is not None and self._own_producer:
+                    await producer.stop()
+            finally:
+                if reader is not None:
+                    await reader.close()
 
     async def run(self, stopping: asyncio.Event) -> None:
         consumer = self._consumer
@@ -280,6 +273,7 @@ class ConsumerRuntime:
         timeout_ms = int(self.settings.consumer_poll_timeout * 1000)
         delay = 0.5
         while not stopping.is_set():
+            self._resume_due()
             fetched = await consumer.getmany(
                 timeout_ms=timeout_ms, max_records=self.settings.consumer_max_records
             )
@@ -303,8 +297,9 @@ class ConsumerRuntime:
             return
         assigned = consumer.assignment()
         for tp in partitions:
-            if tp not in assigned:
-                continue  # taken over by another member, which starts from the commit
+            self.names.rewound(tp)
+            if tp not in assigned or self.stops.waiting(tp):
+                continue  # taken over by another member / sought to its stopped record
             committed = await consumer.committed(tp)
             if committed is None:
                 await consumer.seek_to_beginning(tp)
@@ -323,21 +318,28 @@ class ConsumerRuntime:
         # it (which would otherwise wait at the desk for it).
         order = {self.settings.topic(topic): rank for rank, topic in enumerate(self.subscriptions)}
         for tp, records in sorted(fetched.items(), key=lambda item: order.get(item[0].topic, 0)):
-            if not records:
-                continue
+            if not records or self.stops.waiting(tp):
+                continue  # a stopped partition's records wait for its next try
             logical = self.settings.logical_topic(tp.topic)
             subscription = self.subscriptions[logical]
-            position = functools.partial(self._position, logical)
-            for group in _groups([(record, position(record)) for record in records]):
+            name = await self.names.name(
+                tp, logical, records[0].offset, functools.partial(self._end_offset, tp, records)
+            )
+            positioned = [(record, self._position(logical, record)) for record in records]
+            try:
                 done = await self._process_group(
-                    subscription, logical, tp.partition, group, stopping
+                    subscription, logical, tp.partition, name, positioned, stopping
                 )
-                if not done:
-                    break  # stopping while retrying: leave the rest for the next run
-            else:
-                offsets[tp] = records[-1].offset + 1
+            except _Stop as stop:
+                offsets[tp] = stop.delivery.offset  # all before it is handled
+                self._stop(tp, stop)
                 continue
-            break
+            if not done:
+                break  # stopping while retrying: leave the rest for the next run
+            offsets[tp] = records[-1].offset + 1
+            self.names.handled_to(tp, records[-1].offset + 1)
+            self.dead_letters.done(tp)
+            self._resumed(tp)
         self.stats.batches += 1
         self.handled_offsets.update(offsets)  # operations hook (consumer lag)
         if offsets and self._consumer is not None:
@@ -346,34 +348,65 @@ class ConsumerRuntime:
             except KafkaError as error:  # e.g. a rebalance: the store's tracking covers it
                 log.warning("offset commit failed (%s); messages may be redelivered", error)
 
+    # ---- positions -----------------------------------------------------------------------
+
+    async def _end_offset(
+        self, tp: TopicPartition, records: Sequence[ConsumerRecord[Any, Any]]
+    ) -> int:
+        consumer = self._consumer
+        known = consumer.highwater(tp) if consumer is not None else None
+        if known is None and consumer is not None:
+            known = (await consumer.end_offsets([tp])).get(tp)
+        return max(int(known or 0), int(records[-1].offset) + 1)
+
+    def _position(self, logical: str, record: ConsumerRecord[Any, Any]) -> Position:
+        """The record's tracking position (tracking.py), or why it is refused."""
+        owner = TOPIC_OWNERS.get(logical)
+        if owner is None:
+            return int(record.offset) + 1
+        try:
+            return relayed_position(record.headers, owner)
+        except UntrustedHeaders as refused:
+            return refused
+
+    def _forget(self, partitions: Iterable[TopicPartition]) -> None:
+        """Assignment changed: read the topics' ids again; stops of those partitions end."""
+        partitions = list(partitions)
+        self.names.forget(partitions)
+        for tp in partitions:
+            self.dead_letters.done(tp)
+            if self.stops.clear(tp) is not None:
+                log.warning("%s:%d is no longer stopped here (reassigned)", tp.topic, tp.partition)
+
+    # ---- handling ------------------------------------------------------------------------
+
     async def _process_group(
         self,
         subscription: Subscription,
         logical: str,
         partition: int,
-        records: list[tuple[ConsumerRecord[Any, Any], Tracking]],
+        name: str,
+        records: list[tuple[ConsumerRecord[Any, Any], Position]],
         stopping: asyncio.Event,
     ) -> bool:
         delay = 0.1
         integrity_failures = 0
         while True:
             try:
-                prepared = await self.worker.call(self._prepare, logical, partition, records)
+                prepared = await self.worker.call(self._prepare, logical, partition, name, records)
                 self.stats.duplicates += prepared.duplicates
-                if prepared.last is None:
-                    return True
                 if prepared.invalid:
                     await self._dead_letter([(i.record, i.error) for i in prepared.invalid])
+                if prepared.last is None:
+                    return True
                 if not prepared.fresh:
-                    await self.worker.call(
-                        self._advance,
-                        prepared.last.application_name,
-                        prepared.last.notification_id,
-                    )
+                    await self.worker.call(self._advance, name, prepared.last)
                     return True
                 handler_started = time.perf_counter()
                 try:
-                    await self.worker.call(subscription.handler, prepared.fresh, prepared.last)
+                    await self.worker.call(
+                        subscription.handler, prepared.fresh, Tracking(name, prepared.last)
+                    )
                 except _TRANSIENT:
                     raise
                 except IntegrityError:
@@ -381,17 +414,17 @@ class ConsumerRuntime:
                     if integrity_failures < _MAX_INTEGRITY_RETRIES:
                         raise
                     await self._one_by_one(subscription, prepared)
-                except Exception:
-                    log.exception(
-                        "handler for %s:%d failed on a batch of %d; retrying one by one",
-                        logical,
-                        partition,
-                        len(prepared.fresh),
-                    )
-                    await self._one_by_one(subscription, prepared)
-                self.stats.handled += len(prepared.fresh)
-                if self.on_delivered is not None:  # operations hook (metrics)
-                    self.on_delivered(prepared.fresh)
+                except Exception as failure:
+                    if len(prepared.fresh) > 1:
+                        log.exception(
+                            "handler for %s:%d failed on a batch of %d; retrying one by one",
+                            logical,
+                            partition,
+                            len(prepared.fresh),
+                        )
+                    await self._one_by_one(subscription, prepared, failure)
+                else:
+                    self._delivered(prepared.fresh)
                 log.debug(
                     "%s:%d handled %d messages in %.3fs",
                     logical,
@@ -409,29 +442,121 @@ class ConsumerRuntime:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    async def _one_by_one(self, subscription: Subscription, prepared: _Prepared) -> None:
+    async def _one_by_one(
+        self, subscription: Subscription, prepared: _Prepared, failure: Exception | None = None
+    ) -> None:
+        """Handle the fresh deliveries one at a time; ``failure``: why the batch failed."""
         if not prepared.fresh or prepared.last is None:
             return
-        name = prepared.last.application_name
+        name = prepared.name
+        # A batch of one failed already: calling its handler again would only repeat that.
+        alone = failure if len(prepared.fresh) == 1 else None
         # A per-message handler may have committed the first messages before failing.
         recorded = await self.worker.call(self.app.tracked_position, name)
+        handled: list[Delivery] = []
         for delivery in prepared.fresh:
             position = delivery.tracking.notification_id
             if position <= recorded:
                 continue
-            try:
-                await self.worker.call(subscription.handler, [delivery], delivery.tracking)
-            except _TRANSIENT:
-                raise
-            except Exception as error:
-                log.exception("handler failed on %s; dead-lettering it", _where(delivery))
+            error = alone
+            if error is None:
+                try:
+                    await self.worker.call(subscription.handler, [delivery], delivery.tracking)
+                except _TRANSIENT:
+                    self._delivered(handled)
+                    raise
+                except Exception as failed:
+                    error = failed
+            if error is None:
+                handled.append(delivery)
+            elif not delivery.external:
+                self._delivered(handled)
+                raise _Stop(delivery, error) from error
+            else:
+                log.error(
+                    "handler failed on %s; dead-lettering it",
+                    delivery.where(),
+                    exc_info=error,
+                )
                 await self._dead_letter(
                     [(prepared.raw[delivery.offset], f"handler failed: {error!r}")]
                 )
                 await self.worker.call(self._advance, name, position)
             recorded = position
-        if prepared.last.notification_id > recorded:
-            await self.worker.call(self._advance, name, prepared.last.notification_id)
+        self._delivered(handled)
+        if prepared.last > recorded:
+            await self.worker.call(self._advance, name, prepared.last)
+
+    def _delivered(self, deliveries: Sequence[Delivery]) -> None:
+        self.stats.handled += len(deliveries)
+        if deliveries and self.on_delivered is not None:  # operations hook (metrics)
+            self.on_delivered(deliveries)
+
+    # ---- stopped partitions (stops.py) ---------------------------------------------------
+
+    def _stop(self, tp: TopicPartition, stop: _Stop) -> None:
+        """Pause ``tp`` at the failing record; it is fetched again when its retry is due."""
+        delivery = stop.delivery
+        self.stats.stops += 1
+        first = tp not in self.stops
+        stopped = self.stops.stop(
+            tp,
+            delivery.topic,
+            delivery.offset,
+            type(delivery.message).__name__,
+            delivery.table_id,
+            f"handler failed: {stop.error!r}"[:500],
+        )
+        self.names.handled_to(tp, delivery.offset)
+        consumer = self._consumer
+        if consumer is not None and tp in consumer.assignment():
+            consumer.pause(tp)
+            consumer.seek(tp, delivery.offset)
+        log.error(
+            "STOPPED %s:%d at offset %d: the handler failed on %s (table %s), a message "
+            "published by a service, which is never skipped: nothing past it is recorded, "
+            "the other partitions go on; try %d failed, next in %.0f s: %r",
+            delivery.topic,
+            delivery.partition,
+            delivery.offset,
+            type(delivery.message).__name__,
+            delivery.table_id or "?",
+            stopped.attempts,
+            stopped.delay,
+            stop.error,
+            exc_info=stop.error if first else None,
+            extra={"table_id": delivery.table_id},  # structured logs (logs.py)
+        )
+
+    def _resume_due(self) -> None:
+        """Resume the stopped partitions whose next try is due."""
+        consumer = self._consumer
+        if consumer is None:
+            return
+        assigned = consumer.assignment()
+        for tp in self.stops.due():
+            stopped = self.stops.get(tp)
+            if stopped is None:
+                continue
+            if tp not in assigned:
+                self.stops.clear(tp)
+                continue
+            stopped.retrying = True
+            consumer.resume(tp)
+
+    def _resumed(self, tp: TopicPartition) -> None:
+        stopped = self.stops.clear(tp)
+        if stopped is not None:
+            log.warning(
+                "%s:%d resumed: the record at offset %d (%s) was handled after %d failed tries",
+                stopped.topic,
+                stopped.partition,
+                stopped.offset,
+                stopped.message_type,
+                stopped.attempts,
+            )
+
+    # ---- operations ----------------------------------------------------------------------
 
     async def lag(self) -> dict[tuple[str, int], int]:
         """Operations: per (logical topic, partition) assigned, messages not yet handled."""
@@ -451,37 +576,33 @@ class ConsumerRuntime:
             lag[(logical, tp.partition)] = max(0, ends.get(tp, 0) - done)
         return lag
 
+    # ---- store and dead letters ----------------------------------------------------------
+
     def _advance(self, name: str, position: int) -> None:
         """Record ``position`` for ``name`` unless it is recorded already."""
         if self.app.tracked_position(name) < position:
             self.app.record_position(name, position)
 
-    def _position(self, logical: str, record: ConsumerRecord[Any, Any]) -> Tracking:
-        """The record's tracking position (tracking.py): offsets named by cluster and topic."""
-        return position_of(
-            logical,
-            record.partition,
-            record.offset,
-            record.headers,
-            topic=record.topic,
-            cluster_id=self.cluster_id,
-        )
-
     def _prepare(
         self,
         logical: str,
         partition: int,
-        records: list[tuple[ConsumerRecord[Any, Any], Tracking]],
+        name: str,
+        records: list[tuple[ConsumerRecord[Any, Any], Position]],
     ) -> _Prepared:
-        """Drop duplicates, decode the rest (the invalid ones go to dead letters)."""
-        prepared = _Prepared()
-        recorded = self.app.tracked_position(records[0][1].application_name)
-        for record, tracking in records:
-            if tracking.notification_id <= recorded:
+        """Drop duplicates, decode the rest (the refused and invalid ones go to dead letters)."""
+        prepared = _Prepared(name)
+        recorded = self.app.tracked_position(name)
+        owner = TOPIC_OWNERS.get(logical)
+        for record, position in records:
+            if isinstance(position, UntrustedHeaders):
+                prepared.invalid.append(_Invalid(record, f"untrusted headers: {position.reason}"))
+                continue
+            if position <= recorded:
                 prepared.duplicates += 1
                 continue
-            recorded = tracking.notification_id
-            prepared.last = tracking
+            recorded = position
+            prepared.last = position
             if record.value is None:
                 prepared.invalid.append(_Invalid(record, "empty message (no value)"))
                 continue
@@ -498,8 +619,8 @@ class ConsumerRuntime:
                     partition=partition,
                     offset=record.offset,
                     key=as_text(record.key),
-                    source=header(record.headers, SOURCE_HEADER),
-                    tracking=tracking,
+                    source=owner,
+                    tracking=Tracking(name, position),
                     timestamp=record.timestamp,
                     timestamp_type=record.timestamp_type,
                 )
@@ -507,49 +628,6 @@ class ConsumerRuntime:
         return prepared
 
     async def _dead_letter(self, items: Sequence[tuple[ConsumerRecord[Any, Any], str]]) -> None:
-        producer = self._producer
-        if producer is None:
+        if self._producer is None:
             raise RuntimeError("consumer not started")
-        futures = []
-        for record, error in items:
-            letter = dead_letter_for(record, error, self.settings.service)
-            log.warning(
-                "dead letter: %s:%d@%d: %s",
-                record.topic,
-                record.partition,
-                record.offset,
-                error,
-                extra={"table_id": as_text(record.key)},  # structured logs (logs.py)
-            )
-            futures.append(
-                await producer.send(
-                    self.settings.topic(DEAD_LETTERS),
-                    value=encode(letter),
-                    key=record.key if isinstance(record.key, bytes) else None,
-                )
-            )
-        await asyncio.gather(*futures)
-        self.stats.dead_letters += len(items)
-
-
-def _where(delivery: Delivery) -> str:
-    table = getattr(delivery.message, "table_id", "?")
-    return (
-        f"{type(delivery.message).__name__} table {table} "
-        f"({delivery.topic}:{delivery.partition}@{delivery.offset})"
-    )
-
-
-def _groups(
-    positioned: list[tuple[ConsumerRecord[Any, Any], Tracking]],
-) -> list[list[tuple[ConsumerRecord[Any, Any], Tracking]]]:
-    """Split a partition's records (with their positions) into runs that share a tracking name."""
-    groups: list[list[tuple[ConsumerRecord[Any, Any], Tracking]]] = []
-    current_name: str | None = None
-    for item in positioned:
-        name = item[1].application_name
-        if name != current_name:
-            groups.append([])
-            current_name = name
-        groups[-1].append(item)
-    return groups
+        self.stats.dead_letters += await self.dead_letters.send(self._producer, items)

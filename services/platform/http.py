@@ -10,7 +10,9 @@ when ``settings.http_port`` is not None):
 
 - ``/health``  200 while the process runs (``{"status": "alive"}``);
 - ``/ready``   200 when the broker answers a metadata request AND the event store
-  answers a query AND the consumer has its partitions; else 503 with each check;
+  answers a query AND the consumer has its partitions AND none of them is stopped
+  (``stops.py``: a handler failing on an internal message); else 503 with each check,
+  ``handling`` naming each stopped partition, its record and the error;
 - ``/metrics`` Prometheus text format (see :mod:`services.platform.metrics`);
 - ``/asyncapi`` the service's AsyncAPI 3.0 document (JSON), ``/asyncapi.html`` readable.
 
@@ -301,17 +303,20 @@ def service_routes(host: ServiceHost[Any], readiness: ReadinessChecks) -> dict[s
     async def ready(request: Request) -> Response:
         broker, store = await asyncio.gather(readiness.broker(), readiness.store())
         consumer = host.consumer
-        partitions = None
+        partitions = handling = None
         if consumer is not None and not consumer.ready.is_set():
             partitions = "no Kafka partitions assigned yet"
+        if consumer is not None and len(consumer.stops):
+            handling = "; ".join(stopped.describe() for stopped in consumer.stops)
         stopping = "stopping" if host.stopping.is_set() else None
         checks = {
             "broker": broker or "ok",
             "store": store or "ok",
             "partitions": partitions or "ok",
+            "handling": handling or "ok",
             "running": stopping or "ok",
         }
-        ok = not (broker or store or partitions or stopping)
+        ok = not (broker or store or partitions or handling or stopping)
         return Response.json(
             {"status": "ready" if ok else "not ready", "service": service, "checks": checks},
             200 if ok else 503,

@@ -13,6 +13,13 @@ counted once the broker acknowledged the batch), so no service has to count:
   settlement (its BetSettled and CoupSettled) published by this service. Only the
   service that consumes CoupResolved AND publishes BetSettled (settlement) has it.
 
+- ``pb_incidents_total{code}``  facts the service refused to believe (``IncidentRaised``
+  on punto-banco.incidents: a claimed result the cards contradict, a forged card...).
+  Alert on any increase.
+- ``pb_messages_quarantined_total{type}``  messages the relay could not publish (e.g.
+  larger than the broker accepts) and replaced by a ``MessageQuarantined`` record on the
+  dead-letter topic, by the original's type. Alert on any increase.
+
 Read at scrape time (``render``):
 
 - ``pb_relay_backlog_events``   stored notifications the relay has not yet published
@@ -21,7 +28,14 @@ Read at scrape time (``render``):
 - ``pb_consumer_lag_messages{topic,partition}``  end offset - offset handled and committed
 - ``pb_dead_letters_total``     messages this process sent to the dead-letter topic
 - ``pb_messages_handled_total`` / ``pb_duplicates_skipped_total``  consumer counters
+- ``pb_partition_stops_total``  failed tries of stopped partitions' records (stops.py)
 - ``pb_service_up{service}``    1
+
+Set by the consumer (stops.py):
+
+- ``pb_partition_stopped{service,topic,partition}``  1 while the consumer has stopped
+  that partition (a handler failed on an internal message and is tried again), 0 once it
+  goes on. Alert on ``pb_partition_stopped == 1``.
 
 Counters restart from 0 with the process (Prometheus' ``rate`` handles that); a
 relay that republishes after a crash counts its duplicates again.
@@ -56,7 +70,9 @@ from contracts import (
     BetSettled,
     CoupResolved,
     CoupSettled,
+    IncidentRaised,
     Message,
+    MessageQuarantined,
 )
 
 if TYPE_CHECKING:
@@ -96,6 +112,18 @@ class ServiceMetrics:
             ["type"],
             registry=r,
         )
+        self.incidents = Counter(
+            "pb_incidents",
+            "Facts the service refused to believe (IncidentRaised), by code.",
+            ["code"],
+            registry=r,
+        )
+        self.quarantined = Counter(
+            "pb_messages_quarantined",
+            "Messages the relay could not publish (quarantined), by type.",
+            ["type"],
+            registry=r,
+        )
         self.settlement_latency = Histogram(
             "pb_settlement_latency_seconds",
             "From CoupResolved (occurred_at) to the coup's BetSettled published (acked).",
@@ -112,6 +140,12 @@ class ServiceMetrics:
             "pb_consumer_lag_messages",
             "Messages in the subscribed partitions not yet handled.",
             ["topic", "partition"],
+            registry=r,
+        )
+        self.partition_stopped = Gauge(
+            "pb_partition_stopped",
+            "1 while a partition is stopped on a message its handler cannot take.",
+            ["service", "topic", "partition"],
             registry=r,
         )
         self._host: ServiceHost[Any] | None = None
@@ -131,6 +165,15 @@ class ServiceMetrics:
                 while len(self._resolved_at) > MAX_PENDING_COUPS:
                     self._resolved_at.popitem(last=False)
 
+    def observe_stopped(self, topic: str, partition: int, stopped: bool) -> None:
+        """Consumer hook: a partition stopped (True) or went on again (False)."""
+        self.partition_stopped.labels(self.service, topic, str(partition)).set(1 if stopped else 0)
+
+    def observe_quarantined(self, records: Iterable[MessageQuarantined]) -> None:
+        """Relay hook: messages replaced by quarantine records (the broker refuses them)."""
+        for label, count in Tally(record.message_type for record in records).items():
+            self.quarantined.labels(label).inc(count)
+
     def observe_published(self, messages: Iterable[Message]) -> None:
         """Relay hook: count what the broker acknowledged."""
         now = time.time()
@@ -139,8 +182,11 @@ class ServiceMetrics:
         accepted: Tally[str] = Tally()
         rejected: Tally[str] = Tally()
         settled: Tally[str] = Tally()
+        incidents: Tally[str] = Tally()
         for message in messages:
             types[message.type] += 1
+            if isinstance(message, IncidentRaised):
+                incidents[message.code] += 1
             if isinstance(message, BetSettled):
                 settled[message.result] += 1
                 self._settled(message.table_id, message.coup_id, now)
@@ -158,6 +204,7 @@ class ServiceMetrics:
             (accepted, self.bets_accepted),
             (rejected, self.bets_rejected),
             (settled, self.bets_settled),
+            (incidents, self.incidents),
         ):
             for label, count in tally.items():
                 counter.labels(label).inc(count)
@@ -204,6 +251,7 @@ class _RuntimeCollector(Collector):
             ("pb_dead_letters", "Messages sent to the dead-letter topic.", "dead_letters"),
             ("pb_messages_handled", "Consumed messages handled.", "handled"),
             ("pb_duplicates_skipped", "Redelivered messages skipped.", "duplicates"),
+            ("pb_partition_stops", "Failed tries of a stopped partition's record.", "stops"),
         ):
             family = CounterMetricFamily(name, doc)
             family.add_metric([], getattr(stats, value, 0) if stats is not None else 0)

@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 from services.platform.application import ServiceApplication
 from services.platform.consumer import ConsumerRuntime, Subscription
 from services.platform.http import HttpServer, ReadinessChecks, service_routes
+from services.platform.incidents import with_incidents
 from services.platform.kafka import ensure_topics
 from services.platform.logs import configure_logging as configure_log_format
 from services.platform.metrics import ServiceMetrics
@@ -116,15 +117,18 @@ class ServiceHost(Generic[TApp]):
         )
         if self.definition.to_messages is not None:
             # Seal events (tamper evidence, see sealing.py) are internal: never published.
-            mapper = without_seals(self.definition.to_messages)
+            # Seal events are internal; incidents are published for the operators.
+            mapper = with_incidents(without_seals(self.definition.to_messages))
             self.relay = OutboxRelay(self.app, settings, mapper)
-            self.relay.on_published = self.metrics.observe_published  # operations hook
+            self.relay.on_published = self.metrics.observe_published  # operations hooks
+            self.relay.on_quarantined = self.metrics.observe_quarantined
             await self.relay.start()
             self._spawn("relay", self.relay.run(self.stopping))
         subscriptions = self.definition.subscriptions(self.app)
         if subscriptions:
             self.consumer = ConsumerRuntime(self.app, settings, subscriptions, self.worker)
-            self.consumer.on_delivered = self.metrics.observe_delivered  # operations hook
+            self.consumer.on_delivered = self.metrics.observe_delivered  # operations hooks
+            self.consumer.stops.on_change = self.metrics.observe_stopped
             await self.consumer.start()
             self._spawn("consumer", self.consumer.run(self.stopping))
         context: ServiceContext[TApp] = ServiceContext(

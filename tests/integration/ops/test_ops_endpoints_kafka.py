@@ -75,6 +75,7 @@ async def test_endpoints_of_a_running_service(kafka_bootstrap: str, tmp_path: Pa
             "broker": "ok",
             "store": "ok",
             "partitions": "ok",
+            "handling": "ok",
             "running": "ok",
         }
 
@@ -109,6 +110,7 @@ async def test_endpoints_of_a_running_service(kafka_bootstrap: str, tmp_path: Pa
         assert sample(text, "pb_event_store_events") >= 2
         assert sample(text, "pb_event_store_bytes") > 0
         assert sample(text, "pb_relay_backlog_events") == 0
+        assert "pb_partition_stopped{" not in text  # no partition was ever stopped
         text = await metrics_until(
             url, lambda t: "pb_consumer_lag_messages{" in t and "lag_messages{" in t
         )

@@ -11,7 +11,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from contracts import Message, decode, encode, partition_key
+from contracts import TOPIC_OWNERS, Message, decode, encode, partition_key
 from services.platform.kafka import ensure_topics
 from services.platform.settings import Settings
 from tests.kafka_cleanup import created_under
@@ -61,6 +61,16 @@ async def send_raw(
     records: Sequence[tuple[bytes | None, bytes]],
     headers: Sequence[tuple[str, bytes]] = (),
 ) -> None:
+    """Send ``records`` (key, value) to the topic, each with ``headers``."""
+    await send_records(settings, logical_topic, [(key, value, headers) for key, value in records])
+
+
+async def send_records(
+    settings: Settings,
+    logical_topic: str,
+    records: Sequence[tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]],
+) -> None:
+    """Send ``records`` (key, value, headers) to the topic, in order."""
     producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, acks="all")
     await producer.start()
     try:
@@ -68,17 +78,55 @@ async def send_raw(
             await producer.send(
                 settings.topic(logical_topic), value=value, key=key, headers=list(headers) or None
             )
-            for key, value in records
+            for key, value, headers in records
         ]
         await asyncio.gather(*futures)
     finally:
         await producer.stop()
 
 
+def relay_headers(source: str, notification: int, index: int = 0) -> list[tuple[str, bytes]]:
+    """The headers a service's outbox relay puts on a message it publishes."""
+    return [
+        ("pb-source", source.encode()),
+        ("pb-notification-id", str(notification).encode()),
+        ("pb-message-index", str(index).encode()),
+    ]
+
+
+_last_notification = 0
+
+
+def next_notification() -> int:
+    """A notification id for a test posing as a relay: increasing, from the time in ms."""
+    global _last_notification
+    _last_notification = max(_last_notification + 1, int(time.time() * 1000))
+    return _last_notification
+
+
 async def send_messages(
     settings: Settings, logical_topic: str, messages: Sequence[Message]
 ) -> None:
-    await send_raw(settings, logical_topic, [(partition_key(m), encode(m)) for m in messages])
+    """Send contract messages, keyed by table.
+
+    On a topic with an owner (``contracts.TOPIC_OWNERS``), where the consumer trusts only the
+    owner's relay, they go as that relay sends them: with its headers, as one new
+    notification (``next_notification``) whose messages are indexed in order.
+    """
+    owner = TOPIC_OWNERS.get(logical_topic)
+    notification = next_notification() if owner is not None else 0
+    await send_records(
+        settings,
+        logical_topic,
+        [
+            (
+                partition_key(m),
+                encode(m),
+                relay_headers(owner, notification, index) if owner is not None else (),
+            )
+            for index, m in enumerate(messages)
+        ],
+    )
 
 
 async def read_topic(

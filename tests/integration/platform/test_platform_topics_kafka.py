@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from contracts import BET_COMMANDS, TABLE_EVENTS, PlaceBet, encode
+from contracts import BET_COMMANDS, TABLE_COMMANDS, TABLE_EVENTS, PlaceBet, encode
 from services.platform.consumer import LOG_APPEND_TIME, Delivery, Subscription
 from services.platform.kafka import (
     LOG_APPEND_TIME as LOG_APPEND_TIME_CONFIG,
@@ -27,7 +27,7 @@ from services.platform.runner import ServiceDefinition, ServiceHost
 from services.platform.settings import Settings
 from tests.integration.platform.kafka_tools import send_raw, settings_for
 from tests.integration.platform.test_platform_consumer_kafka import (
-    closed,
+    close,
     definition,
     total,
     wait_for,
@@ -139,7 +139,7 @@ async def test_a_store_reused_with_a_new_topic_prefix_handles_the_new_commands(
     first = settings_for("counter", kafka_bootstrap, data_dir=tmp_path, postgres_env=store_env)
     async with ServiceHost(definition(), first) as host:
         await host.wait_ready()
-        await send_raw(first, TABLE_EVENTS, [closed("5")])  # external: tracked by offset
+        await send_raw(first, TABLE_COMMANDS, [close("5")])  # external: tracked by offset
         await wait_for(lambda: total(host.app) == 5)
         consumer = host.consumer
         assert consumer is not None
@@ -149,7 +149,7 @@ async def test_a_store_reused_with_a_new_topic_prefix_handles_the_new_commands(
     assert second.eventsourcing_env() == first.eventsourcing_env()
     async with ServiceHost(definition(), second) as host2:
         await host2.wait_ready()
-        await send_raw(second, TABLE_EVENTS, [closed("7")])
+        await send_raw(second, TABLE_COMMANDS, [close("7")])
         await wait_for(lambda: total(host2.app) == 12)
         consumer2 = host2.consumer
         assert consumer2 is not None and consumer2.stats.duplicates == 0

@@ -101,6 +101,7 @@ def test_settlement_latency_from_coup_resolved_to_bets_settled_published() -> No
     assert value(metrics, "pb_bets_settled_total", {"result": "WIN"}) == 2
     text = generate_latest(metrics.registry).decode()
     assert "pb_dead_letters_total 0.0" in text and 'pb_service_up{service="settlement"} 1.0' in text
+    assert "pb_partition_stops_total 0.0" in text
 
 
 def record(message: str, **extra: Any) -> logging.LogRecord:
@@ -167,3 +168,91 @@ def test_latency_window_is_bounded() -> None:
     metrics.observe_delivered(many)
     assert len(metrics._resolved_at) == 10_000
     assert ("t1", "c0") not in metrics._resolved_at
+
+
+def test_the_stopped_partition_gauge_goes_to_1_and_back_to_0() -> None:
+    metrics = ServiceMetrics("settlement")
+    labels = {"service": "settlement", "topic": "punto-banco.table-events", "partition": "3"}
+    metrics.observe_stopped("punto-banco.table-events", 3, True)
+    assert value(metrics, "pb_partition_stopped", labels) == 1
+    text = generate_latest(metrics.registry).decode()
+    assert (
+        'pb_partition_stopped{partition="3",service="settlement",'
+        'topic="punto-banco.table-events"} 1.0' in text
+    )
+    metrics.observe_stopped("punto-banco.table-events", 3, False)
+    assert value(metrics, "pb_partition_stopped", labels) == 0
+
+
+async def test_ready_answers_503_naming_a_stopped_partition() -> None:
+    import asyncio
+
+    from aiokafka import TopicPartition
+
+    from services.platform.http import service_routes
+    from services.platform.stops import PartitionStops
+
+    class Checks:
+        async def broker(self) -> None:
+            return None
+
+        async def store(self) -> None:
+            return None
+
+    stops = PartitionStops()
+    ready = asyncio.Event()
+    ready.set()
+    host: Any = SimpleNamespace(
+        settings=Settings.from_env("settlement", {}),
+        consumer=SimpleNamespace(ready=ready, stops=stops),
+        stopping=asyncio.Event(),
+    )
+    routes = service_routes(host, Checks())  # type: ignore[arg-type]
+    request: Any = SimpleNamespace()
+    response = await routes["/ready"](request)
+    assert getattr(response, "status", None) == 200
+    stops.stop(
+        TopicPartition("p.punto-banco.table-events", 3),
+        "punto-banco.table-events",
+        41,
+        "CoupResolved",
+        "t7",
+        "handler failed: KeyError('c9')",
+    )
+    response = await routes["/ready"](request)
+    assert getattr(response, "status", None) == 503
+    body = json.loads(getattr(response, "body", b""))
+    assert body["status"] == "not ready"
+    handling = body["checks"]["handling"]
+    assert handling.startswith(
+        "punto-banco.table-events:3 stopped at offset 41 (CoupResolved, table t7)"
+    )
+    assert "KeyError('c9')" in handling and "1 failed try, next in" in handling
+    assert body["checks"]["broker"] == "ok"
+
+
+def test_quarantined_messages_are_counted_by_type() -> None:
+    from uuid import uuid4
+
+    from contracts import MessageQuarantined
+
+    metrics = ServiceMetrics("settlement")
+
+    def quarantined(message_type: str) -> MessageQuarantined:
+        return MessageQuarantined(
+            table_id="t1",
+            service="settlement",
+            original_topic="punto-banco.bet-events",
+            message_type=message_type,
+            message_id=uuid4(),
+            notification_id=7,
+            message_index=0,
+            size=2_000_000,
+            sha256="0" * 64,
+            reason="larger than the broker accepts",
+        )
+
+    metrics.observe_quarantined([quarantined("BetRejected"), quarantined("BetRejected")])
+    metrics.observe_quarantined([quarantined("CoupSettled")])
+    assert value(metrics, "pb_messages_quarantined_total", {"type": "BetRejected"}) == 2
+    assert value(metrics, "pb_messages_quarantined_total", {"type": "CoupSettled"}) == 1

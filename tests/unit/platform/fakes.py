@@ -116,13 +116,43 @@ class FakeBatch:
     def record_count(self) -> int:
         return len(self.records)
 
+    def size(self) -> int:
+        return 61 + sum(len(value) + 30 for _, value, _ in self.records)
+
+    def close(self) -> None:
+        return None
+
 
 @dataclass
 class FakeConsumer:
+    """The aiokafka consumer calls the consumer runtime makes (no fetching: tests feed it)."""
+
     committed: dict[Any, int] = field(default_factory=dict)
+    assigned: set[Any] = field(default_factory=set)  # every partition fed is assigned
+    paused: set[Any] = field(default_factory=set)
+    sought: list[tuple[Any, int]] = field(default_factory=list)
+    highwaters: dict[Any, int] = field(default_factory=dict)
 
     async def commit(self, offsets: dict[Any, int]) -> None:
         self.committed.update(offsets)
+
+    def assignment(self) -> set[Any]:
+        return set(self.assigned)
+
+    def pause(self, *partitions: Any) -> None:
+        self.paused.update(partitions)
+
+    def resume(self, *partitions: Any) -> None:
+        self.paused.difference_update(partitions)
+
+    def seek(self, partition: Any, offset: int) -> None:
+        self.sought.append((partition, offset))
+
+    def highwater(self, partition: Any) -> int | None:
+        return self.highwaters.get(partition)
+
+    async def end_offsets(self, partitions: list[Any]) -> dict[Any, int]:
+        return {tp: self.highwaters.get(tp, 0) for tp in partitions}
 
 
 def counter_messages(event: Any) -> list[Any]:
