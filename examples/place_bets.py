@@ -24,7 +24,6 @@ import asyncio
 import sys
 import uuid
 from datetime import UTC, datetime
-from decimal import Decimal
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
@@ -196,7 +195,7 @@ async def place_bets(
             coup_id=coup.coup_id,
             bettor_id=args.bettor,
             bet_type=bet_type,
-            amount=Decimal(amount),
+            amount=amount,
             currency=table.currency,
         )
         await send(producer, args.topic_prefix, bet)

@@ -243,17 +243,18 @@ class Decoder:
         message] (+ placed_at as an 8th item, or a ``placed_at`` list beside the lines).
 
         An accepted bet is late when the coup was already settled or voided in the book,
-        or it was placed at/after the betting deadline or dealing's BettingClosed; for
-        stores that do not record when bets were placed, when it was accepted after the
-        book noted BettingClosed.
+        or it was placed at/after the betting deadline or the book's close (the broker's
+        append time of dealing's CloseBook mark; before the marks existed, dealing's
+        BettingClosed); for stores that do not record when bets were placed, when it was
+        accepted after the book noted its close.
         """
         book = self._books[oid]
         at = d["timestamp"]["_data_"]
         decided = bool(book.settlements) or bool(book.refunds)
         closed_at, closed_by, deadline = book.closed_at, book.closed_by, book.closes_at
         coup = self.history.coups.get((book.table_id, book.coup_id))
-        if coup is not None and coup.betting_closed_at is not None:
-            closed_by = min(closed_by or coup.betting_closed_at, coup.betting_closed_at)
+        if closed_by is None and coup is not None and coup.betting_closed_at is not None:
+            closed_by = coup.betting_closed_at
         placed_list = d.get("placed_at")
         accepted = book.accepted
         bounds, sides, staked, table_currency = book.bounds, book.sides, book.staked, book.currency

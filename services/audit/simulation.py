@@ -27,6 +27,7 @@ from contracts import (
     TABLE_EVENTS,
     BetLimitSpec,
     BetsClosed,
+    CardDrawn,
     CloseBetting,
     CloseTable,
     Message,
@@ -170,6 +171,11 @@ class LocalSystem:
                         apply_command(self.shoe, uow, message)
                 elif topic == SHOE_EVENTS:
                     self.dealing.handle(message, tracking)
+                    if isinstance(message, CardDrawn):  # settlement checks claims by them
+                        self.settlement.handle(message, tracking)
+                elif topic == BET_COMMANDS:  # dealing's OpenBook / CloseBook among the bets
+                    self._bet_offset += 1
+                    self.settlement.handle(message, Tracking(f"{BET_COMMANDS}:0", self._bet_offset))
                 elif topic == TABLE_EVENTS:
                     table_events.append(message)
                 elif topic == BOOK_EVENTS:

@@ -48,9 +48,12 @@ from services.dealing.domain import (
 )
 from services.dealing.table_settings import settings_problem
 from services.platform.application import ServiceApplication, UnitOfWork
+from services.platform.incidents import Evidence, Origin, raise_incident
 from services.platform.logs import message_context
 
 A = TypeVar("A", bound=Aggregate)
+
+SERVICE = "dealing"
 
 
 @dataclass(frozen=True)
@@ -89,11 +92,11 @@ class DealingApplication(ServiceApplication):
             tracking.application_name, tracking.notification_id
         ):
             return  # already processed: no second effect
-        handler = self._handlers.get(type(message).__name__)
+        handler = self._handlers.get(type(message))
         try:
             with self.unit_of_work(tracking) as uow:
                 if handler is not None:
-                    handler(self, uow, message)
+                    handler(self, uow, message, None)
         except IntegrityError:
             if tracking is None or not self.process_recorder.has_tracking_id(
                 tracking.application_name, tracking.notification_id
@@ -104,22 +107,30 @@ class DealingApplication(ServiceApplication):
         if isinstance(table_id, str) and table_id in self._table_ids:
             self._refresh_deadline(table_id)
 
-    def handle_batch(self, messages: Sequence[Message], tracking: Tracking) -> None:
+    def handle_batch(
+        self,
+        messages: Sequence[Message],
+        tracking: Tracking,
+        origins: Sequence[Origin | None] | None = None,
+    ) -> None:
         """Apply table commands or shoe events (one partition's batch) in ONE transaction.
 
         The unit of work checkpoints after each message, so the events are recorded (and
         published) in the order the messages were handled, exactly as one transaction per
         message would record them; with 100 tables that is one commit per fetched batch
-        instead of one per message.
+        instead of one per message. ``origins[i]``: where ``messages[i]`` was read.
         """
+        if origins is not None and len(origins) != len(messages):
+            raise ValueError("origins needs one entry per message")
         tables: set[str] = set()
         try:
             with self.unit_of_work(tracking) as uow:
-                for message in messages:
-                    handler = self._handlers.get(type(message).__name__)
+                for index, message in enumerate(messages):
+                    handler = self._handlers.get(type(message))
                     if handler is not None:
+                        origin = None if origins is None else origins[index]
                         with message_context(message):  # log records carry its ids
-                            handler(self, uow, message)
+                            handler(self, uow, message, origin)
                     uow.checkpoint()
                     table_id = getattr(message, "table_id", None)
                     if isinstance(table_id, str):
@@ -228,7 +239,9 @@ class DealingApplication(ServiceApplication):
             start = batch[-1].id + 1
 
     # -- table commands --------------------------------------------------------------
-    def _on_open_table(self, uow: UnitOfWork, command: OpenTable) -> None:
+    def _on_open_table(
+        self, uow: UnitOfWork, command: OpenTable, origin: Origin | None = None
+    ) -> None:
         problem = settings_problem(command)
         if problem is not None:
             self._reject(uow, command, *problem)
@@ -273,7 +286,9 @@ class DealingApplication(ServiceApplication):
             return
         table.request_new_shoe()
 
-    def _on_close_table(self, uow: UnitOfWork, command: CloseTable) -> None:
+    def _on_close_table(
+        self, uow: UnitOfWork, command: CloseTable, origin: Origin | None = None
+    ) -> None:
         table = uow.get(table_aggregate_id(command.table_id), Table)
         if table is None:
             self._reject(uow, command, "NO_SUCH_TABLE", f"there is no table {command.table_id}")
@@ -304,7 +319,9 @@ class DealingApplication(ServiceApplication):
             return None
         return table, coup
 
-    def _on_close_betting(self, uow: UnitOfWork, command: CloseBetting) -> None:
+    def _on_close_betting(
+        self, uow: UnitOfWork, command: CloseBetting, origin: Origin | None = None
+    ) -> None:
         found = self._table_and_coup(uow, command)
         if found is None:
             return
@@ -312,7 +329,9 @@ class DealingApplication(ServiceApplication):
         if coup.phase is CoupPhase.BETTING:
             self._close_betting(coup)
 
-    def _on_void_coup(self, uow: UnitOfWork, command: VoidCoup) -> None:
+    def _on_void_coup(
+        self, uow: UnitOfWork, command: VoidCoup, origin: Origin | None = None
+    ) -> None:
         supervisor = (command.supervisor_id or "").strip()
         if not supervisor:
             self._reject(
@@ -330,10 +349,12 @@ class DealingApplication(ServiceApplication):
             return  # voided already
         coup.void(supervisor, command.reason)
         if table.current_coup_id == coup.coup_id:
-            self._after_coup(uow, table)
+            self._after_coup(uow, table, coup)
 
     # -- settlement's events ----------------------------------------------------------
-    def _on_bets_closed(self, uow: UnitOfWork, message: BetsClosed) -> None:
+    def _on_bets_closed(
+        self, uow: UnitOfWork, message: BetsClosed, origin: Origin | None = None
+    ) -> None:
         """Settlement closed the coup's book: now (and only now) ask the shoe for cards.
 
         The waiting state is the coup itself (DEALING with no cards requested yet), so
@@ -348,12 +369,16 @@ class DealingApplication(ServiceApplication):
         coup.request_cards(INITIAL_CARDS)
 
     # -- the shoe's events ---------------------------------------------------------
-    def _on_shoe_shuffled(self, uow: UnitOfWork, message: ShoeShuffled) -> None:
+    def _on_shoe_shuffled(
+        self, uow: UnitOfWork, message: ShoeShuffled, origin: Origin | None = None
+    ) -> None:
         table = self._table_with_shoe(uow, message.table_id, message.shoe_id)
         if table is not None and table.shoe_state is ShoeState.SHUFFLING:
             table.note_shuffle(message.shoe_id, message.card_count, message.cut_card_index)
 
-    def _on_cards_burned(self, uow: UnitOfWork, message: CardsBurned) -> None:
+    def _on_cards_burned(
+        self, uow: UnitOfWork, message: CardsBurned, origin: Origin | None = None
+    ) -> None:
         table = self._table_with_shoe(uow, message.table_id, message.shoe_id)
         if (
             table is not None
@@ -361,14 +386,30 @@ class DealingApplication(ServiceApplication):
             and table.shoe_state is ShoeState.SHUFFLING
             and table.current_coup_id is None
         ):
-            self._start_coup(uow, table)
+            self._start_coup(uow, table, message.next_position)
 
-    def _on_card_drawn(self, uow: UnitOfWork, message: CardDrawn) -> None:
+    def _on_card_drawn(
+        self, uow: UnitOfWork, message: CardDrawn, origin: Origin | None = None
+    ) -> None:
         # The coup is read before the table, so its events are recorded (and published)
         # before the table's (CoupFinished, the next coup, the shoe change).
         coup = uow.get(coup_aggregate_id(message.table_id, message.coup_id), Coup)
+        why = "there is no such coup" if coup is None else None
+        if coup is not None:
+            why = coup.why_unexpected(message.request_id, message.position, message.card)
+        if why is not None:
+            raise_incident(
+                uow,
+                SERVICE,
+                "CONFLICTING_CARD" if "was dealt as" in why else "UNEXPECTED_CARD",
+                f"CardDrawn {message.card} at position {message.position} refused: {why}",
+                table_id=message.table_id,
+                coup_id=message.coup_id,
+                evidence=Evidence.of(message, origin),
+            )
+            return
         if coup is None or not coup.expects(message.request_id, message.position):
-            return  # a duplicate, or a card for a voided coup: it is discarded
+            return  # a copy of a card dealt already, or a card for a finished coup
         table = self._table_with_shoe(uow, message.table_id, message.shoe_id)
         if table is None:
             return
@@ -380,28 +421,35 @@ class DealingApplication(ServiceApplication):
             table.note_cut_card(message.position)
         coup.deal(message.card, message.position)
         if coup.phase is CoupPhase.RESOLVED and table.current_coup_id == coup.coup_id:
-            self._after_coup(uow, table)
+            self._after_coup(uow, table, coup)
 
-    def _on_cut_card_reached(self, uow: UnitOfWork, message: CutCardReached) -> None:
+    def _on_cut_card_reached(
+        self, uow: UnitOfWork, message: CutCardReached, origin: Origin | None = None
+    ) -> None:
         table = self._table_with_shoe(uow, message.table_id, message.shoe_id)
         if table is not None and not table.cut_card_reached:
             table.note_cut_card(message.position)
 
-    def _on_shoe_closed(self, uow: UnitOfWork, message: ShoeClosed) -> None:
+    def _on_shoe_closed(
+        self, uow: UnitOfWork, message: ShoeClosed, origin: Origin | None = None
+    ) -> None:
         """Nothing to do: the reveal is for auditors (the tracking record is kept)."""
 
-    _handlers: ClassVar[dict[str, Callable[[DealingApplication, UnitOfWork, Any], None]]] = {
-        "OpenTable": _on_open_table,
-        "CloseTable": _on_close_table,
-        "CloseBetting": _on_close_betting,
-        "VoidCoup": _on_void_coup,
-        "ShoeShuffled": _on_shoe_shuffled,
-        "CardsBurned": _on_cards_burned,
-        "CardDrawn": _on_card_drawn,
-        "CutCardReached": _on_cut_card_reached,
-        "ShoeClosed": _on_shoe_closed,
-        "BetsClosed": _on_bets_closed,
+    _handlers: ClassVar[
+        dict[type[Message], Callable[[DealingApplication, UnitOfWork, Any, Origin | None], None]]
+    ] = {
+        OpenTable: _on_open_table,
+        CloseTable: _on_close_table,
+        CloseBetting: _on_close_betting,
+        VoidCoup: _on_void_coup,
+        ShoeShuffled: _on_shoe_shuffled,
+        CardsBurned: _on_cards_burned,
+        CardDrawn: _on_card_drawn,
+        CutCardReached: _on_cut_card_reached,
+        ShoeClosed: _on_shoe_closed,
+        BetsClosed: _on_bets_closed,
     }
+    """Message type -> what dealing does with it."""
 
     # -- the flow of a table ---------------------------------------------------------
     def _table_with_shoe(self, uow: UnitOfWork, table_id: str, shoe_id: str) -> Table | None:
@@ -410,7 +458,8 @@ class DealingApplication(ServiceApplication):
             return None  # not this table's shoe in play: stale news
         return table
 
-    def _start_coup(self, uow: UnitOfWork, table: Table) -> None:
+    def _start_coup(self, uow: UnitOfWork, table: Table, first_position: int | None) -> None:
+        """Open the table's next coup; its first card is at ``first_position`` or later."""
         coup_id = table.start_coup()
         assert table.shoe_id is not None
         closes_at = self._clock() + timedelta(milliseconds=table.betting_window_ms)
@@ -421,6 +470,8 @@ class DealingApplication(ServiceApplication):
             shoe_id=table.shoe_id,
             closes_at=closes_at,
             last_of_shoe=table.current_coup_last,
+            terms={"paytable": table.paytable, "limits": table.limits, "currency": table.currency},
+            first_position=first_position,
         )
         uow.add(coup)
 
@@ -428,7 +479,7 @@ class DealingApplication(ServiceApplication):
         """Close betting; the cards are asked for on settlement's BetsClosed, not now."""
         coup.close_betting()
 
-    def _after_coup(self, uow: UnitOfWork, table: Table) -> None:
+    def _after_coup(self, uow: UnitOfWork, table: Table, coup: Coup) -> None:
         """The current coup is resolved or voided: close the table, change shoe, or go on."""
         table.finish_coup()
         if table.status is TableStatus.CLOSING:
@@ -437,7 +488,8 @@ class DealingApplication(ServiceApplication):
             table.finish_shoe()
             table.request_new_shoe()
         else:
-            self._start_coup(uow, table)
+            after = coup.positions[-1] + 1 if coup.positions else coup.first_position
+            self._start_coup(uow, table, after)
 
     def _close_now(self, table: Table, reason: str) -> None:
         if table.shoe_state is not ShoeState.CLOSED:

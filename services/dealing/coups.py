@@ -8,6 +8,7 @@ another card the coup is resolved, and the result is cross-checked with
 
 from __future__ import annotations
 
+import secrets
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -40,12 +41,22 @@ class Coup(Aggregate):
     """One coup of a table."""
 
     class BettingOpened(Aggregate.Created):
+        """A coup starts, with the table's terms in force (published as OpenBook in the bets'
+        partition and as BettingOpened) and the lowest shoe position its first card may have."""
+
+        class_version = 2
         table_id: str
         coup_id: str
         coup_number: int
         shoe_id: str
         closes_at: datetime
         last_of_shoe: bool
+        terms: dict[str, Any] | None
+        first_position: int | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state.update(terms=None, first_position=None)  # recorded before they were kept
 
     class BettingClosed(Aggregate.Event):
         table_id: str
@@ -103,6 +114,8 @@ class Coup(Aggregate):
         shoe_id: str,
         closes_at: datetime,
         last_of_shoe: bool,
+        terms: dict[str, Any] | None = None,
+        first_position: int | None = None,
     ) -> None:
         self.table_id = table_id
         self.coup_id = coup_id
@@ -110,9 +123,11 @@ class Coup(Aggregate):
         self.shoe_id = shoe_id
         self.closes_at = closes_at
         self.last_of_shoe = last_of_shoe
+        self.first_position = first_position
         self.phase = CoupPhase.BETTING
         self.player: list[str] = []
         self.banker: list[str] = []
+        self.dealt: list[str] = []  # in dealing order, beside their shoe positions
         self.positions: list[int] = []
         self.requests = 0
         self.pending_request: str | None = None
@@ -130,24 +145,46 @@ class Coup(Aggregate):
             and request_id == self.pending_request
             and self.pending_count > 0
             and position not in self.positions
+            and self.why_unexpected(request_id, position, "") is None
         )
+
+    def next_position(self) -> int | None:
+        """The shoe position the next card must have (None: any, as far as known).
+
+        The shoe hands out its cards in order and only to this coup while it is dealt, so
+        after the first card each one is at the position after the last; the first one is
+        at or after ``first_position`` (a voided coup before may have taken cards)."""
+        if self.positions:
+            return self.positions[-1] + 1
+        return None
+
+    def why_unexpected(self, request_id: str, position: int, card: str) -> str | None:
+        """Why a card from the shoe is not one this coup awaits (None: it is awaited, or a
+        copy of one already dealt, or the coup is over)."""
+        if self.phase in (CoupPhase.VOIDED, CoupPhase.RESOLVED):
+            return None  # late news for a finished coup: nothing to do
+        if position in self.positions:
+            had = self._card_at(position)
+            return None if had == card else f"position {position} was dealt as {had}, not {card}"
+        if self.phase is not CoupPhase.DEALING or request_id != self.pending_request:
+            return f"no card was asked for by request {request_id}"
+        expected = self.next_position()
+        if expected is not None and position != expected:
+            return f"the next card of the coup is at position {expected}, not {position}"
+        floor = getattr(self, "first_position", None)
+        if expected is None and floor is not None and position < floor:
+            return f"position {position} was dealt before this coup (its cards start at {floor})"
+        return None
+
+    def _card_at(self, position: int) -> str:
+        return self.dealt[self.positions.index(position)]
 
     def next_side(self) -> Side | None:
         return next_side(_cards(self.player), _cards(self.banker))
 
     def result(self) -> CoupResult:
         """The result from the cards in dealing order (complete coups only)."""
-        sequence: list[Card] = []
-        player, banker = iter(self.player), iter(self.banker)
-        # Dealing order is P, B, P, B, then the Player's third, then the Banker's third.
-        order = [player, banker, player, banker, player, banker]
-        if len(self.player) == 2:
-            order = [player, banker, player, banker, banker]
-        for source in order:
-            code = next(source, None)
-            if code is not None:
-                sequence.append(Card.parse(code))
-        return resolve_coup(sequence)
+        return resolve_coup([Card.parse(code) for code in self.dealt])
 
     # -- commands ------------------------------------------------------------------
     def close_betting(self) -> None:
@@ -158,11 +195,13 @@ class Coup(Aggregate):
         self.phase = CoupPhase.DEALING
 
     def request_cards(self, count: int) -> None:
+        """Ask the shoe for cards. The request id ends with 64 random bits: only who reads
+        shoe-commands can answer it (a card for an unknown request is refused)."""
         self._request_cards(
             table_id=self.table_id,
             coup_id=self.coup_id,
             shoe_id=self.shoe_id,
-            request_id=f"{self.coup_id}.draw-{self.requests + 1}",
+            request_id=f"{self.coup_id}.draw-{self.requests + 1}.{secrets.token_hex(8)}",
             count=count,
         )
 
@@ -207,6 +246,7 @@ class Coup(Aggregate):
         card_index_in_hand: int,
     ) -> None:
         (self.player if side == Side.PLAYER.value else self.banker).append(card)
+        self.dealt.append(card)
         self.positions.append(position)
         self.pending_count -= 1
         if self.pending_count == 0:

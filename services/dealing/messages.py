@@ -16,12 +16,14 @@ from contracts import (
     BettingClosed,
     BettingOpened,
     CardDealt,
+    CloseBook,
     CloseShoe,
     CommandRejected,
     CoupResolved,
     CoupVoided,
     DrawCards,
     Message,
+    OpenBook,
     ShuffleShoe,
     TableClosed,
     TableOpened,
@@ -63,19 +65,39 @@ def _table_closed(event: Table.Closed) -> Message:
     return TableClosed(**_envelope(event), reason=event.reason)
 
 
-def _betting_opened(event: Coup.BettingOpened) -> Message:
-    return BettingOpened(
-        **_envelope(event),
+def _betting_opened(event: Coup.BettingOpened) -> list[Message]:
+    """BettingOpened, and OpenBook for the bets' partition (the relay sends bet-commands
+    records first: the mark is there before any bettor can read the coup's id)."""
+    opened = BettingOpened(
+        **envelope(event),
+        table_id=event.table_id,
         coup_id=event.coup_id,
         coup_number=event.coup_number,
         shoe_id=event.shoe_id,
         closes_at=event.closes_at,
         last_of_shoe=event.last_of_shoe,
     )
+    if event.terms is None:  # recorded before OpenBook existed
+        return [opened]
+    book = OpenBook(
+        **envelope(event, 1),
+        table_id=event.table_id,
+        coup_id=event.coup_id,
+        coup_number=event.coup_number,
+        shoe_id=event.shoe_id,
+        closes_at=event.closes_at,
+        paytable=event.terms["paytable"],
+        limits={k: BetLimitSpec(**v) for k, v in event.terms["limits"].items()},
+        currency=event.terms["currency"],
+    )
+    return [opened, book]
 
 
-def _betting_closed(event: Coup.BettingClosed) -> Message:
-    return BettingClosed(**_envelope(event), coup_id=event.coup_id)
+def _betting_closed(event: Coup.BettingClosed) -> list[Message]:
+    return [
+        BettingClosed(**_envelope(event), coup_id=event.coup_id),
+        CloseBook(**envelope(event, 1), table_id=event.table_id, coup_id=event.coup_id),
+    ]
 
 
 def _draw_cards(event: Coup.CardsRequested) -> Message:
@@ -138,7 +160,7 @@ def _command_rejected(event: CommandRejections.CommandRejected) -> Message:
     )
 
 
-_TRANSLATIONS: dict[type[Any], Callable[[Any], Message]] = {
+_TRANSLATIONS: dict[type[Any], Callable[[Any], Message | list[Message]]] = {
     Table.Opened: _table_opened,
     Table.Reopened: _table_opened,
     Table.ShoeRequested: _shuffle_shoe,
@@ -157,4 +179,7 @@ _TRANSLATIONS: dict[type[Any], Callable[[Any], Message]] = {
 def to_messages(event: object) -> list[Message]:
     """The contract messages to publish for one stored domain event (often none)."""
     translate = _TRANSLATIONS.get(type(event))
-    return [] if translate is None else [translate(event)]
+    if translate is None:
+        return []
+    made = translate(event)
+    return made if isinstance(made, list) else [made]

@@ -1,8 +1,9 @@
 """Dealing as a running service: table commands and shoe events in, table events out.
 
 ``punto-banco serve dealing`` runs :func:`build_service` on the platform: the
-outbox relay publishes the store's events (TABLE_EVENTS, and SHOE_COMMANDS for
-the shoe), the consumer applies TABLE_COMMANDS and SHOE_EVENTS a fetched batch per
+outbox relay publishes the store's events (TABLE_EVENTS, SHOE_COMMANDS for the shoe, and
+OpenBook / CloseBook in the table's partition of BET_COMMANDS, where they mark which bets
+are in time), the consumer applies TABLE_COMMANDS and SHOE_EVENTS a fetched batch per
 transaction (the unit of work checkpoints after each message, so the published
 order of events is exactly the order they happened, as with one transaction per
 message; 100 tables' coups are dealt with one commit per batch) and settlement's BOOK_EVENTS a
@@ -33,6 +34,7 @@ from services.platform import (
     Settings,
     Subscription,
 )
+from services.platform.incidents import Origin
 
 CLOCK_POLL_SECONDS = 0.05
 """How often the betting clock looks for new coups (a deadline itself is met on time)."""
@@ -58,7 +60,11 @@ def batch_handler(app: DealingApplication) -> BatchHandler:
     """Table commands or shoe events, a fetched batch per transaction (in handled order)."""
 
     def handle(deliveries: Sequence[Delivery], tracking: Tracking) -> None:
-        app.handle_batch([delivery.message for delivery in deliveries], tracking)
+        app.handle_batch(
+            [delivery.message for delivery in deliveries],
+            tracking,
+            [Origin(d.topic, d.partition, d.offset) for d in deliveries],
+        )
 
     return handle
 

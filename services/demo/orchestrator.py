@@ -35,6 +35,7 @@ from contracts import (
     PlaceBet,
     TableClosed,
     TableMessage,
+    amount_for,
 )
 from services.demo.bettors import DEMO_LIMITS, Crowd, PlannedBet, TableTerms
 from services.demo.bus import cluster_id
@@ -102,7 +103,7 @@ def place_bet(bet: PlannedBet) -> PlaceBet:
         coup_id=bet.coup_id,
         bettor_id=bet.bettor_id,
         bet_type=bet.bet_type,
-        amount=bet.amount,
+        amount=amount_for(bet.amount),
         currency=bet.currency,
     )
 

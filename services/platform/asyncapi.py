@@ -18,6 +18,7 @@ from contracts import (
     BET_EVENTS,
     BOOK_EVENTS,
     DEAD_LETTERS,
+    INCIDENTS,
     SHOE_COMMANDS,
     SHOE_EVENTS,
     TABLE_COMMANDS,
@@ -33,14 +34,16 @@ class ServiceTopics:
 
 
 SYSTEM: Mapping[str, ServiceTopics] = {
-    "shoe": ServiceTopics(consumes=(SHOE_COMMANDS,), publishes=(SHOE_EVENTS, DEAD_LETTERS)),
+    "shoe": ServiceTopics(
+        consumes=(SHOE_COMMANDS,), publishes=(SHOE_EVENTS, DEAD_LETTERS, INCIDENTS)
+    ),
     "dealing": ServiceTopics(
         consumes=(TABLE_COMMANDS, SHOE_EVENTS, BOOK_EVENTS),
-        publishes=(TABLE_EVENTS, SHOE_COMMANDS, DEAD_LETTERS),
+        publishes=(TABLE_EVENTS, SHOE_COMMANDS, BET_COMMANDS, DEAD_LETTERS, INCIDENTS),
     ),
     "settlement": ServiceTopics(
-        consumes=(BET_COMMANDS, TABLE_EVENTS),
-        publishes=(BET_EVENTS, BOOK_EVENTS, DEAD_LETTERS),
+        consumes=(BET_COMMANDS, TABLE_EVENTS, SHOE_EVENTS),
+        publishes=(BET_EVENTS, BOOK_EVENTS, DEAD_LETTERS, INCIDENTS),
     ),
 }
 """Who consumes and who publishes each topic."""

@@ -1,21 +1,23 @@
 """The settlement Application: bets in, settlements and refunds out.
 
-Entry points take the contract message they handle. Messages from dealing come
-with the eventsourcing ``Tracking`` of the message, recorded in the same
-transaction as the events they cause (a redelivery has no second effect).
-``PlaceBet`` is idempotent by ``bet_id`` (see ``bet_index``): a resend gets
-the original answer and records nothing. A bet naming a coup not opened yet
-(of an open table) is held and judged when the table's next coup opens, since
-bets and dealing's events arrive on different topics. Settling a coup is one
-event on the coup's bet book, so every bet of a coup is settled in ONE
-transaction.
+Entry points take the contract message they handle, with the eventsourcing ``Tracking`` of
+the batch it came in: its new events and the tracking record are recorded in ONE
+transaction, so a redelivered message has no second effect.
 
-When a bet was placed (``placed_at``) is given by the caller: the service passes
-the Kafka broker's append time of the PlaceBet (the bet-commands topic has
-``message.timestamp.type=LogAppendTime``), or the time it received the bet when
-the record carries no broker time. Without one, the time the bet is handled
-(this application's clock) is used. ``PlaceBet.occurred_at`` is written by the
-client and is never used to judge a bet (see ``BetBook.closed_for``).
+Bets are judged by their place in the table's partition of ``bet-commands``: dealing's
+``OpenBook`` opens a coup's book there and ``CloseBook`` closes it, so a ``PlaceBet``
+appended before the OpenBook is refused ``NO_SUCH_COUP`` (the id stays free), one appended
+after the CloseBook ``BETTING_CLOSED``, and one in between is judged by the book (limits,
+currency, opposing bets, and the coup's ``closes_at``). The broker's order decides, the same
+way on every replay and after any restart. ``PlaceBet`` is idempotent by ``bet_id`` (see
+``bet_index``). When a bet was placed (``placed_at``) is the broker's append time of its
+record (the topic uses LogAppendTime), never the client's ``occurred_at``.
+
+Settlement believes cards, not claims: a ``CoupResolved`` is checked with the rules engine
+and against the cards the shoe drew for the coup (``CardDrawn`` on shoe-events) before
+anything is paid (see ``verification``); a claim that fails is an incident, and the coup
+stays unsettled until a claim that holds (or a void) comes. Settling a coup is one event on
+its bet book: every bet of a coup is settled in ONE transaction.
 """
 
 from __future__ import annotations
@@ -32,20 +34,21 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, Tracking
 
 from contracts import (
-    BettingClosed,
-    BettingOpened,
+    CardDrawn,
+    CloseBook,
     CoupResolved,
     CoupVoided,
     Message,
+    OpenBook,
     PlaceBet,
     TableClosed,
     TableOpened,
 )
 from services.platform.application import ServiceApplication, UnitOfWork
+from services.platform.incidents import Evidence, Origin, raise_incident
 from services.rules.validation import parse_amount
 from services.settlement.bet_index import DUPLICATE, BetAnswer, BetIndex, BetRequest
 from services.settlement.bet_index_store import load_bet_index
-from services.settlement.desk import held_line
 from services.settlement.domain import (
     BetBook,
     BetDesk,
@@ -56,8 +59,13 @@ from services.settlement.domain import (
     desk_aggregate_id,
     terms_aggregate_id,
 )
+from services.settlement.verification import Claim, check_claim
 
 A = TypeVar("A", bound=Aggregate)
+
+SERVICE = "settlement"
+MAX_PENDING_CLAIMS = 8
+"""Claims kept for a coup while the shoe's cards are awaited; more are refused at once."""
 
 
 class SettlementApplication(ServiceApplication):
@@ -79,9 +87,9 @@ class SettlementApplication(ServiceApplication):
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         super().__init__(env)
-        self._clock = clock or _utc_now  # "now" for a bet handed over without placed_at
+        self._clock = clock or _utc_now  # "now" for a message handed over without a time
         self._index = BetIndex()
-        # books with answers, desks with held bets, to record in this unit (flush)
+        # books with answers, desks with refusals, to record in this unit (flush)
         self._drafted: dict[UUID, BetBook | BetDesk] = {}
         load_bet_index(self._index, self.recorder, self.mapper)
 
@@ -94,7 +102,7 @@ class SettlementApplication(ServiceApplication):
         try:
             yield uow
             for drafted in self._drafted.values():
-                drafted.flush()  # one BetsAnswered (BetsHeld) event per book (desk) per unit
+                drafted.flush()  # one BetsAnswered event per book per unit
             uow.commit()
         except BaseException:
             self._forget(uow)
@@ -116,10 +124,12 @@ class SettlementApplication(ServiceApplication):
         message: Message,
         tracking: Tracking | None = None,
         placed_at: datetime | None = None,
+        origin: Origin | None = None,
     ) -> BetAnswer | None:
         """Apply one message in its own transaction; a PlaceBet's answer.
 
-        ``placed_at``: when a PlaceBet was placed (the broker's append time); default now.
+        ``placed_at``: when the message's record was appended (a PlaceBet: when it was
+        placed; a CloseBook: when betting closed); default now.
         """
         if tracking is not None and self.process_recorder.has_tracking_id(
             tracking.application_name, tracking.notification_id
@@ -127,7 +137,7 @@ class SettlementApplication(ServiceApplication):
             return None  # already processed: no second effect
         try:
             with self.unit_of_work(tracking) as uow:
-                return self.apply(uow, message, placed_at)
+                return self.apply(uow, message, placed_at, origin)
         except IntegrityError:
             if tracking is None or not self.process_recorder.has_tracking_id(
                 tracking.application_name, tracking.notification_id
@@ -140,19 +150,22 @@ class SettlementApplication(ServiceApplication):
         messages: Sequence[Message],
         tracking: Tracking | None,
         placed_at: Sequence[datetime | None] | None = None,
+        origins: Sequence[Origin | None] | None = None,
     ) -> None:
         """Apply messages of one partition, in order, in ONE transaction with ``tracking``.
 
-        ``placed_at[i]``: when ``messages[i]`` (a PlaceBet) was placed; default: now,
-        once for the whole batch (the time it was received).
+        ``placed_at[i]``: when ``messages[i]``'s record was appended; default: now, once for
+        the whole batch (the time it was received). ``origins[i]``: where it was read.
         """
-        if placed_at is not None and len(placed_at) != len(messages):
-            raise ValueError("placed_at needs one time per message")
+        for extra in (placed_at, origins):
+            if extra is not None and len(extra) != len(messages):
+                raise ValueError("placed_at and origins need one entry per message")
         received = self._clock()
         with self.unit_of_work(tracking) as uow:
             for index, message in enumerate(messages):
                 placed = None if placed_at is None else placed_at[index]
-                self.apply(uow, message, placed or received)
+                origin = None if origins is None else origins[index]
+                self.apply(uow, message, placed or received, origin)
 
     def place_bet(self, command: PlaceBet, placed_at: datetime | None = None) -> BetAnswer:
         answer = self.handle(command, placed_at=placed_at)
@@ -160,17 +173,21 @@ class SettlementApplication(ServiceApplication):
         return answer
 
     def apply(
-        self, uow: UnitOfWork, message: Message, placed_at: datetime | None = None
+        self,
+        uow: UnitOfWork,
+        message: Message,
+        placed_at: datetime | None = None,
+        origin: Origin | None = None,
     ) -> BetAnswer | None:
         """Apply one message inside ``uow`` (a batch shares one unit of work)."""
+        when = placed_at or self._clock()
+        if when.tzinfo is None:
+            raise ValueError(f"placed_at must be timezone-aware, got {when!r}")
         if isinstance(message, PlaceBet):
-            placed = placed_at or self._clock()
-            if placed.tzinfo is None:
-                raise ValueError(f"placed_at must be timezone-aware, got {placed!r}")
-            return self._place_bet(uow, message, placed)
-        handler = self._table_event_handlers.get(type(message).__name__)
+            return self._place_bet(uow, message, when)
+        handler = self._handlers.get(type(message))
         if handler is not None:
-            handler(self, uow, message)
+            handler(self, uow, message, when, origin)
         return None
 
     # -- queries -------------------------------------------------------------------
@@ -205,10 +222,10 @@ class SettlementApplication(ServiceApplication):
             placed_at,  # never command.occurred_at: the client writes that
         )
         previous = self._index.get(request.bet_id)
+        book = uow.get(book_aggregate_id(request.table_id, request.coup_id), BetBook)
         if previous is not None:
             if previous.key == request.key:
                 return replace(previous.answer, repeated=True)
-            book = uow.get(book_aggregate_id(request.table_id, request.coup_id), BetBook)
             return self._refuse(
                 uow,
                 book,
@@ -217,35 +234,28 @@ class SettlementApplication(ServiceApplication):
                 f"bet id {request.bet_id} was already used for another bet; "
                 "use a new bet id for a new bet",
             )
+        if book is not None and book.status is BookStatus.BETTING:
+            return self._judge(uow, book, request)
         terms = uow.get(terms_aggregate_id(request.table_id), TableTerms)
+        if terms is not None and terms.closed:
+            return self._refuse(
+                uow, book, request, "TABLE_CLOSED", f"table {request.table_id} is closed"
+            )
+        if book is not None:
+            return self._judge(uow, book, request)  # too late: the book says why
         if terms is None:
             return self._refuse(
                 uow, None, request, "NO_SUCH_TABLE", f"there is no table {request.table_id}"
             )
-        book = uow.get(book_aggregate_id(request.table_id, request.coup_id), BetBook)
-        if terms.closed:
-            return self._refuse(
-                uow, book, request, "TABLE_CLOSED", f"table {request.table_id} is closed"
-            )
-        if book is None:
-            # Most likely the coup's BettingOpened is on its way: judge the bet then.
-            desk = self._desk(uow, request.table_id)
-            desk.draft_hold(
-                held_line(
-                    request.coup_id,
-                    request.bet_id,
-                    request.bettor_id,
-                    request.bet_type,
-                    request.amount,
-                    request.currency,
-                    placed_at,
-                )
-            )
-            self._drafted[desk.id] = desk
-            answer = BetAnswer(request.bet_id, False, held=True)
-            self._index.record(request, answer)
-            return answer
-        return self._judge(uow, book, request)
+        return self._refuse(
+            uow,
+            None,
+            request,
+            "NO_SUCH_COUP",
+            f"table {request.table_id} has no coup {request.coup_id} open for bets "
+            "(bet on the coup_id of the latest BettingOpened; a bet that overtook it may be "
+            "sent again with the same bet id)",
+        )
 
     def _judge(self, uow: UnitOfWork, book: BetBook, request: BetRequest) -> BetAnswer:
         """Accept the bet into ``book`` or refuse it with the first rule it breaks."""
@@ -307,22 +317,53 @@ class SettlementApplication(ServiceApplication):
             uow.add(desk)
         return desk
 
-    def _release_held(
-        self, uow: UnitOfWork, table_id: str, book: BetBook | None, code: str, message: str
-    ) -> None:
-        """Judge the table's held bets: those for ``book``'s coup by it, the others refused."""
+    def _refuse_held(self, uow: UnitOfWork, table_id: str, code: str, message: str) -> None:
+        """Refuse the bets an older version of settlement held for a coup not yet open."""
         desk = uow.get(desk_aggregate_id(table_id), BetDesk)
         if desk is None or not desk.held:
             return
         for line in desk.release_all():
-            request = BetRequest.held(table_id, line)
-            if book is not None and request.coup_id == book.coup_id:
-                self._judge(uow, book, request)
-            else:
-                self._refuse(uow, None, request, code, message.format(coup_id=request.coup_id))
+            self._refuse(uow, None, BetRequest.held(table_id, line), code, message)
 
-    # -- dealing's events ------------------------------------------------------------
-    def _on_table_opened(self, uow: UnitOfWork, event: TableOpened) -> None:
+    # -- dealing's marks in the bets' partition -------------------------------------
+    def _on_open_book(
+        self, uow: UnitOfWork, message: OpenBook, appended: datetime, origin: Origin | None
+    ) -> None:
+        book = uow.get(book_aggregate_id(message.table_id, message.coup_id), BetBook)
+        if book is None:  # a republished OpenBook finds its book: nothing changes
+            uow.add(
+                BetBook(
+                    table_id=message.table_id,
+                    coup_id=message.coup_id,
+                    paytable=message.paytable,
+                    limits={
+                        str(bet_type): {"minimum": limit.minimum, "maximum": limit.maximum}
+                        for bet_type, limit in sorted(message.limits.items())
+                    },
+                    currency=message.currency,
+                    closes_at=message.closes_at,
+                    coup_number=message.coup_number,
+                    shoe_id=message.shoe_id,
+                )
+            )
+        self._refuse_held(
+            uow,
+            message.table_id,
+            "NO_SUCH_COUP",
+            f"no coup was open for this bet when it arrived (coup {message.coup_id} opened later)",
+        )
+
+    def _on_close_book(
+        self, uow: UnitOfWork, message: CloseBook, appended: datetime, origin: Origin | None
+    ) -> None:
+        book = uow.get(book_aggregate_id(message.table_id, message.coup_id), BetBook)
+        if book is not None and book.status is BookStatus.BETTING:
+            book.close_betting(closed_at=appended)  # every bet after this mark is too late
+
+    # -- dealing's and the shoe's events --------------------------------------------
+    def _on_table_opened(
+        self, uow: UnitOfWork, event: TableOpened, _: datetime, origin: Origin | None
+    ) -> None:
         limits: dict[str, dict[str, int]] = {
             str(bet_type): {"minimum": limit.minimum, "maximum": limit.maximum}
             for bet_type, limit in sorted(event.limits.items())
@@ -340,63 +381,152 @@ class SettlementApplication(ServiceApplication):
         elif terms.closed or not terms.same_terms(event.paytable, limits, event.currency):
             terms.change(paytable=event.paytable, limits=limits, currency=event.currency)
 
-    def _on_table_closed(self, uow: UnitOfWork, event: TableClosed) -> None:
+    def _on_table_closed(
+        self, uow: UnitOfWork, event: TableClosed, _: datetime, origin: Origin | None
+    ) -> None:
         terms = uow.get(terms_aggregate_id(event.table_id), TableTerms)
         if terms is not None and not terms.closed:
             terms.close()
-        self._release_held(
-            uow, event.table_id, None, "TABLE_CLOSED", f"table {event.table_id} is closed"
-        )
+        self._refuse_held(uow, event.table_id, "TABLE_CLOSED", f"table {event.table_id} is closed")
 
-    def _on_betting_opened(self, uow: UnitOfWork, event: BettingOpened) -> None:
-        terms = uow.get(terms_aggregate_id(event.table_id), TableTerms)
-        if terms is None:
-            return  # TableOpened always comes first on the table's partition
+    def _on_card_drawn(
+        self, uow: UnitOfWork, message: CardDrawn, _: datetime, origin: Origin | None
+    ) -> None:
+        book = uow.get(book_aggregate_id(message.table_id, message.coup_id), BetBook)
+        if book is None or book.status in (BookStatus.SETTLED, BookStatus.VOIDED):
+            return  # a coup settlement has no bets for, or that is over
+        for position, had, new in book.note_cards([(message.position, message.card)]):
+            raise_incident(
+                uow,
+                SERVICE,
+                "CONFLICTING_CARD",
+                f"shoe {message.shoe_id} position {position}: {new} now, {had} before",
+                table_id=message.table_id,
+                coup_id=message.coup_id,
+                evidence=Evidence.of(message, origin),
+            )
+        self._judge_claims(uow, book)
+
+    def _on_coup_resolved(
+        self, uow: UnitOfWork, event: CoupResolved, _: datetime, origin: Origin | None
+    ) -> None:
+        evidence = Evidence.of(event, origin)
         book = uow.get(book_aggregate_id(event.table_id, event.coup_id), BetBook)
+        claim = Claim.of(event)
+        refusal = None
         if book is None:
-            book = BetBook(
+            refusal = ("UNEXPECTED_RESOLUTION", "there is no bet book for this coup")
+        elif book.status is BookStatus.BETTING:
+            refusal = ("UNEXPECTED_RESOLUTION", "betting on the coup is not closed yet")
+        elif book.status is BookStatus.VOIDED:
+            return  # voided: nothing is paid, whatever the result
+        elif book.status is BookStatus.SETTLED:
+            if book.settled_facts() != CoupFacts(
+                event.outcome, event.player_pair, event.banker_pair
+            ):
+                refusal = ("UNEXPECTED_RESOLUTION", "the coup was settled already, on other facts")
+        else:
+            found = check_claim(claim, book.coup_number, book.shoe_id, claim.dealing_order)
+            drawn, order = tuple(book.drawn_cards), claim.dealing_order
+            if found is None and (len(drawn) >= len(order) or drawn != order[: len(drawn)]):
+                found = check_claim(claim, book.coup_number, book.shoe_id, drawn)
+                if found is None:
+                    book.settle(CoupFacts(claim.outcome, claim.player_pair, claim.banker_pair))
+            if found is not None:  # wrong whatever the shoe drew, or not what it drew
+                refusal = (found.code, found.message)
+            elif book.settled_facts() is not None:
+                pass  # settled just now
+            elif len(book.claims) >= MAX_PENDING_CLAIMS:
+                refusal = ("UNEXPECTED_RESOLUTION", "too many claims for one coup")
+            else:  # the shoe's cards are on their way: judged when they are in
+                book.claim_result({**claim.record(), "evidence": _evidence_record(evidence)})
+        if refusal is not None:
+            raise_incident(
+                uow,
+                SERVICE,
+                refusal[0],
+                f"CoupResolved refused: {refusal[1]}",
                 table_id=event.table_id,
                 coup_id=event.coup_id,
-                paytable=terms.paytable,
-                limits=terms.limits,
-                currency=terms.currency,
-                closes_at=event.closes_at,
+                evidence=evidence,
             )
-            uow.add(book)
-        self._release_held(
-            uow,
-            event.table_id,
-            book,
-            "NO_SUCH_COUP",
-            f"table {event.table_id} has no coup {{coup_id}} open for bets "
-            f"(the coup open now is {event.coup_id})",
-        )
 
-    def _on_betting_closed(self, uow: UnitOfWork, event: BettingClosed) -> None:
-        book = uow.get(book_aggregate_id(event.table_id, event.coup_id), BetBook)
-        if book is not None and book.status is BookStatus.BETTING:
-            book.close_betting(closed_at=event.occurred_at)
+    def _judge_claims(self, uow: UnitOfWork, book: BetBook) -> None:
+        """Settle on the first waiting claim the shoe's cards prove; refuse those they refute.
 
-    def _on_coup_resolved(self, uow: UnitOfWork, event: CoupResolved) -> None:
-        book = uow.get(book_aggregate_id(event.table_id, event.coup_id), BetBook)
-        if book is not None and book.status in (BookStatus.BETTING, BookStatus.CLOSED):
-            book.settle(CoupFacts(event.outcome, event.player_pair, event.banker_pair))
+        A claim waits while the shoe has drawn fewer cards for the coup than it names and
+        those drawn so far begin its cards. Once one claim settles the coup, every other
+        waiting claim is refuted."""
+        if book.status is not BookStatus.CLOSED or not book.claims:
+            return
+        drawn = tuple(book.drawn_cards)
+        refused: list[int] = []
+        for index, record in enumerate(book.claims):
+            claim = Claim.from_record({k: v for k, v in record.items() if k != "evidence"})
+            order = claim.dealing_order
+            if book.status is BookStatus.CLOSED and drawn == order[: len(drawn)] != order:
+                continue  # the shoe's cards are still on their way
+            if book.status is BookStatus.CLOSED:
+                found = check_claim(claim, book.coup_number, book.shoe_id, drawn)
+                if found is None:
+                    book.settle(CoupFacts(claim.outcome, claim.player_pair, claim.banker_pair))
+                    continue
+            refused.append(index)
+            raise_incident(
+                uow,
+                SERVICE,
+                "CARDS_MISMATCH" if found is None else found.code,
+                "CoupResolved refused: "
+                + ("the coup was settled on another claim" if found is None else found.message),
+                table_id=book.table_id,
+                coup_id=book.coup_id,
+                evidence=_evidence(record.get("evidence")),
+            )
+        if refused and book.status is BookStatus.CLOSED:
+            book.drop_claims(refused)
 
-    def _on_coup_voided(self, uow: UnitOfWork, event: CoupVoided) -> None:
+    def _on_coup_voided(
+        self, uow: UnitOfWork, event: CoupVoided, _: datetime, origin: Origin | None
+    ) -> None:
         book = uow.get(book_aggregate_id(event.table_id, event.coup_id), BetBook)
         if book is not None and book.status is not BookStatus.VOIDED:
             book.refund(event.supervisor_id, event.reason)
 
-    _table_event_handlers: ClassVar[
-        dict[str, Callable[[SettlementApplication, UnitOfWork, Any], None]]
+    _handlers: ClassVar[
+        dict[type[Message], Callable[[Any, UnitOfWork, Any, datetime, Origin | None], None]]
     ] = {
-        "TableOpened": _on_table_opened,
-        "TableClosed": _on_table_closed,
-        "BettingOpened": _on_betting_opened,
-        "BettingClosed": _on_betting_closed,
-        "CoupResolved": _on_coup_resolved,
-        "CoupVoided": _on_coup_voided,
+        OpenBook: _on_open_book,
+        CloseBook: _on_close_book,
+        TableOpened: _on_table_opened,
+        TableClosed: _on_table_closed,
+        CardDrawn: _on_card_drawn,
+        CoupResolved: _on_coup_resolved,
+        CoupVoided: _on_coup_voided,
     }
+    """Message type -> what settlement does with it (others of its topics: nothing)."""
+
+
+def _evidence_record(evidence: Evidence) -> dict[str, Any]:
+    return {
+        "message_type": evidence.message_type,
+        "event_id": None if evidence.event_id is None else str(evidence.event_id),
+        "topic": evidence.topic,
+        "partition": evidence.partition,
+        "offset": evidence.offset,
+    }
+
+
+def _evidence(record: dict[str, Any] | None) -> Evidence | None:
+    if not record:
+        return None
+    event_id = record.get("event_id")
+    return Evidence(
+        record.get("message_type") or "CoupResolved",
+        None if event_id is None else UUID(event_id),
+        record.get("topic"),
+        record.get("partition"),
+        record.get("offset"),
+    )
 
 
 def _utc_now() -> datetime:

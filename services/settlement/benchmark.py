@@ -11,14 +11,14 @@ import argparse
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from pathlib import Path
 
 from contracts import (
     BetLimitSpec,
-    BettingClosed,
-    BettingOpened,
+    CardDrawn,
+    CloseBook,
     CoupResolved,
+    OpenBook,
     PlaceBet,
     TableOpened,
     encode,
@@ -27,6 +27,45 @@ from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages
 
 BET_TYPES = ("player", "banker", "tie", "player_pair", "banker_pair")
+
+
+PLAYER_NATURAL_CARDS = ("9H", "3C", "TD", "4S")
+"""The shoe's cards of :func:`player_natural`, in the order they were drawn."""
+
+
+def open_book(
+    table_id: str, coup_id: str, shoe_id: str, closes_at: datetime, maximum: int = 1_000_000
+) -> OpenBook:
+    """Dealing's mark opening coup 1's book (every bet type from 1 to ``maximum``)."""
+    return OpenBook(
+        table_id=table_id,
+        coup_id=coup_id,
+        coup_number=1,
+        shoe_id=shoe_id,
+        closes_at=closes_at,
+        paytable="standard",
+        limits={t: BetLimitSpec(minimum=1, maximum=maximum) for t in BET_TYPES},
+        currency="EUR",
+    )
+
+
+def close_book(table_id: str, coup_id: str) -> CloseBook:
+    return CloseBook(table_id=table_id, coup_id=coup_id)
+
+
+def shoe_cards(table_id: str, coup_id: str, shoe_id: str) -> list[CardDrawn]:
+    """The shoe's CardDrawn behind :func:`player_natural` (positions after a burn of 10)."""
+    return [
+        CardDrawn(
+            table_id=table_id,
+            shoe_id=shoe_id,
+            coup_id=coup_id,
+            request_id=f"{coup_id}.draw-1",
+            position=11 + index,
+            card=card,
+        )
+        for index, card in enumerate(PLAYER_NATURAL_CARDS)
+    ]
 
 
 def player_natural(table_id: str, coup_id: str, shoe_id: str) -> CoupResolved:
@@ -64,16 +103,7 @@ def run(bets: int, env: dict[str, str]) -> dict[str, float]:
     )
     coup = "bench.coup-1"
     closes = datetime.now(UTC) + timedelta(hours=1)
-    app.handle(
-        BettingOpened(
-            table_id=table,
-            coup_id=coup,
-            coup_number=1,
-            shoe_id="s",
-            closes_at=closes,
-            last_of_shoe=False,
-        )
-    )
+    app.handle(open_book(table, coup, "s", closes))
     started = time.perf_counter()
     batch: list[PlaceBet] = []
     for n in range(bets):
@@ -84,7 +114,7 @@ def run(bets: int, env: dict[str, str]) -> dict[str, float]:
                 coup_id=coup,
                 bettor_id=f"p{n}",
                 bet_type=BET_TYPES[n % 5],
-                amount=Decimal(100 + n % 900),
+                amount=100 + n % 900,
                 currency="EUR",
             )
         )
@@ -94,7 +124,8 @@ def run(bets: int, env: dict[str, str]) -> dict[str, float]:
     if batch:
         app.handle_batch(batch, None)
     placing = time.perf_counter() - started
-    app.handle(BettingClosed(table_id=table, coup_id=coup))
+    app.handle(close_book(table, coup))
+    app.handle_batch(shoe_cards(table, coup, "s"), None)
     before = app.recorder.max_notification_id() or 0
     resolved = player_natural(table, coup, shoe_id="s")
     t0 = time.perf_counter()

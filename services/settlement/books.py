@@ -22,9 +22,20 @@ from eventsourcing.domain import Aggregate, event
 
 from services.rules.paytable import BetType, get_paytable
 from services.rules.settlement import settle_bet
-from services.rules.validation import BetLimit, Rejection, RejectionReason, validate_bet
+from services.rules.validation import (
+    BetLimit,
+    Rejection,
+    RejectionReason,
+    parse_amount,
+    validate_bet,
+)
 
 Limits = dict[str, dict[str, int]]
+
+MAX_BOOK_STAKE = (2**53 - 1) // 12
+"""The most a coup's accepted stakes may add up to: a bet returns at most 12 times its stake,
+so every total of the coup (staked, paid, the house's result) stays below 2^53, exact in every
+wallet and in JavaScript."""
 
 
 class BookStatus(StrEnum):
@@ -69,12 +80,21 @@ class BetBook(Aggregate):
     """The bets of one coup."""
 
     class Opened(Aggregate.Created):
+        """Dealing's OpenBook: betting on the coup starts, with these terms."""
+
+        class_version = 2
         table_id: str
         coup_id: str
         paytable: str
         limits: Limits
         currency: str
         closes_at: datetime
+        coup_number: int | None
+        shoe_id: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state.update(coup_number=None, shoe_id=None)  # opened from BettingOpened, before
 
     class BettingClosed(Aggregate.Event):
         """Dealing closed betting at ``closed_at`` (its BettingClosed's ``occurred_at``).
@@ -113,6 +133,22 @@ class BetBook(Aggregate):
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             state["placed_at"] = [None] * len(state["lines"])  # recorded before it was kept
 
+    class CardsDrawn(Aggregate.Event):
+        """Cards the shoe drew for the coup (its CardDrawn): ``lines`` of [position, card]."""
+
+        lines: list[list[Any]]
+
+    class ResultClaimed(Aggregate.Event):
+        """A CoupResolved whose cards the shoe has not all drawn yet (as far as settlement
+        has read): checked, and settled or refused, when they come."""
+
+        claim: dict[str, Any]
+
+    class ClaimsDropped(Aggregate.Event):
+        """Waiting claims refused (an incident each): their places in ``claims``."""
+
+        indexes: list[int]
+
     class CoupSettled(Aggregate.Event):
         table_id: str
         coup_id: str
@@ -146,6 +182,8 @@ class BetBook(Aggregate):
         limits: Limits,
         currency: str,
         closes_at: datetime,
+        coup_number: int | None = None,
+        shoe_id: str | None = None,
     ) -> None:
         self.table_id = table_id
         self.coup_id = coup_id
@@ -153,6 +191,11 @@ class BetBook(Aggregate):
         self.limits = limits
         self.currency = currency
         self.closes_at = closes_at
+        self.coup_number = coup_number
+        self.shoe_id = shoe_id
+        self.drawn: dict[int, str] = {}  # the shoe's cards for the coup, by position
+        self.claims: list[dict[str, Any]] = []  # CoupResolved waiting for the shoe's cards
+        self.staked = 0
         self.status = BookStatus.BETTING
         self.closed_at: datetime | None = None  # dealing's BettingClosed.occurred_at
         self.bets: dict[str, Bet] = {}
@@ -182,7 +225,7 @@ class BetBook(Aggregate):
                 f"betting on coup {self.coup_id} is closed ({closed}); "
                 "wait for the next BettingOpened",
             )
-        return validate_bet(
+        refused = validate_bet(
             bet_type,
             amount,
             self._bet_limits(),
@@ -190,6 +233,13 @@ class BetBook(Aggregate):
             self.currency,
             self.bettor_types.get(bettor_id, set()),
         )
+        if refused is None and self.staked + (parse_amount(amount) or 0) > MAX_BOOK_STAKE:
+            return Rejection(
+                RejectionReason.ABOVE_MAXIMUM,
+                f"the stakes on coup {self.coup_id} would exceed the house's limit of "
+                f"{MAX_BOOK_STAKE} minor units for one coup",
+            )
+        return refused
 
     def closed_for(self, placed_at: datetime) -> str | None:
         """Why a bet placed at ``placed_at`` is too late for this coup, or None.
@@ -280,6 +330,8 @@ class BetBook(Aggregate):
 
     def _take(self, line: AnswerLine) -> None:
         bet_id, bettor_id, bet_type, amount = line[0], line[1], line[2], line[3]
+        if bet_id not in self.bets:
+            self.staked += amount
         self.bets[bet_id] = Bet(bet_id, bettor_id, bet_type, amount)
         self.bettor_types.setdefault(bettor_id, set()).add(BetType(bet_type))
 
@@ -307,6 +359,56 @@ class BetBook(Aggregate):
     ) -> None:
         self.status = BookStatus.CLOSED
         self.closed_at = closed_at
+
+    # -- the shoe's cards and dealing's claim ---------------------------------------
+    def note_cards(self, cards: list[tuple[int, str]]) -> list[tuple[int, str, str]]:
+        """Record cards the shoe drew for the coup; the conflicts (position, had, new): a
+        position seen before with another card (the first one stays)."""
+        seen = dict(self.drawn)
+        fresh: list[list[Any]] = []
+        conflicts: list[tuple[int, str, str]] = []
+        for position, card in cards:
+            had = seen.get(position)
+            if had is None:
+                seen[position] = card
+                fresh.append([position, card])
+            elif had != card:
+                conflicts.append((position, had, card))
+        if fresh:
+            self._cards_drawn(lines=fresh)
+        return conflicts
+
+    @event(CardsDrawn)
+    def _cards_drawn(self, lines: list[list[Any]]) -> None:
+        for position, card in lines:
+            self.drawn[int(position)] = card
+
+    @property
+    def drawn_cards(self) -> list[str]:
+        """The shoe's cards for the coup, in shoe order."""
+        return [self.drawn[position] for position in sorted(self.drawn)]
+
+    def claim_result(self, claim: dict[str, Any]) -> None:
+        """Keep a claim until the shoe's cards for it are in."""
+        self._claim(claim=claim)
+
+    @event(ResultClaimed)
+    def _claim(self, claim: dict[str, Any]) -> None:
+        self.claims.append(claim)
+
+    def drop_claims(self, indexes: list[int]) -> None:
+        """Forget the waiting claims at ``indexes`` (refused)."""
+        self._drop_claims(indexes=indexes)
+
+    @event(ClaimsDropped)
+    def _drop_claims(self, indexes: list[int]) -> None:
+        dropped = set(indexes)
+        self.claims = [claim for index, claim in enumerate(self.claims) if index not in dropped]
+
+    def settled_facts(self) -> CoupFacts | None:
+        """What the coup was settled on (None: not settled)."""
+        facts: CoupFacts | None = getattr(self, "facts", None)
+        return facts
 
     # -- settlement and refund -----------------------------------------------------
     def settle(self, coup: CoupFacts) -> None:
@@ -357,6 +459,8 @@ class BetBook(Aggregate):
     ) -> None:
         self.status = BookStatus.SETTLED
         self.returned = {line[0]: line[6] for line in lines}
+        self.facts = CoupFacts(outcome, player_pair, banker_pair)
+        self.claims = []
 
     def refund(self, supervisor_id: str, reason: str) -> None:
         """Refund every bet's stake; the adjustment is relative to what was already paid."""
@@ -390,6 +494,7 @@ class BetBook(Aggregate):
         currency: str,
     ) -> None:
         self.status = BookStatus.VOIDED
+        self.claims = []
 
     @property
     def bet_count(self) -> int:

@@ -1,15 +1,16 @@
 """Settlement as a running service: bets and table events in, bet events out.
 
 ``punto-banco serve settlement`` runs :func:`build_service` on the platform:
-the consumer applies each fetched batch of one partition (a flood of PlaceBet,
-or dealing's events) in ONE transaction with its tracking record, and the
-outbox relay publishes BET_EVENTS (one BetSettled per bet of a settled coup).
+the consumer applies each fetched batch of one partition (a flood of PlaceBet with
+dealing's OpenBook / CloseBook marks among them, dealing's table events, or the shoe's
+cards) in ONE transaction with its tracking record, and the outbox relay publishes
+BET_EVENTS (one BetSettled per bet of a settled coup) and BOOK_EVENTS.
 
-A bet's ``placed_at`` is the broker's append time of its PlaceBet record
-(``Delivery.appended_at``: the bet-commands topic is created with
+A record's time (a bet's ``placed_at``, a CloseBook's closing time) is the broker's
+append time (``Delivery.appended_at``: the bet-commands topic is created with
 ``message.timestamp.type=LogAppendTime``); a record with a producer timestamp
-(CreateTime, e.g. a topic created elsewhere and not altered) counts as placed
-when settlement received it. The client's ``occurred_at`` is never used.
+(CreateTime, e.g. a topic created elsewhere and not altered) counts from when
+settlement received it. The client's ``occurred_at`` is never used.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from datetime import UTC, datetime
 
 from eventsourcing.persistence import Tracking
 
-from contracts import BET_COMMANDS, TABLE_EVENTS
+from contracts import BET_COMMANDS, SHOE_EVENTS, TABLE_EVENTS
 from services.platform import (
     BatchHandler,
     Delivery,
@@ -27,6 +28,7 @@ from services.platform import (
     Settings,
     Subscription,
 )
+from services.platform.incidents import Origin
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages
 
@@ -38,20 +40,22 @@ def batch_handler(app: SettlementApplication) -> BatchHandler:
             [delivery.message for delivery in deliveries],
             tracking,
             [placed_at(delivery, received) for delivery in deliveries],
+            [Origin(d.topic, d.partition, d.offset) for d in deliveries],
         )
 
     return handle
 
 
 def placed_at(delivery: Delivery, received: datetime) -> datetime:
-    """When a bet was placed: the broker's append time, else when settlement received it."""
+    """When a record was appended (a bet placed): the broker's time, else when received."""
     return delivery.appended_at or received
 
 
 def _subscriptions(app: SettlementApplication) -> Sequence[Subscription]:
-    # Dealing's events first: the platform applies one fetch's partitions in this order,
-    # so a coup's BettingOpened is applied before the bets fetched with it.
+    # The platform applies one fetch's partitions in this order: the shoe's cards before
+    # dealing's claim of a result (a claim whose cards are not in yet waits for them).
     return [
+        Subscription(SHOE_EVENTS, batch_handler(app)),
         Subscription(TABLE_EVENTS, batch_handler(app)),
         Subscription(BET_COMMANDS, batch_handler(app)),
     ]

@@ -16,6 +16,7 @@ from contracts import (
     Message,
     OpenTable,
     PlaceBet,
+    amount_for,
 )
 from services.demo.ledger import Ledger, Severity
 from services.demo.orchestrator import DemoConfig, TableDriver
@@ -112,7 +113,7 @@ def bet(
         coup_id=coup_id,
         bettor_id=bettor,
         bet_type=bet_type,
-        amount=Decimal(amount),
+        amount=amount_for(amount),
         currency=currency,
     )
 

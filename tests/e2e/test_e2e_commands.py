@@ -80,7 +80,7 @@ async def test_each_rejection_reason_is_answered_with_its_code(system: LocalSyst
     }
     bad_amounts = [bet(table, coup, "carol", "tie", amount) for amount in (0, -500)]
     resend = good.model_copy(update={"event_id": uuid.uuid4()})  # same bet, delivered again
-    reused = good.model_copy(update={"event_id": uuid.uuid4(), "amount": Decimal(2000)})
+    reused = good.model_copy(update={"event_id": uuid.uuid4(), "amount": 2000})
     await place_when_known(system, good)  # settlement knows the coup from here on
     await send_all(system, [*in_window.values(), *bad_amounts, resend, reused])
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from contracts import (
     BetAccepted,
     BetLimitSpec,
     BetRejected,
-    BettingOpened,
+    OpenBook,
     PlaceBet,
     TableOpened,
 )
@@ -37,7 +36,7 @@ def place(bet_id: str, bettor: str, occurred_at: datetime) -> PlaceBet:
         coup_id="c1",
         bettor_id=bettor,
         bet_type="player",
-        amount=Decimal(1000),
+        amount=1000,
         currency="EUR",
     )
 
@@ -62,14 +61,23 @@ async def test_a_backdated_bet_appended_after_the_close_is_refused(
                     betting_window_ms=2000,
                     cut_card_from_end=16,
                 ),
-                BettingOpened(
+            ],
+        )
+        # Dealing's mark opening the coup's book, in the bets' partition.
+        await send_messages(
+            settings,
+            BET_COMMANDS,
+            [
+                OpenBook(
                     table_id="t1",
                     coup_id="c1",
                     coup_number=1,
                     shoe_id="s1",
                     closes_at=closes_at,
-                    last_of_shoe=False,
-                ),
+                    paytable="standard",
+                    limits={t: BetLimitSpec(minimum=100, maximum=50_000) for t in BET_TYPES},
+                    currency="EUR",
+                )
             ],
         )
         # In time, though the client's clock says it is after the close.
@@ -77,7 +85,7 @@ async def test_a_backdated_bet_appended_after_the_close_is_refused(
             settings, BET_COMMANDS, [place("in-time", "alice", closes_at + timedelta(hours=1))]
         )
         await asyncio.sleep(max(0.0, (closes_at - datetime.now(UTC)).total_seconds()) + 0.2)
-        # Settlement has not heard of any BettingClosed: the append time alone decides.
+        # No CloseBook mark yet: the append time alone decides.
         await send_messages(
             settings, BET_COMMANDS, [place("late", "bob", closes_at - timedelta(minutes=1))]
         )

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -17,17 +16,16 @@ import pytest
 from contracts import (
     BET_COMMANDS,
     BET_EVENTS,
+    SHOE_EVENTS,
     TABLE_EVENTS,
     BetLimitSpec,
     BetSettled,
-    BettingClosed,
-    BettingOpened,
     CoupSettled,
     PlaceBet,
     TableOpened,
 )
 from services.platform import ServiceHost
-from services.settlement.benchmark import player_natural
+from services.settlement.benchmark import close_book, open_book, player_natural, shoe_cards
 from services.settlement.domain import BookStatus
 from services.settlement.service import build_service
 from tests.integration.platform.kafka_tools import send_messages, settings_for
@@ -59,15 +57,11 @@ async def test_ten_thousand_bets_are_settled_after_coup_resolved(
                         betting_window_ms=300_000,
                         cut_card_from_end=16,
                     ),
-                    BettingOpened(
-                        table_id=table,
-                        coup_id=coup,
-                        coup_number=1,
-                        shoe_id="s1",
-                        closes_at=datetime.now(UTC) + timedelta(minutes=5),
-                        last_of_shoe=False,
-                    ),
                 ],
+            )
+            closes_at = datetime.now(UTC) + timedelta(minutes=5)
+            await send_messages(
+                settings, BET_COMMANDS, [open_book(table, coup, "s1", closes_at, maximum=10**6)]
             )
             bets = [
                 PlaceBet(
@@ -76,7 +70,7 @@ async def test_ten_thousand_bets_are_settled_after_coup_resolved(
                     coup_id=coup,
                     bettor_id=f"bettor-{n}",
                     bet_type=BET_TYPES[n % len(BET_TYPES)],
-                    amount=Decimal(100 + n % 900),
+                    amount=100 + n % 900,
                     currency="EUR",
                 )
                 for n in range(BETS)
@@ -87,9 +81,8 @@ async def test_ten_thousand_bets_are_settled_after_coup_resolved(
                 lambda: bet_events.count_raw("BetAccepted") == BETS, timeout=120
             )
             accepting = time.perf_counter() - started
-            await send_messages(
-                settings, TABLE_EVENTS, [BettingClosed(table_id=table, coup_id=coup)]
-            )
+            await send_messages(settings, BET_COMMANDS, [close_book(table, coup)])
+            await send_messages(settings, SHOE_EVENTS, shoe_cards(table, coup, "s1"))
             resolved = player_natural(table, coup, shoe_id="s1")
             relay = host.relay
             assert relay is not None

@@ -7,7 +7,6 @@ import contextlib
 import random
 from collections import Counter
 from collections.abc import AsyncIterator
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +190,7 @@ async def test_bettors_play_coups_and_every_accepted_bet_is_settled_once(
                         coup_id=coup.coup_id,
                         bettor_id=bettor,
                         bet_type=rng.choice([*BET_TYPES, "dragon"]),
-                        amount=Decimal(rng.choice([50, 100, 2500, 10_000, 60_000])),
+                        amount=rng.choice([50, 100, 2500, 10_000, 60_000]),
                         currency="EUR",
                     )
                 )

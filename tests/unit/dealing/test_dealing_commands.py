@@ -20,6 +20,7 @@ from contracts import (
     CoupVoided,
     DrawCards,
     Message,
+    OpenBook,
     TableClosed,
     TableOpened,
     VoidCoup,
@@ -53,11 +54,22 @@ def rejections(driver: Driver) -> list[CommandRejected]:
 
 def test_open_table_opens_betting_after_the_burn(driver: Driver) -> None:
     kinds = [type(m).__name__ for m in driver.published]
-    assert kinds == ["TableOpened", "ShuffleShoe", "BettingOpened"]
-    opened = driver.published[-1]
-    assert isinstance(opened, BettingOpened)
+    assert kinds == ["TableOpened", "ShuffleShoe", "BettingOpened", "OpenBook"]
+    opened, book = driver.published[-2:]
+    assert isinstance(opened, BettingOpened) and isinstance(book, OpenBook)
     assert opened.coup_number == 1 and not opened.last_of_shoe
     assert (opened.closes_at - opened.occurred_at).total_seconds() == pytest.approx(60, abs=1)
+    # The mark in the bets' partition carries the coup and the table's terms in force.
+    assert (book.coup_id, book.coup_number, book.closes_at) == (
+        opened.coup_id,
+        1,
+        opened.closes_at,
+    )
+    assert (book.currency, book.paytable, sorted(book.limits)) == (
+        "EUR",
+        "standard",
+        ["banker", "player", "tie"],
+    )
 
 
 def test_the_same_open_table_twice_has_one_effect(driver: Driver) -> None:

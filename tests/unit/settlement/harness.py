@@ -6,7 +6,6 @@ import itertools
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from fractions import Fraction
 from typing import TypeVar
 
@@ -14,11 +13,12 @@ from eventsourcing.persistence import Tracking
 
 from contracts import (
     BetLimitSpec,
-    BettingClosed,
-    BettingOpened,
+    CardDrawn,
+    CloseBook,
     CoupResolved,
     CoupVoided,
     Message,
+    OpenBook,
     PlaceBet,
     TableClosed,
     TableOpened,
@@ -26,6 +26,7 @@ from contracts import (
     encode,
     topic_for,
 )
+from services.platform.incidents import with_incidents
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages
 from tests.unit.settlement.stores import POPO
@@ -65,22 +66,35 @@ LIMITS = {
 
 
 class Dealing:
-    """Dealing's side: table events, each with the next tracking position of 'dealing'."""
+    """Dealing's side (and the shoe's cards): each message with the next tracking position of
+    its source, as the consumer would hand it over."""
 
     def __init__(self, app: SettlementApplication, table_id: str = "t1") -> None:
         self.app = app
         self.table_id = table_id
         self.positions = itertools.count(1)
+        self.marks = itertools.count(1)
+        self.cards = itertools.count(1)
+        self.shoe_position = itertools.count(11)  # after a burn
         self.sent: list[tuple[Message, Tracking]] = []
+        self.paytable = "standard"
+        self.limits: dict[str, tuple[int, int]] = dict(LIMITS)
+        self.numbers: dict[str, int] = {}
 
-    def send(self, message: Message, tracking: Tracking | None = None) -> None:
+    def send(
+        self,
+        message: Message,
+        tracking: Tracking | None = None,
+        placed_at: datetime | None = None,
+    ) -> None:
         tracking = tracking or Tracking("dealing:punto-banco.table-events:0", next(self.positions))
         self.sent.append((message, tracking))
-        self.app.handle(message, tracking)
+        self.app.handle(message, tracking, placed_at=placed_at)
 
     def open_table(
         self, paytable: str = "standard", limits: dict[str, tuple[int, int]] = LIMITS
     ) -> None:
+        self.paytable, self.limits = paytable, dict(limits)
         self.send(
             TableOpened(
                 table_id=self.table_id,
@@ -93,38 +107,66 @@ class Dealing:
             )
         )
 
-    def open_betting(self, coup_id: str, number: int = 1, closes_at: datetime = CLOSES_AT) -> None:
+    def open_betting(
+        self,
+        coup_id: str,
+        number: int = 1,
+        closes_at: datetime = CLOSES_AT,
+        at: datetime | None = None,
+    ) -> None:
+        """Dealing's OpenBook in the bets' partition (appended ``at``, default T0)."""
+        self.numbers[coup_id] = number
         self.send(
-            BettingOpened(
+            OpenBook(
                 table_id=self.table_id,
                 coup_id=coup_id,
                 coup_number=number,
                 shoe_id="s1",
                 closes_at=closes_at,
-                last_of_shoe=False,
-            )
+                paytable=self.paytable,
+                limits={
+                    k: BetLimitSpec(minimum=lo, maximum=hi) for k, (lo, hi) in self.limits.items()
+                },
+                currency="EUR",
+            ),
+            Tracking("bet-commands:0", next(self.marks)),
+            placed_at=at or T0,
         )
 
     def close_betting(self, coup_id: str, at: datetime = CLOSES_AT) -> None:
-        """Dealing's BettingClosed, occurred ``at`` (by default when the window ends)."""
-        self.send(BettingClosed(occurred_at=at, table_id=self.table_id, coup_id=coup_id))
-
-    def resolve(self, coup_id: str, player: list[str], banker: list[str]) -> CoupResolved:
-        p, b = hand_total(player), hand_total(banker)
-        message = CoupResolved(
-            table_id=self.table_id,
-            coup_id=coup_id,
-            coup_number=1,
-            shoe_id="s1",
-            player_cards=player,
-            banker_cards=banker,
-            player_total=p,
-            banker_total=b,
-            outcome="PLAYER" if p > b else "BANKER" if b > p else "TIE",
-            natural=hand_total(player[:2]) >= 8 or hand_total(banker[:2]) >= 8,
-            player_pair=player[0][0] == player[1][0],
-            banker_pair=banker[0][0] == banker[1][0],
+        """Dealing's CloseBook, appended to the bets' partition ``at`` (default: the window's
+        end)."""
+        self.send(
+            CloseBook(table_id=self.table_id, coup_id=coup_id),
+            Tracking("bet-commands:0", next(self.marks)),
+            placed_at=at,
         )
+
+    def draw(self, coup_id: str, cards: list[str]) -> list[CardDrawn]:
+        """The shoe's CardDrawn for ``cards`` (in shoe order), at the next positions."""
+        drawn = [
+            CardDrawn(
+                table_id=self.table_id,
+                shoe_id="s1",
+                coup_id=coup_id,
+                request_id=f"{coup_id}.draw-1",
+                position=next(self.shoe_position),
+                card=card,
+            )
+            for card in cards
+        ]
+        for message in drawn:
+            self.send(message, Tracking("shoe:punto-banco.shoe-events:0", next(self.cards)))
+        return drawn
+
+    def resolve(
+        self, coup_id: str, player: list[str], banker: list[str], draw: bool = True
+    ) -> CoupResolved:
+        """Dealing's CoupResolved for these hands (a correct claim); first the shoe's
+        CardDrawn of the same cards unless ``draw`` is False."""
+        if draw:
+            self.draw(coup_id, dealing_order(player, banker))
+        message = claim(self.table_id, coup_id, self.numbers.get(coup_id, 1), player, banker)
         self.send(message)
         return message
 
@@ -141,6 +183,32 @@ class Dealing:
 
     def close_table(self) -> None:
         self.send(TableClosed(table_id=self.table_id))
+
+
+def dealing_order(player: list[str], banker: list[str]) -> list[str]:
+    """The cards of a coup in the order they left the shoe: P, B, P, B, P3, B3."""
+    return [player[0], banker[0], player[1], banker[1], *player[2:], *banker[2:]]
+
+
+def claim(
+    table_id: str, coup_id: str, number: int, player: list[str], banker: list[str]
+) -> CoupResolved:
+    """The CoupResolved dealing publishes for these hands (totals and facts computed here)."""
+    p, b = hand_total(player), hand_total(banker)
+    return CoupResolved(
+        table_id=table_id,
+        coup_id=coup_id,
+        coup_number=number,
+        shoe_id="s1",
+        player_cards=player,
+        banker_cards=banker,
+        player_total=p,
+        banker_total=b,
+        outcome="PLAYER" if p > b else "BANKER" if b > p else "TIE",
+        natural=hand_total(player[:2]) >= 8 or hand_total(banker[:2]) >= 8,
+        player_pair=player[0][0] == player[1][0],
+        banker_pair=banker[0][0] == banker[1][0],
+    )
 
 
 VALUES = {"A": 1, "T": 0, "J": 0, "Q": 0, "K": 0} | {str(n): n for n in range(2, 10)}
@@ -183,7 +251,7 @@ def bet(
         coup_id=coup_id,
         bettor_id=bettor_id,
         bet_type=bet_type,
-        amount=Decimal(str(amount)),
+        amount=amount if isinstance(amount, int | str) else str(amount),
         currency=currency,
     )
 
@@ -206,7 +274,8 @@ class Relay:
                 return self.published[start:]
             for notification in batch:
                 self.position = notification.id
-                for message in to_messages(self.app.mapper.to_domain_event(notification)):
+                event = self.app.mapper.to_domain_event(notification)
+                for message in with_incidents(to_messages)(event):
                     # What the relay publishes reads back as the same message, byte for
                     # byte (the bulk messages are built without validation: contracts.trusted).
                     data = encode(message)

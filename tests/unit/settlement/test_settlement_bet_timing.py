@@ -1,10 +1,8 @@
-"""When a bet counts as placed: the broker's append time, judged against the coup's close.
+"""When a bet is in time: its place among dealing's marks in the partition, and its time.
 
-Settlement reads bets and dealing's events from two topics, so it may judge a bet
-before or after it has applied the coup's BettingClosed or CoupResolved. A bet is
-in time if it was PLACED (broker LogAppendTime, never the client's occurred_at)
-before ``closes_at`` and judged before settlement applied BettingClosed (after which
-it announced BetsClosed and dealing may deal).
+Dealing's OpenBook and CloseBook travel in the table's partition of bet-commands, with the
+bets. A bet is in time if it comes after the coup's OpenBook and before its CloseBook, and
+was PLACED (broker LogAppendTime, never the client's occurred_at) before ``closes_at``.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import Tracking
 
-from contracts import BetAccepted, BetRejected, BetSettled
+from contracts import BetAccepted, BetRejected, BetSettled, IncidentRaised
 from services.platform.consumer import CREATE_TIME, LOG_APPEND_TIME, Delivery
 from services.settlement.application import SettlementApplication
 from services.settlement.books import BetBook
@@ -62,16 +60,16 @@ def answer_of(relay: Relay, bet_id: str) -> BetAccepted | BetRejected:
     return answer
 
 
-def test_a_bet_judged_after_betting_closed_is_refused_even_if_placed_in_time(
+def test_a_bet_after_the_close_mark_is_refused_even_if_placed_in_time(
     app: SettlementApplication, dealing: Dealing
 ) -> None:
-    # Once settlement applied BettingClosed it announced BetsClosed and dealing may
-    # deal: a bet judged after that is too late, whenever it was placed.
+    # After the CloseBook mark settlement announced BetsClosed and dealing may deal:
+    # a bet behind the mark is too late, whatever its time says.
     dealing.close_betting("c1")
     placed = CLOSES_AT - SECOND
     refused = app.place_bet(bet("queued"), placed_at=placed)
     assert refused.reason_code == "BETTING_CLOSED"
-    dealing.resolve("c1", ["9H", "KD"], ["2S", "3C", "TH"])
+    dealing.resolve("c1", ["9H", "KD"], ["2S", "3C"])
     relay = Relay(app)
     relay.pump()
     rejected = answer_of(relay, "queued")
@@ -105,20 +103,20 @@ def test_a_bet_placed_after_closes_at_is_refused_before_betting_closed_is_applie
     assert isinstance(rejected, BetRejected) and rejected.placed_at == placed
 
 
-@pytest.mark.parametrize("betting_closed_applied", [True, False])
-def test_a_bet_handled_after_coup_resolved_is_always_refused(
-    app: SettlementApplication, dealing: Dealing, betting_closed_applied: bool
+def test_a_coup_resolved_while_betting_is_open_pays_nothing_and_bets_go_on(
+    app: SettlementApplication, dealing: Dealing
 ) -> None:
-    if betting_closed_applied:
-        dealing.close_betting("c1")
-    dealing.resolve("c1", ["9H", "KD"], ["2S", "3C", "TH"])
-    # Placed in time by every clock, but the outcome is known here already.
-    answer = app.place_bet(bet("after-outcome"), placed_at=PLACED_AT)
-    assert answer.reason_code == "BETTING_CLOSED"
+    # No card can be out before the close mark: a result for an open coup is a forgery or a
+    # bug. It is refused as an incident; bets are still judged by the marks.
+    dealing.resolve("c1", ["9H", "KD"], ["2S", "3C"])
+    assert app.place_bet(bet("after-claim"), placed_at=PLACED_AT).accepted
+    dealing.close_betting("c1")
     relay = Relay(app)
     relay.pump()
     assert relay.of_type(BetSettled) == []
-    assert isinstance(answer_of(relay, "after-outcome"), BetRejected)
+    [incident] = relay.of_type(IncidentRaised)
+    assert incident.code == "UNEXPECTED_RESOLUTION" and incident.coup_id == "c1"
+    assert isinstance(answer_of(relay, "after-claim"), BetAccepted)
 
 
 @pytest.mark.parametrize(
@@ -144,21 +142,21 @@ def test_without_a_broker_time_the_bet_counts_as_placed_when_handled(
     assert app.place_bet(bet("b2", occurred_at=CLOSES_AT + SECOND)).accepted
 
 
-def test_a_held_bet_is_judged_by_when_it_was_placed(
+def test_a_bet_ahead_of_its_coups_open_mark_is_refused_and_may_be_sent_again(
     app: SettlementApplication, dealing: Dealing
 ) -> None:
     c2_closes = CLOSES_AT + timedelta(minutes=10)
-    assert app.place_bet(bet("early", coup_id="c2"), placed_at=CLOSES_AT).held
-    assert app.place_bet(bet("late", coup_id="c2", bettor_id="bob"), placed_at=c2_closes).held
+    early = app.place_bet(bet("early", coup_id="c2"), placed_at=CLOSES_AT)
+    assert early.reason_code == "NO_SUCH_COUP"
     dealing.close_betting("c1")
     dealing.open_betting("c2", number=2, closes_at=c2_closes)
-    early, late = app.bet_answer("early"), app.bet_answer("late")
-    assert early is not None and early.accepted
-    assert late is not None and late.reason_code == "BETTING_CLOSED"
+    # NO_SUCH_COUP does not use up the bet id: the same bet, sent again, is judged.
+    assert app.place_bet(bet("early", coup_id="c2"), placed_at=CLOSES_AT + SECOND).accepted
     relay = Relay(app)
     relay.pump()
-    assert answer_of(relay, "early").placed_at == CLOSES_AT
-    assert answer_of(relay, "late").placed_at == c2_closes
+    answers = [m for m in relay.published if getattr(m, "bet_id", None) == "early"]
+    assert [type(m).__name__ for m in answers] == ["BetRejected", "BetAccepted"]
+    assert answers[1].placed_at == CLOSES_AT + SECOND
 
 
 def test_a_refusal_without_a_book_carries_placed_at(app: SettlementApplication) -> None:

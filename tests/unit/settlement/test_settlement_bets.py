@@ -8,7 +8,8 @@ import pytest
 
 from contracts import BetAccepted, BetRejected, PlaceBet
 from services.settlement.application import SettlementApplication
-from services.settlement.bet_index import BetAnswer
+from services.settlement.bet_index import BetAnswer, BetRequest
+from services.settlement.desk import BetDesk, desk_aggregate_id, held_line
 from tests.unit.settlement.harness import CLOSES_AT, PLACED_AT, Dealing, Relay, bet, settlement_app
 from tests.unit.settlement.stores import POPO
 
@@ -124,23 +125,22 @@ def test_a_reused_bet_id_with_other_content_is_a_duplicate(app: SettlementApplic
     assert book is not None and book.bet_count == 1
 
 
-def test_a_bet_ahead_of_its_coup_is_held_and_judged_when_the_coup_opens(
+def test_a_bet_ahead_of_its_coups_open_mark_is_refused_and_its_id_stays_free(
     app: SettlementApplication, dealing: Dealing
 ) -> None:
     relay = Relay(app)
     early = bet("b1", coup_id="c2")
     bogus = bet("b2", coup_id="c9", bettor_id="bob")
     bad = bet("b3", coup_id="c2", bettor_id="carol", amount=5)
-    assert app.place_bet(early).held
-    assert app.place_bet(bogus).held
-    assert app.place_bet(bad).held
-    again = app.place_bet(early)
-    assert again.held and again.repeated
-    assert app.place_bet(bet("b1", coup_id="c2", amount=2000)).reason_code == "DUPLICATE_BET_ID"
-    assert [type(m).__name__ for m in relay.pump()] == ["BetRejected"]  # only the duplicate
+    for command in (early, bogus, bad):
+        assert app.place_bet(command).reason_code == "NO_SUCH_COUP"
+        assert app.bet_answer(command.bet_id) is None  # the id stays free
+    assert [getattr(m, "reason_code", None) for m in relay.pump()] == ["NO_SUCH_COUP"] * 3
     dealing.close_betting("c1")
     assert [type(m).__name__ for m in relay.pump()] == ["BetsClosed"]
     dealing.open_betting("c2", number=2)
+    for command in (early, bogus, bad):  # sent again once the coup is open
+        app.place_bet(command)
     answers = sorted(relay.pump(), key=lambda m: getattr(m, "bet_id", ""))
     assert [
         (type(m).__name__, getattr(m, "bet_id", None), getattr(m, "reason_code", None))
@@ -151,16 +151,19 @@ def test_a_bet_ahead_of_its_coup_is_held_and_judged_when_the_coup_opens(
         ("BetRejected", "b3", "BELOW_MINIMUM"),
     ]
     assert app.place_bet(early).repeated and app.place_bet(early).accepted
-    assert app.place_bet(bogus).held  # NO_SUCH_COUP leaves the id free: held again
 
 
-def test_held_bets_are_refused_when_the_table_closes(
+def test_bets_held_by_an_earlier_version_are_refused_when_the_table_closes(
     app: SettlementApplication, dealing: Dealing
 ) -> None:
-    assert app.place_bet(bet("b1", coup_id="c2")).held
+    hold_as_before(app, [held_line("c2", "b1", "alice", "player", "1000", "EUR", PLACED_AT)])
+    assert app.bet_answer("b1") == BetAnswer("b1", False, held=True)
     dealing.close_betting("c1")
     dealing.close_table()
     assert app.bet_answer("b1") == BetAnswer("b1", False, "TABLE_CLOSED", "table t1 is closed")
+    relay = Relay(app)
+    refused = [m for m in relay.pump() if getattr(m, "bet_id", None) == "b1"]
+    assert [getattr(m, "reason_code", None) for m in refused] == ["TABLE_CLOSED"]
 
 
 def test_a_bet_on_an_unknown_table_is_refused_at_once(app: SettlementApplication) -> None:
@@ -169,48 +172,20 @@ def test_a_bet_on_an_unknown_table_is_refused_at_once(app: SettlementApplication
     assert app.bet_answer("x") is None  # the id stays free
 
 
-def test_bets_held_together_are_one_event_and_survive_a_restart(
+def test_bets_held_by_an_earlier_version_are_refused_at_the_next_coup_after_a_restart(
     store_env: dict[str, str],
 ) -> None:
-    """A flood that overtook its coup's BettingOpened: one BetsHeld, not one event per bet."""
-    from eventsourcing.utils import get_topic
-
-    from services.settlement.domain import BetDesk
-
+    """Stores of a version that held bets ahead of their coup keep BetsHeld (and older,
+    BetHeld) events: replayed at start, and the held bets refused at the next open mark."""
     dealing = Dealing(settlement_app(env=store_env))
     dealing.open_table()
     dealing.open_betting("c1")
-    flood = [bet(f"h{n}", coup_id="c2", bettor_id=f"p{n}") for n in range(50)]
-    dealing.app.handle_batch(flood, None)
-    topics = [n.topic for n in dealing.app.recorder.select_notifications(1, 1000)]
-    assert topics.count(get_topic(BetDesk.BetsHeld)) == 1
-    assert get_topic(BetDesk.BetHeld) not in topics
-    dealing.close_betting("c1")
-    dealing.app.close()
-
-    dealing.app = settlement_app(env=store_env)  # the same store: desk and index rebuilt
-    again = dealing.app.place_bet(flood[7])
-    assert again.held and again.repeated
-    dealing.open_betting("c2", number=2)
-    answers = [dealing.app.bet_answer(f"h{n}") for n in range(50)]
-    assert all(answer is not None and answer.accepted for answer in answers)
-    book = dealing.app.get_book("t1", "c2")
-    assert book is not None and book.bet_count == 50
-
-
-def test_a_bet_held_on_its_own_by_an_earlier_version_is_still_judged(
-    store_env: dict[str, str],
-) -> None:
-    """Stores written before BetsHeld hold one BetHeld event per bet: still replayed."""
-    from services.settlement.domain import BetDesk
-
-    dealing = Dealing(settlement_app(env=store_env))
-    dealing.open_table()
-    dealing.open_betting("c1")
-    desk = BetDesk(table_id="t1")
-    desk._held_one(  # what `hold` recorded then
-        table_id="t1",
-        coup_id="c2",
+    lines = [held_line("c2", f"h{n}", f"p{n}", "banker", "500", "EUR", PLACED_AT) for n in range(5)]
+    hold_as_before(dealing.app, lines)
+    desk = BetDesk(table_id="t9")
+    desk._held_one(  # what an even earlier version recorded: one event per bet
+        table_id="t9",
+        coup_id="t9.c2",
         bet_id="old-1",
         bettor_id="p1",
         bet_type="banker",
@@ -222,9 +197,28 @@ def test_a_bet_held_on_its_own_by_an_earlier_version_is_still_judged(
     dealing.close_betting("c1")
     dealing.app.close()
 
-    dealing.app = settlement_app(env=store_env)
-    desk_again = dealing.app.repository.get(desk.id)
-    assert list(desk_again.held) == ["old-1"]
+    dealing.app = settlement_app(env=store_env)  # the same store: desk and index rebuilt
+    assert dealing.app.bet_answer("h3") == BetAnswer("h3", False, held=True)
+    assert list(dealing.app.repository.get(desk.id).held) == ["old-1"]
     dealing.open_betting("c2", number=2)
-    answer = dealing.app.bet_answer("old-1")
-    assert answer is not None and answer.accepted
+    assert [dealing.app.bet_answer(f"h{n}") for n in range(5)] == [None] * 5  # free again
+    relay = Relay(dealing.app)
+    refused = [m for m in relay.pump() if isinstance(m, BetRejected)]
+    assert {m.bet_id for m in refused} == {f"h{n}" for n in range(5)}
+    assert {m.reason_code for m in refused} == {"NO_SUCH_COUP"}
+    assert dealing.app.place_bet(bet("h3", coup_id="c2", bettor_id="p3", amount=500)).accepted
+    dealing.app.close()
+
+
+def hold_as_before(app: SettlementApplication, lines: list[list[str]]) -> None:
+    """Record held bets the way the version before OpenBook did (one BetsHeld event)."""
+    with app.unit_of_work() as uow:
+        desk = uow.get(desk_aggregate_id("t1"), BetDesk)
+        if desk is None:
+            desk = BetDesk(table_id="t1")
+            uow.add(desk)
+        for line in lines:
+            desk.draft_hold(line)
+        desk.flush()
+    for line in lines:
+        app._index.replay(BetRequest.held("t1", line), BetAnswer(line[1], False, held=True))

@@ -119,8 +119,10 @@ def test_a_whole_coup_is_settled_in_one_transaction() -> None:
     dealing.open_betting("c1")
     for placed in random_bets("c1", 200, seed=3):
         dealing.app.place_bet(placed)
+    dealing.close_betting("c1")
+    dealing.draw("c1", ["9H", "2C", "KD", "3S"])  # the shoe's cards come first
     before = dealing.app.recorder.max_notification_id() or 0
-    dealing.resolve("c1", ["9H", "KD"], ["2C", "3S", "4H"])
+    dealing.resolve("c1", ["9H", "KD"], ["2C", "3S"], draw=False)
     after = dealing.app.recorder.max_notification_id() or 0
     assert after == before + 1  # one stored event for the whole coup
 
@@ -133,7 +135,7 @@ def test_void_before_settlement_refunds_the_stakes() -> None:
     dealing.close_betting("c1")
     dealing.void("c1", was_resolved=False)
     dealing.void("c1", was_resolved=False)  # voided again: nothing more
-    dealing.resolve("c1", ["9H", "KD"], ["2C", "3S", "4H"])  # too late: nothing
+    dealing.resolve("c1", ["9H", "KD"], ["2C", "3S"])  # too late: nothing
     relay = Relay(dealing.app)
     relay.pump()
     refunds = [m for m in relay.of_type(BetRefunded) if isinstance(m, BetRefunded)]
@@ -244,25 +246,25 @@ def test_a_batch_is_one_transaction_with_its_tracking_record() -> None:
     assert book.bet_count == sum(1 for a in answers if a is not None and a.accepted)
 
 
-def test_a_held_bet_survives_a_restart(store_env: dict[str, str]) -> None:
+def test_a_bet_refused_ahead_of_its_coup_stays_free_across_a_restart(
+    store_env: dict[str, str],
+) -> None:
     first = settlement_app(env=store_env)
     dealing = Dealing(first)
     dealing.open_table()
     dealing.open_betting("c1")
-    assert first.place_bet(bet("early", coup_id="c2")).held
+    assert first.place_bet(bet("early", coup_id="c2")).reason_code == "NO_SUCH_COUP"
     first.close()
 
     second = settlement_app(env=store_env)
     dealing.app = second
-    again = second.place_bet(bet("early", coup_id="c2"))
-    assert again.held and again.repeated
     dealing.close_betting("c1")
     dealing.open_betting("c2", number=2)
-    answer = second.bet_answer("early")
-    assert answer is not None and answer.accepted
+    answer = second.place_bet(bet("early", coup_id="c2"))
+    assert answer.accepted and not answer.repeated
     second.close()
 
     third = settlement_app(env=store_env)
     resend = third.place_bet(bet("early", coup_id="c2"))
-    assert resend.accepted and resend.repeated and not resend.held
+    assert resend.accepted and resend.repeated
     third.close()
