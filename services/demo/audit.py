@@ -44,6 +44,7 @@ class ProblemKind(StrEnum):
     NEVER_ANSWERED = "never_answered"
     UNEXPECTED_ANSWER = "unexpected_answer"
     ACCEPTED_AFTER_OUTCOME = "accepted_after_outcome"
+    ACCEPTED_OUTSIDE_TERMS = "accepted_outside_terms"
 
 
 NON_BINDING = frozenset({"NO_SUCH_TABLE", "NO_SUCH_COUP"})
@@ -177,6 +178,11 @@ def check_bet(
             )
         return found
     coup = coups.get((accepted.table_id, accepted.coup_id))
+    outside = outside_terms(accepted, coup.terms if coup is not None else None)
+    if outside:
+        found.append(
+            Problem(ProblemKind.ACCEPTED_OUTSIDE_TERMS, outside, bet.bet_id, accepted.coup_id)
+        )
     if coup is not None and coup.resolved is not None:
         late = (accepted.occurred_at - coup.resolved.occurred_at).total_seconds()
         if late > 0:  # settlement lagged behind the table: the outcome was public already
@@ -219,6 +225,23 @@ def check_bet(
         if wrong:
             found.append(Problem(ProblemKind.WRONG_AMOUNT, wrong, bet.bet_id, accepted.coup_id))
     return found
+
+
+def outside_terms(accepted: BetAccepted, terms: TableOpened | None) -> str | None:
+    """Why an accepted bet breaks the table's terms in force when its coup opened, or None."""
+    if terms is None:
+        return None
+    limit = terms.limits.get(accepted.bet_type)
+    if limit is None:
+        return f"{accepted.bet_type} is not offered at table {terms.table_id}"
+    if not limit.minimum <= accepted.amount <= limit.maximum:
+        return (
+            f"stake {accepted.amount} outside the table's {accepted.bet_type} limits "
+            f"{limit.minimum}..{limit.maximum}"
+        )
+    if accepted.currency != terms.currency:
+        return f"currency {accepted.currency}, the table's is {terms.currency}"
+    return None
 
 
 def check_expectation(bet: BetState, final: bool) -> list[Problem]:

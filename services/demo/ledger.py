@@ -272,6 +272,7 @@ class Ledger:
         coup = self.coup(event.table_id, event.coup_id)
         coup.coup_number = event.coup_number
         coup.shoe_id = event.shoe_id
+        coup.terms = coup.terms or self.tables.get(event.table_id)
         self.last_coup = coup
 
     def _on_betting_closed(self, event: BettingClosed) -> None:

@@ -15,6 +15,7 @@ from contracts import (
     CoupSettled,
     CoupVoided,
     ShoeClosed,
+    TableOpened,
 )
 from services.demo.bettors import PlannedBet
 
@@ -36,6 +37,7 @@ class CoupState:
     coup_id: str
     coup_number: int | None = None
     shoe_id: str | None = None
+    terms: TableOpened | None = None  # the table's terms when the coup opened
     betting_closed: bool = False
     resolved: CoupResolved | None = None
     resolutions: dict[UUID, CoupResolved] = field(default_factory=dict)

@@ -77,7 +77,7 @@ def parse_bet_type(bet_type: object) -> BetType | None:
 def parse_amount(amount: object) -> int | None:
     """A positive whole number of minor units from ``amount``, or None.
 
-    Accepts ``int`` and ``Decimal`` or ``str`` with no fractional part
+    Accepts ``int`` and ``Decimal`` or ASCII ``str`` with no fractional part
     (``Decimal("100.00")`` is 100). Rejects bool, float, fractions, zero,
     negatives, NaN, infinities and numbers of more than MAX_AMOUNT_DIGITS digits.
     """
@@ -86,6 +86,8 @@ def parse_amount(amount: object) -> int | None:
     if isinstance(amount, int):
         return amount if amount > 0 else None
     if isinstance(amount, str):
+        if not amount.isascii():
+            return None  # Decimal would read other scripts' digits ("١٠٠"): text is ASCII only
         try:
             amount = Decimal(amount.strip())
         except InvalidOperation:

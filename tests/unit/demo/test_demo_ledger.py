@@ -419,3 +419,17 @@ def test_a_bet_accepted_after_the_outcome_was_recorded_is_a_warning() -> None:
     [problem] = ledger.problems()
     assert problem.kind is ProblemKind.ACCEPTED_AFTER_OUTCOME
     assert problem.severity is Severity.WARNING
+
+
+def test_a_bet_accepted_outside_the_tables_terms_is_an_error() -> None:
+    # Whatever the settlement service says (e.g. it believed forged terms), the ledger holds
+    # every accepted bet to the terms the table opened with.
+    ledger = Ledger()
+    opened_table(ledger)
+    ledger.observe(accepted("whale", amount=10**12))
+    ledger.observe(accepted("tiny", amount=1))
+    ledger.observe(accepted("fine", amount=100_000))
+    wrong = [p for p in ledger.problems() if p.kind is ProblemKind.ACCEPTED_OUTSIDE_TERMS]
+    assert sorted(p.bet_id or "" for p in wrong) == ["tiny", "whale"]
+    assert all(p.severity is Severity.ERROR for p in wrong)
+    assert "outside the table's banker limits 100..100000" in str(wrong[0])

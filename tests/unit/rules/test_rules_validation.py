@@ -111,6 +111,8 @@ def test_parse_amount_reads_text() -> None:
     assert parse_amount("1.5e1") == 15
     assert parse_amount("1e999999999") is None  # absurd, and rejected without building it
     assert parse_amount(10**40) == 10**40  # an int is already built; the limits reject it
+    assert parse_amount("\u0661\u0660\u0660") is None  # Arabic-Indic digits: ASCII text only
+    assert parse_amount("\uff11\uff10\uff10") is None  # full-width digits
 
 
 def test_bet_limits_must_be_ordered_and_positive() -> None:
