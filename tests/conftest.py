@@ -37,6 +37,7 @@ from services.infra.kafka import KafkaBroker, broker_answers
 from services.infra.ports import LOOPBACK, free_port
 from services.infra.postgres import PostgresServer
 from tests.kafka_cleanup import created_under, delete_created_topics
+from tests.signing_keys import key_env
 
 POSTGRES_KEYS = (
     "POSTGRES_HOST",
@@ -234,6 +235,15 @@ def postgres_dsn(postgres_env: dict[str, str]) -> str:
 def sqlite_path(tmp_path: Path) -> Path:
     """A path for a new SQLite database file (it does not exist yet)."""
     return tmp_path / "events.sqlite"
+
+
+@pytest.fixture(scope="session")
+def signing_keys() -> dict[str, str]:
+    """``PB_SIGNING_KEY`` / ``PB_KEYRING`` of this session's keys (tests/signing_keys.py): the
+    services sign what they publish and refuse what their keyring cannot verify.
+    ``kafka_tools.settings_for`` adds them already; ``signing_keys.ensure_key(name)`` gives a
+    test's own service (``counter``...) a key."""
+    return key_env()
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,9 @@
 """The three services of one benchmark run as ``punto-banco serve`` subprocesses.
 
-Each run gets its own topic prefix, data folder and (on PostgreSQL) schema prefix, so runs never
-see each other's messages or events; :meth:`Cluster.stop` stops every child (SIGTERM, bounded
-wait, SIGKILL) and drops the run's PostgreSQL schemas. :class:`MemorySampler` samples each
+Each run gets its own topic prefix, data folder (with the run's signing keys in ``keys/``) and
+(on PostgreSQL) schema prefix, so runs never see each other's messages or events;
+:meth:`Cluster.stop` stops every child (SIGTERM, bounded wait, SIGKILL) and drops the run's
+PostgreSQL schemas. :class:`MemorySampler` samples each
 child's resident memory (psutil) while a load runs.
 """
 
@@ -22,6 +23,7 @@ from services.demo.processes import (
     SERVICES,
     ServiceProcess,
     ServiceSettings,
+    prepare_keys,
     service_env,
     stop_all,
     wait_for,
@@ -58,24 +60,27 @@ class Cluster:
     def store(self) -> str:
         return "postgres" if self.postgres else "sqlite"
 
-    def env(self) -> dict[str, str]:
+    def service_settings(self) -> ServiceSettings:
         extra = {
             "PB_HTTP_PORT": "off",
             "PB_LOG_LEVEL": "INFO",
             "PB_POSTGRES_SCHEMA_PREFIX": self.schema_prefix,
         }
-        settings = ServiceSettings(
+        return ServiceSettings(
             bootstrap=self.bootstrap,
             data_dir=self.data_dir,
             topic_prefix=self.topic_prefix,
             postgres=dict(self.postgres),
             extra=extra,
         )
-        return service_env(settings)
+
+    def env(self) -> dict[str, str]:
+        return service_env(self.service_settings())
 
     async def start(self) -> None:
-        """Create the run's topics, start the three services and wait until each serves."""
+        """Create the run's topics and keys, start the three services, wait until each serves."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(prepare_keys, self.service_settings())
         await ensure_topics(self.bootstrap, self.topic_prefix)
         env = self.env()
         self.processes = [

@@ -41,6 +41,9 @@ audit_cmd.register(app)
 from services.cli import dashboard_cmd  # noqa: E402
 
 dashboard_cmd.register(app)
+from services.cli import keys_cmd  # noqa: E402
+
+keys_cmd.register(app)
 
 
 def main() -> None:

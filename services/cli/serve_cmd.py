@@ -59,6 +59,13 @@ def serve_command(
     except ImportError as error:
         typer.echo(f"error: the {service.value} service is not available: {error}", err=True)
         raise typer.Exit(2) from None
+    from services.platform.keys import KeysError, load_keyring, signer_for
+
+    try:  # no key or keyring: say what to run rather than fail later with a traceback
+        signer_for(settings, load_keyring(settings))
+    except KeysError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
     definition = module.build_service(settings)
     raise typer.Exit(serve(definition, settings))
 

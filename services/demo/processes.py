@@ -1,6 +1,7 @@
 """The three services as child processes: `punto-banco serve shoe|dealing|settlement`.
 
-Each child gets the same settings through its environment (:func:`service_env`), its output in
+Each child gets the same settings through its environment (:func:`service_env`), the run's
+signing keys (:func:`prepare_keys`: ``<data dir>/keys/``, made when missing), its output in
 a log file, its own session (so a Ctrl-C reaches only us and we stop the children in order) and,
 on Linux, a parent-death signal so that even if we are killed the children do not outlive us.
 Stopping is SIGTERM, a bounded wait, then SIGKILL: no child is left behind.
@@ -22,6 +23,7 @@ from pathlib import Path
 SERVICES: tuple[str, ...] = ("shoe", "dealing", "settlement")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 _PR_SET_PDEATHSIG = 1
+KEY_VARIABLES = ("PB_SIGNING_KEY", "PB_KEYRING")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,13 +40,15 @@ class ServiceSettings:
 def service_env(settings: ServiceSettings, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a service process: ``base`` (default ours) plus the run's settings.
 
-    SQLite unless ``settings.postgres`` holds ``POSTGRES_*`` variables. Inherited PostgreSQL or
-    persistence variables are dropped so that a run uses exactly what it was given.
+    SQLite unless ``settings.postgres`` holds ``POSTGRES_*`` variables. Inherited PostgreSQL,
+    persistence or key variables are dropped so that a run uses exactly what it was given (its
+    keys: ``<data dir>/keys/`` unless ``settings.extra`` names ``PB_SIGNING_KEY`` / ``PB_KEYRING``).
     """
+    dropped = ("POSTGRES_", "PB_POSTGRES", "PB_PERSISTENCE", "PB_TOPIC_PREFIX", *KEY_VARIABLES)
     env = {
         key: value
         for key, value in (os.environ if base is None else base).items()
-        if not key.startswith(("POSTGRES_", "PB_POSTGRES", "PB_PERSISTENCE", "PB_TOPIC_PREFIX"))
+        if not key.startswith(dropped)
     }
     env.update(
         {
@@ -58,6 +62,16 @@ def service_env(settings: ServiceSettings, base: Mapping[str, str] | None = None
     env.update(settings.postgres)
     env.update(settings.extra)
     return env
+
+
+def prepare_keys(settings: ServiceSettings, services: Iterable[str] = SERVICES) -> list[str]:
+    """The run's signing keys and keyring in ``<data dir>/keys/``, made when missing (what was
+    done); nothing when ``settings.extra`` names its own (``PB_SIGNING_KEY`` / ``PB_KEYRING``)."""
+    if any(name in settings.extra for name in KEY_VARIABLES):
+        return []
+    from services.platform.keys import init_run_keys
+
+    return init_run_keys(settings.data_dir.resolve(), tuple(services))
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec

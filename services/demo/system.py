@@ -22,6 +22,7 @@ from services.demo.processes import (
     ServiceFailed,
     ServiceProcess,
     ServiceSettings,
+    prepare_keys,
     service_env,
     stop_all,
 )
@@ -68,8 +69,10 @@ class LocalSystem:
     # ---- life cycle ----------------------------------------------------------------------
 
     async def start(self, ready_timeout: float = 90.0) -> None:
-        """Create the topics, start every service, wait until each serves, start following."""
+        """Create the topics and the run's keys, start every service, wait until each serves,
+        start following."""
         self._started = True
+        await asyncio.to_thread(prepare_keys, self.settings)
         await ensure_topics(self.settings.bootstrap, self.settings.topic_prefix)
         await self.feed.start(from_beginning=False)
         await self.sender.start()

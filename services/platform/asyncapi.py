@@ -78,7 +78,9 @@ def asyncapi_json(
             "Punto Banco services over Kafka. Every message is JSON with a `type` discriminator; "
             "the key is the table id. Relayed messages carry headers `pb-source`, "
             "`pb-notification-id` and `pb-message-index` (duplicates after a crash have the same "
-            "`event_id`)."
+            "`event_id`); on table-events, shoe-events, book-events, shoe-commands and dealing's "
+            "marks on bet-commands also `pb-sig`, the writer's signature (a detached JWS, RFC "
+            "7797, EdDSA: see docs/integrating.md)."
         ),
     )
     document: str = spec.to_specification().to_json()

@@ -22,6 +22,13 @@ For every fetched batch, per partition, in order:
    assignment, or when a partition's offsets go back): a store reused with a new Kafka,
    a new topic prefix or a topic deleted and created again does not take the new log's
    offsets for handled ones. A store written before topic ids keeps its positions.
+   Then the writer's signature (``pb-sig``, ``signing.py``), before anything is tracked or
+   handled: on an owned topic every record must be signed by a key of the topic's owner
+   (the keyring), for its own topic, key and relay position; elsewhere a message that only a
+   service may send (``contracts.MESSAGE_SOURCES``: dealing's ``OpenBook`` / ``CloseBook``
+   on bet-commands, which gateways also write) must be signed by that service, for the
+   position its relay headers give. A record that fails is a dead letter
+   (``signature: ...``), never a position; commands from outside need no signature.
 2. Records at or below the recorded position are duplicates (redelivery after a
    crash, or a relay republishing) and are skipped without calling the handler.
 3. Records that are refused or do not decode (``ContractError``) are published to the
@@ -33,12 +40,13 @@ For every fetched batch, per partition, in order:
    A redelivered or republished message therefore has no second effect.
 5. If the handler raises, nothing of the batch was recorded; the runtime retries
    message by message. A message nothing vouches for (an outside type such as a PlaceBet
-   or a table command, or anything read from a topic that is not one service's own:
+   or a table command, or anything no service's signature came with:
    ``Delivery.external``) that fails is dead-lettered (error ``handler failed: ...``) and
    the partition goes on: a forged record must not stop a partition. An internal message
-   (read from its owner's topic) that fails STOPS its partition (``stops.py``): no dead
-   letter, nothing recorded past it, the partition paused while the others go on, an ERROR log, the
-   gauge ``pb_partition_stopped`` and ``/ready`` answering 503; the same record is tried
+   (signed by its sender: on its owner's topic, or a mark) that fails STOPS its partition
+   (``stops.py``): no dead letter, nothing recorded past it, the partition paused while the
+   others go on, an ERROR log, the gauge ``pb_partition_stopped`` and ``/ready`` answering
+   503; the same record is tried
    again with a back-off (at most 30 s apart) until it is taken, then the partition
    resumes. Store errors that may pass (OperationalError, InterfaceError) are retried
    with a back-off instead.
@@ -72,7 +80,7 @@ from eventsourcing.persistence import (
     Tracking,
 )
 
-from contracts import TOPIC_OWNERS, ContractError, decode
+from contracts import EXTERNAL, MESSAGE_SOURCES, TOPIC_OWNERS, ContractError, Message, decode
 from services.platform.application import ServiceApplication
 from services.platform.dead_letters import DeadLetterSender, as_text, dead_letter_for
 from services.platform.deliveries import (
@@ -84,13 +92,16 @@ from services.platform.deliveries import (
     per_message,
     with_unit_of_work,
 )
-from services.platform.kafka import idempotent_producer
+from services.platform.kafka import SIGNATURE_HEADER, idempotent_producer
+from services.platform.keys import load_keyring
 from services.platform.partition_names import PartitionNames, TopicIdFetcher
 from services.platform.settings import Settings
+from services.platform.signing import Keyring, verify
 from services.platform.stops import PartitionStops
 from services.platform.topic_ids import TopicIdReader
 from services.platform.tracking import (
     MESSAGES_PER_NOTIFICATION,
+    Headers,
     UntrustedHeaders,
     position_of,
     relayed_position,
@@ -184,11 +195,14 @@ class ConsumerRuntime:
         producer: AIOKafkaProducer | None = None,
         cluster_id: str | None = None,
         topic_ids: TopicIdFetcher | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
         if not subscriptions:
             raise ValueError("a consumer needs at least one subscription")
         self.app = app
         self.settings = settings
+        # Who may write what (signing.py): every service's public keys; settings' file if None.
+        self.keyring = keyring if keyring is not None else load_keyring(settings)
         self.worker = worker
         self.subscriptions = {s.topic: s for s in subscriptions}
         if len(self.subscriptions) != len(subscriptions):
@@ -598,6 +612,11 @@ class ConsumerRuntime:
             if isinstance(position, UntrustedHeaders):
                 prepared.invalid.append(_Invalid(record, f"untrusted headers: {position.reason}"))
                 continue
+            if owner is not None:
+                refused = self._signature(owner, logical, record, position)
+                if refused is not None:
+                    prepared.invalid.append(_Invalid(record, f"signature: {refused}"))
+                    continue
             if position <= recorded:
                 prepared.duplicates += 1
                 continue
@@ -611,6 +630,12 @@ class ConsumerRuntime:
             except ContractError as error:
                 prepared.invalid.append(_Invalid(record, error.reason))
                 continue
+            source = owner or self._sender(message)
+            if owner is None and source is not None:  # a service's message on a shared topic
+                refused = self._signature(source, logical, record, None)
+                if refused is not None:
+                    prepared.invalid.append(_Invalid(record, f"signature: {refused}"))
+                    continue
             prepared.raw[record.offset] = record
             prepared.fresh.append(
                 Delivery(
@@ -619,7 +644,7 @@ class ConsumerRuntime:
                     partition=partition,
                     offset=record.offset,
                     key=as_text(record.key),
-                    source=owner,
+                    source=source,
                     tracking=Tracking(name, position),
                     timestamp=record.timestamp,
                     timestamp_type=record.timestamp_type,
@@ -627,7 +652,56 @@ class ConsumerRuntime:
             )
         return prepared
 
+    @staticmethod
+    def _sender(message: Message) -> str | None:
+        """The one service that may send ``message``; None for a message from outside."""
+        sender = MESSAGE_SOURCES.get(type(message).__name__)
+        return None if sender is None or sender == EXTERNAL else sender
+
+    def _signature(
+        self,
+        signer: str,
+        logical: str,
+        record: ConsumerRecord[Any, Any],
+        position: int | None,
+    ) -> str | None:
+        """Why ``record`` is not ``signer``'s (signing.verify), or None when it is.
+
+        ``position``: the record's relay position, read from its headers when None.
+        """
+        if position is None:
+            try:
+                position = relayed_position(record.headers, signer)
+            except UntrustedHeaders as refused:
+                return f"its relay position cannot be read: {refused.reason}"
+        header = _only(record.headers, SIGNATURE_HEADER)
+        if isinstance(header, _Repeated):
+            return f"header {SIGNATURE_HEADER} appears more than once"
+        notification_id, index = divmod(position, MESSAGES_PER_NOTIFICATION)
+        return verify(
+            self.keyring,
+            signer,
+            logical,
+            record.key,
+            record.value,
+            notification_id,
+            index,
+            header,
+        )
+
     async def _dead_letter(self, items: Sequence[tuple[ConsumerRecord[Any, Any], str]]) -> None:
         if self._producer is None:
             raise RuntimeError("consumer not started")
         self.stats.dead_letters += await self.dead_letters.send(self._producer, items)
+
+
+class _Repeated:
+    """A header found more than once."""
+
+
+def _only(headers: Headers, name: str) -> bytes | _Repeated | None:
+    """The value of the header ``name`` (None when absent or null), or _Repeated."""
+    found: list[bytes | None] = [value for key, value in headers or () if key == name]
+    if len(found) > 1:
+        return _Repeated()
+    return found[0] if found else None

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from eventsourcing.persistence import Tracking
 
-from contracts import EXTERNAL, MESSAGE_SOURCES, TOPIC_OWNERS, Message
+from contracts import EXTERNAL, MESSAGE_SOURCES, Message
 from services.platform.application import ServiceApplication, UnitOfWork
 from services.platform.logs import message_context
 
@@ -33,7 +33,9 @@ class Delivery:
     partition: int
     offset: int
     key: str | None
-    source: str | None  # the topic's owner (contracts.TOPIC_OWNERS); None elsewhere
+    # Who vouches for the message with its signature: the topic's owner (TOPIC_OWNERS),
+    # or on a shared topic the service that alone may send it (dealing's marks); None: nobody.
+    source: str | None
     tracking: Tracking  # this message's own tracking position
     timestamp: int | None = None  # the record's timestamp, ms since the epoch
     timestamp_type: int | None = None  # CREATE_TIME (the producer's) or LOG_APPEND_TIME
@@ -51,12 +53,12 @@ class Delivery:
     @property
     def external(self) -> bool:
         """True when nothing vouches that a service sent the message: a type from outside
-        (``contracts.MESSAGE_SOURCES``), or any message read from a topic that is not one
-        service's own (``contracts.TOPIC_OWNERS``: bet-commands carries dealing's marks, but
-        gateways write it too, so a failure there must not stop the partition)."""
+        (``contracts.MESSAGE_SOURCES``), or a message no service's signature came with (the
+        consumer checked it: ``source``). Dealing's signed marks on bet-commands are internal:
+        a failure there stops the partition like one on an owned topic."""
         return (
-            MESSAGE_SOURCES.get(type(self.message).__name__) == EXTERNAL
-            or self.topic not in TOPIC_OWNERS
+            MESSAGE_SOURCES.get(type(self.message).__name__, EXTERNAL) == EXTERNAL
+            or self.source is None
         )
 
     @property

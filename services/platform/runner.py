@@ -21,6 +21,7 @@ from services.platform.consumer import ConsumerRuntime, Subscription
 from services.platform.http import HttpServer, ReadinessChecks, service_routes
 from services.platform.incidents import with_incidents
 from services.platform.kafka import ensure_topics
+from services.platform.keys import load_keyring, signer_for
 from services.platform.logs import configure_logging as configure_log_format
 from services.platform.metrics import ServiceMetrics
 from services.platform.persistence import open_application
@@ -106,6 +107,11 @@ class ServiceHost(Generic[TApp]):
 
     async def start(self) -> None:
         settings = self.settings
+        # Record signatures (keys.py): no key or keyring, no service (KeysError says what to run).
+        keyring = load_keyring(settings) if self.definition.to_messages else None
+        signer = signer_for(settings, keyring) if keyring is not None else None
+        if signer is not None and keyring is not None:
+            log.info("%s: signs with key %s (%s)", settings.service, signer.kid, keyring.path)
         if self.create_topics:
             await ensure_topics(settings)
         self._app = await self.worker.call(open_application, self.definition.application, settings)
@@ -119,14 +125,20 @@ class ServiceHost(Generic[TApp]):
             # Seal events (tamper evidence, see sealing.py) are internal: never published.
             # Seal events are internal; incidents are published for the operators.
             mapper = with_incidents(without_seals(self.definition.to_messages))
-            self.relay = OutboxRelay(self.app, settings, mapper)
+            self.relay = OutboxRelay(self.app, settings, mapper, signer=signer)
             self.relay.on_published = self.metrics.observe_published  # operations hooks
             self.relay.on_quarantined = self.metrics.observe_quarantined
             await self.relay.start()
             self._spawn("relay", self.relay.run(self.stopping))
         subscriptions = self.definition.subscriptions(self.app)
         if subscriptions:
-            self.consumer = ConsumerRuntime(self.app, settings, subscriptions, self.worker)
+            self.consumer = ConsumerRuntime(
+                self.app,
+                settings,
+                subscriptions,
+                self.worker,
+                keyring=keyring if keyring is not None else load_keyring(settings),
+            )
             self.consumer.on_delivered = self.metrics.observe_delivered  # operations hooks
             self.consumer.stops.on_change = self.metrics.observe_stopped
             await self.consumer.start()

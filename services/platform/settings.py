@@ -14,6 +14,11 @@ application module ever names a database:
 Kafka: ``KAFKA_BOOTSTRAP_SERVERS`` (default ``127.0.0.1:9092``) and
 ``PB_TOPIC_PREFIX`` (default ``""``) which is put in front of every project
 topic name, so tests and parallel runs can isolate their topics.
+
+Record signatures (``signing.py``, ``keys.py``): ``PB_SIGNING_KEY``, the service's private
+key file (``{service}`` in it is replaced by the service's name; default
+``<PB_DATA_DIR>/keys/<service>.pem``), and ``PB_KEYRING``, the public keys of every service
+(default ``<PB_DATA_DIR>/keys/keyring.json``). ``punto-banco keys init`` creates both.
 """
 
 from __future__ import annotations
@@ -156,6 +161,9 @@ class Settings:
     http_host: str = "127.0.0.1"
     http_port: int | None = None  # None: no HTTP endpoints; 0: any free port
     log_format: str = "text"  # "text" or "json" (JSON lines)
+    # Record signatures (keys.py): "" means the default under <data dir>/keys/.
+    signing_key: str = ""  # PB_SIGNING_KEY; "{service}" is replaced by the service's name
+    keyring: str = ""  # PB_KEYRING
 
     def __post_init__(self) -> None:
         if not SERVICE_NAME.match(self.service):
@@ -202,6 +210,8 @@ class Settings:
             "log_format": (env.get("PB_LOG_FORMAT") or "text").strip().lower(),
             "http_host": _loopback(env.get("PB_HTTP_HOST") or "127.0.0.1"),
             "http_port": http_port(service, env),
+            "signing_key": env.get("PB_SIGNING_KEY", "").strip(),
+            "keyring": env.get("PB_KEYRING", "").strip(),
         }
         for key, name in (
             ("PB_TOPIC_PARTITIONS", "topic_partitions"),
@@ -220,6 +230,23 @@ class Settings:
     @property
     def sqlite_path(self) -> Path:
         return self.data_dir / f"{self.service}.sqlite"
+
+    @property
+    def keys_dir(self) -> Path:
+        """Where ``punto-banco keys init`` puts keys unless PB_SIGNING_KEY / PB_KEYRING say."""
+        return self.data_dir / "keys"
+
+    @property
+    def signing_key_path(self) -> Path:
+        """The service's private signing key (PEM)."""
+        if self.signing_key:
+            return Path(self.signing_key.replace("{service}", self.service))
+        return self.keys_dir / f"{self.service}.pem"
+
+    @property
+    def keyring_path(self) -> Path:
+        """The keyring: every service's public keys (JSON)."""
+        return Path(self.keyring) if self.keyring else self.keys_dir / "keyring.json"
 
     @property
     def postgres_schema(self) -> str:

@@ -11,10 +11,21 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from contracts import TOPIC_OWNERS, Message, decode, encode, partition_key
-from services.platform.kafka import ensure_topics
+from contracts import (
+    EXTERNAL,
+    MESSAGE_SOURCES,
+    TOPIC_OWNERS,
+    Message,
+    decode,
+    encode,
+    partition_key,
+)
+from services.platform.kafka import SIGNATURE_HEADER, ensure_topics
+from services.platform.keys import load_keyring, signer_for
 from services.platform.settings import Settings
+from services.platform.signing import Signer
 from tests.kafka_cleanup import created_under
+from tests.signing_keys import ensure_key, key_env
 
 
 def settings_for(
@@ -26,14 +37,17 @@ def settings_for(
     prefix: str | None = None,
     **overrides: Any,
 ) -> Settings:
-    """Settings with a unique topic prefix (and PostgreSQL schema prefix) for one test."""
+    """Settings with a unique topic prefix (and PostgreSQL schema prefix) for one test, and
+    the session's signing keys (tests/signing_keys.py; ``service`` gets one if it has none)."""
     tag = prefix or f"t{secrets.token_hex(4)}"
     created_under(f"{tag}.")  # deleted at the end of the session
+    ensure_key(service)
     env: dict[str, str] = {
         "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
         "PB_TOPIC_PREFIX": f"{tag}.",
         "PB_POSTGRES_SCHEMA_PREFIX": f"{tag}_",
         "PB_PERSISTENCE": "postgres" if postgres_env else "sqlite",
+        **key_env(),
     }
     if postgres_env:
         env.update(postgres_env)
@@ -104,29 +118,69 @@ def next_notification() -> int:
     return _last_notification
 
 
+_signers: dict[tuple[str, str], Signer] = {}
+
+
+def signer_as(settings: Settings, service: str) -> Signer:
+    """``service``'s signer, from where ``settings`` (for any service) say its key is."""
+    own = settings.for_service(service)
+    found = (str(own.signing_key_path), str(own.keyring_path))
+    if found not in _signers:
+        _signers[found] = signer_for(own, load_keyring(own))
+    return _signers[found]
+
+
+def signed_headers(
+    settings: Settings,
+    service: str,
+    logical_topic: str,
+    key: bytes,
+    value: bytes,
+    notification: int,
+    index: int = 0,
+) -> list[tuple[str, bytes]]:
+    """The relay headers and signature ``service``'s relay puts on a record it publishes."""
+    signature = signer_as(settings, service).sign(logical_topic, key, value, notification, index)
+    return [*relay_headers(service, notification, index), (SIGNATURE_HEADER, signature)]
+
+
+def signed_record(
+    settings: Settings,
+    service: str,
+    logical_topic: str,
+    record: tuple[bytes, bytes],
+    notification: int,
+    index: int = 0,
+) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+    """(key, value, headers) of ``record`` as ``service``'s relay publishes it (for
+    ``send_records``)."""
+    key, value = record
+    headers = signed_headers(settings, service, logical_topic, key, value, notification, index)
+    return key, value, headers
+
+
 async def send_messages(
     settings: Settings, logical_topic: str, messages: Sequence[Message]
 ) -> None:
     """Send contract messages, keyed by table.
 
-    On a topic with an owner (``contracts.TOPIC_OWNERS``), where the consumer trusts only the
-    owner's relay, they go as that relay sends them: with its headers, as one new
+    A message only one service sends (on a topic with an owner, ``contracts.TOPIC_OWNERS``,
+    or dealing's marks on bet-commands) goes as that service's relay sends it: with its
+    headers, signed with its key (where ``settings`` say the keys are), as one new
     notification (``next_notification``) whose messages are indexed in order.
     """
-    owner = TOPIC_OWNERS.get(logical_topic)
-    notification = next_notification() if owner is not None else 0
-    await send_records(
-        settings,
-        logical_topic,
-        [
-            (
-                partition_key(m),
-                encode(m),
-                relay_headers(owner, notification, index) if owner is not None else (),
+    notification = next_notification()
+    records: list[tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]] = []
+    for index, message in enumerate(messages):
+        key, value = partition_key(message), encode(message)
+        sender = TOPIC_OWNERS.get(logical_topic) or MESSAGE_SOURCES.get(message.type, EXTERNAL)
+        headers: list[tuple[str, bytes]] = []
+        if sender != EXTERNAL:
+            headers = signed_headers(
+                settings, sender, logical_topic, key, value, notification, index
             )
-            for index, m in enumerate(messages)
-        ],
-    )
+        records.append((key, value, headers))
+    await send_records(settings, logical_topic, records)
 
 
 async def read_topic(

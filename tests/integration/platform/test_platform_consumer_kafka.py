@@ -46,6 +46,7 @@ from tests.integration.platform.kafka_tools import (
     send_raw,
     send_records,
     settings_for,
+    signed_record,
 )
 from tests.unit.platform.fakes import Counter, CounterApp
 
@@ -106,17 +107,15 @@ def close(reason: str, table: str = "t1") -> tuple[bytes, bytes]:
     return table.encode(), encode(CloseTable(table_id=table, reason=reason))
 
 
-RELAYED = relay_headers("dealing", 41)
-
-
 async def test_the_same_message_delivered_twice_has_one_effect(
     kafka_bootstrap: str, tmp_path: Path, store_env: dict[str, str] | None
 ) -> None:
     settings = settings_for("counter", kafka_bootstrap, data_dir=tmp_path, postgres_env=store_env)
     async with ServiceHost(definition(), settings) as host:
         await host.wait_ready()
-        await send_raw(settings, TABLE_EVENTS, [closed("5")], headers=RELAYED)
-        await send_raw(settings, TABLE_EVENTS, [closed("5")], headers=RELAYED)  # republished
+        five = signed_record(settings, "dealing", TABLE_EVENTS, closed("5"), 41)
+        await send_records(settings, TABLE_EVENTS, [five])
+        await send_records(settings, TABLE_EVENTS, [five])  # republished
         await send_raw(settings, TABLE_COMMANDS, [close("7")])  # external: tracked by offset
         await wait_for(lambda: total(host.app) == 12)
         await asyncio.sleep(0.5)
@@ -175,18 +174,30 @@ async def test_forged_relay_headers_are_dead_letters_never_positions(
     settings = settings_for("counter", kafka_bootstrap, data_dir=tmp_path, postgres_env=store_env)
     async with ServiceHost(definition(), settings) as host:
         await host.wait_ready()
-        await send_raw(settings, TABLE_EVENTS, [closed("1")], relay_headers("dealing", 5))
+        await send_records(
+            settings,
+            TABLE_EVENTS,
+            [signed_record(settings, "dealing", TABLE_EVENTS, closed("1"), 5)],
+        )
         await wait_for(lambda: total(host.app) == 1)
         # A client writing table-events, posing as another service with a huge position.
         await send_raw(settings, TABLE_EVENTS, [closed("100")], relay_headers("evil", 8 * 10**12))
         await send_raw(settings, TABLE_EVENTS, [closed("1000")])  # no headers at all
-        await send_raw(settings, TABLE_EVENTS, [closed("2")], relay_headers("dealing", 6))
+        # ... or as dealing, far ahead, without dealing's key: the table would freeze.
+        await send_raw(settings, TABLE_EVENTS, [closed("10")], relay_headers("dealing", 8 * 10**12))
+        await send_records(
+            settings,
+            TABLE_EVENTS,
+            [signed_record(settings, "dealing", TABLE_EVENTS, closed("2"), 6)],
+        )
         await wait_for(lambda: total(host.app) == 3)  # dealing's next message is not skipped
-        raw = await read_topic(settings, DEAD_LETTERS, lambda r: len(r) >= 2)
+        raw = await read_topic(settings, DEAD_LETTERS, lambda r: len(r) >= 3)
         errors = sorted(
             letter.error for r in raw if isinstance(letter := r.message(DEAD_LETTERS), DeadLetter)
         )
         assert errors == [
+            "signature: no pb-sig header (only dealing publishes this, and signs what it "
+            "publishes)",
             "untrusted headers: header pb-source is b'evil', but only dealing publishes here",
             "untrusted headers: header pb-source is missing "
             "(only dealing's outbox relay publishes here)",
@@ -350,12 +361,19 @@ async def test_an_internal_message_that_fails_stops_its_partition_until_it_is_ta
         assert consumer is not None and host.http is not None
         consumer.stops.first_delay = 0.5
         url = host.http.url
-        await send_raw(settings, TABLE_EVENTS, [closed("1")], relay_headers("dealing", 1))
+        await send_records(
+            settings,
+            TABLE_EVENTS,
+            [signed_record(settings, "dealing", TABLE_EVENTS, closed("1"), 1)],
+        )
         await wait_for(lambda: total(host.app) == 1)
         await send_records(
             settings,
             TABLE_EVENTS,
-            [(*closed("flaky"), relay_headers("dealing", 2)), (*closed("2"), RELAYED)],
+            [
+                signed_record(settings, "dealing", TABLE_EVENTS, closed("flaky"), 2),
+                signed_record(settings, "dealing", TABLE_EVENTS, closed("2"), 41),
+            ],
         )
         await wait_for(lambda: len(consumer.stops) == 1)
         [stopped] = list(consumer.stops)

@@ -113,6 +113,8 @@ def start_shoe_process(settings: Settings, env_extra: dict[str, str]) -> subproc
         "PB_DATA_DIR": str(settings.data_dir),
         "PB_PERSISTENCE": settings.persistence,
         "PB_LOG_LEVEL": "WARNING",
+        "PB_SIGNING_KEY": settings.signing_key,  # the test session's keys (settings_for)
+        "PB_KEYRING": settings.keyring,
         **env_extra,
     }
     command = [str(Path(sys.executable).parent / "punto-banco"), "serve", "shoe"]

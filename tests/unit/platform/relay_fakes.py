@@ -30,9 +30,10 @@ TopicPartition = tuple[str, int]
 PREFIX = "p."
 
 
-def relay_for(plan: Plan, broker: FakeBroker, batch: int = 100) -> OutboxRelay:
+def relay_for(plan: Plan, broker: FakeBroker, batch: int = 100, **options: Any) -> OutboxRelay:
+    """The relay of ``plan`` on ``broker``; ``options``: OutboxRelay's (signer...)."""
     settings = Settings.from_env("counter", {"PB_TOPIC_PREFIX": PREFIX}, relay_batch_size=batch)
-    return OutboxRelay(plan.app, settings, plan.mapper, producer_factory=broker.producer)
+    return OutboxRelay(plan.app, settings, plan.mapper, producer_factory=broker.producer, **options)
 
 
 def table_on(partition: int, partitions: int = 2, skip: int = 0) -> str:

@@ -2,7 +2,9 @@
 
 Two topics serve as examples: table-commands (no owner: tracked by offset, CloseTable is an
 external message) and table-events (owned by dealing: tracked by dealing's relay headers,
-TableClosed is an internal message).
+TableClosed is an internal message). Records with dealing's relay headers on table-events are
+signed with dealing's test key (keys_fakes.py) unless a test says otherwise; signatures
+themselves are tested in test_platform_consumer_signatures.py.
 """
 
 import asyncio
@@ -17,8 +19,10 @@ from contracts import (
     DEAD_LETTERS,
     TABLE_COMMANDS,
     TABLE_EVENTS,
+    CloseBook,
     CloseTable,
     DeadLetter,
+    OpenBook,
     PlaceBet,
     TableClosed,
     decode,
@@ -32,9 +36,16 @@ from services.platform.consumer import (
     with_unit_of_work,
 )
 from services.platform.settings import Settings
-from services.platform.tracking import CLAIM_SUFFIX, UNCLAIMED, topic_id_claim
+from services.platform.tracking import (
+    CLAIM_SUFFIX,
+    UNCLAIMED,
+    UntrustedHeaders,
+    relayed_position,
+    topic_id_claim,
+)
 from services.platform.worker import AppWorker
 from tests.unit.platform.fakes import Counter, CounterApp, FakeConsumer, FakeProducer, popo_env
+from tests.unit.platform.keys_fakes import KEYRING, signature
 
 COMMANDS = "p." + TABLE_COMMANDS
 EVENTS = "p." + TABLE_EVENTS
@@ -54,7 +65,21 @@ def record(
     topic: str = COMMANDS,
     timestamp: int = 0,
     timestamp_type: int = 0,
+    signed: bool = True,
 ) -> ConsumerRecord[bytes, bytes]:
+    """A record; on table-events with dealing's relay headers, signed by dealing unless not
+    ``signed``."""
+    if signed and topic == EVENTS and value is not None:
+        try:
+            position = relayed_position(headers, "dealing")
+        except UntrustedHeaders:
+            pass  # refused before its signature is looked at
+        else:
+            notification, index = divmod(position, 2**20)
+            headers = [
+                *headers,
+                signature("dealing", TABLE_EVENTS, b"t1", value, notification, index),
+            ]
     return ConsumerRecord(
         topic=topic,
         partition=partition,
@@ -116,9 +141,14 @@ class Harness:
         self.id_reads: list[list[str]] = []
         self.ids = topic_id
 
+        self.marks: list[Delivery] = []  # dealing's OpenBook / CloseBook taken
+
         def handle(uow: UnitOfWork, delivery: Delivery) -> None:
             self.calls += 1
             message = delivery.message
+            if isinstance(message, OpenBook | CloseBook):
+                self.marks.append(delivery)
+                return
             assert isinstance(message, CloseTable | TableClosed | PlaceBet)
             reason = message.reason if isinstance(message, CloseTable | TableClosed) else "1"
             if reason == "boom":
@@ -154,6 +184,7 @@ class Harness:
             producer=self.producer,
             cluster_id=cluster,
             topic_ids=topic_ids,
+            keyring=KEYRING,
         )
         self.kafka = FakeConsumer()
         self.runtime._consumer = self.kafka

@@ -1,0 +1,210 @@
+"""Record signatures (services/platform/signing.py): a detached, unencoded JWS (RFC 7515
+Appendix F, RFC 7797) with EdDSA over Ed25519 (RFC 8037), byte-stable, and refused when
+anything it binds was changed."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from services.platform.signing import (
+    Keyring,
+    KeyringEntry,
+    KeyringError,
+    Signer,
+    b64url,
+    b64url_decode,
+    protected_header,
+    public_key_pem,
+    raw_public_key,
+    verify,
+)
+
+RFC8032_SECRET = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
+"""RFC 8032 section 7.1, TEST 1 (also RFC 8037 appendix A.1's key)."""
+KEY = Ed25519PrivateKey.from_private_bytes(RFC8032_SECRET)
+SIGNER = Signer("dealing-1", "dealing", KEY)
+KEYRING = Keyring({"dealing-1": KeyringEntry("dealing-1", "dealing", KEY.public_key())})
+
+TOPIC, RECORD_KEY, VALUE = "punto-banco.table-events", b"table-1", b'{"type":"TableClosed"}'
+VECTOR = (
+    "eyJhbGciOiJFZERTQSIsImI2NCI6ZmFsc2UsImNyaXQiOlsiYjY0Il0sImtpZCI6ImRlYWxpbmctMSIsInBiLWtleSI6"
+    "InRhYmxlLTEiLCJwYi1wb3MiOiI0MjozIiwicGItdG9waWMiOiJwdW50by1iYW5jby50YWJsZS1ldmVudHMifQ.."
+    "s79Kavr2oSqHDCGXZzO_Gy5s8jSBj-kJunljkV2RiiniymOTmcA7vAQbBcJqcswEzAIVLO-EnPL_QDoTtDidBA"
+)
+"""pb-sig of VALUE at table-events, key table-1, notification 42 message 3, by the RFC 8032
+key as dealing-1. Checked once with joserfc 1.6.5 (an independent JOSE library) as an RFC 7797
+detached unencoded JWS."""
+
+
+def check(header: bytes | None, **record: object) -> str | None:
+    fields: dict[str, object] = {
+        "signer": "dealing",
+        "topic": TOPIC,
+        "key": RECORD_KEY,
+        "value": VALUE,
+        "notification_id": 42,
+        "index": 3,
+    }
+    fields.update(record)
+    return verify(KEYRING, header=header, **fields)  # type: ignore[arg-type]
+
+
+def test_ed25519_here_is_rfc_8037_eddsa() -> None:
+    """RFC 8037 appendix A.4: the JWS of "Example of Ed25519 signing" with {"alg":"EdDSA"}."""
+    signing_input = b64url(b'{"alg":"EdDSA"}') + b"." + b64url(b"Example of Ed25519 signing")
+    assert b64url(KEY.sign(signing_input)) == (
+        b"hgyY0il_MGCjP0JzlnLWG1PPOt7-09PGcvMg3AIbQR6dWbhijcNR4ki4iylGjg5BhVsPt9g7sVvpAr_MuM0KAg"
+    )
+    assert raw_public_key(KEY.public_key()).hex() == (
+        "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"
+    )
+
+
+def test_a_signature_with_a_fixed_key_is_byte_stable() -> None:
+    assert SIGNER.sign(TOPIC, RECORD_KEY, VALUE, 42, 3).decode() == VECTOR
+    assert SIGNER.sign(TOPIC, RECORD_KEY, VALUE, 42, 3).decode() == VECTOR  # cached halves
+
+
+def test_the_header_is_the_protected_header_and_the_payload_is_detached_and_unencoded() -> None:
+    encoded, payload, signature = VECTOR.split(".")
+    assert payload == ""
+    header = b64url_decode(encoded)
+    assert header == protected_header("dealing-1", TOPIC, "table-1", 42, 3)
+    assert json.loads(header) == {
+        "alg": "EdDSA",
+        "b64": False,
+        "crit": ["b64"],
+        "kid": "dealing-1",
+        "pb-key": "table-1",
+        "pb-pos": "42:3",
+        "pb-topic": TOPIC,
+    }
+    # RFC 7797: the signing input is the encoded header, ".", and the value as it is.
+    KEY.public_key().verify(b64url_decode(signature), encoded.encode() + b"." + VALUE)
+
+
+def test_the_fast_header_equals_the_canonical_json_for_any_key_and_position() -> None:
+    for key, notification, index in [(b"t", 1, 0), ('tàble "x"'.encode(), 10**14, 2**20 - 1)]:
+        encoded = SIGNER.sign(TOPIC, key, VALUE, notification, index).split(b"..")[0]
+        expected = protected_header("dealing-1", TOPIC, key.decode(), notification, index)
+        assert b64url_decode(encoded.decode()) == expected
+
+
+def test_the_genuine_record_verifies() -> None:
+    assert check(VECTOR.encode()) is None
+
+
+def _reheader(**changes: object) -> bytes:
+    """VECTOR's header with ``changes`` (None removes a member), signed again by the key."""
+    fields = json.loads(b64url_decode(VECTOR.split(".")[0]))
+    for name, item in changes.items():
+        if item is None:
+            fields.pop(name.replace("_", "-"))
+        else:
+            fields[name.replace("_", "-")] = item
+    encoded = b64url(json.dumps(fields, separators=(",", ":")).encode())
+    return encoded + b".." + b64url(KEY.sign(encoded + b"." + VALUE))
+
+
+@pytest.mark.parametrize(
+    ("record", "header", "reason"),
+    [
+        ({"value": VALUE + b" "}, VECTOR, "bad signature"),
+        ({"value": None}, VECTOR, "no value"),
+        ({"key": b"table-2"}, VECTOR, "signed for key 'table-1', not 'table-2'"),
+        ({"key": None}, VECTOR, "signed for key 'table-1', not ''"),
+        ({"key": b"\xff"}, VECTOR, "not UTF-8"),
+        ({"topic": "punto-banco.shoe-events"}, VECTOR, "signed for topic"),
+        ({"notification_id": 43}, VECTOR, "signed for position '42:3', not 43:3"),
+        ({"index": 0}, VECTOR, "signed for position '42:3', not 42:0"),
+        ({"signer": "shoe"}, VECTOR, "key 'dealing-1' belongs to dealing, but only shoe"),
+        ({}, None, "no pb-sig header"),
+        ({}, VECTOR.replace("..", ".e30."), "carries a payload"),
+        ({}, VECTOR + "=", "not a JWS"),  # padding
+        ({}, VECTOR[:-1] + "B", "not a JWS"),  # stray bits: not canonical base64url
+        ({}, VECTOR[:-2], "bad signature"),  # truncated: 63 bytes
+        ({}, VECTOR + ".x", "not a JWS"),  # four parts
+        ({}, "é" + VECTOR, "not a JWS"),
+        ({}, "a" * 5000, "more than 4096"),
+        ({}, _reheader(kid="dealing-2"), "unknown key id 'dealing-2'"),
+        ({}, _reheader(kid=7), "kid is not a key id"),
+        ({}, _reheader(alg="none"), '"alg":"EdDSA"'),
+        ({}, _reheader(alg="Ed25519"), '"alg":"EdDSA"'),
+        ({}, _reheader(b64=True), '"b64":false'),
+        ({}, _reheader(crit=None), "exactly"),
+        ({}, _reheader(crit=["b64", "exp"]), '"crit":["b64"]'),
+        ({}, _reheader(exp=1), "exactly"),
+        ({}, _reheader(pb_pos="42:03"), "signed for position '42:03'"),
+        ({}, _reheader(pb_key=["table-1"]), "signed for key"),
+    ],
+)
+def test_every_change_is_refused(record: dict[str, object], header: object, reason: str) -> None:
+    raw = header.encode() if isinstance(header, str) else header
+    why = check(raw if isinstance(raw, bytes | None) else None, **record)
+    assert why is not None and reason in why, why
+
+
+def test_a_header_with_a_member_twice_is_refused() -> None:
+    header = protected_header("dealing-1", TOPIC, "table-1", 42, 3)
+    doubled = header[:-1] + b',"kid":"dealing-1"}'
+    encoded = b64url(doubled)
+    why = check(encoded + b".." + b64url(KEY.sign(encoded + b"." + VALUE)))
+    assert why is not None and "appears twice" in why
+
+
+# ---- keyrings and rotation ---------------------------------------------------------------
+
+
+def test_every_key_of_a_service_verifies_after_a_rotation() -> None:
+    second = Signer("dealing-2", "dealing", Ed25519PrivateKey.generate())
+    keyring = KEYRING.with_entry(KeyringEntry("dealing-2", "dealing", second.public_key))
+    old = SIGNER.sign(TOPIC, RECORD_KEY, VALUE, 42, 3)
+    new = second.sign(TOPIC, RECORD_KEY, VALUE, 42, 3)
+    assert old != new
+    for header in (old, new):
+        assert verify(keyring, "dealing", TOPIC, RECORD_KEY, VALUE, 42, 3, header) is None
+    assert keyring.find("dealing", second.public_key) == keyring.get("dealing-2")
+    assert keyring.find("shoe", second.public_key) is None
+    assert "unknown key id 'dealing-2'" in str(
+        verify(KEYRING, "dealing", TOPIC, RECORD_KEY, VALUE, 42, 3, new)
+    )
+
+
+def test_a_keyring_reads_pem_and_raw_base64_and_writes_pem() -> None:
+    raw = raw_public_key(KEY.public_key())
+    text = json.dumps(
+        {
+            "dealing-1": {"service": "dealing", "public_key": public_key_pem(KEY.public_key())},
+            "dealing-2": {"service": "dealing", "public_key": base64.b64encode(raw).decode()},
+            "dealing-3": {"service": "dealing", "public_key": b64url(raw).decode()},
+        }
+    )
+    keyring = Keyring.parse(text)
+    assert [e.raw() for e in keyring.entries()] == [raw] * 3
+    again = Keyring.parse(keyring.to_json())
+    assert [(e.kid, e.service, e.raw()) for e in again.entries()] == [
+        (e.kid, e.service, e.raw()) for e in keyring.entries()
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("[]", "must be a JSON object"),
+        ("{", "not JSON"),
+        ('{"a b": {"service": "x", "public_key": "AA"}}', "a key id is"),
+        ('{"k": "x"}', "must be an object"),
+        ('{"k": {"public_key": "AA"}}', "'service'"),
+        ('{"k": {"service": "x"}}', "'public_key'"),
+        ('{"k": {"service": "x", "public_key": "AAAA"}}', "3 bytes"),
+        ('{"k": {"service": "x", "public_key": "-----BEGIN PUBLIC KEY-----"}}', "not an Ed25519"),
+    ],
+)
+def test_a_bad_keyring_says_what_is_wrong(text: str, reason: str) -> None:
+    with pytest.raises(KeyringError) as raised:
+        Keyring.parse(text)
+    assert reason in str(raised.value)
