@@ -24,7 +24,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
-from contracts import BET_COMMANDS, TOPIC_MESSAGES
+from contracts import BET_COMMANDS, SHOE_EVENTS, TOPIC_MESSAGES
 from services.platform.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,8 @@ NOTIFICATION_HEADER = "pb-notification-id"
 INDEX_HEADER = "pb-message-index"
 TYPE_HEADER = "pb-type"
 """The message type (``BetSettled``...): lets a reader skip what it does not need unparsed."""
+SIGNATURE_HEADER = "pb-sig"
+"""The writer's signature of the record (``signing.py``): a detached JWS."""
 
 PROJECT_TOPICS: tuple[str, ...] = tuple(TOPIC_MESSAGES)
 """Every logical topic of the project (commands, events, dead letters)."""
@@ -44,6 +46,9 @@ LOG_APPEND_TIME = "LogAppendTime"
 TOPIC_CONFIGS: Mapping[str, Mapping[str, str]] = {
     # The broker's append time is when a bet was placed (see the module docstring).
     BET_COMMANDS: {TIMESTAMP_TYPE: LOG_APPEND_TIME},
+    # ... and when the shoe drew a card: settlement refuses a card appended before the coup's
+    # CloseBook mark (no genuine card leaves the shoe while bets are taken).
+    SHOE_EVENTS: {TIMESTAMP_TYPE: LOG_APPEND_TIME},
 }
 """Configs a logical topic must have (set at creation, altered on existing topics)."""
 

@@ -87,7 +87,7 @@ def parse_amount(amount: object) -> int | None:
         return amount if amount > 0 else None
     if isinstance(amount, str):
         if not amount.isascii():
-            return None  # Decimal would read other scripts' digits ("١٠٠"): text is ASCII only
+            return None  # Decimal reads other scripts' digits too (Arabic-Indic...): ASCII only
         try:
             amount = Decimal(amount.strip())
         except InvalidOperation:

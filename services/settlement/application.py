@@ -359,6 +359,12 @@ class SettlementApplication(ServiceApplication):
         book = uow.get(book_aggregate_id(message.table_id, message.coup_id), BetBook)
         if book is not None and book.status is BookStatus.BETTING:
             book.close_betting(closed_at=appended)  # every bet after this mark is too late
+            early = book.early_cards()  # cards read before the mark, appended before it
+            for position in early:
+                self._early_card(uow, book, position, book.drawn[position][0], None)
+            if early:
+                book.refuse_cards(early)
+            self._judge_claims(uow, book)  # a claim read before the mark (settlement lagging)
 
     # -- dealing's and the shoe's events --------------------------------------------
     def _on_table_opened(
@@ -390,12 +396,16 @@ class SettlementApplication(ServiceApplication):
         self._refuse_held(uow, event.table_id, "TABLE_CLOSED", f"table {event.table_id} is closed")
 
     def _on_card_drawn(
-        self, uow: UnitOfWork, message: CardDrawn, _: datetime, origin: Origin | None
+        self, uow: UnitOfWork, message: CardDrawn, appended: datetime, origin: Origin | None
     ) -> None:
         book = uow.get(book_aggregate_id(message.table_id, message.coup_id), BetBook)
         if book is None or book.status in (BookStatus.SETTLED, BookStatus.VOIDED):
             return  # a coup settlement has no bets for, or that is over
-        for position, had, new in book.note_cards([(message.position, message.card)]):
+        evidence = Evidence.of(message, origin)
+        if book.closed_at is not None and appended < book.closed_at:
+            self._early_card(uow, book, message.position, message.card, evidence)
+            return
+        for position, had, new in book.note_cards([(message.position, message.card, appended)]):
             raise_incident(
                 uow,
                 SERVICE,
@@ -403,9 +413,23 @@ class SettlementApplication(ServiceApplication):
                 f"shoe {message.shoe_id} position {position}: {new} now, {had} before",
                 table_id=message.table_id,
                 coup_id=message.coup_id,
-                evidence=Evidence.of(message, origin),
+                evidence=evidence,
             )
         self._judge_claims(uow, book)
+
+    def _early_card(
+        self, uow: UnitOfWork, book: BetBook, position: int, card: str, evidence: Evidence | None
+    ) -> None:
+        raise_incident(
+            uow,
+            SERVICE,
+            "UNEXPECTED_CARD",
+            f"card {card} at position {position} refused: appended before betting on the coup "
+            "closed (no genuine card leaves the shoe while bets are taken)",
+            table_id=book.table_id,
+            coup_id=book.coup_id,
+            evidence=evidence,
+        )
 
     def _on_coup_resolved(
         self, uow: UnitOfWork, event: CoupResolved, _: datetime, origin: Origin | None
@@ -416,8 +440,6 @@ class SettlementApplication(ServiceApplication):
         refusal = None
         if book is None:
             refusal = ("UNEXPECTED_RESOLUTION", "there is no bet book for this coup")
-        elif book.status is BookStatus.BETTING:
-            refusal = ("UNEXPECTED_RESOLUTION", "betting on the coup is not closed yet")
         elif book.status is BookStatus.VOIDED:
             return  # voided: nothing is paid, whatever the result
         elif book.status is BookStatus.SETTLED:
@@ -425,10 +447,11 @@ class SettlementApplication(ServiceApplication):
                 event.outcome, event.player_pair, event.banker_pair
             ):
                 refusal = ("UNEXPECTED_RESOLUTION", "the coup was settled already, on other facts")
-        else:
+        else:  # betting or closed: judged by the shoe's cards once the book is closed
             found = check_claim(claim, book.coup_number, book.shoe_id, claim.dealing_order)
             drawn, order = tuple(book.drawn_cards), claim.dealing_order
-            if found is None and (len(drawn) >= len(order) or drawn != order[: len(drawn)]):
+            complete = len(drawn) >= len(order) or drawn != order[: len(drawn)]
+            if found is None and complete and book.status is BookStatus.CLOSED:
                 found = check_claim(claim, book.coup_number, book.shoe_id, drawn)
                 if found is None:
                     book.settle(CoupFacts(claim.outcome, claim.player_pair, claim.banker_pair))
@@ -438,7 +461,7 @@ class SettlementApplication(ServiceApplication):
                 pass  # settled just now
             elif len(book.claims) >= MAX_PENDING_CLAIMS:
                 refusal = ("UNEXPECTED_RESOLUTION", "too many claims for one coup")
-            else:  # the shoe's cards are on their way: judged when they are in
+            else:  # the mark or the shoe's cards are on their way: judged when they are in
                 book.claim_result({**claim.record(), "evidence": _evidence_record(evidence)})
         if refusal is not None:
             raise_incident(

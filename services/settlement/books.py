@@ -134,9 +134,16 @@ class BetBook(Aggregate):
             state["placed_at"] = [None] * len(state["lines"])  # recorded before it was kept
 
     class CardsDrawn(Aggregate.Event):
-        """Cards the shoe drew for the coup (its CardDrawn): ``lines`` of [position, card]."""
+        """Cards the shoe drew for the coup (its CardDrawn): ``lines`` of [position, card,
+        when the broker appended it (ISO 8601, or None)]."""
 
         lines: list[list[Any]]
+
+    class CardsRefused(Aggregate.Event):
+        """Cards taken before the book closed whose records the broker appended before the
+        close mark: no genuine card leaves the shoe while bets are taken."""
+
+        positions: list[int]
 
     class ResultClaimed(Aggregate.Event):
         """A CoupResolved whose cards the shoe has not all drawn yet (as far as settlement
@@ -193,7 +200,8 @@ class BetBook(Aggregate):
         self.closes_at = closes_at
         self.coup_number = coup_number
         self.shoe_id = shoe_id
-        self.drawn: dict[int, str] = {}  # the shoe's cards for the coup, by position
+        # the shoe's cards for the coup, by position: (card, when the broker appended it)
+        self.drawn: dict[int, tuple[str, datetime | None]] = {}
         self.claims: list[dict[str, Any]] = []  # CoupResolved waiting for the shoe's cards
         self.staked = 0
         self.status = BookStatus.BETTING
@@ -361,17 +369,20 @@ class BetBook(Aggregate):
         self.closed_at = closed_at
 
     # -- the shoe's cards and dealing's claim ---------------------------------------
-    def note_cards(self, cards: list[tuple[int, str]]) -> list[tuple[int, str, str]]:
-        """Record cards the shoe drew for the coup; the conflicts (position, had, new): a
-        position seen before with another card (the first one stays)."""
-        seen = dict(self.drawn)
+    def note_cards(
+        self, cards: list[tuple[int, str, datetime | None]]
+    ) -> list[tuple[int, str, str]]:
+        """Record cards the shoe drew for the coup, each with when the broker appended it;
+        the conflicts (position, had, new): a position seen before with another card (the
+        first one stays)."""
+        seen = {position: card for position, (card, _) in self.drawn.items()}
         fresh: list[list[Any]] = []
         conflicts: list[tuple[int, str, str]] = []
-        for position, card in cards:
+        for position, card, appended in cards:
             had = seen.get(position)
             if had is None:
                 seen[position] = card
-                fresh.append([position, card])
+                fresh.append([position, card, None if appended is None else appended.isoformat()])
             elif had != card:
                 conflicts.append((position, had, card))
         if fresh:
@@ -380,13 +391,33 @@ class BetBook(Aggregate):
 
     @event(CardsDrawn)
     def _cards_drawn(self, lines: list[list[Any]]) -> None:
-        for position, card in lines:
-            self.drawn[int(position)] = card
+        for position, card, appended in lines:
+            when = None if appended is None else datetime.fromisoformat(appended)
+            self.drawn[int(position)] = (card, when)
+
+    def early_cards(self) -> list[int]:
+        """Positions of cards appended before the book's close mark (none while open)."""
+        if self.closed_at is None:
+            return []
+        closed_at = self.closed_at
+        return sorted(
+            position
+            for position, (_, when) in self.drawn.items()
+            if when is not None and when < closed_at
+        )
+
+    def refuse_cards(self, positions: list[int]) -> None:
+        self._refuse_cards(positions=positions)
+
+    @event(CardsRefused)
+    def _refuse_cards(self, positions: list[int]) -> None:
+        for position in positions:
+            self.drawn.pop(position, None)
 
     @property
     def drawn_cards(self) -> list[str]:
         """The shoe's cards for the coup, in shoe order."""
-        return [self.drawn[position] for position in sorted(self.drawn)]
+        return [self.drawn[position][0] for position in sorted(self.drawn)]
 
     def claim_result(self, claim: dict[str, Any]) -> None:
         """Keep a claim until the shoe's cards for it are in."""

@@ -142,8 +142,11 @@ class Dealing:
             placed_at=at,
         )
 
-    def draw(self, coup_id: str, cards: list[str]) -> list[CardDrawn]:
-        """The shoe's CardDrawn for ``cards`` (in shoe order), at the next positions."""
+    def draw(
+        self, coup_id: str, cards: list[str], at: datetime = CLOSES_AT + timedelta(seconds=1)
+    ) -> list[CardDrawn]:
+        """The shoe's CardDrawn for ``cards`` (in shoe order), at the next positions, appended
+        ``at`` (by default just after the window's end, when close_betting closes it)."""
         drawn = [
             CardDrawn(
                 table_id=self.table_id,
@@ -156,7 +159,8 @@ class Dealing:
             for card in cards
         ]
         for message in drawn:
-            self.send(message, Tracking("shoe:punto-banco.shoe-events:0", next(self.cards)))
+            tracking = Tracking("shoe:punto-banco.shoe-events:0", next(self.cards))
+            self.send(message, tracking, placed_at=at)
         return drawn
 
     def resolve(

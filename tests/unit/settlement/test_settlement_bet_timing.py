@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import Tracking
 
-from contracts import BetAccepted, BetRejected, BetSettled, IncidentRaised
+from contracts import BetAccepted, BetRejected, BetSettled, CoupSettled, IncidentRaised
 from services.platform.consumer import CREATE_TIME, LOG_APPEND_TIME, Delivery
 from services.settlement.application import SettlementApplication
 from services.settlement.books import BetBook
@@ -103,20 +103,38 @@ def test_a_bet_placed_after_closes_at_is_refused_before_betting_closed_is_applie
     assert isinstance(rejected, BetRejected) and rejected.placed_at == placed
 
 
-def test_a_coup_resolved_while_betting_is_open_pays_nothing_and_bets_go_on(
+def test_a_result_read_while_betting_is_open_waits_for_the_close_mark_and_the_cards(
     app: SettlementApplication, dealing: Dealing
 ) -> None:
-    # No card can be out before the close mark: a result for an open coup is a forgery or a
-    # bug. It is refused as an incident; bets are still judged by the marks.
-    dealing.resolve("c1", ["9H", "KD"], ["2S", "3C"])
+    # Settlement may read dealing's CoupResolved before dealing's CloseBook (other topics, or
+    # a forgery): nothing is paid while bets are taken; after the mark, the shoe's cards judge.
+    dealing.resolve("c1", ["9H", "KD"], ["2S", "3C"], draw=False)
     assert app.place_bet(bet("after-claim"), placed_at=PLACED_AT).accepted
     dealing.close_betting("c1")
     relay = Relay(app)
     relay.pump()
-    assert relay.of_type(BetSettled) == []
-    [incident] = relay.of_type(IncidentRaised)
-    assert incident.code == "UNEXPECTED_RESOLUTION" and incident.coup_id == "c1"
+    assert relay.of_type(BetSettled) == [] and relay.of_type(IncidentRaised) == []
     assert isinstance(answer_of(relay, "after-claim"), BetAccepted)
+    dealing.draw("c1", ["9H", "2S", "KD", "3C"])
+    relay.pump()
+    [settled] = relay.of_type(BetSettled)
+    assert (settled.bet_id, settled.result, settled.returned) == ("after-claim", "WIN", 2000)
+
+
+def test_a_claim_read_while_betting_is_open_is_refused_by_the_shoes_cards(
+    app: SettlementApplication, dealing: Dealing
+) -> None:
+    dealing.resolve("c1", ["9H", "KD"], ["2S", "3C"], draw=False)  # not what the shoe will draw
+    dealing.close_betting("c1")
+    dealing.draw("c1", ["8H", "2S", "KD", "3C"])
+    relay = Relay(app)
+    relay.pump()
+    [incident] = relay.of_type(IncidentRaised)
+    assert incident.code == "CARDS_MISMATCH" and incident.coup_id == "c1"
+    assert relay.of_type(BetSettled) == []
+    dealing.resolve("c1", ["8H", "KD"], ["2S", "3C"], draw=False)  # the shoe's own cards
+    relay.pump()
+    assert relay.of_type(CoupSettled) != []
 
 
 @pytest.mark.parametrize(

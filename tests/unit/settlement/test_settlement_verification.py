@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from uuid import UUID
 
 from hypothesis import given, settings
@@ -13,7 +14,15 @@ from services.rules.tableau import resolve_coup
 from services.settlement.application import SettlementApplication
 from services.settlement.books import MAX_BOOK_STAKE
 from services.settlement.verification import Claim, check_claim
-from tests.unit.settlement.harness import Dealing, Relay, bet, claim, settlement_app
+from tests.unit.settlement.harness import (
+    CLOSES_AT,
+    PLACED_AT,
+    Dealing,
+    Relay,
+    bet,
+    claim,
+    settlement_app,
+)
 from tests.unit.settlement.stores import POPO
 
 PLAYER, BANKER = ["9H", "KD"], ["2S", "3C"]  # a natural 9 against 5: Player wins
@@ -108,6 +117,20 @@ def test_a_waiting_forgery_is_refused_when_the_cards_come_and_the_true_claim_pay
     assert returned(relay) == {"p": 2000, "t": 0, "pp": 0}
 
 
+def test_cards_appended_before_betting_closed_are_refused_and_the_shoes_own_are_taken() -> None:
+    # A forger holding the shoe's key sends cards while bets are taken: the broker appended
+    # them before dealing's close mark, so they cannot be the shoe's. Refused at the close.
+    dealing = table()
+    bets(dealing.app)
+    dealing.draw("c1", ["5H", "5D", "5C", "5S"], at=PLACED_AT)
+    dealing.close_betting("c1")
+    dealing.resolve("c1", PLAYER, BANKER)  # the shoe's cards, after the close, then the claim
+    relay = Relay(dealing.app)
+    relay.pump()
+    assert incidents(relay) == ["UNEXPECTED_CARD"] * 4
+    assert returned(relay) == {"p": 2000, "t": 0, "pp": 0}
+
+
 def test_a_result_for_an_unknown_coup_or_another_shoe_or_number_is_refused() -> None:
     dealing = table()
     dealing.close_betting("c1")
@@ -135,9 +158,8 @@ def test_a_second_card_at_a_position_is_a_conflict_and_the_first_stays() -> None
     dealing = table()
     dealing.close_betting("c1")
     [first] = dealing.draw("c1", ["9H"])
-    dealing.send(
-        first.model_copy(update={"card": "8H", "event_id": UUID(int=first.event_id.int ^ 1)})
-    )
+    other = first.model_copy(update={"card": "8H", "event_id": UUID(int=first.event_id.int ^ 1)})
+    dealing.send(other, placed_at=CLOSES_AT + timedelta(seconds=2))
     book = dealing.app.get_book("t1", "c1")
     assert book is not None and book.drawn_cards == ["9H"]
     relay = Relay(dealing.app)
