@@ -26,7 +26,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# `make test`: lint, then start the local Kafka and PostgreSQL (services/infra), run
+# `make test`: lint, then start the local Kafka and PostgreSQL (services/dev/infra), run
 # pytest against them, and stop them again whatever happened; the exit code is pytest's
 # (or lint's / infra up's when those fail first). PYTEST_ARGS passes options to pytest.
 PYTEST_ARGS ?=

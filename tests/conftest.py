@@ -6,7 +6,7 @@ Where the servers come from, in this order (the same for Kafka and PostgreSQL):
    ``POSTGRES_*``), as ``eval "$(punto-banco infra up)"`` sets them (`make test` does);
 2. testcontainers, when a Docker engine answers (``PB_TEST_NO_DOCKER=1`` skips this);
 3. the project's own local server if `punto-banco infra up` left one running,
-   else a throw-away one started by ``services.infra`` in a temporary folder on a
+   else a throw-away one started by ``services.dev.infra`` in a temporary folder on a
    free port, stopped again at the end of the session.
 
 Nothing depends on an earlier run: PostgreSQL tests get a database created for
@@ -32,10 +32,10 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 from psycopg import sql
 
-from services.infra.jars import KAFKA_VERSION
-from services.infra.kafka import KafkaBroker, broker_answers
-from services.infra.ports import LOOPBACK, free_port
-from services.infra.postgres import PostgresServer
+from services.dev.infra.jars import KAFKA_VERSION
+from services.dev.infra.kafka import KafkaBroker, broker_answers
+from services.dev.infra.ports import LOOPBACK, free_port
+from services.dev.infra.postgres import PostgresServer
 from tests.kafka_cleanup import created_under, delete_created_topics
 from tests.signing_keys import key_env
 

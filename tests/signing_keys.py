@@ -14,8 +14,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from services.platform.keys import SERVICES, init_keys
-from services.platform.settings import Settings
+from services.shared.platform.keys import SERVICES, init_keys
+from services.shared.platform.settings import Settings
 
 _folder: Path | None = None
 

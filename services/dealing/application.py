@@ -47,9 +47,9 @@ from services.dealing.domain import (
     table_aggregate_id,
 )
 from services.dealing.table_settings import settings_problem
-from services.platform.application import ServiceApplication, UnitOfWork
-from services.platform.incidents import Evidence, Origin, raise_incident
-from services.platform.logs import message_context
+from services.shared.platform.application import ServiceApplication, UnitOfWork
+from services.shared.platform.incidents import Evidence, Origin, raise_incident
+from services.shared.platform.logs import message_context
 
 A = TypeVar("A", bound=Aggregate)
 

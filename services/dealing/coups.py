@@ -1,9 +1,9 @@
 """The Coup aggregate: betting, the cards dealt by the tableau, the result, a void.
 
 Cards arrive one by one from the shoe (answers to ``DrawCards``); each goes to
-the side :func:`services.rules.tableau.next_side` names. When no side needs
+the side :func:`services.shared.rules.tableau.next_side` names. When no side needs
 another card the coup is resolved, and the result is cross-checked with
-:func:`services.rules.tableau.resolve_coup` over the same cards in dealing order.
+:func:`services.shared.rules.tableau.resolve_coup` over the same cards in dealing order.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from services.rules.cards import Card
-from services.rules.tableau import CoupResult, Side, next_side, resolve_coup
+from services.shared.rules.cards import Card
+from services.shared.rules.tableau import CoupResult, Side, next_side, resolve_coup
 
 INITIAL_CARDS = 4
 

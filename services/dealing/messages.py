@@ -29,7 +29,7 @@ from contracts import (
     TableOpened,
 )
 from services.dealing.domain import CommandRejections, Coup, Table
-from services.platform import envelope
+from services.shared.platform import envelope
 
 
 def _envelope(event: Any) -> dict[str, Any]:

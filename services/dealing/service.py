@@ -26,7 +26,7 @@ from eventsourcing.persistence import Tracking
 from contracts import BOOK_EVENTS, SHOE_EVENTS, TABLE_COMMANDS
 from services.dealing.application import DealingApplication
 from services.dealing.messages import to_messages
-from services.platform import (
+from services.shared.platform import (
     BatchHandler,
     Delivery,
     ServiceContext,
@@ -34,7 +34,7 @@ from services.platform import (
     Settings,
     Subscription,
 )
-from services.platform.incidents import Origin
+from services.shared.platform.incidents import Origin
 
 CLOCK_POLL_SECONDS = 0.05
 """How often the betting clock looks for new coups (a deadline itself is met on time)."""

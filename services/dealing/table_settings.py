@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contracts import OpenTable
-from services.rules.paytable import UnknownPaytable, get_paytable
+from services.shared.rules.paytable import UnknownPaytable, get_paytable
 
 # The worst case after the cut card comes out: it is the first card of a coup of
 # six cards, and one more coup of six cards follows.

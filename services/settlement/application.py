@@ -44,9 +44,6 @@ from contracts import (
     TableClosed,
     TableOpened,
 )
-from services.platform.application import ServiceApplication, UnitOfWork
-from services.platform.incidents import Evidence, Origin, raise_incident
-from services.rules.validation import parse_amount
 from services.settlement.bet_index import DUPLICATE, BetAnswer, BetIndex, BetRequest
 from services.settlement.bet_index_store import load_bet_index
 from services.settlement.domain import (
@@ -60,6 +57,9 @@ from services.settlement.domain import (
     terms_aggregate_id,
 )
 from services.settlement.verification import Claim, check_claim
+from services.shared.platform.application import ServiceApplication, UnitOfWork
+from services.shared.platform.incidents import Evidence, Origin, raise_incident
+from services.shared.rules.validation import parse_amount
 
 A = TypeVar("A", bound=Aggregate)
 

@@ -20,9 +20,9 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from services.rules.paytable import BetType, get_paytable
-from services.rules.settlement import settle_bet
-from services.rules.validation import (
+from services.shared.rules.paytable import BetType, get_paytable
+from services.shared.rules.settlement import settle_bet
+from services.shared.rules.validation import (
     BetLimit,
     Rejection,
     RejectionReason,

@@ -24,8 +24,8 @@ from contracts import (
     Message,
 )
 from contracts.trusted import trusted
-from services.platform import envelope
 from services.settlement.domain import BetBook, BetDesk
+from services.shared.platform import envelope
 
 
 def _envelope(event: Any) -> dict[str, Any]:

@@ -21,16 +21,16 @@ from datetime import UTC, datetime
 from eventsourcing.persistence import Tracking
 
 from contracts import BET_COMMANDS, SHOE_EVENTS, TABLE_EVENTS
-from services.platform import (
+from services.settlement.application import SettlementApplication
+from services.settlement.messages import to_messages
+from services.shared.platform import (
     BatchHandler,
     Delivery,
     ServiceDefinition,
     Settings,
     Subscription,
 )
-from services.platform.incidents import Origin
-from services.settlement.application import SettlementApplication
-from services.settlement.messages import to_messages
+from services.shared.platform.incidents import Origin
 
 
 def batch_handler(app: SettlementApplication) -> BatchHandler:

@@ -3,7 +3,7 @@
 Dealing's ``CoupResolved`` claims hands, totals, an outcome, a natural and pairs. Settlement
 pays nothing on the claim itself: :func:`check_claim` rebuilds the coup from the claimed
 cards in dealing order (Player, Banker, Player, Banker, then the third cards the tableau
-gives), resolves it with :func:`services.rules.tableau.resolve_coup`, and compares every
+gives), resolves it with :func:`services.shared.rules.tableau.resolve_coup`, and compares every
 claimed fact; and the cards themselves must be the ones the shoe drew for the coup (its
 ``CardDrawn`` messages, in shoe order). Any difference is a reason code and a message for an
 incident, never a payout.
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.rules.cards import Card, CardParseError
-from services.rules.tableau import CoupResult, NotEnoughCards, resolve_coup
+from services.shared.rules.cards import Card, CardParseError
+from services.shared.rules.tableau import CoupResult, NotEnoughCards, resolve_coup
 
 
 @dataclass(frozen=True, slots=True)

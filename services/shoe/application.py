@@ -13,7 +13,7 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
 
-from services.platform.application import ServiceApplication, UnitOfWork
+from services.shared.platform.application import ServiceApplication, UnitOfWork
 from services.shoe.domain import Shoe, ShoeError, shoe_uuid
 
 

@@ -23,8 +23,8 @@ from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from services.rules import shoe as rules
-from services.rules.cards import Card
+from services.shared.rules import shoe as rules
+from services.shared.rules.cards import Card
 
 SHOE_NAMESPACE = UUID("3b0b7a8e-56f4-4d5e-9d55-6a5a3f8e2c11")
 

@@ -28,8 +28,8 @@ from contracts import (
     ShoeShuffled,
     ShuffleShoe,
 )
-from services.platform.application import UnitOfWork
-from services.platform.messages import envelope
+from services.shared.platform.application import UnitOfWork
+from services.shared.platform.messages import envelope
 from services.shoe.application import ShoeApplication
 from services.shoe.domain import Shoe
 

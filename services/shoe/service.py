@@ -3,16 +3,16 @@
 ``punto-banco serve shoe`` runs ``build_service(settings)`` with the platform
 runner: the relay publishes the store's events on ``punto-banco.shoe-events``
 and the consumer applies each fetched batch of commands in one transaction
-with its tracking record (see ``services.platform``).
+with its tracking record (see ``services.shared.platform``).
 """
 
 from __future__ import annotations
 
 from contracts import SHOE_COMMANDS
-from services.platform.application import UnitOfWork
-from services.platform.consumer import Delivery, Subscription, with_unit_of_work
-from services.platform.runner import ServiceDefinition, serve
-from services.platform.settings import Settings
+from services.shared.platform.application import UnitOfWork
+from services.shared.platform.consumer import Delivery, Subscription, with_unit_of_work
+from services.shared.platform.runner import ServiceDefinition, serve
+from services.shared.platform.settings import Settings
 from services.shoe.application import ShoeApplication
 from services.shoe.messages import apply_command, to_messages
 

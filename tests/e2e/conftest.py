@@ -16,8 +16,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from services.demo.processes import ServiceSettings
-from services.demo.system import LocalSystem
+from services.dev.demo.processes import ServiceSettings
+from services.dev.demo.system import LocalSystem
 from tests.kafka_cleanup import created_under
 
 FAST_SETTINGS = {"PB_RELAY_POLL_INTERVAL": "0.05", "PB_LOG_LEVEL": "INFO"}

@@ -18,9 +18,9 @@ from contracts import (
     PlaceBet,
     amount_for,
 )
-from services.demo.ledger import Ledger, Severity
-from services.demo.orchestrator import DemoConfig, TableDriver
-from services.demo.system import LocalSystem, SystemTimeout
+from services.dev.demo.ledger import Ledger, Severity
+from services.dev.demo.orchestrator import DemoConfig, TableDriver
+from services.dev.demo.system import LocalSystem, SystemTimeout
 
 LIMITS = {
     name: BetLimitSpec(minimum=100, maximum=100_000)

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from contracts import BetAccepted, BetRejected, BetSettled, CoupResolved, CoupSettled
-from services.dashboard.server import Dashboard
-from services.demo.processes import ServiceSettings
-from services.demo.system import LocalSystem
-from services.infra.ports import free_port
+from services.dev.demo.processes import ServiceSettings
+from services.dev.demo.system import LocalSystem
+from services.dev.infra.ports import free_port
+from services.tools.dashboard.server import Dashboard
 from tests.e2e.conftest import FAST_SETTINGS
 from tests.e2e.helpers import crowd_driver, wait
 from tests.kafka_cleanup import created_under

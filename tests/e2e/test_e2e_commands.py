@@ -36,9 +36,9 @@ from contracts import (
     TableClosed,
     VoidCoup,
 )
-from services.demo.system import LocalSystem
-from services.rules.cards import Card
-from services.rules.shoe import verify_commitment
+from services.dev.demo.system import LocalSystem
+from services.shared.rules.cards import Card
+from services.shared.rules.shoe import verify_commitment
 from tests.e2e.helpers import (
     answered,
     answers,

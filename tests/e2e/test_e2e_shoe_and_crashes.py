@@ -11,7 +11,7 @@ import asyncio
 import pytest
 
 from contracts import BetAccepted, BettingOpened, CardDealt, CardDrawn, Message
-from services.demo.system import LocalSystem
+from services.dev.demo.system import LocalSystem
 from tests.e2e.helpers import assert_books_clean, crowd_driver, wait
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

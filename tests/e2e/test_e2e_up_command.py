@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from services.demo.processes import PROJECT_ROOT
-from services.demo.system import LocalSystem
+from services.dev.demo.processes import PROJECT_ROOT
+from services.dev.demo.system import LocalSystem
 from tests.e2e.helpers import assert_books_clean, open_table, wait
 from tests.kafka_cleanup import created_under
 
@@ -38,7 +38,7 @@ def up_command(kafka: str, prefix: str, data_dir: Path, *options: str) -> list[s
     return [
         sys.executable,
         "-m",
-        "services.cli.main",
+        "services.tools.cli.main",
         "up",
         "--kafka",
         kafka,

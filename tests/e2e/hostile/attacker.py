@@ -50,15 +50,15 @@ from contracts import (
     partition_key,
     topic_for,
 )
-from services.demo.bus import EVENT_TOPICS, EventFeed, Received
-from services.demo.processes import ServiceSettings
-from services.demo.system import LocalSystem, SystemTimeout
-from services.platform.kafka import SIGNATURE_HEADER
-from services.platform.keys import load_keyring, signer_for
-from services.platform.settings import Settings
-from services.platform.signing import Signer
-from services.rules.cards import Card
-from services.rules.tableau import resolve_coup
+from services.dev.demo.bus import EVENT_TOPICS, EventFeed, Received
+from services.dev.demo.processes import ServiceSettings
+from services.dev.demo.system import LocalSystem, SystemTimeout
+from services.shared.platform.kafka import SIGNATURE_HEADER
+from services.shared.platform.keys import load_keyring, signer_for
+from services.shared.platform.settings import Settings
+from services.shared.platform.signing import Signer
+from services.shared.rules.cards import Card
+from services.shared.rules.tableau import resolve_coup
 
 SOURCE = "pb-source"
 NOTIFICATION = "pb-notification-id"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from services.demo.processes import SERVICES, ServiceSettings
-from services.infra.ports import free_port
+from services.dev.demo.processes import SERVICES, ServiceSettings
+from services.dev.infra.ports import free_port
 from tests.e2e.hostile.attacker import HostileSystem
 
 

@@ -20,8 +20,8 @@ from contracts import (
     CoupSettled,
     PlaceBet,
 )
-from services.demo.orchestrator import TableDriver
-from services.demo.system import LocalSystem
+from services.dev.demo.orchestrator import TableDriver
+from services.dev.demo.system import LocalSystem
 from tests.e2e.helpers import (
     answers,
     assert_books_clean,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from services.audit.auditor import AuditReport, audit
-from services.audit.simulation import LocalSystem, PlayLog, play
-from services.audit.stores import open_stores
-from services.platform.settings import Settings
+from services.dev.simulation import LocalSystem, PlayLog, play
+from services.shared.platform.settings import Settings
+from services.tools.audit.auditor import AuditReport, audit
+from services.tools.audit.stores import open_stores
 
 
 def play_on(settings: Settings, coups: int = 14) -> tuple[dict[str, PlayLog], list[object]]:

@@ -9,10 +9,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from services.audit.auditor import audit
-from services.audit.findings import Code
-from services.audit.stores import open_stores
-from services.platform.settings import Settings
+from services.shared.platform.settings import Settings
+from services.tools.audit.auditor import audit
+from services.tools.audit.findings import Code
+from services.tools.audit.stores import open_stores
 from tests.integration.audit.helpers import audit_settings, play_on
 
 pytestmark = pytest.mark.postgres

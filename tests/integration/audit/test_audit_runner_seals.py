@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from eventsourcing.domain import Aggregate, event
 
-from services.audit.auditor import audit
-from services.audit.stores import SqliteStore
-from services.platform.application import ServiceApplication
-from services.platform.runner import ServiceDefinition, ServiceHost
-from services.platform.sealing import SEALED_TOPIC, expand_runs
-from services.platform.settings import Settings
+from services.shared.platform.application import ServiceApplication
+from services.shared.platform.runner import ServiceDefinition, ServiceHost
+from services.shared.platform.sealing import SEALED_TOPIC, expand_runs
+from services.shared.platform.settings import Settings
+from services.tools.audit.auditor import audit
+from services.tools.audit.stores import SqliteStore
 
 
 class Tally(Aggregate):

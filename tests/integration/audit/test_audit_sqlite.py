@@ -13,12 +13,12 @@ import pytest
 from typer.testing import CliRunner
 
 from contracts import CardDealt
-from services.audit.auditor import AuditReport, audit
-from services.audit.findings import Code
-from services.audit.simulation import PlayLog
-from services.audit.stores import open_stores
-from services.cli.main import app
-from services.platform.settings import Settings
+from services.dev.simulation import PlayLog
+from services.shared.platform.settings import Settings
+from services.tools.audit.auditor import AuditReport, audit
+from services.tools.audit.findings import Code
+from services.tools.audit.stores import open_stores
+from services.tools.cli.main import app
 from tests.integration.audit.helpers import audit_settings, play_on
 
 runner = CliRunner()

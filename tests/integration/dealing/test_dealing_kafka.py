@@ -25,11 +25,11 @@ from contracts import (
     TableClosed,
 )
 from services.dealing.service import build_service as build_dealing
-from services.platform import ServiceHost
-from services.rules.cards import Card
-from services.rules.shoe import verify_commitment
-from services.rules.tableau import resolve_coup
 from services.settlement.service import build_service as build_settlement
+from services.shared.platform import ServiceHost
+from services.shared.rules.cards import Card
+from services.shared.rules.shoe import verify_commitment
+from services.shared.rules.tableau import resolve_coup
 from services.shoe.service import build_service as build_shoe
 from tests.integration.platform.kafka_tools import send_messages, settings_for
 from tests.integration.settlement.test_settlement_kafka import TopicReader, table_command

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from services.infra.errors import InfraError
-from services.infra.jars import ensure_jars
-from services.infra.kafka import KafkaBroker
-from services.infra.ports import LOOPBACK, free_port
-from services.infra.tools import checked_java
+from services.dev.infra.errors import InfraError
+from services.dev.infra.jars import ensure_jars
+from services.dev.infra.kafka import KafkaBroker
+from services.dev.infra.ports import LOOPBACK, free_port
+from services.dev.infra.tools import checked_java
 
-PUNTO_BANCO = [sys.executable, "-m", "services.cli.main"]
+PUNTO_BANCO = [sys.executable, "-m", "services.tools.cli.main"]
 
 
 @pytest.fixture

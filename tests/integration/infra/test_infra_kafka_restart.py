@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from services.infra import kafka as kafka_module
-from services.infra import ports
-from services.infra.errors import InfraError
-from services.infra.kafka import KafkaBroker
-from services.infra.ports import LOOPBACK
-from services.infra.tools import checked_java
+from services.dev.infra import kafka as kafka_module
+from services.dev.infra import ports
+from services.dev.infra.errors import InfraError
+from services.dev.infra.kafka import KafkaBroker
+from services.dev.infra.ports import LOOPBACK
+from services.dev.infra.tools import checked_java
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from contracts import SHOE_COMMANDS, DrawCards, ShuffleShoe
-from services.infra.ports import free_port
-from services.platform.http import HttpServer, ReadinessChecks, Response
-from services.platform.runner import ServiceHost
-from services.platform.settings import Settings
+from services.dev.infra.ports import free_port
+from services.shared.platform.http import HttpServer, ReadinessChecks, Response
+from services.shared.platform.runner import ServiceHost
+from services.shared.platform.settings import Settings
 from services.shoe.service import build_service
 from tests.integration.platform.kafka_tools import send_messages, send_raw, settings_for
 

@@ -20,10 +20,10 @@ from contracts import (
     encode,
     partition_key,
 )
-from services.platform.kafka import SIGNATURE_HEADER, ensure_topics
-from services.platform.keys import load_keyring, signer_for
-from services.platform.settings import Settings
-from services.platform.signing import Signer
+from services.shared.platform.kafka import SIGNATURE_HEADER, ensure_topics
+from services.shared.platform.keys import load_keyring, signer_for
+from services.shared.platform.settings import Settings
+from services.shared.platform.signing import Signer
 from tests.kafka_cleanup import created_under
 from tests.signing_keys import ensure_key, key_env
 

@@ -32,14 +32,14 @@ from contracts import (
     TableClosed,
     encode,
 )
-from services.platform import consumer as consumer_module
-from services.platform.application import UnitOfWork
-from services.platform.consumer import Delivery, Subscription, with_unit_of_work
-from services.platform.kafka import cluster_id
-from services.platform.persistence import open_application
-from services.platform.runner import ServiceDefinition, ServiceHost
-from services.platform.settings import Settings
-from services.platform.topic_ids import TopicIdReader
+from services.shared.platform import consumer as consumer_module
+from services.shared.platform.application import UnitOfWork
+from services.shared.platform.consumer import Delivery, Subscription, with_unit_of_work
+from services.shared.platform.kafka import cluster_id
+from services.shared.platform.persistence import open_application
+from services.shared.platform.runner import ServiceDefinition, ServiceHost
+from services.shared.platform.settings import Settings
+from services.shared.platform.topic_ids import TopicIdReader
 from tests.integration.platform.kafka_tools import (
     read_topic,
     relay_headers,

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from contracts import TABLE_EVENTS, TableClosed
-from services.platform.persistence import open_application
-from services.platform.relay import OutboxRelay
-from services.platform.settings import Settings
+from services.shared.platform.persistence import open_application
+from services.shared.platform.relay import OutboxRelay
+from services.shared.platform.settings import Settings
 from tests.integration.platform.kafka_tools import Received, read_topic, settings_for
 from tests.unit.platform.fakes import Counter, CounterApp, counter_messages
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from contracts import TABLE_EVENTS
-from services.infra.errors import InfraError
-from services.infra.kafka import KafkaBroker
-from services.infra.tools import checked_java
-from services.platform.kafka import ensure_topics
-from services.platform.persistence import open_application
-from services.platform.relay import OutboxRelay
+from services.dev.infra.errors import InfraError
+from services.dev.infra.kafka import KafkaBroker
+from services.dev.infra.tools import checked_java
+from services.shared.platform.kafka import ensure_topics
+from services.shared.platform.persistence import open_application
+from services.shared.platform.relay import OutboxRelay
 from tests.integration.platform.kafka_tools import Received, read_topic, settings_for
 from tests.unit.platform.fakes import Counter, CounterApp, counter_messages
 

@@ -11,10 +11,10 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from contracts import DEAD_LETTERS, TABLE_EVENTS, MessageQuarantined
-from services.platform.kafka import ensure_topics
-from services.platform.persistence import open_application
-from services.platform.relay import InvalidRecordError, OutboxRelay
-from services.platform.settings import Settings
+from services.shared.platform.kafka import ensure_topics
+from services.shared.platform.persistence import open_application
+from services.shared.platform.relay import InvalidRecordError, OutboxRelay
+from services.shared.platform.settings import Settings
 from tests.integration.platform.kafka_tools import Received, read_topic, settings_for
 from tests.unit.platform.fakes import CounterApp
 from tests.unit.platform.relay_fakes import Plan, closed

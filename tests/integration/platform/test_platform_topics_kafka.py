@@ -13,18 +13,18 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from contracts import BET_COMMANDS, TABLE_COMMANDS, TABLE_EVENTS, PlaceBet, encode
-from services.platform.consumer import LOG_APPEND_TIME, Delivery, Subscription
-from services.platform.kafka import (
+from services.shared.platform.consumer import LOG_APPEND_TIME, Delivery, Subscription
+from services.shared.platform.kafka import (
     LOG_APPEND_TIME as LOG_APPEND_TIME_CONFIG,
 )
-from services.platform.kafka import (
+from services.shared.platform.kafka import (
     TIMESTAMP_TYPE,
     cluster_id,
     ensure_topics,
     topic_configs,
 )
-from services.platform.runner import ServiceDefinition, ServiceHost
-from services.platform.settings import Settings
+from services.shared.platform.runner import ServiceDefinition, ServiceHost
+from services.shared.platform.settings import Settings
 from tests.integration.platform.kafka_tools import send_raw, settings_for
 from tests.integration.platform.test_platform_consumer_kafka import (
     close,

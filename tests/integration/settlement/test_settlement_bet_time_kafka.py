@@ -19,8 +19,8 @@ from contracts import (
     PlaceBet,
     TableOpened,
 )
-from services.platform import ServiceHost
 from services.settlement.service import build_service
+from services.shared.platform import ServiceHost
 from tests.integration.platform.kafka_tools import read_topic, send_messages, settings_for
 
 pytestmark = [pytest.mark.kafka]

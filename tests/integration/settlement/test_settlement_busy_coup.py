@@ -24,10 +24,10 @@ from contracts import (
     PlaceBet,
     TableOpened,
 )
-from services.platform import ServiceHost
 from services.settlement.benchmark import close_book, open_book, player_natural, shoe_cards
 from services.settlement.domain import BookStatus
 from services.settlement.service import build_service
+from services.shared.platform import ServiceHost
 from tests.integration.platform.kafka_tools import send_messages, settings_for
 from tests.integration.settlement.test_settlement_kafka import BET_TYPES, TopicReader
 

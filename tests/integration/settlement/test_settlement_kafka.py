@@ -33,9 +33,9 @@ from contracts import (
     decode,
 )
 from services.dealing.service import build_service as build_dealing
-from services.platform import ServiceHost, Settings
-from services.platform.kafka import ensure_topics
 from services.settlement.service import build_service as build_settlement
+from services.shared.platform import ServiceHost, Settings
+from services.shared.platform.kafka import ensure_topics
 from services.shoe.service import build_service as build_shoe
 from tests.integration.platform.kafka_tools import send_messages, settings_for
 from tests.unit.settlement.harness import expected_returned

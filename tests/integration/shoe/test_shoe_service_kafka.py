@@ -23,10 +23,10 @@ from contracts import (
     ShoeShuffled,
     ShuffleShoe,
 )
-from services.platform.runner import ServiceHost
-from services.platform.settings import Settings
-from services.rules import shoe as rules
-from services.rules.cards import Card
+from services.shared.platform.runner import ServiceHost
+from services.shared.platform.settings import Settings
+from services.shared.rules import shoe as rules
+from services.shared.rules.cards import Card
 from services.shoe.service import build_service
 from tests.integration.platform.kafka_tools import read_topic, send_messages, settings_for
 

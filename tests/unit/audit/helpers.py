@@ -6,11 +6,11 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from services.audit.auditor import AuditReport, audit
-from services.audit.checks import Filters
-from services.audit.findings import Code, Finding
-from services.audit.simulation import LocalSystem, PlayLog, play
-from services.audit.stores import SERVICES, ListStore, RecorderStore, Row
+from services.dev.simulation import LocalSystem, PlayLog, play
+from services.tools.audit.auditor import AuditReport, audit
+from services.tools.audit.checks import Filters
+from services.tools.audit.findings import Code, Finding
+from services.tools.audit.stores import SERVICES, ListStore, RecorderStore, Row
 
 TOPIC_SETTLED = "services.settlement.books:BetBook.CoupSettled"
 

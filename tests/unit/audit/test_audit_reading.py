@@ -8,8 +8,8 @@ from typing import Any, cast
 
 import pytest
 
-from services.audit.decode import read_json, read_state
-from services.platform.sealing import SCHEME, ZERO_DIGEST, seal_digest
+from services.shared.platform.sealing import SCHEME, ZERO_DIGEST, seal_digest
+from services.tools.audit.decode import read_json, read_state
 
 _scan = cast(Any, json.JSONDecoder()).scan_once
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from contracts import CardDealt, CoupResolved
-from services.audit.auditor import read_history
-from services.audit.recall import UnknownTable, recall, recall_text
-from services.audit.stores import ListStore
+from services.tools.audit.auditor import read_history
+from services.tools.audit.recall import UnknownTable, recall, recall_text
+from services.tools.audit.stores import ListStore
 from tests.unit.audit.helpers import play_history
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from services.audit.findings import Code, Severity
-from services.audit.stores import Row
+from services.tools.audit.findings import Code, Severity
+from services.tools.audit.stores import Row
 from tests.unit.audit.helpers import (
     TOPIC_SETTLED,
     Played,

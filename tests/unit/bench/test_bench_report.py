@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from services.bench.profiling import top_functions
-from services.bench.report import CellRow, cells_table, latency_summary, memory_table
+from services.dev.bench.profiling import top_functions
+from services.dev.bench.report import CellRow, cells_table, latency_summary, memory_table
 
 
 def _row(**changes: object) -> CellRow:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.bench.e2e import coups_for, parse_cells
-from services.bench.stats import fraction_of, percentile, rate
+from services.dev.bench.e2e import coups_for, parse_cells
+from services.dev.bench.stats import fraction_of, percentile, rate
 
 
 def test_percentile_interpolates_between_ranks() -> None:

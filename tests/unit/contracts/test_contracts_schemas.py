@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import contracts as c
-from services.cli.main import app
+from services.tools.cli.main import app
 
 COMMITTED = Path(c.__file__).parent / "schemas"
 EXPORT_HINT = "run `punto-banco contracts export contracts/schemas` deliberately"

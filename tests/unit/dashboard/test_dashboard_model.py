@@ -26,10 +26,10 @@ from contracts import (
     TableClosed,
     TableOpened,
 )
-from services.dashboard.model import DashboardModel
-from services.rules.cards import RANKS, SUITS
-from services.rules.odds import full_shoe_odds
-from services.rules.paytable import BetType, get_paytable
+from services.shared.rules.cards import RANKS, SUITS
+from services.shared.rules.odds import full_shoe_odds
+from services.shared.rules.paytable import BetType, get_paytable
+from services.tools.dashboard.model import DashboardModel
 
 T = "table-1"
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

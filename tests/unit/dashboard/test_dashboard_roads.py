@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.dashboard.roads import (
+from services.tools.dashboard.roads import (
     RoadCoup,
     bead_plate,
     big_road,

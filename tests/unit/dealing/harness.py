@@ -27,8 +27,8 @@ from contracts import (
 )
 from services.dealing.application import DealingApplication
 from services.dealing.messages import to_messages
-from services.rules.cards import Card
-from services.rules.shoe import (
+from services.shared.rules.cards import Card
+from services.shared.rules.shoe import (
     COMMITMENT_SCHEME,
     burn_count,
     commitment,

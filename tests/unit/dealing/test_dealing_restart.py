@@ -8,8 +8,8 @@ from contracts import BettingOpened, CardDealt, CoupResolved, DrawCards, Shuffle
 from services.dealing.application import DealingApplication
 from services.dealing.domain import ShoeState, Table, TableStatus
 from services.dealing.messages import to_messages
-from services.rules.cards import Card
-from services.rules.tableau import resolve_coup
+from services.shared.rules.cards import Card
+from services.shared.rules.tableau import resolve_coup
 from tests.unit.dealing.harness import Driver, ScriptedShoe, open_table, shuffled_order
 
 

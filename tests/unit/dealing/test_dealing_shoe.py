@@ -11,9 +11,9 @@ from contracts import (
     ShuffleShoe,
 )
 from services.dealing.application import DealingApplication
-from services.rules.cards import Card
-from services.rules.shoe import burn_count, cut_card_index
-from services.rules.tableau import resolve_coup
+from services.shared.rules.cards import Card
+from services.shared.rules.shoe import burn_count, cut_card_index
+from services.shared.rules.tableau import resolve_coup
 from tests.unit.dealing.harness import Driver, ScriptedShoe, open_table, shuffled_order
 
 POPO = {"PERSISTENCE_MODULE": "eventsourcing.popo"}

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from services.demo.bettors import (
+from services.dev.demo.bettors import (
     DEMO_LIMITS,
     EXPECTED_REASON,
     WILD_KINDS,
@@ -16,8 +16,8 @@ from services.demo.bettors import (
     PlannedBet,
     TableTerms,
 )
-from services.rules.paytable import BetType
-from services.rules.validation import BetLimit, validate_bet
+from services.shared.rules.paytable import BetType
+from services.shared.rules.validation import BetLimit, validate_bet
 
 TERMS = TableTerms("demo-1", "EUR", DEMO_LIMITS)
 RULES_LIMITS = {

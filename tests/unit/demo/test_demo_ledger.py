@@ -22,10 +22,10 @@ from contracts import (
     ShoeShuffled,
     TableOpened,
 )
-from services.demo.bettors import BetKind, PlannedBet
-from services.demo.ledger import Ledger, ProblemKind, Severity, recompute, shoe_order
-from services.rules.cards import Card
-from services.rules.shoe import commitment
+from services.dev.demo.bettors import BetKind, PlannedBet
+from services.dev.demo.ledger import Ledger, ProblemKind, Severity, recompute, shoe_order
+from services.shared.rules.cards import Card
+from services.shared.rules.shoe import commitment
 
 TABLE = "t1"
 COUP = "c1"
@@ -65,7 +65,7 @@ def opened_table(ledger: Ledger) -> None:
 
 def resolved(player: list[str], banker: list[str], **overrides: object) -> CoupResolved:
     """A CoupResolved whose facts come from the rules (unless overridden)."""
-    from services.rules.tableau import resolve_coup
+    from services.shared.rules.tableau import resolve_coup
 
     result = resolve_coup(shoe_order(player, banker))
     fields: dict[str, object] = {

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.up_cmd import postgres_settings
-from services.demo import orchestrator
-from services.demo.live import money, percent
-from services.demo.orchestrator import DemoConfig
-from services.demo.processes import ServiceSettings, service_env
+from services.dev.cli.up_cmd import postgres_settings
+from services.dev.demo import orchestrator
+from services.dev.demo.live import money, percent
+from services.dev.demo.orchestrator import DemoConfig
+from services.dev.demo.processes import ServiceSettings, service_env
 
 INHERITED = {
     "PATH": "/usr/bin",

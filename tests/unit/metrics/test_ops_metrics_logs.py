@@ -12,10 +12,10 @@ import pytest
 from prometheus_client import generate_latest
 
 from contracts import BetAccepted, BetRejected, BetSettled, CoupResolved, CoupSettled
-from services.platform.http import asyncapi_page, ensure_loopback
-from services.platform.logs import JsonFormatter, TextFormatter, message_context
-from services.platform.metrics import ServiceMetrics
-from services.platform.settings import Settings, SettingsError
+from services.shared.platform.http import asyncapi_page, ensure_loopback
+from services.shared.platform.logs import JsonFormatter, TextFormatter, message_context
+from services.shared.platform.metrics import ServiceMetrics
+from services.shared.platform.settings import Settings, SettingsError
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -189,8 +189,8 @@ async def test_ready_answers_503_naming_a_stopped_partition() -> None:
 
     from aiokafka import TopicPartition
 
-    from services.platform.http import service_routes
-    from services.platform.stops import PartitionStops
+    from services.shared.platform.http import service_routes
+    from services.shared.platform.stops import PartitionStops
 
     class Checks:
         async def broker(self) -> None:

@@ -6,8 +6,8 @@ import hashlib
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from services.platform.kafka import SIGNATURE_HEADER
-from services.platform.signing import Keyring, KeyringEntry, Signer
+from services.shared.platform.kafka import SIGNATURE_HEADER
+from services.shared.platform.signing import Keyring, KeyringEntry, Signer
 
 
 def fixed_key(name: str) -> Ed25519PrivateKey:

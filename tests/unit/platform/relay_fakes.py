@@ -20,9 +20,9 @@ from aiokafka.errors import MessageSizeTooLargeError, OutOfOrderSequenceNumber
 from aiokafka.partitioner import DefaultPartitioner
 
 from contracts import CloseBook, Message, TableClosed
-from services.platform.messages import envelope
-from services.platform.relay import InvalidRecordError, OutboxRelay
-from services.platform.settings import Settings
+from services.shared.platform.messages import envelope
+from services.shared.platform.relay import InvalidRecordError, OutboxRelay
+from services.shared.platform.settings import Settings
 from tests.unit.platform.fakes import Counter, CounterApp
 
 TopicPartition = tuple[str, int]

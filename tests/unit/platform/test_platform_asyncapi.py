@@ -3,8 +3,8 @@ import json
 from typer.testing import CliRunner
 
 from contracts import TOPIC_MESSAGES
-from services.cli.main import app
-from services.platform.asyncapi import SYSTEM, asyncapi_json
+from services.shared.platform.asyncapi import SYSTEM, asyncapi_json
+from services.tools.cli.main import app
 
 
 def test_the_document_names_every_topic_and_message() -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 from aiokafka import TopicPartition
 
 from contracts import BET_COMMANDS, TABLE_EVENTS, CloseBook, PlaceBet, encode
-from services.platform.signing import Keyring, KeyringEntry, Signer, b64url, b64url_decode
 from services.settlement.benchmark import open_book
+from services.shared.platform.signing import Keyring, KeyringEntry, Signer, b64url, b64url_decode
 from tests.unit.platform.keys_fakes import SIGNERS, fixed_key, signature
 from tests.unit.platform.test_platform_consumer import (
     EVENTS,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from services.cli.main import app
+from services.tools.cli.main import app
 
 
 def run(*args: str) -> tuple[int, str]:

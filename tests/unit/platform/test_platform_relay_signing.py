@@ -13,9 +13,9 @@ from contracts import (
     BetSettled,
     Message,
 )
-from services.platform.messages import envelope
-from services.platform.relay import SIGNED_TOPICS
-from services.platform.signing import verify
+from services.shared.platform.messages import envelope
+from services.shared.platform.relay import SIGNED_TOPICS
+from services.shared.platform.signing import verify
 from tests.unit.platform.fakes import CounterApp, popo_env
 from tests.unit.platform.keys_fakes import KEYRING, SIGNERS
 from tests.unit.platform.relay_fakes import (

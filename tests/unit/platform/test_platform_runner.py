@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
-from services.platform.runner import ServiceContext, ServiceDefinition, ServiceHost
-from services.platform.settings import Settings
+from services.shared.platform.runner import ServiceContext, ServiceDefinition, ServiceHost
+from services.shared.platform.settings import Settings
 from tests.unit.platform.fakes import Counter, CounterApp
 
 

@@ -1,6 +1,6 @@
 from typer.testing import CliRunner
 
-from services.cli.main import app
+from services.tools.cli.main import app
 
 
 def test_serve_reports_a_bad_setting_and_exits_2() -> None:

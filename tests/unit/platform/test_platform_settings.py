@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from services.platform.settings import Settings, SettingsError
+from services.shared.platform.settings import Settings, SettingsError
 
 
 def test_defaults_use_a_sqlite_file_per_service_under_var() -> None:

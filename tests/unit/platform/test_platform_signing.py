@@ -1,4 +1,4 @@
-"""Record signatures (services/platform/signing.py): a detached, unencoded JWS (RFC 7515
+"""Record signatures (services/shared/platform/signing.py): a detached, unencoded JWS (RFC 7515
 Appendix F, RFC 7797) with EdDSA over Ed25519 (RFC 8037), byte-stable, and refused when
 anything it binds was changed."""
 
@@ -10,7 +10,7 @@ import json
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from services.platform.signing import (
+from services.shared.platform.signing import (
     Keyring,
     KeyringEntry,
     KeyringError,

@@ -1,1 +1,1 @@
-"""Unit tests of the rules engine (services/rules) and its CLI commands."""
+"""Unit tests of the rules engine (services/shared/rules) and its CLI commands."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.cli.bench import GROUPS, INTRO, Measurement, section_text, update_section
+from services.dev.cli.bench_cmd import GROUPS, INTRO, Measurement, section_text, update_section
 
 
 def test_a_section_is_created_then_replaced_in_place(tmp_path: Path) -> None:

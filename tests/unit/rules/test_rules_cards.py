@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.rules import ALL_CARDS, RANKS, SUITS, Card, CardParseError, hand_total
+from services.shared.rules import ALL_CARDS, RANKS, SUITS, Card, CardParseError, hand_total
 
 # Written from rules.md: Ace = 1, 2 to 9 face value, 10/J/Q/K = 0.
 EXPECTED_VALUES = {

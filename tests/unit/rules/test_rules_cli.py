@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
-from services.cli import game
+from services.tools.cli import game
 
 app = typer.Typer()
 game.register(app)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.rules import (
+from services.shared.rules import (
     PAYTABLES,
     BetResult,
     BetType,

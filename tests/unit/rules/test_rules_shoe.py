@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.rules import (
+from services.shared.rules import (
     ALL_CARDS,
     MAX_DECKS,
     MIN_DECKS,

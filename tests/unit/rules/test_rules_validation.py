@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.rules import BetLimit, BetType, RejectionReason, parse_amount, validate_bet
+from services.shared.rules import BetLimit, BetType, RejectionReason, parse_amount, validate_bet
 
 LIMITS = {bet: BetLimit(100, 10_000) for bet in BetType}
 

@@ -26,9 +26,9 @@ from contracts import (
     encode,
     topic_for,
 )
-from services.platform.incidents import with_incidents
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages
+from services.shared.platform.incidents import with_incidents
 from tests.unit.settlement.stores import POPO
 
 M = TypeVar("M", bound=Message)

@@ -15,9 +15,9 @@ from contracts import (
     CoupSettled,
     PlaceBet,
 )
-from services.rules.cards import Card
-from services.rules.tableau import resolve_coup
 from services.settlement.domain import BetBook, BookStatus
+from services.shared.rules.cards import Card
+from services.shared.rules.tableau import resolve_coup
 from tests.unit.dealing.harness import shuffled_order
 from tests.unit.settlement.harness import (
     Dealing,

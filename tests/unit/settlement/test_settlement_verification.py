@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts import BetSettled, CoupResolved, CoupSettled, IncidentRaised
-from services.rules.cards import ALL_CARDS, Card
-from services.rules.tableau import resolve_coup
 from services.settlement.application import SettlementApplication
 from services.settlement.books import MAX_BOOK_STAKE
 from services.settlement.verification import Claim, check_claim
+from services.shared.rules.cards import ALL_CARDS, Card
+from services.shared.rules.tableau import resolve_coup
 from tests.unit.settlement.harness import (
     CLOSES_AT,
     PLACED_AT,

@@ -16,8 +16,8 @@ from contracts import (
     decode,
     encode,
 )
-from services.rules import shoe as rules
-from services.rules.cards import Card
+from services.shared.rules import shoe as rules
+from services.shared.rules.cards import Card
 from services.shoe.domain import NotBurned, Shoe, ShoeExhausted, ShoeIsClosed
 from services.shoe.messages import to_messages
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from services.rules import shoe as rules
+from services.shared.rules import shoe as rules
 from services.shoe.application import ShoeApplication
 from services.shoe.domain import Shoe
 
 ROOT = Path(__file__).resolve().parents[3]
-PRODUCTION = ["contracts", "services/rules", "services/platform", "services/shoe"]
+PRODUCTION = ["contracts", "services/shared/rules", "services/shared/platform", "services/shoe"]
 PRODUCTION += ["services/dealing", "services/settlement"]
 """Code that runs in the deployed services (tools such as the demo's simulated bettors may
 use a seeded generator for their own choices, never for cards)."""

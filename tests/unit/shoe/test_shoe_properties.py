@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts import CardDrawn, CutCardReached, ShoeClosed, ShoeShuffled
-from services.rules import shoe as rules
-from services.rules.cards import Card
+from services.shared.rules import shoe as rules
+from services.shared.rules.cards import Card
 from services.shoe.domain import Shoe
 from services.shoe.messages import to_messages
 

@@ -1,0 +1,141 @@
+"""`punto-banco infra up|down|status`: the local Kafka broker and PostgreSQL server.
+
+`up` and `status` print the connection settings as shell lines on stdout, so
+``eval "$(punto-banco infra up)"`` sets them; progress and errors go to stderr.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import TypeVar
+
+import typer
+
+from services.dev.infra import layout
+from services.dev.infra.errors import InfraError
+from services.dev.infra.kafka import KafkaBroker
+from services.dev.infra.postgres import PostgresServer
+from services.dev.infra.status import ServiceStatus
+
+T = TypeVar("T")
+
+infra_app = typer.Typer(
+    help="Start, stop and report the local Kafka broker and PostgreSQL server.",
+    no_args_is_help=True,
+)
+
+
+class Part(StrEnum):
+    ALL = "all"
+    KAFKA = "kafka"
+    POSTGRES = "postgres"
+
+
+ONLY = typer.Option(Part.ALL, "--only", help="Act on one part only.")
+DATA_DIR = typer.Option(
+    None, "--data-dir", help="Data folder (default: PB_DATA_DIR, else ./var).", show_default=False
+)
+EXPORT = typer.Option(True, "--export/--no-export", help="Prefix the lines with `export`.")
+
+
+def _guarded(action: Callable[[], T]) -> T:
+    """Run ``action``; an InfraError becomes a readable message and exit code 1."""
+    try:
+        return action()
+    except InfraError as error:
+        typer.echo(f"punto-banco infra: {error.problem}", err=True)
+        if error.fix:
+            typer.echo(f"  what to do: {error.fix}", err=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        typer.echo("punto-banco infra: interrupted", err=True)
+        raise typer.Exit(130) from None
+
+
+def _print_env(env: dict[str, str], export: bool) -> None:
+    prefix = "export " if export else ""
+    for name, value in env.items():
+        sys.stdout.write(f"{prefix}{name}={shlex.quote(value)}\n")
+    sys.stdout.flush()
+
+
+def _parts(
+    only: Part,
+    data_dir: Path | None,
+    kafka_port: int | None = None,
+    postgres_port: int | None = None,
+) -> tuple[KafkaBroker | None, PostgresServer | None]:
+    home = data_dir.resolve() if data_dir else layout.data_dir()
+    kafka = postgres = None
+    if only in (Part.ALL, Part.KAFKA):
+        kafka = KafkaBroker(
+            home=home / "kafka", port=kafka_port or layout.env_port("PB_KAFKA_PORT")
+        )
+    if only in (Part.ALL, Part.POSTGRES):
+        postgres = PostgresServer(
+            home=home / "postgres", port=postgres_port or layout.env_port("PB_POSTGRES_PORT")
+        )
+    return kafka, postgres
+
+
+@infra_app.command()
+def up(
+    only: Part = ONLY,
+    data_dir: Path | None = DATA_DIR,
+    kafka_port: int | None = typer.Option(
+        None, "--kafka-port", help="Broker port (default: last one used, else 9092, else free)."
+    ),
+    postgres_port: int | None = typer.Option(
+        None,
+        "--postgres-port",
+        help="PostgreSQL port (default: last one used, else 55432, else free).",
+    ),
+    timeout: float = typer.Option(180.0, "--timeout", help="Seconds to wait for each server."),
+    export: bool = EXPORT,
+) -> None:
+    """Start what is not running (reusing what is), wait until it answers, print its settings."""
+    kafka, postgres = _parts(only, data_dir, kafka_port, postgres_port)
+    env: dict[str, str] = {}
+    if kafka is not None:
+        env["KAFKA_BOOTSTRAP_SERVERS"] = _guarded(lambda: kafka.start(timeout=timeout))
+    if postgres is not None:
+        env.update(_guarded(lambda: postgres.start(timeout=timeout)))
+    _print_env(env, export)
+
+
+@infra_app.command()
+def down(only: Part = ONLY, data_dir: Path | None = DATA_DIR) -> None:
+    """Stop the servers; their data stays (remove the data folder to start afresh)."""
+    kafka, postgres = _parts(only, data_dir)
+    for part in (kafka, postgres):
+        if part is not None:
+            name = "Kafka" if isinstance(part, KafkaBroker) else "PostgreSQL"
+            stopped = _guarded(part.stop)
+            typer.echo(f"{name}: {'stopped' if stopped else 'was not running'}", err=True)
+
+
+@infra_app.command()
+def status(only: Part = ONLY, data_dir: Path | None = DATA_DIR, export: bool = EXPORT) -> None:
+    """Report each server; print the settings of those that answer. Exit 3 if one does not."""
+    kafka, postgres = _parts(only, data_dir)
+    reports: list[ServiceStatus] = []
+    for part in (kafka, postgres):
+        if part is not None:
+            reports.append(_guarded(part.status))
+    env: dict[str, str] = {}
+    for report in reports:
+        typer.echo(
+            f"{report.name}: {'up' if report.running else 'down'} - {report.detail}", err=True
+        )
+        env.update(report.env)
+    _print_env(env, export)
+    if not all(report.running for report in reports):
+        raise typer.Exit(3)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(infra_app, name="infra")

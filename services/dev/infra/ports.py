@@ -1,0 +1,89 @@
+"""Loopback TCP ports: is one free, find a free one, wait until one answers."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from services.dev.infra.errors import InfraError
+from services.dev.infra.processes import progress
+
+LOOPBACK = "127.0.0.1"
+
+
+def port_is_free(port: int) -> bool:
+    """True when nothing listens on 127.0.0.1:``port`` (we could bind it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A port the kernel says is free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def port_answers(port: int, timeout: float = 0.5) -> bool:
+    """True when a TCP connection to 127.0.0.1:``port`` succeeds."""
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def choose_port(
+    *,
+    what: str,
+    requested: int | None,
+    preferred: tuple[int | None, ...],
+    option: str,
+    avoid: frozenset[int] = frozenset(),
+) -> int:
+    """The port a server should listen on.
+
+    ``requested`` is a port the user asked for (an option or an environment
+    variable): it must be free, or this raises :class:`InfraError` saying so.
+    Otherwise the first free port of ``preferred`` (the one used last time, then
+    the usual default) is taken, and failing those any free port.
+    """
+    if requested:
+        if not 0 < requested < 65536:
+            raise InfraError(
+                f"{what}: port {requested} is not a TCP port.", f"use 1..65535 {option}"
+            )
+        if not port_is_free(requested):
+            raise InfraError(
+                f"{what}: port {requested} on {LOOPBACK} is already in use by another program.",
+                f"stop that program, or choose another port with {option} "
+                "(0 or unset picks a free one).",
+            )
+        return requested
+    for port in preferred:
+        if port and port not in avoid and port_is_free(port):
+            return port
+    while True:
+        port = free_port()
+        if port not in avoid:
+            break
+    busy = [str(port) for port in preferred if port]
+    if busy:
+        progress(f"{what}: port {' and '.join(busy)} busy, using free port {port} instead")
+    return port
+
+
+def wait_for_port(port: int, timeout: float) -> bool:
+    """Wait until 127.0.0.1:``port`` accepts connections; False after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if port_answers(port):
+            return True
+        time.sleep(0.2)
+    return False

@@ -1,0 +1,225 @@
+"""Kafka clients configured the same way by every part of the platform, and topic creation.
+
+Topic configs: ``TOPIC_CONFIGS`` names the configs a project topic must have. The
+bet-commands topic uses ``message.timestamp.type=LogAppendTime``: the broker stamps
+every PlaceBet with the time it appended it, and settlement judges "was the bet in
+time" by that stamp, never by a time the client wrote. ``ensure_topics`` creates
+missing topics with these configs and ALTERS an existing topic whose config differs
+(AlterConfigs replaces a topic's whole set of dynamic configs, so the topic's other
+dynamic configs are read first and sent again with it). If the broker refuses the
+change (e.g. no ALTER_CONFIGS permission) the service still starts: it logs an error,
+and settlement falls back to the time it received each bet (see the consumer's
+``Delivery.timestamp_type``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+
+from contracts import BET_COMMANDS, SHOE_EVENTS, TOPIC_MESSAGES
+from services.shared.platform.settings import Settings
+
+log = logging.getLogger(__name__)
+
+SOURCE_HEADER = "pb-source"
+NOTIFICATION_HEADER = "pb-notification-id"
+INDEX_HEADER = "pb-message-index"
+TYPE_HEADER = "pb-type"
+"""The message type (``BetSettled``...): lets a reader skip what it does not need unparsed."""
+SIGNATURE_HEADER = "pb-sig"
+"""The writer's signature of the record (``signing.py``): a detached JWS."""
+
+PROJECT_TOPICS: tuple[str, ...] = tuple(TOPIC_MESSAGES)
+"""Every logical topic of the project (commands, events, dead letters)."""
+
+TIMESTAMP_TYPE = "message.timestamp.type"
+LOG_APPEND_TIME = "LogAppendTime"
+
+TOPIC_CONFIGS: Mapping[str, Mapping[str, str]] = {
+    # The broker's append time is when a bet was placed (see the module docstring).
+    BET_COMMANDS: {TIMESTAMP_TYPE: LOG_APPEND_TIME},
+    # ... and when the shoe drew a card: settlement refuses a card appended before the coup's
+    # CloseBook mark (no genuine card leaves the shoe while bets are taken).
+    SHOE_EVENTS: {TIMESTAMP_TYPE: LOG_APPEND_TIME},
+}
+"""Configs a logical topic must have (set at creation, altered on existing topics)."""
+
+_DYNAMIC_TOPIC_CONFIG = 1
+"""DescribeConfigs ``config_source`` of a config set on the topic itself."""
+
+
+def idempotent_producer(settings: Settings, role: str) -> AIOKafkaProducer:
+    """An idempotent producer (acks=all): retries never duplicate or reorder within a partition."""
+    return AIOKafkaProducer(
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        client_id=f"pb-{settings.service}-{role}",
+        enable_idempotence=True,
+        acks="all",
+        linger_ms=2,
+        max_batch_size=256 * 1024,
+        request_timeout_ms=30_000,
+    )
+
+
+def _admin(settings: Settings) -> AIOKafkaAdminClient:
+    return AIOKafkaAdminClient(
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        client_id=f"pb-{settings.service}-admin",
+    )
+
+
+async def ensure_topics(settings: Settings, topics: Iterable[str] = PROJECT_TOPICS) -> list[str]:
+    """Create the (prefixed) project topics that do not exist yet; returns the ones created.
+
+    Topics in ``TOPIC_CONFIGS`` get their configs at creation; an existing one whose
+    config differs is altered (see the module docstring).
+    """
+    logical = list(dict.fromkeys(topics))
+    admin = _admin(settings)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [t for t in logical if settings.topic(t) not in existing]
+        if missing:
+            await _create(admin, settings, missing)
+        present = [t for t in logical if t in TOPIC_CONFIGS and t not in missing]
+        if present:
+            await _align_configs(admin, {settings.topic(t): TOPIC_CONFIGS[t] for t in present})
+        return [settings.topic(t) for t in missing]
+    finally:
+        await admin.close()
+
+
+async def _create(admin: AIOKafkaAdminClient, settings: Settings, logical: list[str]) -> None:
+    names = [settings.topic(t) for t in logical]
+    response = await admin.create_topics(
+        [
+            NewTopic(
+                name=settings.topic(t),
+                num_partitions=settings.topic_partitions,
+                replication_factor=settings.topic_replication_factor,
+                topic_configs=dict(TOPIC_CONFIGS.get(t, {})),
+            )
+            for t in logical
+        ]
+    )
+    concurrent: dict[str, Mapping[str, str]] = {}
+    for name, code, *rest in response.topic_errors:
+        # 36 = TOPIC_ALREADY_EXISTS: created concurrently by another service.
+        if code == TopicAlreadyExistsError.errno:
+            wanted = TOPIC_CONFIGS.get(settings.logical_topic(name))
+            if wanted:
+                concurrent[name] = wanted
+        elif code != 0:
+            message = rest[0] if rest else ""
+            raise RuntimeError(f"cannot create Kafka topic {name}: error {code} {message}")
+    log.info("created topics %s", ", ".join(names))
+    if concurrent:  # created by someone else at the same moment: check its configs too
+        await _align_configs(admin, concurrent)
+
+
+async def topic_configs(
+    admin: AIOKafkaAdminClient, topics: Iterable[str], wait: float = 10.0
+) -> dict[str, Any]:
+    """Per (prefixed) topic name: config name -> (value, config_source).
+
+    A topic created a moment ago may be unknown to the broker answering for a short
+    while: waits up to ``wait`` seconds for it.
+    """
+    names = list(topics)
+    deadline = asyncio.get_running_loop().time() + wait
+    while True:
+        try:
+            return await _topic_configs(admin, names)
+        except _UnknownTopic:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
+class _UnknownTopic(RuntimeError):
+    pass
+
+
+async def _topic_configs(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, Any]:
+    resources = [ConfigResource(ConfigResourceType.TOPIC, name) for name in names]
+    found: dict[str, dict[str, tuple[str | None, int]]] = {}
+    for response in await admin.describe_configs(resources):
+        for resource in response.to_object()["resources"]:
+            if resource["error_code"] == UnknownTopicOrPartitionError.errno:
+                raise _UnknownTopic(f"Kafka topic {resource['resource_name']} is unknown")
+            if resource["error_code"]:
+                raise RuntimeError(
+                    f"cannot read the config of Kafka topic {resource['resource_name']}: "
+                    f"error {resource['error_code']} {resource['error_message'] or ''}"
+                )
+            found[resource["resource_name"]] = {
+                entry["config_names"]: (entry["config_value"], entry["config_source"])
+                for entry in resource["config_entries"]
+            }
+    return found
+
+
+async def _align_configs(
+    admin: AIOKafkaAdminClient, wanted: Mapping[str, Mapping[str, str]]
+) -> None:
+    """Alter the existing topics in ``wanted`` whose configs differ from it."""
+    try:
+        current = await topic_configs(admin, wanted)
+        changes: list[ConfigResource] = []
+        for name, configs in wanted.items():
+            have = current.get(name, {})
+            if all(have.get(key, (None, 0))[0] == value for key, value in configs.items()):
+                continue
+            # AlterConfigs REPLACES the topic's dynamic configs: send the others back too.
+            keep = {
+                key: value
+                for key, (value, source) in have.items()
+                if source == _DYNAMIC_TOPIC_CONFIG and value is not None
+            }
+            changes.append(
+                ConfigResource(ConfigResourceType.TOPIC, name, {**keep, **dict(configs)})
+            )
+        if not changes:
+            return
+        for response in await admin.alter_configs(changes):
+            for code, message, _type, name in response.resources:
+                if code:
+                    raise RuntimeError(f"error {code} {message or ''} on {name}")
+        log.warning(
+            "changed the config of existing topics: %s",
+            "; ".join(f"{c.name} {c.configs}" for c in changes),
+        )
+    except (KafkaError, RuntimeError) as error:
+        # Settlement still works: it falls back to the time it received each bet.
+        log.error(
+            "cannot give Kafka topics %s their configs %s (%s); set them by hand "
+            "(kafka-configs --alter --entity-type topics ...)",
+            ", ".join(wanted),
+            dict(next(iter(wanted.values()))),
+            error,
+        )
+
+
+async def cluster_id(settings: Settings) -> str:
+    """The Kafka cluster's id (from the cluster metadata); raises if the broker has none."""
+    admin = _admin(settings)
+    await admin.start()
+    try:
+        found = (await admin.describe_cluster()).get("cluster_id")
+    finally:
+        await admin.close()
+    if not found:
+        raise RuntimeError(
+            f"Kafka at {settings.kafka_bootstrap_servers} reports no cluster id "
+            "(Kafka 0.10.1 or newer is needed)"
+        )
+    return str(found)

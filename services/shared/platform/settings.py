@@ -1,0 +1,297 @@
+"""One settings object for every service, read from the environment (and CLI overrides).
+
+Persistence is chosen here and handed to eventsourcing as *its* environment
+(``PERSISTENCE_MODULE``, ``SQLITE_DBNAME``, ``POSTGRES_*``), so no domain or
+application module ever names a database:
+
+- SQLite (default): one file per service, ``<PB_DATA_DIR>/<service>.sqlite``
+  (``PB_DATA_DIR`` defaults to ``./var``).
+- PostgreSQL when ``PB_PERSISTENCE=postgres``, ``PB_POSTGRES_DSN`` or any of
+  ``POSTGRES_HOST``/``POSTGRES_DBNAME`` is set. Each service gets its own schema
+  (``POSTGRES_SCHEMA=<PB_POSTGRES_SCHEMA_PREFIX><service>``, prefix default ""),
+  so the three stores never share tables.
+
+Kafka: ``KAFKA_BOOTSTRAP_SERVERS`` (default ``127.0.0.1:9092``) and
+``PB_TOPIC_PREFIX`` (default ``""``) which is put in front of every project
+topic name, so tests and parallel runs can isolate their topics.
+
+Record signatures (``signing.py``, ``keys.py``): ``PB_SIGNING_KEY``, the service's private
+key file (``{service}`` in it is replaced by the service's name; default
+``<PB_DATA_DIR>/keys/<service>.pem``), and ``PB_KEYRING``, the public keys of every service
+(default ``<PB_DATA_DIR>/keys/keyring.json``). ``punto-banco keys init`` creates both.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+Persistence = Literal["sqlite", "postgres"]
+
+SERVICE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
+
+
+class SettingsError(ValueError):
+    """A setting is missing or malformed; the message names the variable to fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresSettings:
+    host: str = "127.0.0.1"
+    port: int = 5432
+    dbname: str = "punto_banco"
+    user: str = "postgres"
+    password: str = ""
+    pool_size: int = 5
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> PostgresSettings:
+        values: dict[str, Any] = {}
+        dsn = env.get("PB_POSTGRES_DSN", "").strip()
+        if dsn:
+            values.update(_parse_dsn(dsn))
+        for key, name in (
+            ("POSTGRES_HOST", "host"),
+            ("POSTGRES_DBNAME", "dbname"),
+            ("POSTGRES_USER", "user"),
+            ("POSTGRES_PASSWORD", "password"),
+        ):
+            if env.get(key):
+                values[name] = env[key]
+        for key, name in (("POSTGRES_PORT", "port"), ("POSTGRES_POOL_SIZE", "pool_size")):
+            if env.get(key):
+                values[name] = _int(env, key)
+        return cls(**values)
+
+
+def _parse_dsn(dsn: str) -> dict[str, Any]:
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parsed = conninfo_to_dict(dsn)
+    except Exception as error:  # psycopg raises ProgrammingError for bad DSNs
+        raise SettingsError(f"PB_POSTGRES_DSN is not a valid PostgreSQL DSN: {error}") from None
+    out: dict[str, Any] = {}
+    for name in ("host", "dbname", "user", "password"):
+        if parsed.get(name):
+            out[name] = str(parsed[name])
+    if parsed.get("port"):
+        out["port"] = int(str(parsed["port"]))
+    return out
+
+
+def _int(env: Mapping[str, str], key: str) -> int:
+    raw = env[key]
+    try:
+        return int(raw)
+    except ValueError:
+        raise SettingsError(f"{key} must be a whole number, got {raw!r}") from None
+
+
+def _float(env: Mapping[str, str], key: str, default: float) -> float:
+    raw = env.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise SettingsError(f"{key} must be a number, got {raw!r}") from None
+
+
+HTTP_PORTS = {"dashboard": 8100, "shoe": 8101, "dealing": 8102, "settlement": 8103}
+"""Default loopback HTTP port of each process (/health /ready /metrics /asyncapi)."""
+
+
+def http_port(service: str, env: Mapping[str, str]) -> int | None:
+    """``PB_HTTP_PORT_<SERVICE>``, else ``PB_HTTP_PORT``, else the service's default port.
+
+    ``off`` (or ``none``/``-``) disables the endpoints; ``0`` takes any free port.
+    """
+    for key in (f"PB_HTTP_PORT_{service.upper()}", "PB_HTTP_PORT"):
+        raw = env.get(key, "").strip().lower()
+        if not raw:
+            continue
+        if raw in ("off", "none", "-", "no", "false"):
+            return None
+        port = _int(env, key)
+        if not 0 <= port <= 65535:
+            raise SettingsError(f"{key} must be a port number (0-65535) or 'off', got {raw!r}")
+        return port
+    return HTTP_PORTS.get(service)
+
+
+def _loopback(host: str) -> str:
+    import ipaddress
+
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise SettingsError(
+            f"PB_HTTP_HOST must be a loopback address (127.0.0.1, ::1), not {host!r}"
+        )
+    return host
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything a service process needs to know about its surroundings."""
+
+    service: str
+    data_dir: Path = Path("var")
+    persistence: Persistence = "sqlite"
+    postgres: PostgresSettings = field(default_factory=PostgresSettings)
+    kafka_bootstrap_servers: str = "127.0.0.1:9092"
+    topic_prefix: str = ""
+    postgres_schema_prefix: str = ""
+    consumer_group_id: str = ""
+    topic_partitions: int = 3
+    topic_replication_factor: int = 1
+    relay_batch_size: int = 2000
+    relay_poll_interval: float = 0.2
+    consumer_max_records: int = 5000
+    consumer_poll_timeout: float = 0.05
+    log_level: str = "INFO"
+    # Operations (services/shared/platform/http.py, logs.py): HTTP endpoints and log format.
+    http_host: str = "127.0.0.1"
+    http_port: int | None = None  # None: no HTTP endpoints; 0: any free port
+    log_format: str = "text"  # "text" or "json" (JSON lines)
+    # Record signatures (keys.py): "" means the default under <data dir>/keys/.
+    signing_key: str = ""  # PB_SIGNING_KEY; "{service}" is replaced by the service's name
+    keyring: str = ""  # PB_KEYRING
+
+    def __post_init__(self) -> None:
+        if not SERVICE_NAME.match(self.service):
+            raise SettingsError(
+                f"service name {self.service!r} must be lower case letters, digits or _"
+            )
+        if self.log_format not in ("text", "json"):
+            raise SettingsError(f"PB_LOG_FORMAT must be 'text' or 'json', not {self.log_format!r}")
+
+    @classmethod
+    def from_env(
+        cls,
+        service: str,
+        env: Mapping[str, str] | None = None,
+        **overrides: Any,
+    ) -> Settings:
+        """Read settings for ``service`` from ``env`` (default ``os.environ``).
+
+        Keyword ``overrides`` (e.g. from CLI options) win over the environment.
+        """
+        env = os.environ if env is None else env
+        persistence_raw = env.get("PB_PERSISTENCE", "").strip().lower()
+        if persistence_raw not in ("", "sqlite", "postgres", "postgresql"):
+            raise SettingsError(
+                f"PB_PERSISTENCE must be 'sqlite' or 'postgres', got {persistence_raw!r}"
+            )
+        wants_postgres = persistence_raw in ("postgres", "postgresql") or (
+            persistence_raw == ""
+            and bool(
+                env.get("PB_POSTGRES_DSN") or env.get("POSTGRES_HOST") or env.get("POSTGRES_DBNAME")
+            )
+        )
+        values: dict[str, Any] = {
+            "service": service,
+            "data_dir": Path(env.get("PB_DATA_DIR") or "var"),
+            "persistence": "postgres" if wants_postgres else "sqlite",
+            "postgres": PostgresSettings.from_env(env),
+            "kafka_bootstrap_servers": env.get("KAFKA_BOOTSTRAP_SERVERS") or "127.0.0.1:9092",
+            "topic_prefix": env.get("PB_TOPIC_PREFIX", ""),
+            "postgres_schema_prefix": env.get("PB_POSTGRES_SCHEMA_PREFIX", ""),
+            "consumer_group_id": env.get("PB_CONSUMER_GROUP", ""),
+            "relay_poll_interval": _float(env, "PB_RELAY_POLL_INTERVAL", 0.2),
+            "log_level": (env.get("PB_LOG_LEVEL") or "INFO").upper(),
+            "log_format": (env.get("PB_LOG_FORMAT") or "text").strip().lower(),
+            "http_host": _loopback(env.get("PB_HTTP_HOST") or "127.0.0.1"),
+            "http_port": http_port(service, env),
+            "signing_key": env.get("PB_SIGNING_KEY", "").strip(),
+            "keyring": env.get("PB_KEYRING", "").strip(),
+        }
+        for key, name in (
+            ("PB_TOPIC_PARTITIONS", "topic_partitions"),
+            ("PB_RELAY_BATCH_SIZE", "relay_batch_size"),
+            ("PB_CONSUMER_MAX_RECORDS", "consumer_max_records"),
+        ):
+            if env.get(key):
+                values[name] = _int(env, key)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def for_service(self, service: str) -> Settings:
+        """The same surroundings for another service (e.g. starting all three)."""
+        return replace(self, service=service)
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.data_dir / f"{self.service}.sqlite"
+
+    @property
+    def keys_dir(self) -> Path:
+        """Where ``punto-banco keys init`` puts keys unless PB_SIGNING_KEY / PB_KEYRING say."""
+        return self.data_dir / "keys"
+
+    @property
+    def signing_key_path(self) -> Path:
+        """The service's private signing key (PEM)."""
+        if self.signing_key:
+            return Path(self.signing_key.replace("{service}", self.service))
+        return self.keys_dir / f"{self.service}.pem"
+
+    @property
+    def keyring_path(self) -> Path:
+        """The keyring: every service's public keys (JSON)."""
+        return Path(self.keyring) if self.keyring else self.keys_dir / "keyring.json"
+
+    @property
+    def postgres_schema(self) -> str:
+        """The service's own schema: ``PB_POSTGRES_SCHEMA_PREFIX`` + service name."""
+        return f"{self.postgres_schema_prefix}{self.service}"
+
+    def topic(self, name: str) -> str:
+        """The Kafka topic actually used for the logical project topic ``name``."""
+        return f"{self.topic_prefix}{name}"
+
+    def logical_topic(self, topic: str) -> str:
+        """Inverse of :meth:`topic`."""
+        if self.topic_prefix and topic.startswith(self.topic_prefix):
+            return topic[len(self.topic_prefix) :]
+        return topic
+
+    @property
+    def consumer_group(self) -> str:
+        """``PB_CONSUMER_GROUP`` if set, else ``<topic prefix>punto-banco-<service>``."""
+        return self.consumer_group_id or f"{self.topic_prefix}punto-banco-{self.service}"
+
+    def eventsourcing_env(self) -> dict[str, str]:
+        """The environment given to the service's eventsourcing ``Application(env=...)``."""
+        if self.persistence == "postgres":
+            pg = self.postgres
+            return {
+                "PERSISTENCE_MODULE": "eventsourcing.postgres",
+                "POSTGRES_HOST": pg.host,
+                "POSTGRES_PORT": str(pg.port),
+                "POSTGRES_DBNAME": pg.dbname,
+                "POSTGRES_USER": pg.user,
+                "POSTGRES_PASSWORD": pg.password,
+                "POSTGRES_SCHEMA": self.postgres_schema,
+                "POSTGRES_POOL_SIZE": str(pg.pool_size),
+                "POSTGRES_LOCK_TIMEOUT": "5",
+            }
+        return {
+            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "SQLITE_DBNAME": str(self.sqlite_path),
+            "SQLITE_LOCK_TIMEOUT": "10",
+        }
+
+    def describe_store(self) -> str:
+        if self.persistence == "postgres":
+            pg = self.postgres
+            where = f"{pg.user}@{pg.host}:{pg.port}/{pg.dbname}"
+            return f"postgresql://{where} schema {self.postgres_schema}"
+        return f"sqlite {self.sqlite_path}"

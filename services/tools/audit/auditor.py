@@ -1,0 +1,367 @@
+"""Run an audit: read the three stores, verify their seals, rebuild and check the history.
+
+``audit(stores, filters, progress)`` reads each store once, in notification
+order: every row is hashed for the seal chain (``services.tools.audit.seals``),
+checked for gaps in its aggregate's versions, and decoded into the history
+(``services.tools.audit.decode``); then ``services.tools.audit.checks`` recomputes and
+compares everything. The result is an :class:`AuditReport`.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import multiprocessing
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from services.shared.platform.sealing import SEALED_TOPIC, STARTED_TOPIC
+from services.tools.audit.checks import Checker, Filters
+from services.tools.audit.decode import BOOK, Decoder, read_state
+from services.tools.audit.findings import Code, Finding, Severity
+from services.tools.audit.model import History
+from services.tools.audit.seals import SealSummary, SealVerifier
+from services.tools.audit.stores import SERVICES, SPLIT_BYTE, StoreReader
+from services.tools.audit.totals import Totals
+
+_UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError, StopIteration)
+
+Progress = Callable[[str, int], None]
+"""``progress(store, rows_done_in_this_step)``."""
+
+_ROW_PREFIX = b"pb-row-v1"
+
+
+@dataclass
+class AuditReport:
+    findings: list[Finding]
+    totals: Totals
+    seals: dict[str, SealSummary]
+    events: dict[str, int]
+    checked: dict[str, int]
+    filters: Filters
+    seconds: float
+    stores: dict[str, str] = field(default_factory=dict)
+    generated_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.ERROR]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.WARNING]
+
+    @property
+    def passed(self) -> bool:
+        return not self.findings
+
+    @property
+    def total_events(self) -> int:
+        return sum(self.events.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "generated_at": self.generated_at,
+            "filters": self.filters.to_json(),
+            "stores": self.stores,
+            "events": self.events,
+            "seconds": round(self.seconds, 3),
+            "checked": self.checked,
+            "seals": {k: v.to_json() for k, v in self.seals.items()},
+            "errors": len(self.errors),
+            "warnings": len(self.warnings),
+            "findings": [f.to_json() for f in self.findings],
+            "totals": self.totals.to_json(),
+        }
+
+
+@contextmanager
+def bulk_loading() -> Iterator[None]:
+    """Pause the cyclic garbage collector while millions of records are built.
+
+    Every list and dict the reader makes is kept (nothing is garbage), but the
+    collector would scan the ever-growing heap again and again: with it on, reading
+    a million events takes several times longer.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def read_history(
+    stores: Mapping[str, StoreReader], progress: Progress | None = None
+) -> tuple[History, list[Finding], dict[str, SealSummary]]:
+    """Read every store once; the history, the store-level findings and seal summaries."""
+    with bulk_loading():
+        return _read_history(stores, progress)
+
+
+def _read_history(
+    stores: Mapping[str, StoreReader], progress: Progress | None
+) -> tuple[History, list[Finding], dict[str, SealSummary]]:
+    history = History()
+    decoder = Decoder(history)
+    findings: list[Finding] = []
+    summaries: dict[str, SealSummary] = {}
+    for service in SERVICES:
+        if service not in stores:
+            continue
+        verifier = SealVerifier(service)
+        history.events[service] = _read_store(
+            service, stores[service], decoder, verifier, findings, progress
+        )
+        verifier.finish()
+        findings.extend(_place(verifier.findings, verifier.located, history))
+        summaries[service] = verifier.summary
+    decoder.handlers.clear()  # its bound methods refer back to it: no cycle left behind
+    return history, findings, summaries
+
+
+def _read_store(
+    service: str,
+    store: StoreReader,
+    decoder: Decoder,
+    verifier: SealVerifier,
+    findings: list[Finding],
+    progress: Progress | None,
+    lower_half_only: bool = False,
+) -> int:
+    """Hash, version-check and decode every row; ``lower_half_only``: decode only the bet
+    books whose id starts with a byte < SPLIT_BYTE (a parallel audit's other process does the
+    rest), but still note every book's owner for locating findings."""
+    handlers = decoder.handlers
+    book_opened = BOOK + "Opened"
+    sha256 = hashlib.sha256
+    pending = verifier.pending
+    topic_bytes: dict[str, bytes] = {}
+    versions: dict[bytes, int] = {}
+    rows = 0
+    for batch in store.rows():
+        for nid, oid, version, topic, state in batch:
+            encoded = topic_bytes.get(topic)
+            if encoded is None:
+                raw = topic.encode()
+                encoded = topic_bytes[topic] = len(raw).to_bytes(2, "big") + raw
+            pending.append(
+                (
+                    nid,
+                    sha256(
+                        b"".join((_ROW_PREFIX, oid, version.to_bytes(8, "big"), encoded, state))
+                    ).digest(),
+                    oid,
+                )
+            )
+            previous = versions.get(oid, 0)
+            if version != previous + 1:
+                findings.append(
+                    Finding(
+                        Severity.ERROR,
+                        Code.VERSION_GAP,
+                        f"event version {version} of aggregate {oid.hex()} follows version "
+                        f"{previous}: an event was deleted, inserted or moved",
+                        store=service,
+                        notification_id=nid,
+                    )
+                )
+            versions[oid] = version
+            handler = handlers.get(topic)
+            if lower_half_only and oid[0] >= SPLIT_BYTE and topic.startswith(BOOK):
+                if topic == book_opened:
+                    handler = decoder.book_owner
+                else:
+                    continue
+            if handler is not None:
+                try:
+                    handler(oid, nid, read_state(state))
+                except _UNREADABLE as error:
+                    findings.append(_unreadable(topic, error, nid, service))
+            elif topic == SEALED_TOPIC:
+                verifier.sealed(nid, version, state)
+            elif topic == STARTED_TOPIC:
+                verifier.started(version)
+        rows += len(batch)
+        verifier.summary.rows += len(batch)
+        if progress is not None:
+            progress(service, len(batch))
+    return rows
+
+
+def _unreadable(topic: str, error: BaseException, nid: int, store: str = "settlement") -> Finding:
+    return Finding(
+        Severity.ERROR,
+        Code.UNREADABLE_EVENT,
+        f"{topic.rsplit(':', 1)[-1]} cannot be read or names nothing known "
+        f"({type(error).__name__}: {error})",
+        store=store,
+        notification_id=nid,
+    )
+
+
+def _place(findings: list[Finding], located: dict[int, bytes], history: History) -> list[Finding]:
+    """Name the table/shoe/coup of tampered rows where the aggregate is known."""
+    out = []
+    for finding in findings:
+        oid = located.get(finding.notification_id or -1)
+        owner = history.owners.get(oid) if oid else None
+        if owner is not None:
+            table_id, shoe_id, coup_id = owner
+            finding = Finding(
+                finding.severity,
+                finding.code,
+                finding.message,
+                table_id=table_id,
+                shoe_id=shoe_id,
+                coup_id=coup_id,
+                store=finding.store,
+                notification_id=finding.notification_id,
+            )
+        out.append(finding)
+    return out
+
+
+def audit(
+    stores: Mapping[str, StoreReader],
+    filters: Filters | None = None,
+    progress: Progress | None = None,
+    parallel: bool | None = None,
+) -> AuditReport:
+    """Read, verify and check; errors first.
+
+    ``parallel`` (default: when the settlement store is big and the machine has two
+    cores or more): a second process decodes and checks half of the bet books while
+    this one reads, hashes and verifies every row and checks the other half.
+    """
+    started = time.perf_counter()
+    filters = filters or Filters()
+    with bulk_loading():
+        if parallel is None:
+            parallel = _worth_a_second_process(stores)
+        if parallel:
+            history, findings, seals, checker = _audit_in_two_processes(stores, filters, progress)
+        else:
+            history, findings, seals = _read_history(stores, progress)
+            checker = Checker(history, filters)
+            checker.run()
+        events = dict(history.events)
+        totals, checked = checker.totals, dict(checker.checked)
+        findings = findings + checker.findings
+        # Free the rebuilt history while the collector is still off: it holds no cycles,
+        # so reference counting frees it at once; with the collector back on first, its
+        # first pass would scan every one of its millions of objects.
+        del history, checker
+    findings.sort(key=lambda f: (f.severity is not Severity.ERROR,))
+    return AuditReport(
+        findings=findings,
+        totals=totals,
+        seals=seals,
+        events=events,
+        checked=checked,
+        filters=filters,
+        seconds=time.perf_counter() - started,
+        stores={name: store.description for name, store in stores.items()},
+    )
+
+
+# -- a parallel audit ---------------------------------------------------------------------
+PARALLEL_FROM_ROWS = 200_000
+"""Settlement stores at least this big are audited by two processes (when possible)."""
+
+_SHARED: dict[str, Any] = {}
+"""What the second process inherits when it is forked: the checker and the store."""
+
+
+def _worth_a_second_process(stores: Mapping[str, StoreReader]) -> bool:
+    settlement = stores.get("settlement")
+    if settlement is None or not hasattr(settlement, "reopen"):
+        return False
+    if (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return False
+    return settlement.count() >= PARALLEL_FROM_ROWS
+
+
+def _audit_in_two_processes(
+    stores: Mapping[str, StoreReader], filters: Filters, progress: Progress | None
+) -> tuple[History, list[Finding], dict[str, SealSummary], Checker]:
+    """Dealing and shoe first (here); then the bet books split between two processes."""
+    history = History()
+    decoder = Decoder(history)
+    findings: list[Finding] = []
+    summaries: dict[str, SealSummary] = {}
+    for service in ("shoe", "dealing"):
+        if service in stores:
+            verifier = SealVerifier(service)
+            history.events[service] = _read_store(
+                service, stores[service], decoder, verifier, findings, progress
+            )
+            verifier.finish()
+            findings.extend(_place(verifier.findings, verifier.located, history))
+            summaries[service] = verifier.summary
+    checker = Checker(history, filters)
+    checker.check_dealing()
+    settlement = stores["settlement"]
+    _SHARED.update(checker=checker, store=settlement)
+    try:
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            upper = pool.apply_async(_check_upper_half)
+            verifier = SealVerifier("settlement")
+            history.events["settlement"] = _read_store(
+                "settlement",
+                settlement,
+                decoder,
+                verifier,
+                findings,
+                progress,
+                lower_half_only=True,
+            )
+            verifier.finish()
+            findings.extend(_place(verifier.findings, verifier.located, history))
+            summaries["settlement"] = verifier.summary
+            checker.check_books()
+            their_findings, their_totals, their_checked, their_books = upper.get()
+    finally:
+        _SHARED.clear()
+    decoder.handlers.clear()  # its bound methods refer back to it: no cycle left behind
+    checker.findings.extend(their_findings)
+    checker.totals.merge(their_totals)
+    checker.checked.update(their_checked)
+    checker.check_missing_books(set(history.books) | their_books)
+    return history, findings, summaries, checker
+
+
+def _check_upper_half() -> tuple[list[Finding], Totals, dict[str, int], set[tuple[str, str]]]:
+    """In the forked process: decode and check the bet books of the upper half."""
+    checker: Checker = _SHARED["checker"]
+    store = _SHARED["store"].reopen()
+    checker.findings = []
+    checker.totals = Totals()
+    checker.checked = Counter()
+    decoder = Decoder(checker.history)
+    handlers = decoder.handlers
+    try:
+        for batch in store.rows(upper_half=True):
+            for nid, oid, _version, topic, state in batch:
+                handler = handlers.get(topic)
+                if handler is None or (oid[0] < SPLIT_BYTE and topic.startswith(BOOK)):
+                    continue
+                try:
+                    handler(oid, nid, read_state(state))
+                except _UNREADABLE as error:
+                    if oid[0] >= SPLIT_BYTE and topic.startswith(BOOK):  # others: the first process
+                        checker.findings.append(_unreadable(topic, error, nid))
+    finally:
+        store.close()
+    books = {key for key, book in checker.history.books.items()}
+    checker.check_books()
+    return checker.findings, checker.totals, dict(checker.checked), books

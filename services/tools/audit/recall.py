@@ -1,0 +1,155 @@
+"""Game recall: a table's last N coups as the stores recorded them.
+
+For each coup: the cards in the order they were dealt (side, card, shoe
+position), the totals and outcome dealing recorded, every bet with its
+settlement (and refund), bets refused, and voids with who and why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.tools.audit.model import BookView, CoupView, History
+
+
+class UnknownTable(LookupError):
+    """No table of that id in the dealing store."""
+
+
+def recall(history: History, table_id: str, last: int = 10) -> list[dict[str, Any]]:
+    """The last ``last`` coups of ``table_id`` (oldest first), as plain data."""
+    table = history.tables.get(table_id)
+    if table is None:
+        known = ", ".join(sorted(history.tables)) or "none"
+        raise UnknownTable(f"no table {table_id!r} in the dealing store (tables: {known})")
+    coup_ids = table.coups[-last:] if last > 0 else []
+    return [_coup(history.coups[(table_id, c)], history.books.get((table_id, c))) for c in coup_ids]
+
+
+def _coup(coup: CoupView, book: BookView | None) -> dict[str, Any]:
+    resolved = coup.resolved or {}
+    status = "voided" if coup.voids else "resolved" if coup.resolved else "in play"
+    out: dict[str, Any] = {
+        "coup_id": coup.coup_id,
+        "coup_number": coup.coup_number,
+        "shoe_id": coup.shoe_id,
+        "opened_at": coup.opened_at,
+        "status": status,
+        "cards": [{"side": d.side, "card": d.card, "position": d.position} for d in coup.dealt],
+        "player_cards": resolved.get("player_cards"),
+        "banker_cards": resolved.get("banker_cards"),
+        "player_total": resolved.get("player_total"),
+        "banker_total": resolved.get("banker_total"),
+        "outcome": resolved.get("outcome"),
+        "natural": resolved.get("natural"),
+        "player_pair": resolved.get("player_pair"),
+        "banker_pair": resolved.get("banker_pair"),
+        "voids": [
+            {
+                "supervisor_id": v.supervisor_id,
+                "reason": v.reason,
+                "at": v.at,
+                "after_result": v.was_resolved,
+            }
+            for v in coup.voids
+        ],
+        "bets": [],
+        "rejected_bets": [],
+    }
+    if book is None:
+        return out
+    settled: dict[str, list[Any]] = {}
+    for settlement in book.settlements:
+        for line in settlement.lines:
+            settled.setdefault(line[0], line)
+    refunded: dict[str, list[Any]] = {}
+    for refund in book.refunds:
+        for line in refund.lines:
+            refunded.setdefault(line[0], line)
+    for bet_id, bet in book.accepted.items():
+        entry: dict[str, Any] = {
+            "bet_id": bet_id,
+            "bettor_id": bet.bettor_id,
+            "bet_type": bet.bet_type,
+            "amount": bet.amount,
+            "currency": bet.currency,
+            "placed_at": bet.placed_at,
+            "settlement": None,
+            "refund": None,
+        }
+        settled_line = settled.get(bet_id)
+        if settled_line is not None:
+            entry["settlement"] = {
+                "result": settled_line[3],
+                "payout": settled_line[5],
+                "returned": settled_line[6],
+            }
+        back = refunded.get(bet_id)
+        if back is not None:
+            entry["refund"] = {"stake": back[2], "adjustment": back[3]}
+        out["bets"].append(entry)
+    out["rejected_bets"] = [
+        {
+            "bet_id": bet_id,
+            "bettor_id": r.bettor_id,
+            "bet_type": r.bet_type,
+            "amount": r.amount,
+            "reason_code": r.reason_code,
+            "message": r.message,
+        }
+        for bet_id, r in book.rejected.items()
+    ]
+    return out
+
+
+def recall_text(table_id: str, coups: list[dict[str, Any]]) -> str:
+    lines = [f"Table {table_id}: last {len(coups)} coups (oldest first)"]
+    for coup in coups:
+        lines.append("")
+        lines.append(
+            f"Coup {coup['coup_number']} ({coup['coup_id']}, shoe {coup['shoe_id']}, "
+            f"opened {coup['opened_at']}): {coup['status']}"
+        )
+        if coup["cards"]:
+            dealt = ", ".join(f"{c['side'][0]}:{c['card']}@{c['position']}" for c in coup["cards"])
+            lines.append(f"  cards in order: {dealt}")
+        if coup["outcome"] is not None:
+            pairs = [
+                name
+                for name, flag in (
+                    ("Player pair", coup["player_pair"]),
+                    ("Banker pair", coup["banker_pair"]),
+                )
+                if flag
+            ]
+            lines.append(
+                f"  Player {' '.join(coup['player_cards'])} = {coup['player_total']}, "
+                f"Banker {' '.join(coup['banker_cards'])} = {coup['banker_total']}: "
+                f"{coup['outcome']}{' (natural)' if coup['natural'] else ''}"
+                + (f"; {', '.join(pairs)}" if pairs else "")
+            )
+        for void in coup["voids"]:
+            lines.append(
+                f"  VOIDED by {void['supervisor_id']} at {void['at']}"
+                f"{' after the result' if void['after_result'] else ''}: {void['reason']}"
+            )
+        for bet in coup["bets"]:
+            text = (
+                f"  bet {bet['bet_id']} by {bet['bettor_id']}: {bet['bet_type']} "
+                f"{bet['amount']:,} {bet['currency']}"
+            )
+            if bet["settlement"]:
+                s = bet["settlement"]
+                text += f" -> {s['result']}, payout {s['payout']:,}, returned {s['returned']:,}"
+            if bet["refund"]:
+                r = bet["refund"]
+                text += f"; refunded {r['stake']:,} (adjustment {r['adjustment']:+,})"
+            if not bet["settlement"] and not bet["refund"]:
+                text += " (not settled yet)"
+            lines.append(text)
+        for bet in coup["rejected_bets"]:
+            lines.append(
+                f"  rejected {bet['bet_id']} by {bet['bettor_id']}: {bet['bet_type']} "
+                f"{bet['amount']} ({bet['reason_code']}: {bet['message']})"
+            )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,269 @@
+"""Read a service's notification log straight from its store (never from Kafka).
+
+The rows are read as stored - notification id, originator id, version, topic
+and the state bytes - with plain ``sqlite3`` or ``psycopg``: the auditor needs
+neither the services' code nor eventsourcing to read them. Where the stores are
+comes from the same settings the services use (``services.shared.platform.settings``):
+``<data dir>/<service>.sqlite``, or the PostgreSQL table ``<schema>.<service>_events``
+with schema ``<PB_POSTGRES_SCHEMA_PREFIX><service>``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+
+from services.shared.platform.settings import Settings
+
+SERVICES = ("shoe", "dealing", "settlement")
+BATCH = 5000
+SPLIT_BYTE = 0x50
+"""A parallel audit's second process takes the bet books whose id starts with a byte >= this
+(about 11/16 of them: the first process also reads and hashes every row for the seals)."""
+BOOK_TOPICS = "services.settlement.books:"
+"""Topic prefix of the bet books' events (split between processes by a parallel audit)."""
+
+
+class Row(NamedTuple):
+    """One stored event: ``originator_id`` as its 16 UUID bytes, ``state`` as stored."""
+
+    notification_id: int
+    originator_id: bytes
+    originator_version: int
+    topic: str
+    state: bytes
+
+
+class StoreMissing(FileNotFoundError):
+    """A service's store does not exist (the message says where it was looked for)."""
+
+
+class StoreReader(Protocol):
+    service: str
+    description: str
+
+    def count(self) -> int: ...
+
+    def rows(self) -> Iterator[list[Row]]: ...
+
+    def close(self) -> None: ...
+
+
+class SqliteStore:
+    """``<data dir>/<service>.sqlite``, opened read-only."""
+
+    def __init__(self, service: str, path: Path) -> None:
+        if not path.is_file():
+            raise StoreMissing(
+                f"no {service} store at {path}: give the --data-dir the services used "
+                "(PB_DATA_DIR, default ./var), or --postgres"
+            )
+        self.service = service
+        self.path = path
+        self.description = f"sqlite {path}"
+        self._connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        # Read through a memory map: the whole log is read once, front to back.
+        self._connection.execute("PRAGMA mmap_size=1073741824")
+
+    def count(self) -> int:
+        if not self._has_table():
+            return 0
+        found = self._connection.execute("SELECT COUNT(*) FROM stored_events").fetchone()
+        return int(found[0])
+
+    def _has_table(self) -> bool:
+        found = self._connection.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='stored_events'"
+        ).fetchone()
+        return found is not None
+
+    def reopen(self) -> SqliteStore:
+        """A reader of its own on the same store (e.g. for another process)."""
+        return SqliteStore(self.service, self.path)
+
+    def rows(self, upper_half: bool = False) -> Iterator[list[Row]]:
+        """All rows in notification order; ``upper_half``: only the bet books whose id
+        starts with a byte >= :data:`SPLIT_BYTE` (and every row that is not a bet book's)."""
+        if not self._has_table():
+            return
+        where = (
+            f"WHERE originator_id >= '{SPLIT_BYTE:02x}' OR topic NOT LIKE '{BOOK_TOPICS}%' "
+            if upper_half
+            else ""
+        )
+        cursor = self._connection.execute(
+            "SELECT rowid, originator_id, originator_version, topic, state "
+            f"FROM stored_events {where}ORDER BY rowid"
+        )
+        fromhex = bytes.fromhex
+        while True:
+            batch = cursor.fetchmany(BATCH)
+            if not batch:
+                return
+            # Plain tuples in Row's field order (a NamedTuple per row costs more than it gives).
+            yield [
+                (nid, fromhex(oid), v, topic, state)  # type: ignore[misc]
+                if type(oid) is str and type(state) is bytes
+                else Row(nid, _oid_bytes(oid), v, topic, _as_bytes(state))
+                for nid, oid, v, topic, state in batch
+            ]
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+def _as_bytes(value: object) -> bytes:
+    """A state that is not a BLOB (someone wrote TEXT into the column): its bytes."""
+    if isinstance(value, bytes):
+        return value
+    return value.encode() if isinstance(value, str) else str(value).encode()
+
+
+def _oid_bytes(value: object) -> bytes:
+    if isinstance(value, str):
+        try:
+            return bytes.fromhex(value)
+        except ValueError:
+            return value.encode()
+    return bytes(value) if isinstance(value, bytes | bytearray) else str(value).encode()
+
+
+class PostgresStore:
+    """The service's events table in its own schema."""
+
+    def __init__(self, settings: Settings) -> None:
+        import psycopg
+        from psycopg import sql
+
+        self.service = settings.service
+        self.settings = settings
+        self.schema = settings.postgres_schema
+        self.table = f"{settings.service}_events"
+        self.description = settings.describe_store()
+        pg = settings.postgres
+        self._connection = psycopg.connect(
+            host=pg.host,
+            port=pg.port,
+            dbname=pg.dbname,
+            user=pg.user,
+            password=pg.password,
+            connect_timeout=10,
+        )
+        self._connection.read_only = True
+        self._name = sql.Identifier(self.schema, self.table)
+        self._sql = sql
+        exists = self._connection.execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema=%s AND table_name=%s",
+            (self.schema, self.table),
+        ).fetchone()
+        if exists is None:
+            self._connection.close()
+            raise StoreMissing(
+                f"no {self.service} store in PostgreSQL: table {self.schema}.{self.table} "
+                f"not found ({self.description}); check POSTGRES_* / PB_POSTGRES_SCHEMA_PREFIX"
+            )
+
+    def count(self) -> int:
+        query = self._sql.SQL("SELECT COUNT(*) FROM {}").format(self._name)
+        found = self._connection.execute(query).fetchone()
+        return int(found[0]) if found else 0
+
+    def reopen(self) -> PostgresStore:
+        """A reader of its own on the same store (e.g. for another process)."""
+        return PostgresStore(self.settings)
+
+    def rows(self, upper_half: bool = False) -> Iterator[list[Row]]:
+        """As :meth:`SqliteStore.rows`."""
+        where = (
+            f"WHERE originator_id >= '{SPLIT_BYTE:02x}000000-0000-0000-0000-000000000000'::uuid "
+            f"OR topic NOT LIKE '{BOOK_TOPICS}%' "
+            if upper_half
+            else ""
+        )
+        query = self._sql.SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state "
+            "FROM {} " + where + "ORDER BY notification_id"
+        ).format(self._name)
+        with (
+            self._connection.transaction(),
+            self._connection.cursor(name=f"pb_audit_{self.service}", binary=True) as cursor,
+        ):
+            cursor.itersize = BATCH
+            cursor.execute(query)
+            while True:
+                batch: list[Any] = cursor.fetchmany(BATCH)
+                if not batch:
+                    return
+                yield [
+                    Row(nid, oid.bytes, v, topic, bytes(state))
+                    for nid, oid, v, topic, state in batch
+                ]
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+def open_stores(settings: Settings) -> dict[str, StoreReader]:
+    """The three services' stores as ``settings`` place them (SQLite or PostgreSQL)."""
+    stores: dict[str, StoreReader] = {}
+    try:
+        for service in SERVICES:
+            own = settings.for_service(service)
+            if own.persistence == "postgres":
+                stores[service] = PostgresStore(own)
+            else:
+                stores[service] = SqliteStore(service, own.sqlite_path)
+    except BaseException:
+        for store in stores.values():
+            store.close()
+        raise
+    return stores
+
+
+class RecorderStore:
+    """An Application's own recorder as a store (in-process, e.g. an in-memory history)."""
+
+    def __init__(self, service: str, recorder: Any) -> None:
+        self.service = service
+        self.description = f"{type(recorder).__name__} of {service}"
+        self._recorder = recorder
+
+    def count(self) -> int:
+        return int(self._recorder.max_notification_id() or 0)
+
+    def rows(self) -> Iterator[list[Row]]:
+        start = 1
+        while True:
+            batch = self._recorder.select_notifications(start, BATCH)
+            if not batch:
+                return
+            yield [
+                Row(n.id, n.originator_id.bytes, n.originator_version, n.topic, bytes(n.state))
+                for n in batch
+            ]
+            start = batch[-1].id + 1
+
+    def close(self) -> None:
+        """Nothing to close: the Application owns its recorder."""
+
+
+class ListStore:
+    """Rows held in a list (tests tamper with them directly)."""
+
+    def __init__(self, service: str, rows: list[Row]) -> None:
+        self.service = service
+        self.description = f"{len(rows)} rows in memory"
+        self.rows_list = rows
+
+    def count(self) -> int:
+        return len(self.rows_list)
+
+    def rows(self) -> Iterator[list[Row]]:
+        ordered = sorted(self.rows_list, key=lambda row: row.notification_id)
+        for start in range(0, len(ordered), BATCH):
+            yield ordered[start : start + BATCH]
+
+    def close(self) -> None:
+        """Nothing to close."""

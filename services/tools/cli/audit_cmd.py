@@ -1,0 +1,219 @@
+"""``punto-banco audit``, ``recall`` and ``replay``: regulatory replay from the event stores.
+
+All three read the services' stores directly (the SQLite files under
+``--data-dir``, or PostgreSQL with ``--postgres`` from the same settings the
+services use), never Kafka. See ``services.tools.audit``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
+
+from services.shared.platform.settings import Settings, SettingsError
+from services.tools.audit.auditor import audit as run_audit
+from services.tools.audit.auditor import read_history
+from services.tools.audit.checks import Filters
+from services.tools.audit.model import History
+from services.tools.audit.read_models import digest, read_models
+from services.tools.audit.recall import UnknownTable, recall, recall_text
+from services.tools.audit.report import to_html, to_json, to_text
+from services.tools.audit.stores import StoreMissing, StoreReader, open_stores
+
+EXIT_ERRORS = 1
+EXIT_USAGE = 2
+EXIT_WARNINGS = 3
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        help="Folder with shoe.sqlite, dealing.sqlite, settlement.sqlite "
+        "(default: PB_DATA_DIR or ./var).",
+    ),
+]
+Postgres = Annotated[
+    bool,
+    typer.Option(
+        "--postgres",
+        help="Read the PostgreSQL stores (POSTGRES_* / PB_POSTGRES_DSN, "
+        "PB_POSTGRES_SCHEMA_PREFIX) instead of SQLite files.",
+    ),
+]
+
+
+def _err(message: str) -> None:
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]Error:[/] {message}", highlight=False)
+
+
+def _settings(data_dir: Path | None, postgres: bool) -> Settings:
+    if data_dir is not None and postgres:
+        _err("give either --data-dir (SQLite) or --postgres, not both")
+        raise typer.Exit(EXIT_USAGE)
+    overrides: dict[str, Any] = {}
+    if postgres:
+        overrides["persistence"] = "postgres"
+    elif data_dir is not None:
+        overrides["persistence"] = "sqlite"
+        overrides["data_dir"] = data_dir
+    try:
+        return Settings.from_env("shoe", **overrides)
+    except SettingsError as error:
+        _err(str(error))
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+@contextmanager
+def _stores(data_dir: Path | None, postgres: bool) -> Iterator[dict[str, StoreReader]]:
+    settings = _settings(data_dir, postgres)
+    try:
+        stores = open_stores(settings)
+    except StoreMissing as error:
+        _err(str(error))
+        raise typer.Exit(EXIT_USAGE) from None
+    except Exception as error:  # e.g. PostgreSQL unreachable
+        _err(f"cannot open the stores ({settings.describe_store()}): {error}")
+        raise typer.Exit(EXIT_USAGE) from None
+    try:
+        yield stores
+    finally:
+        for store in stores.values():
+            store.close()
+
+
+def _read_with_progress(stores: dict[str, StoreReader]) -> History:
+    with _progress() as (bar, step):
+        bar.update(step, total=sum(store.count() for store in stores.values()))
+        history, _findings, _seals = read_history(
+            stores, lambda name, rows: bar.update(step, advance=rows, description=name)
+        )
+    return history
+
+
+@contextmanager
+def _progress() -> Iterator[tuple[Progress, TaskID]]:
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("reading {task.description} store"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as bar:
+        yield bar, bar.add_task("event", total=None)
+
+
+def _moment(value: str | None, option: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        _err(f"{option} {value!r} is not an ISO 8601 date or time (e.g. 2026-11-30T03:00)")
+        raise typer.Exit(EXIT_USAGE) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def audit(
+    data_dir: DataDir = None,
+    postgres: Postgres = False,
+    table: Annotated[str | None, typer.Option("--table", help="Only this table.")] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only coups opened at/after (ISO 8601, UTC).")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="Only coups opened before (ISO 8601, UTC).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    html_file: Annotated[
+        Path | None, typer.Option("--html", help="Also write an HTML report to FILE.")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Totals of every coup too.")] = False,
+    allow_warnings: Annotated[
+        bool, typer.Option("--allow-warnings", help="Exit 0 when there are only warnings.")
+    ] = False,
+) -> None:
+    """Verify every shoe, coup, bet and seal in the stores; exit 1 on errors, 3 on warnings.
+
+    Recomputes commitments, the tableau, results and payouts with the rules engine,
+    checks that dealing and settlement agree, verifies each store's seal chain
+    (tamper evidence) and reports totals per coup, shoe, table and day.
+    """
+    filters = Filters(table, _moment(since, "--since"), _moment(until, "--until"))
+    with _stores(data_dir, postgres) as stores, _progress() as (bar, step):
+        bar.update(step, total=sum(store.count() for store in stores.values()))
+        report = run_audit(
+            stores,
+            filters,
+            lambda name, rows: bar.update(step, advance=rows, description=name),
+        )
+    if html_file is not None:
+        html_file.parent.mkdir(parents=True, exist_ok=True)
+        html_file.write_text(to_html(report), encoding="utf-8")
+    sys.stdout.write(to_json(report) if as_json else to_text(report, verbose=verbose))
+    if html_file is not None and not as_json:
+        sys.stdout.write(f"HTML report written to {html_file}\n")
+    if report.errors:
+        raise typer.Exit(EXIT_ERRORS)
+    if report.warnings and not allow_warnings:
+        raise typer.Exit(EXIT_WARNINGS)
+
+
+def recall_cmd(
+    table: Annotated[str, typer.Option("--table", help="The table to recall.")],
+    last: Annotated[int, typer.Option("--last", min=1, help="How many coups.")] = 10,
+    data_dir: DataDir = None,
+    postgres: Postgres = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Game recall: the table's last N coups with cards, totals, outcome, bets and voids."""
+    with _stores(data_dir, postgres) as stores:
+        history = _read_with_progress(stores)
+    try:
+        coups = recall(history, table, last)
+    except UnknownTable as error:
+        _err(str(error))
+        raise typer.Exit(EXIT_USAGE) from None
+    if as_json:
+        sys.stdout.write(json.dumps({"table_id": table, "coups": coups}, indent=2) + "\n")
+    else:
+        sys.stdout.write(recall_text(table, coups))
+
+
+def replay(
+    out: Annotated[Path, typer.Option("--out", help="Folder for the rebuilt read models.")],
+    data_dir: DataDir = None,
+    postgres: Postgres = False,
+) -> None:
+    """Rebuild the table-history and bettor-history read models from the stores."""
+    with _stores(data_dir, postgres) as stores:
+        history = _read_with_progress(stores)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, data in read_models(history).items():
+        (out / name).write_bytes(data)
+        sys.stdout.write(f"{out / name}: {len(data):,} bytes, sha256 {digest(data)}\n")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``audit``, ``recall`` and ``replay``."""
+    app.command("audit")(audit)
+    app.command("recall")(recall_cmd)
+    app.command("replay")(replay)

@@ -1,0 +1,79 @@
+"""``punto-banco dashboard``: the live tables page on loopback; ``punto-banco asyncapi-export``.
+
+The dashboard follows the event topics from the beginning and serves
+``http://127.0.0.1:8100/`` (``--port``, env ``PB_HTTP_PORT_DASHBOARD``) until Ctrl-C.
+``asyncapi-export`` writes each service's AsyncAPI document (and the whole system's) to
+``docs/asyncapi/<service>.json`` so integrators read one page per service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from pathlib import Path
+
+import typer
+
+
+def dashboard_command(
+    kafka: str = typer.Option(
+        "127.0.0.1:9092",
+        "--kafka",
+        envvar="KAFKA_BOOTSTRAP_SERVERS",
+        help="Kafka bootstrap servers.",
+    ),
+    topic_prefix: str = typer.Option(
+        "", "--topic-prefix", envvar="PB_TOPIC_PREFIX", help="Prefix of every topic."
+    ),
+    host: str = typer.Option("127.0.0.1", "--host", help="Loopback address to listen on."),
+    port: int = typer.Option(
+        8100, "--port", envvar="PB_HTTP_PORT_DASHBOARD", min=0, max=65535, help="0: any free port."
+    ),
+) -> None:
+    """Serve the live dashboard of every table (roads, shoe, edges, money) from Kafka."""
+    from services.tools.dashboard.server import Dashboard
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(signum, stop.set)
+        async with Dashboard(kafka, topic_prefix, host, port) as dashboard:
+            typer.echo(f"dashboard: {dashboard.url} (Ctrl-C to stop)")
+            await stop.wait()
+
+    try:
+        asyncio.run(main())
+    except ValueError as error:  # e.g. a non-loopback address
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
+    except OSError as error:
+        typer.echo(f"error: cannot serve on {host}:{port}: {error}; try --port 0", err=True)
+        raise typer.Exit(1) from None
+    except Exception as error:  # Kafka unreachable...
+        typer.echo(f"error: {error!r} (is Kafka running on {kafka}? `punto-banco infra up`)")
+        raise typer.Exit(1) from None
+
+
+def asyncapi_export_command(
+    output: Path = typer.Option(
+        Path("docs/asyncapi"), "--output", "-o", help="Folder to write <service>.json into."
+    ),
+    kafka: str = typer.Option("127.0.0.1:9092", "--kafka", help="Server named in the documents."),
+) -> None:
+    """Write the AsyncAPI 3.0 document of each service (and system.json) to a folder."""
+    from services.shared.platform.asyncapi import SYSTEM
+    from services.shared.platform.http import service_asyncapi
+
+    output.mkdir(parents=True, exist_ok=True)
+    for name in (*SYSTEM, "system"):
+        path = output / f"{name}.json"
+        path.write_text(service_asyncapi(name, kafka) + "\n", encoding="utf-8")
+        typer.echo(f"wrote {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("dashboard")(dashboard_command)
+    app.command("asyncapi-export")(asyncapi_export_command)

@@ -1,0 +1,99 @@
+"""``punto-banco keys init|rotate|show``: the services' signing keys and their keyring.
+
+Every service signs what it publishes and believes only what the writer's key signed
+(``services/shared/platform/signing.py``). ``init`` makes what ``punto-banco serve`` looks for:
+``PB_SIGNING_KEY`` / ``PB_KEYRING`` when set, else ``<data dir>/keys/``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from services.shared.platform.settings import Settings
+
+keys_app = typer.Typer(
+    name="keys",
+    help="The services' Ed25519 signing keys and the keyring of their public keys.",
+    no_args_is_help=True,
+)
+
+DATA_DIR_HELP = "Folder whose keys/ holds the keys (env PB_DATA_DIR, default ./var)."
+
+
+def _settings(service: str, data_dir: Path | None) -> Settings:
+    from services.shared.platform.settings import Settings, SettingsError
+
+    try:
+        return Settings.from_env(service, data_dir=data_dir)
+    except SettingsError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
+
+
+@keys_app.command("init")
+def init_command(
+    data_dir: Path | None = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
+    services: str = typer.Option(
+        "shoe,dealing,settlement", "--services", help="Comma-separated services to give a key."
+    ),
+) -> None:
+    """Create a key for every service that has none, and the keyring (idempotent)."""
+    from services.shared.platform.keys import KeysError, init_keys
+
+    names = [name.strip() for name in services.split(",") if name.strip()]
+    if not names:
+        typer.echo("error: --services names no service", err=True)
+        raise typer.Exit(2)
+    settings = _settings(names[0], data_dir)
+    try:
+        for line in init_keys(settings, names):
+            typer.echo(line)
+    except (KeysError, OSError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from None
+
+
+@keys_app.command("rotate")
+def rotate_command(
+    service: str = typer.Argument(..., help="The service that gets a new key."),
+    data_dir: Path | None = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
+) -> None:
+    """A new key for SERVICE: added to the keyring, then it replaces the private key file.
+
+    The old public key stays in the keyring (records signed with it still verify). Restart the
+    service to sign with the new key; readers take the new key id without a restart.
+    """
+    from services.shared.platform.keys import KeysError, rotate_key
+
+    settings = _settings(service, data_dir)
+    try:
+        kid = rotate_key(settings)
+    except (KeysError, OSError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"{service}: new key {kid} in {settings.keyring_path}")
+    typer.echo(f"{settings.signing_key_path} replaced: restart {service} to sign with it")
+
+
+@keys_app.command("show")
+def show_command(
+    data_dir: Path | None = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
+) -> None:
+    """Print the keyring (public keys only): what integrators verify ``pb-sig`` with."""
+    from services.shared.platform.keys import KeysError, load_keyring
+
+    settings = _settings("shoe", data_dir)
+    try:
+        keyring = load_keyring(settings)
+    except KeysError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(keyring.to_json(), nl=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(keys_app)

@@ -1,0 +1,52 @@
+"""The `punto-banco` command: one entry point, one sub-module per area.
+
+Each area module exposes ``register(app)`` and adds its own commands; this
+module only wires them together, so areas stay independent of each other.
+"""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="punto-banco",
+    help="Punto Banco (baccarat) casino backend: rules, services, infrastructure and audit tools.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Area registrations (each line owned by the module it imports).
+from services.tools.cli import serve_cmd  # noqa: E402
+
+serve_cmd.register(app)
+from services.tools.cli import game  # noqa: E402
+
+game.register(app)
+from services.tools.cli import contracts_cmd  # noqa: E402
+
+contracts_cmd.register(app)
+from services.tools.cli import audit_cmd  # noqa: E402
+
+audit_cmd.register(app)
+from services.tools.cli import dashboard_cmd  # noqa: E402
+
+dashboard_cmd.register(app)
+from services.tools.cli import keys_cmd  # noqa: E402
+
+keys_cmd.register(app)
+
+try:  # the developer tools: in a source checkout, not in the runtime wheel
+    from services.dev.cli import register as register_developer_commands
+except ModuleNotFoundError:
+    pass
+else:
+    register_developer_commands(app)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
