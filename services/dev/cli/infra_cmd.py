@@ -1,7 +1,11 @@
-"""`punto-banco infra up|down|status`: the local Kafka broker and PostgreSQL server.
+"""`punto-banco infra up|down|status|credentials`: the local Kafka broker and PostgreSQL server.
 
 `up` and `status` print the connection settings as shell lines on stdout, so
-``eval "$(punto-banco infra up)"`` sets them; progress and errors go to stderr.
+``eval "$(punto-banco infra up)"`` sets them; progress and errors go to stderr. With
+``PB_KAFKA_AUTH=scram`` the broker authenticates (SASL/SCRAM, TLS, ACLs: see
+services/dev/infra/kafka_auth.py); `up` then also prints ``KAFKA_SECURITY_PROTOCOL``,
+``KAFKA_SASL_MECHANISM``, ``KAFKA_TLS_BOOTSTRAP_SERVERS`` and ``KAFKA_SSL_CAFILE``, and
+`credentials PRINCIPAL` prints a principal's ``KAFKA_SASL_USERNAME`` / ``KAFKA_SASL_PASSWORD``.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import typer
 
 from services.dev.infra import layout
 from services.dev.infra.errors import InfraError
-from services.dev.infra.kafka import KafkaBroker
+from services.dev.infra.kafka import TLS_PORT_OPTION, KafkaBroker
+from services.dev.infra.kafka_auth import auth_from_env, tls_host_from_env
 from services.dev.infra.postgres import PostgresServer
 from services.dev.infra.status import ServiceStatus
 
@@ -73,7 +78,11 @@ def _parts(
     kafka = postgres = None
     if only in (Part.ALL, Part.KAFKA):
         kafka = KafkaBroker(
-            home=home / "kafka", port=kafka_port or layout.env_port("PB_KAFKA_PORT")
+            home=home / "kafka",
+            port=kafka_port or layout.env_port("PB_KAFKA_PORT"),
+            auth=auth_from_env(),
+            tls_host=tls_host_from_env(),
+            tls_port=layout.env_port(TLS_PORT_OPTION),
         )
     if only in (Part.ALL, Part.POSTGRES):
         postgres = PostgresServer(
@@ -97,11 +106,15 @@ def up(
     timeout: float = typer.Option(180.0, "--timeout", help="Seconds to wait for each server."),
     export: bool = EXPORT,
 ) -> None:
-    """Start what is not running (reusing what is), wait until it answers, print its settings."""
-    kafka, postgres = _parts(only, data_dir, kafka_port, postgres_port)
+    """Start what is not running (reusing what is), wait until it answers, print its settings.
+
+    PB_KAFKA_AUTH=scram: the broker authenticates and authorizes (see `infra credentials`).
+    """
+    kafka, postgres = _guarded(lambda: _parts(only, data_dir, kafka_port, postgres_port))
     env: dict[str, str] = {}
     if kafka is not None:
-        env["KAFKA_BOOTSTRAP_SERVERS"] = _guarded(lambda: kafka.start(timeout=timeout))
+        _guarded(lambda: kafka.start(timeout=timeout))
+        env.update(kafka.client_env())
     if postgres is not None:
         env.update(_guarded(lambda: postgres.start(timeout=timeout)))
     _print_env(env, export)
@@ -110,7 +123,7 @@ def up(
 @infra_app.command()
 def down(only: Part = ONLY, data_dir: Path | None = DATA_DIR) -> None:
     """Stop the servers; their data stays (remove the data folder to start afresh)."""
-    kafka, postgres = _parts(only, data_dir)
+    kafka, postgres = _guarded(lambda: _parts(only, data_dir))
     for part in (kafka, postgres):
         if part is not None:
             name = "Kafka" if isinstance(part, KafkaBroker) else "PostgreSQL"
@@ -121,7 +134,7 @@ def down(only: Part = ONLY, data_dir: Path | None = DATA_DIR) -> None:
 @infra_app.command()
 def status(only: Part = ONLY, data_dir: Path | None = DATA_DIR, export: bool = EXPORT) -> None:
     """Report each server; print the settings of those that answer. Exit 3 if one does not."""
-    kafka, postgres = _parts(only, data_dir)
+    kafka, postgres = _guarded(lambda: _parts(only, data_dir))
     reports: list[ServiceStatus] = []
     for part in (kafka, postgres):
         if part is not None:
@@ -135,6 +148,34 @@ def status(only: Part = ONLY, data_dir: Path | None = DATA_DIR, export: bool = E
     _print_env(env, export)
     if not all(report.running for report in reports):
         raise typer.Exit(3)
+
+
+@infra_app.command()
+def credentials(
+    principal: str = typer.Argument(
+        ...,
+        help="shoe, dealing, settlement, gateway, operator, supervisor, auditor, dashboard, "
+        "or one added with --add (e.g. gateway-acme).",
+    ),
+    add: bool = typer.Option(
+        False, "--add", help="Create the principal on the running broker if it has no credentials."
+    ),
+    role: str | None = typer.Option(
+        None, "--role", help="With --add: the role's ACLs (default: the name's first part)."
+    ),
+    data_dir: Path | None = DATA_DIR,
+    export: bool = EXPORT,
+) -> None:
+    """Print a principal's KAFKA_SASL_USERNAME / KAFKA_SASL_PASSWORD (PB_KAFKA_AUTH=scram)."""
+    home = data_dir.resolve() if data_dir else layout.data_dir()
+    kafka = KafkaBroker(home=home / "kafka")
+
+    def login() -> dict[str, str]:
+        if add:
+            return kafka.add_principal(principal, role).env()
+        return kafka.credentials.login(principal).env()
+
+    _print_env(_guarded(login), export)
 
 
 def register(app: typer.Typer) -> None:

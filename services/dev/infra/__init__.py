@@ -4,6 +4,9 @@
 classes here, :class:`~services.dev.infra.kafka.KafkaBroker` and
 :class:`~services.dev.infra.postgres.PostgresServer`. Both keep their data under the
 project's data folder (``PB_DATA_DIR``, default ``./var``), listen on 127.0.0.1
-only, and can be started as extra throw-away instances in a temporary folder (the
-test fixtures do that).
+(the broker's TLS listener, with ``PB_KAFKA_AUTH=scram``, where ``PB_KAFKA_TLS_HOST``
+says), and can be started as extra throw-away instances in a temporary folder (the
+test fixtures do that). The broker's authentication, TLS and ACLs: ``kafka_auth.py``
+(listeners, users), ``kafka_tls.py`` (its CA), ``kafka_acls.py`` (the matrix),
+``kafka_admin.py`` / ``kafka_protocol.py`` (the Admin API requests), ``kafka_principals.py``.
 """

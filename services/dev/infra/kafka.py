@@ -4,17 +4,24 @@ The jars come from Maven Central (services/dev/infra/jars.py); the broker starts
 from them with Java 17+ (``kafka.tools.StorageTool format``, then ``kafka.Kafka``).
 Every internal topic has replication factor 1 and the transaction log a minimum
 ISR of 1, so idempotent and transactional producers work on the single node.
+
+``auth`` (``PB_KAFKA_AUTH``): ``none``, one PLAINTEXT listener on loopback; ``scram``,
+SASL/SCRAM on loopback and over TLS, deny-by-default ACLs (``kafka_auth.py``). With
+``scram`` the storage is formatted with the SCRAM users; a data folder formatted without
+them is moved aside (``data.before-auth-<time>``) and formatted afresh. Each start then
+creates the project topics (prefix "") with their configs and grants the ACL matrix
+(``kafka_acls.py``) as the admin.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import concurrent.futures
 import os
 import shlex
 import subprocess
+import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,12 +29,30 @@ from typing import Any
 from services.dev.infra import layout
 from services.dev.infra.errors import InfraError
 from services.dev.infra.jars import KAFKA_VERSION, ensure_jars
+from services.dev.infra.kafka_auth import (
+    AUTH_NONE,
+    AUTH_SCRAM,
+    Credentials,
+    SecureListeners,
+    address,
+    advertised_tls_host,
+    auth_from_env,
+    broker_settings,
+    scram_format_arguments,
+    tls_host_from_env,
+    tls_names,
+)
+from services.dev.infra.kafka_login import ADMIN, SCRAM_MECHANISM, KafkaLogin
+from services.dev.infra.kafka_principals import BrokerPrincipals
+from services.dev.infra.kafka_tls import TlsFiles, ensure_tls
 from services.dev.infra.ports import LOOPBACK, choose_port, port_answers
+from services.dev.infra.private_files import write_private
 from services.dev.infra.processes import (
     is_alive,
     locked,
     progress,
     read_from,
+    run_async,
     running_pid,
     start_detached,
     stop_process,
@@ -40,7 +65,9 @@ from services.dev.infra.tools import checked_java
 
 DEFAULT_PORT = 9092
 DEFAULT_CONTROLLER_PORT = 9093
+DEFAULT_TLS_PORT = 9094
 PORT_OPTION = "--kafka-port (or PB_KAFKA_PORT)"
+TLS_PORT_OPTION = "PB_KAFKA_TLS_PORT"
 
 _LOG4J2 = """\
 status = warn
@@ -69,10 +96,11 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
-async def _probe(bootstrap: str) -> bool:
+async def _probe(bootstrap: str, login: KafkaLogin | None) -> bool:
     from aiokafka.client import AIOKafkaClient
 
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    options = login.client_options() if login else {}
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=5000, **options)
     try:
         await client.bootstrap()
         return bool(client.cluster.brokers())
@@ -82,13 +110,10 @@ async def _probe(bootstrap: str) -> bool:
         await client.close()
 
 
-def broker_answers(bootstrap: str) -> bool:
-    """True when the broker answers a metadata request and lists itself.
-
-    Runs in its own thread and event loop, so it is safe to call from async code.
-    """
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, _probe(bootstrap)).result()
+def broker_answers(bootstrap: str, login: KafkaLogin | None = None) -> bool:
+    """True when the broker answers a metadata request and lists itself (logged in as
+    ``login`` when given). Safe to call from async code."""
+    return run_async(_probe(bootstrap, login))
 
 
 @dataclass
@@ -97,6 +122,8 @@ class KafkaBroker:
 
     ``port``/``controller_port``: ports asked for (must be free); otherwise the ports
     of the last start, then ``preferred_port`` (None: any free port).
+    ``auth``: ``none`` or ``scram`` (``kafka_auth.py``); with ``scram`` also a TLS
+    listener on ``tls_host`` (port ``tls_port``, else as above from 9094).
     """
 
     home: Path
@@ -108,10 +135,18 @@ class KafkaBroker:
     mvn: str | None = None
     cache: Path | None = None
     heap: str = "1g"
+    auth: str = AUTH_NONE
+    tls_host: str = LOOPBACK
+    tls_port: int | None = None
 
     @classmethod
     def for_project(cls, **kwargs: Any) -> KafkaBroker:
+        """The project's broker, as the environment says (``PB_KAFKA_PORT``,
+        ``PB_KAFKA_AUTH``, ``PB_KAFKA_TLS_HOST``, ``PB_KAFKA_TLS_PORT``)."""
         kwargs.setdefault("port", layout.env_port("PB_KAFKA_PORT"))
+        kwargs.setdefault("auth", auth_from_env())
+        kwargs.setdefault("tls_host", tls_host_from_env())
+        kwargs.setdefault("tls_port", layout.env_port(TLS_PORT_OPTION))
         return cls(home=layout.data_dir() / "kafka", **kwargs)
 
     @property
@@ -134,6 +169,19 @@ class KafkaBroker:
     def data_dir(self) -> Path:
         return self.home / "data"
 
+    @property
+    def principals(self) -> BrokerPrincipals:
+        """Logins, roles and grants of the principals (authentication on)."""
+        return BrokerPrincipals(self.home)
+
+    @property
+    def credentials(self) -> Credentials:
+        return self.principals.credentials
+
+    @property
+    def tls_files(self) -> TlsFiles:
+        return self.principals.tls_files
+
     def pid(self) -> int | None:
         return running_pid(self.pid_file, str(self.config_file))
 
@@ -141,17 +189,70 @@ class KafkaBroker:
         port = load_state(self.state_file).get("port")
         return f"{LOOPBACK}:{port}" if port else None
 
+    def running_auth(self) -> str:
+        """The authentication mode of the last start (that of the running broker)."""
+        return str(load_state(self.state_file).get("auth", AUTH_NONE))
+
+    def login(self, principal: str, *, tls: bool = False) -> KafkaLogin:
+        """``principal``'s credentials; with ``tls`` for the TLS listener (checked by the CA)."""
+        return self.principals.login(principal, tls=tls)
+
+    def admin_login(self) -> KafkaLogin:
+        return self.principals.admin_login()
+
+    def add_principal(self, name: str, role: str | None = None) -> KafkaLogin:
+        """Give ``name`` credentials and ``role``'s ACLs on the running broker (see
+        :meth:`BrokerPrincipals.add`)."""
+        with locked(self.home / ".lock"):
+            bootstrap = self.bootstrap()
+            if self.pid() is None or bootstrap is None or self.running_auth() != AUTH_SCRAM:
+                raise InfraError(
+                    "adding a Kafka principal needs the broker up with authentication.",
+                    "run `PB_KAFKA_AUTH=scram punto-banco infra up` first",
+                )
+            return self.principals.add(bootstrap, name, role)
+
+    def tls_bootstrap(self) -> str | None:
+        state = load_state(self.state_file)
+        if state.get("auth") != AUTH_SCRAM or not state.get("tls_port"):
+            return None
+        return address(str(state.get("tls_advertised", LOOPBACK)), int(state["tls_port"]))
+
+    def _probe_login(self) -> KafkaLogin | None:
+        return self.admin_login() if self.running_auth() == AUTH_SCRAM else None
+
+    def client_env(self) -> dict[str, str]:
+        """The shared client settings of the running broker (what `infra up` prints)."""
+        bootstrap = self.bootstrap()
+        if bootstrap is None:
+            return {}
+        env = {"KAFKA_BOOTSTRAP_SERVERS": bootstrap}
+        tls_bootstrap = self.tls_bootstrap()
+        if tls_bootstrap:
+            env.update(
+                {
+                    "KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+                    "KAFKA_SASL_MECHANISM": SCRAM_MECHANISM,
+                    "KAFKA_TLS_BOOTSTRAP_SERVERS": tls_bootstrap,
+                    "KAFKA_SSL_CAFILE": str(self.tls_files.ca_cert),
+                }
+            )
+        return env
+
     def status(self) -> ServiceStatus:
         pid = self.pid()
         bootstrap = self.bootstrap()
         if pid is None or bootstrap is None:
             return ServiceStatus("kafka", False, detail=f"not running (home {self.home})")
         port = int(bootstrap.rsplit(":", 1)[1])
-        answers = port_answers(port) and broker_answers(bootstrap)
-        detail = f"Kafka {self.version} pid {pid} on {bootstrap}" + (
-            "" if answers else " (not answering)"
+        answers = port_answers(port) and broker_answers(bootstrap, self._probe_login())
+        tls = self.tls_bootstrap()
+        detail = (
+            f"Kafka {self.version} pid {pid} on {bootstrap}"
+            + (f" (SASL/SCRAM; TLS on {tls})" if tls else "")
+            + ("" if answers else " (not answering)")
         )
-        env = {"KAFKA_BOOTSTRAP_SERVERS": bootstrap} if answers else {}
+        env = self.client_env() if answers else {}
         return ServiceStatus("kafka", answers, pid, port, detail, env)
 
     def start(self, timeout: float = 180.0) -> str:
@@ -169,25 +270,49 @@ class KafkaBroker:
                     f"Kafka already runs on {bootstrap} (pid {pid}), not on port {self.port}.",
                     "run `punto-banco infra down` first to move it to another port",
                 )
-            if not wait_until(lambda: broker_answers(bootstrap), timeout=timeout, interval=1.0):
+            running = state.get("auth", AUTH_NONE)
+            if running != self.auth:
+                raise InfraError(
+                    f"Kafka already runs on {bootstrap} (pid {pid}) with authentication "
+                    f"{running!r}, not {self.auth!r}.",
+                    f"run `punto-banco infra down`, then `up` again with PB_KAFKA_AUTH={self.auth}",
+                )
+            if self.auth == AUTH_SCRAM and state.get("tls_host") != self.tls_host:
+                raise InfraError(
+                    f"Kafka already runs with its TLS listener on {state.get('tls_host')}, "
+                    f"not on {self.tls_host} (PB_KAFKA_TLS_HOST).",
+                    "run `punto-banco infra down` first to move it",
+                )
+            login = self._probe_login()
+            if not wait_until(
+                lambda: broker_answers(bootstrap, login), timeout=timeout, interval=1.0
+            ):
                 raise InfraError(
                     f"Kafka (pid {pid}) runs but does not answer on {bootstrap}.",
                     f"see {self.log_dir / 'server.log'}; `punto-banco infra down` then `up` again",
                 )
             progress(f"Kafka already running on {bootstrap} (pid {pid})")
+            if self.auth == AUTH_SCRAM:
+                self.principals.secure_project(bootstrap)
             return bootstrap
         java = checked_java(self.java)
         libs = ensure_jars(self.version, self.cache, self.mvn)
         for attempt in range(3):
-            port, controller_port = self._choose_ports(state, fresh=attempt > 0)
-            cluster_id = state.get("cluster_id") or new_cluster_id()
-            state = {"port": port, "controller_port": controller_port, "cluster_id": cluster_id}
-            save_state(self.state_file, state)
-            self._write_config(port, controller_port)
-            if not (self.data_dir / "meta.properties").is_file():
-                self._format(java, f"{libs}/*", cluster_id)
+            port, controller_port, tls_port = self._choose_ports(state, fresh=attempt > 0)
+            state = {
+                **state,
+                "port": port,
+                "controller_port": controller_port,
+                "cluster_id": state.get("cluster_id") or new_cluster_id(),
+                "auth": self.auth,
+            }
+            if self.auth == AUTH_SCRAM:
+                state["tls_port"] = tls_port
+                state["tls_host"] = self.tls_host
+                state["tls_advertised"] = advertised_tls_host(self.tls_host)
+            state = self._prepare_storage(java, f"{libs}/*", state)
             try:
-                return self._launch(java, libs, port, timeout)
+                bootstrap = self._launch(java, libs, port, timeout)
             except _PortTaken:
                 if self.port or self.controller_port:
                     raise InfraError(
@@ -199,13 +324,41 @@ class KafkaBroker:
                     f"port {port} or {controller_port} was taken while Kafka started "
                     "(another server starting at the same time?); retrying on free ports"
                 )
+                continue
+            if self.auth == AUTH_SCRAM:
+                self.principals.secure_project(bootstrap)
+            return bootstrap
         raise InfraError(
             "Kafka found no free port in 3 tries.", f"choose a port with {PORT_OPTION}"
         )
 
-    def _choose_ports(self, state: dict[str, Any], *, fresh: bool) -> tuple[int, int]:
+    def _prepare_storage(self, java: str, classpath: str, state: dict[str, Any]) -> dict[str, Any]:
+        """Write the config; format the storage unless formatted (moving aside a data
+        folder formatted without the SCRAM users when authentication is on)."""
+        formatted = (self.data_dir / "meta.properties").is_file()
+        if formatted and self.auth == AUTH_SCRAM and state.get("formatted_auth") != AUTH_SCRAM:
+            aside = self.home / f"data.before-auth-{time.strftime('%Y%m%d-%H%M%S')}"
+            self.data_dir.rename(aside)
+            progress(
+                f"Kafka's data in {self.data_dir} was formatted without authentication (no "
+                f"SCRAM users): moved it to {aside} and formatting afresh (a new cluster; "
+                "remove the old folder once you no longer need its topics)"
+            )
+            formatted = False
+            state = {**state, "cluster_id": new_cluster_id()}
+        save_state(self.state_file, state)
+        passwords = self.principals.passwords() if self.auth == AUTH_SCRAM else {}
+        self._write_config(state, passwords.get(ADMIN, ""))
+        if not formatted:
+            self._format(java, classpath, state["cluster_id"], passwords)
+            state = {**state, "formatted_auth": self.auth}
+            save_state(self.state_file, state)
+        return state
+
+    def _choose_ports(self, state: dict[str, Any], *, fresh: bool) -> tuple[int, int, int]:
         """Ports asked for, else those of the last start, else the defaults, else free ones
-        (only free ones when ``fresh``: a retry after a port was taken)."""
+        (only free ones when ``fresh``: a retry after a port was taken). The third is the
+        TLS listener's (0 when authentication is off)."""
         port = choose_port(
             what="Kafka",
             requested=self.port,
@@ -224,7 +377,19 @@ class KafkaBroker:
             option="a free controller port",
             avoid=frozenset({port}),
         )
-        return port, controller_port
+        if self.auth != AUTH_SCRAM:
+            return port, controller_port, 0
+        tls_port = choose_port(
+            what="Kafka TLS listener",
+            requested=self.tls_port,
+            preferred=()
+            if fresh
+            else (state.get("tls_port"), DEFAULT_TLS_PORT if self.preferred_port else None),
+            option=TLS_PORT_OPTION,
+            avoid=frozenset({port, controller_port}),
+            host=self.tls_host,
+        )
+        return port, controller_port, tls_port
 
     def _launch(self, java: str, libs: Path, port: int, timeout: float) -> str:
         bootstrap = f"{LOOPBACK}:{port}"
@@ -258,6 +423,8 @@ class KafkaBroker:
         def new_log_lines() -> str:
             return "\n".join(tail_text(text) for text in new_log_text())
 
+        login = self.admin_login() if self.auth == AUTH_SCRAM else None
+
         def ready() -> bool:
             if not is_alive(pid):
                 self.pid_file.unlink(missing_ok=True)
@@ -269,7 +436,7 @@ class KafkaBroker:
                     f"read {self.log_dir}; if the data is damaged, `punto-banco infra down` and "
                     f"remove {self.home}",
                 )
-            return port_answers(port) and broker_answers(bootstrap)
+            return port_answers(port) and broker_answers(bootstrap, login)
 
         if not wait_until(ready, timeout=timeout, interval=0.5):
             stop_process(pid, timeout=30)
@@ -295,9 +462,10 @@ class KafkaBroker:
             self.pid_file.unlink(missing_ok=True)
             return True
 
-    def _write_config(self, port: int, controller_port: int) -> None:
+    def _write_config(self, state: Mapping[str, Any], admin_password: str = "") -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        port, controller_port = int(state["port"]), int(state["controller_port"])
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",
@@ -324,18 +492,30 @@ class KafkaBroker:
             "log.retention.hours": "168",
         }
         lines = ["# Written by `punto-banco infra up` (services/dev/infra); edits are lost."]
+        if self.auth == AUTH_SCRAM:
+            tls_host, advertised = str(state["tls_host"]), str(state["tls_advertised"])
+            listeners = SecureListeners(
+                port, controller_port, int(state["tls_port"]), tls_host, advertised
+            )
+            tls = ensure_tls(self.home, tls_names(tls_host, advertised), str(state["cluster_id"]))
+            settings.update(broker_settings(listeners, admin_password, tls))
+            lines.append("# Holds the admin's password: readable by its owner only.")
         lines += [f"{key}={value}" for key, value in settings.items()]
-        self.config_file.write_text("\n".join(lines) + "\n")
+        text = "\n".join(lines) + "\n"
+        if self.auth == AUTH_SCRAM:
+            write_private(self.config_file, text)
+        else:
+            self.config_file.write_text(text)
         (self.home / "log4j2.properties").write_text(_LOG4J2)
 
-    def _format(self, java: str, classpath: str, cluster_id: str) -> None:
-        progress(f"formatting Kafka storage in {self.data_dir} (cluster id {cluster_id}) ...")
-        command = [
-            java,
-            f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
-            f"-Dkafka.logs.dir={self.log_dir}",
-            "-cp",
-            classpath,
+    def _format(
+        self, java: str, classpath: str, cluster_id: str, passwords: Mapping[str, str]
+    ) -> None:
+        users = f", SCRAM users {', '.join(passwords)}" if passwords else ""
+        progress(
+            f"formatting Kafka storage in {self.data_dir} (cluster id {cluster_id}{users}) ..."
+        )
+        arguments = [
             "kafka.tools.StorageTool",
             "format",
             "--cluster-id",
@@ -343,11 +523,34 @@ class KafkaBroker:
             "--config",
             str(self.config_file),
             "--ignore-formatted",
+            *scram_format_arguments(passwords),
         ]
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        # The passwords go in a 0600 argument file (`java @file`), never on a command line
+        # that every local user can read in /proc.
+        argfile = self.credentials.folder / "format.args"
+        write_private(argfile, "\n".join(_argfile_quote(a) for a in arguments) + "\n")
+        command = [
+            java,
+            f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={self.log_dir}",
+            "-cp",
+            classpath,
+            f"@{argfile}",
+        ]
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, check=False)
+        finally:
+            argfile.unlink(missing_ok=True)
         if result.returncode != 0:
+            output = (result.stdout + result.stderr).strip()[-800:]
+            for password in passwords.values():
+                output = output.replace(password, "***")
             raise InfraError(
-                "formatting Kafka's storage failed: "
-                + (result.stdout + result.stderr).strip()[-800:],
+                "formatting Kafka's storage failed: " + output,
                 f"remove {self.data_dir} and retry",
             )
+
+
+def _argfile_quote(argument: str) -> str:
+    """One argument of a java ``@argfile``: in double quotes, ``\\`` and ``"`` escaped."""
+    return '"' + argument.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -11,12 +11,13 @@ from services.dev.infra.processes import progress
 LOOPBACK = "127.0.0.1"
 
 
-def port_is_free(port: int) -> bool:
-    """True when nothing listens on 127.0.0.1:``port`` (we could bind it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+def port_is_free(port: int, host: str = LOOPBACK) -> bool:
+    """True when nothing listens on ``host``:``port`` (we could bind it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind((LOOPBACK, port))
+            sock.bind((host, port))
         except OSError:
             return False
     return True
@@ -46,6 +47,7 @@ def choose_port(
     preferred: tuple[int | None, ...],
     option: str,
     avoid: frozenset[int] = frozenset(),
+    host: str = LOOPBACK,
 ) -> int:
     """The port a server should listen on.
 
@@ -59,19 +61,19 @@ def choose_port(
             raise InfraError(
                 f"{what}: port {requested} is not a TCP port.", f"use 1..65535 {option}"
             )
-        if not port_is_free(requested):
+        if not port_is_free(requested, host):
             raise InfraError(
-                f"{what}: port {requested} on {LOOPBACK} is already in use by another program.",
+                f"{what}: port {requested} on {host} is already in use by another program.",
                 f"stop that program, or choose another port with {option} "
                 "(0 or unset picks a free one).",
             )
         return requested
     for port in preferred:
-        if port and port not in avoid and port_is_free(port):
+        if port and port not in avoid and port_is_free(port, host):
             return port
     while True:
         port = free_port()
-        if port not in avoid:
+        if port not in avoid and port_is_free(port, host):
             break
     busy = [str(port) for port in preferred if port]
     if busy:

@@ -1,0 +1,203 @@
+"""Who may do what on the project's topics: the broker's ACL matrix, derived from contracts.
+
+The broker denies by default (StandardAuthorizer, ``allow.everyone.if.no.acl.found=false``);
+these ALLOW bindings are all a principal gets:
+
+- a service (shoe, dealing, settlement) WRITEs the topics of the messages it is the source
+  of (``contracts.MESSAGE_SOURCES``: its own event topics, and for dealing ``shoe-commands``
+  and its OpenBook / CloseBook marks on ``bet-commands``), plus dead letters and incidents,
+  and READs the topics it consumes (:data:`SERVICE_READS`, the topics of its subscriptions:
+  a test holds the two equal);
+- ``gateway`` WRITEs what PlaceBet travels on (``bet-commands``) and READs bet-events and
+  table-events; ``operator`` WRITEs the topic of OpenTable, CloseTable and CloseBetting,
+  ``supervisor`` the one of VoidCoup (both ``table-commands``), and both READ table-events;
+- ``auditor`` and ``dashboard`` READ every project topic and write nothing.
+
+Every principal that reads may use the consumer group ``<group prefix>punto-banco-<name>``
+(what ``Settings.consumer_group`` names a service's group) and groups below it
+(``...punto-banco-<name>.<anything>``); no other group. WRITE and READ imply DESCRIBE on the
+topic, and WRITE on any topic implies IDEMPOTENT_WRITE (KIP-679), which idempotent producers
+need. Nobody but the admin creates, deletes or alters topics, configs or ACLs.
+
+A principal added later (``punto-banco infra credentials gateway-acme --add``) gets the
+role its name begins with (``gateway``), under its own name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from contracts import (
+    BET_COMMANDS,
+    BET_EVENTS,
+    BOOK_EVENTS,
+    DEAD_LETTERS,
+    INCIDENTS,
+    MESSAGE_SOURCES,
+    MESSAGE_TOPICS,
+    SHOE_COMMANDS,
+    SHOE_EVENTS,
+    TABLE_COMMANDS,
+    TABLE_EVENTS,
+    TOPIC_MESSAGES,
+)
+from services.dev.infra.kafka_admin import AclBinding, AdminSession, acl_filter, create_topics
+from services.dev.infra.kafka_login import KafkaLogin
+from services.dev.infra.kafka_protocol import AclOperation, PatternType, ResourceType
+
+SERVICE_READS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "shoe": (SHOE_COMMANDS,),
+        "dealing": (TABLE_COMMANDS, SHOE_EVENTS, BOOK_EVENTS),
+        "settlement": (BET_COMMANDS, TABLE_EVENTS, SHOE_EVENTS),
+    }
+)
+"""Service -> the topics its consumer subscribes to."""
+
+
+@dataclass(frozen=True)
+class Role:
+    """The logical topics a principal may write and read."""
+
+    writes: tuple[str, ...]
+    reads: tuple[str, ...]
+
+
+def _sends(*message_types: str) -> tuple[str, ...]:
+    return tuple(sorted({MESSAGE_TOPICS[name] for name in message_types}))
+
+
+def _service_role(service: str) -> Role:
+    own = [name for name, source in MESSAGE_SOURCES.items() if source == service]
+    return Role(
+        writes=tuple(sorted({*_sends(*own), DEAD_LETTERS, INCIDENTS})),
+        reads=tuple(sorted(SERVICE_READS[service])),
+    )
+
+
+_EVERY_TOPIC = tuple(sorted(TOPIC_MESSAGES))
+
+ROLES: Mapping[str, Role] = MappingProxyType(
+    {
+        **{service: _service_role(service) for service in SERVICE_READS},
+        "gateway": Role(writes=_sends("PlaceBet"), reads=(BET_EVENTS, TABLE_EVENTS)),
+        "operator": Role(
+            writes=_sends("OpenTable", "CloseTable", "CloseBetting"), reads=(TABLE_EVENTS,)
+        ),
+        "supervisor": Role(writes=_sends("VoidCoup"), reads=(TABLE_EVENTS,)),
+        "auditor": Role(writes=(), reads=_EVERY_TOPIC),
+        "dashboard": Role(writes=(), reads=_EVERY_TOPIC),
+    }
+)
+"""Role name -> what it may do; each role is also a principal of the same name."""
+
+PRINCIPALS: tuple[str, ...] = tuple(ROLES)
+
+
+def role_of(principal: str) -> str | None:
+    """The role of a principal: its name, or the part of its name before the first ``-``."""
+    if principal in ROLES:
+        return principal
+    head = principal.split("-", 1)[0]
+    return head if head in ROLES and head != principal else None
+
+
+def consumer_group(principal: str, group_prefix: str = "") -> str:
+    """The consumer group a principal may use (and ``<it>.<anything>``)."""
+    return f"{group_prefix}punto-banco-{principal}"
+
+
+def principal_acls(
+    principal: str, role: str, topic_prefix: str = "", group_prefix: str = ""
+) -> list[AclBinding]:
+    """The ALLOW bindings of one principal acting in ``role``."""
+    user = f"User:{principal}"
+    allowed = ROLES[role]
+    bindings = [
+        AclBinding(ResourceType.TOPIC, topic_prefix + topic, PatternType.LITERAL, user, operation)
+        for operation, topics in (
+            (AclOperation.WRITE, allowed.writes),
+            (AclOperation.READ, allowed.reads),
+        )
+        for topic in topics
+    ]
+    if allowed.reads:
+        group = consumer_group(principal, group_prefix)
+        bindings += [
+            AclBinding(ResourceType.GROUP, group, PatternType.LITERAL, user, AclOperation.READ),
+            AclBinding(
+                ResourceType.GROUP, group + ".", PatternType.PREFIXED, user, AclOperation.READ
+            ),
+        ]
+    return bindings
+
+
+def project_acls(
+    topic_prefix: str = "", group_prefix: str = "", principals: Mapping[str, str] | None = None
+) -> list[AclBinding]:
+    """The whole matrix: ``principals`` (name -> role; default every role as itself)."""
+    chosen = principals if principals is not None else {name: name for name in ROLES}
+    return [
+        binding
+        for name, role in chosen.items()
+        for binding in principal_acls(name, role, topic_prefix, group_prefix)
+    ]
+
+
+async def ensure_project_topics(
+    bootstrap: str, admin: KafkaLogin, topic_prefix: str = "", partitions: int = 3
+) -> list[str]:
+    """As the admin, create the project topics named ``<topic_prefix><topic>`` that are
+    missing, with their configs (``TOPIC_CONFIGS``: LogAppendTime on bet-commands and
+    shoe-events); returns the names created."""
+    from services.shared.platform.kafka import PROJECT_TOPICS, TOPIC_CONFIGS
+
+    return await create_topics(
+        bootstrap,
+        admin,
+        [topic_prefix + topic for topic in PROJECT_TOPICS],
+        {topic_prefix + topic: configs for topic, configs in TOPIC_CONFIGS.items()},
+        partitions,
+    )
+
+
+async def grant_project_acls(
+    bootstrap: str,
+    admin: KafkaLogin,
+    topic_prefix: str = "",
+    group_prefix: str = "",
+    principals: Mapping[str, str] | None = None,
+) -> list[AclBinding]:
+    """Grant the matrix for topics named ``<topic_prefix><topic>`` and consumer groups under
+    ``group_prefix`` (tests and the bench use a per-run prefix for both); idempotent.
+    Returns the bindings granted."""
+    bindings = project_acls(topic_prefix, group_prefix, principals)
+    async with AdminSession(bootstrap, admin) as session:
+        await session.create_acls(bindings)
+    return bindings
+
+
+async def revoke_project_acls(
+    bootstrap: str,
+    admin: KafkaLogin,
+    topic_prefix: str = "",
+    group_prefix: str = "",
+    principals: Mapping[str, str] | None = None,
+) -> int:
+    """Delete the bindings :func:`grant_project_acls` made (a run's clean-up); how many."""
+    bindings = project_acls(topic_prefix, group_prefix, principals)
+    filters = list(
+        dict.fromkeys(  # one filter per resource pattern and principal
+            acl_filter(
+                resource_type=binding.resource_type,
+                name=binding.name,
+                pattern=binding.pattern,
+                principal=binding.principal,
+            )
+            for binding in bindings
+        )
+    )
+    async with AdminSession(bootstrap, admin) as session:
+        return await session.delete_acls(filters)

@@ -1,0 +1,149 @@
+"""The principals of an authenticating local broker: their logins, and what `infra` grants.
+
+:class:`BrokerPrincipals` works on one broker's folder: the passwords
+(``<home>/secrets/<name>.password``), the CA file for TLS clients, the principals added after
+the format (``extra_principals`` in the broker's state file, name -> role), and, as the admin,
+the project topics and the ACL matrix (``kafka_acls.py``) that `infra up` makes on every
+start, and a principal added later (`infra credentials NAME --add`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiokafka.client import AIOKafkaClient
+from aiokafka.errors import KafkaError
+
+from services.dev.infra.errors import InfraError
+from services.dev.infra.kafka_acls import (
+    ROLES,
+    ensure_project_topics,
+    principal_acls,
+    project_acls,
+    role_of,
+)
+from services.dev.infra.kafka_admin import AdminSession
+from services.dev.infra.kafka_auth import Credentials
+from services.dev.infra.kafka_login import ADMIN, KafkaLogin
+from services.dev.infra.kafka_tls import TlsFiles
+from services.dev.infra.processes import progress, run_async
+from services.dev.infra.state import load_state, save_state
+
+
+def topic_partitions() -> int:
+    """Partitions of the project topics `infra up` creates: ``PB_TOPIC_PARTITIONS``, else 3
+    (the services' default)."""
+    raw = os.environ.get("PB_TOPIC_PARTITIONS", "").strip()
+    try:
+        return max(1, int(raw)) if raw else 3
+    except ValueError:
+        raise InfraError(
+            f"PB_TOPIC_PARTITIONS={raw!r} is not a number.", "set it to 1 or more, or unset it"
+        ) from None
+
+
+async def _logs_in(bootstrap: str, login: KafkaLogin, wait: float) -> bool:
+    """True once ``login`` is accepted (a new credential reaches the broker a moment after
+    the controller stored it); False after ``wait`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while True:
+        client = AIOKafkaClient(
+            bootstrap_servers=bootstrap, request_timeout_ms=5000, **login.client_options()
+        )
+        try:
+            await client.bootstrap()
+            return True
+        except (KafkaError, OSError):
+            if loop.time() > deadline:
+                return False
+        finally:
+            await client.close()
+        await asyncio.sleep(0.2)
+
+
+@dataclass(frozen=True)
+class BrokerPrincipals:
+    """The principals of the broker living in ``home``."""
+
+    home: Path
+
+    @property
+    def credentials(self) -> Credentials:
+        """The SCRAM passwords (``<home>/secrets``, 0700; a 0600 file each)."""
+        return Credentials(self.home / "secrets")
+
+    @property
+    def tls_files(self) -> TlsFiles:
+        return TlsFiles.under(self.home)
+
+    @property
+    def _state_file(self) -> Path:
+        return self.home / "state.json"
+
+    def login(self, principal: str, *, tls: bool = False) -> KafkaLogin:
+        """``principal``'s credentials; with ``tls`` for the TLS listener (checked by the CA)."""
+        return self.credentials.login(principal, self.tls_files.ca_cert if tls else None)
+
+    def admin_login(self) -> KafkaLogin:
+        return self.login(ADMIN)
+
+    def roles(self) -> dict[str, str]:
+        """Every principal -> its role: the matrix's (each its own), then those added."""
+        extra = load_state(self._state_file).get("extra_principals", {})
+        return {**{name: name for name in ROLES}, **extra}
+
+    def passwords(self) -> dict[str, str]:
+        """The admin's and every principal's password (made where missing)."""
+        return {name: self.credentials.ensure(name) for name in [ADMIN, *self.roles()]}
+
+    def secure_project(self, bootstrap: str) -> None:
+        """As the admin: the project topics (prefix "") with their configs, and the ACLs of
+        every principal (idempotent)."""
+        admin = self.admin_login()
+        roles = self.roles()
+
+        async def secure() -> list[str]:
+            created = await ensure_project_topics(bootstrap, admin, "", topic_partitions())
+            async with AdminSession(bootstrap, admin) as session:
+                await session.create_acls(project_acls("", "", roles))
+            return created
+
+        created = run_async(secure())
+        if created:
+            progress(f"created Kafka topics {', '.join(created)}")
+        progress(f"Kafka ACLs granted to {', '.join(roles)} (everything else is denied)")
+
+    def add(self, bootstrap: str, name: str, role: str | None = None) -> KafkaLogin:
+        """Give ``name`` SCRAM credentials and ``role``'s ACLs (default: the role its name
+        begins with) on the broker at ``bootstrap``; idempotent. Returns its login."""
+        if name == ADMIN:
+            raise InfraError(f"{ADMIN!r} is the broker's super user, not a principal to add.")
+        chosen = role or role_of(name)
+        if chosen is None or chosen not in ROLES:
+            raise InfraError(
+                f"no role for principal {name!r}" + (f" ({role!r} is not one)." if role else "."),
+                f"name it <role>-<something> or give --role, one of {', '.join(ROLES)}",
+            )
+        password = self.credentials.ensure(name)
+        admin, login = self.admin_login(), self.credentials.login(name)
+
+        async def add() -> bool:
+            async with AdminSession(bootstrap, admin) as session:
+                await session.upsert_scram_users({name: password})
+                await session.create_acls(principal_acls(name, chosen))
+            return await _logs_in(bootstrap, login, wait=15)
+
+        if not run_async(add()):
+            raise InfraError(
+                f"Kafka accepted the credentials of {name!r} but refuses them.",
+                f"look at {self.home / 'logs' / 'server.log'}",
+            )
+        if name not in ROLES:
+            state = load_state(self._state_file)
+            state["extra_principals"] = {**state.get("extra_principals", {}), name: chosen}
+            save_state(self._state_file, state)
+        return login

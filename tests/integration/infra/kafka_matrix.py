@@ -1,0 +1,43 @@
+"""The broker's ACL matrix written out by hand (from the issue), for the tests to hold the
+derived one and the broker's behaviour to."""
+
+from __future__ import annotations
+
+from contracts import (
+    BET_COMMANDS,
+    BET_EVENTS,
+    BOOK_EVENTS,
+    DEAD_LETTERS,
+    INCIDENTS,
+    SHOE_COMMANDS,
+    SHOE_EVENTS,
+    TABLE_COMMANDS,
+    TABLE_EVENTS,
+    TOPIC_MESSAGES,
+)
+
+EVERY_TOPIC = frozenset(TOPIC_MESSAGES)
+
+WRITES: dict[str, frozenset[str]] = {
+    "shoe": frozenset({SHOE_EVENTS, DEAD_LETTERS, INCIDENTS}),
+    "dealing": frozenset({TABLE_EVENTS, SHOE_COMMANDS, BET_COMMANDS, DEAD_LETTERS, INCIDENTS}),
+    "settlement": frozenset({BET_EVENTS, BOOK_EVENTS, DEAD_LETTERS, INCIDENTS}),
+    "gateway": frozenset({BET_COMMANDS}),
+    "operator": frozenset({TABLE_COMMANDS}),
+    "supervisor": frozenset({TABLE_COMMANDS}),
+    "auditor": frozenset(),
+    "dashboard": frozenset(),
+}
+"""Who may write which topic: written out by hand, from the issue."""
+
+READS: dict[str, frozenset[str]] = {
+    "shoe": frozenset({SHOE_COMMANDS}),
+    "dealing": frozenset({TABLE_COMMANDS, SHOE_EVENTS, BOOK_EVENTS}),
+    "settlement": frozenset({BET_COMMANDS, TABLE_EVENTS, SHOE_EVENTS}),
+    "gateway": frozenset({BET_EVENTS, TABLE_EVENTS}),
+    "operator": frozenset({TABLE_EVENTS}),
+    "supervisor": frozenset({TABLE_EVENTS}),
+    "auditor": EVERY_TOPIC,
+    "dashboard": EVERY_TOPIC,
+}
+"""Who may read which topic: written out by hand, from the issue."""

@@ -1,0 +1,185 @@
+"""The broker's ACL matrix, TLS files and secret files, without a broker.
+
+The matrix is written out here by hand (who writes and reads which topic) and compared
+with what ``kafka_acls.py`` derives from the contracts and with what the services really
+subscribe to, so a new topic or subscription cannot silently change who may do what.
+"""
+
+from __future__ import annotations
+
+import importlib
+import stat
+from pathlib import Path
+from unittest.mock import MagicMock
+
+import pytest
+from cryptography import x509
+
+from contracts import (
+    BET_COMMANDS,
+    EXTERNAL,
+    MESSAGE_SOURCES,
+    MESSAGE_TOPICS,
+    TABLE_COMMANDS,
+    TOPIC_OWNERS,
+)
+from services.dev.infra.errors import InfraError
+from services.dev.infra.kafka_acls import (
+    ROLES,
+    SERVICE_READS,
+    consumer_group,
+    principal_acls,
+    project_acls,
+    role_of,
+)
+from services.dev.infra.kafka_admin import salted_password
+from services.dev.infra.kafka_auth import (
+    Credentials,
+    auth_from_env,
+    check_host,
+    scram_format_arguments,
+    tls_names,
+)
+from services.dev.infra.kafka_protocol import AclOperation, PatternType, ResourceType
+from services.dev.infra.kafka_tls import broker_names, ensure_tls
+from services.dev.infra.private_files import read_private, write_private
+from services.shared.platform.settings import Settings
+from tests.integration.infra.kafka_matrix import EVERY_TOPIC, READS, WRITES
+
+
+def test_the_derived_matrix_is_the_one_written_out_here() -> None:
+    assert {name: frozenset(role.writes) for name, role in ROLES.items()} == WRITES
+    assert {name: frozenset(role.reads) for name, role in ROLES.items()} == READS
+
+
+@pytest.mark.parametrize("service", ["shoe", "dealing", "settlement"])
+def test_a_service_reads_exactly_the_topics_it_subscribes_to(service: str) -> None:
+    module = importlib.import_module(f"services.{service}.service")
+    built = module.build_service(Settings(service=service))
+    definition = getattr(built, "definition", built)  # a FastStream service, or its definition
+    subscribed = {subscription.topic for subscription in definition.subscriptions(MagicMock())}
+    assert subscribed == set(SERVICE_READS[service]) == READS[service]
+
+
+def test_an_owned_topic_is_written_by_its_owner_alone() -> None:
+    for topic, owner in TOPIC_OWNERS.items():
+        assert {name for name, writes in WRITES.items() if topic in writes} == {owner}
+
+
+def test_every_message_from_outside_has_a_principal_allowed_to_send_it() -> None:
+    from_outside = [name for name, source in MESSAGE_SOURCES.items() if source == EXTERNAL]
+    external = {MESSAGE_TOPICS[name] for name in from_outside}
+    senders = WRITES["gateway"] | WRITES["operator"] | WRITES["supervisor"]
+    assert external == senders == {BET_COMMANDS, TABLE_COMMANDS}
+
+
+def test_bindings_are_topic_and_group_reads_and_writes_under_the_run_prefixes() -> None:
+    bindings = project_acls("run7.", "grp7.")
+    assert {b.operation for b in bindings} == {AclOperation.READ, AclOperation.WRITE}
+    assert {b.resource_type for b in bindings} == {ResourceType.TOPIC, ResourceType.GROUP}
+    for binding in bindings:
+        assert binding.host == "*" and binding.principal.startswith("User:")
+        if binding.resource_type is ResourceType.TOPIC:
+            assert binding.pattern is PatternType.LITERAL
+            assert binding.name.removeprefix("run7.") in EVERY_TOPIC
+    groups = {
+        (b.principal, b.name, b.pattern) for b in bindings if b.resource_type is ResourceType.GROUP
+    }
+    assert ("User:settlement", "grp7.punto-banco-settlement", PatternType.LITERAL) in groups
+    assert ("User:settlement", "grp7.punto-banco-settlement.", PatternType.PREFIXED) in groups
+    assert len(groups) == 2 * len(ROLES)  # every principal reads something
+    # What Settings names a service's consumer group is the group its principal may use.
+    settings = Settings(service="dealing", topic_prefix="grp7.")
+    assert settings.consumer_group == consumer_group("dealing", "grp7.")
+
+
+def test_an_added_principal_takes_the_role_its_name_begins_with() -> None:
+    assert role_of("gateway") == "gateway"
+    assert role_of("gateway-acme") == "gateway"
+    assert role_of("operator-floor-2") == "operator"
+    assert role_of("nobody") is None and role_of("acme-gateway") is None
+    acme = principal_acls("gateway-acme", "gateway")
+    assert {b.principal for b in acme} == {"User:gateway-acme"}
+    # Its group is its own: the base gateway's prefix "punto-banco-gateway." does not cover it.
+    assert {b.name for b in acme if b.resource_type is ResourceType.GROUP} == {
+        "punto-banco-gateway-acme",
+        "punto-banco-gateway-acme.",
+    }
+
+
+def test_scram_sha_512_salted_password_is_pbkdf2_hmac_sha512() -> None:
+    # RFC 5802 Hi() with HMAC-SHA-512 = PBKDF2-HMAC-SHA512, dkLen 64 (checked independently).
+    import hmac
+
+    password, salt, iterations = b"pencil", b"\x01" * 32, 3
+    u = hmac.new(password, salt + b"\x00\x00\x00\x01", "sha512").digest()
+    result = bytearray(u)
+    for _ in range(iterations - 1):
+        u = hmac.new(password, u, "sha512").digest()
+        result = bytearray(a ^ b for a, b in zip(result, u, strict=True))
+    assert salted_password("pencil", salt, iterations) == bytes(result)
+
+
+def test_format_arguments_create_every_user_with_sha512() -> None:
+    arguments = scram_format_arguments({"admin": "s3cret", "shoe": "pw"})
+    assert arguments == [
+        "--add-scram",
+        "SCRAM-SHA-512=[name=admin,iterations=8192,password=s3cret]",
+        "--add-scram",
+        "SCRAM-SHA-512=[name=shoe,iterations=8192,password=pw]",
+    ]
+
+
+def test_authentication_mode_and_tls_host_are_checked() -> None:
+    assert auth_from_env({}) == "none"
+    assert auth_from_env({"PB_KAFKA_AUTH": " SCRAM "}) == "scram"
+    with pytest.raises(InfraError) as caught:
+        auth_from_env({"PB_KAFKA_AUTH": "plain"})
+    assert "none" in caught.value.fix and "scram" in caught.value.fix
+    assert check_host("10.0.0.5") == "10.0.0.5"
+    assert check_host("kafka.example.com") == "kafka.example.com"
+    with pytest.raises(InfraError):
+        check_host("bad host;rm")
+    everywhere = tls_names("0.0.0.0", "casino-1.example")
+    assert everywhere == ["localhost", "127.0.0.1", "casino-1.example"]
+
+
+def test_secrets_are_owner_only_and_a_loosened_one_is_refused(tmp_path: Path) -> None:
+    credentials = Credentials(tmp_path / "secrets")
+    password = credentials.ensure("gateway")
+    assert credentials.ensure("gateway") == password  # kept, not replaced
+    assert len(password) >= 40
+    path = credentials.path("gateway")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    path.chmod(0o644)
+    with pytest.raises(InfraError) as caught:
+        credentials.read("gateway")
+    assert "chmod 600" in caught.value.fix
+    with pytest.raises(InfraError):
+        credentials.path("../admin")
+    write_private(tmp_path / "x" / "secret", "s")
+    assert read_private(tmp_path / "x" / "secret") == "s"
+
+
+def test_the_broker_certificate_is_issued_again_for_a_new_host_by_the_same_ca(
+    tmp_path: Path,
+) -> None:
+    files = ensure_tls(tmp_path, ["localhost", "127.0.0.1"])
+    ca_before = files.ca_cert.read_bytes()
+    leaf = x509.load_pem_x509_certificates(files.broker_pem.read_bytes())[0]
+    assert broker_names(leaf) == {"localhost", "127.0.0.1"}
+    for secret in (files.ca_key, files.broker_pem):
+        assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert b"PRIVATE KEY" not in ca_before
+
+    unchanged = files.broker_pem.read_bytes()
+    ensure_tls(tmp_path, ["localhost", "127.0.0.1"])
+    assert files.broker_pem.read_bytes() == unchanged  # nothing to renew
+
+    ensure_tls(tmp_path, ["localhost", "127.0.0.1", "10.1.2.3", "casino.example"])
+    assert files.ca_cert.read_bytes() == ca_before  # the clients' CA file stays valid
+    leaf = x509.load_pem_x509_certificates(files.broker_pem.read_bytes())[0]
+    assert broker_names(leaf) == {"localhost", "127.0.0.1", "10.1.2.3", "casino.example"}
+    ca = x509.load_pem_x509_certificate(ca_before)
+    leaf.verify_directly_issued_by(ca)
