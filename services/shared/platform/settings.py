@@ -1,8 +1,11 @@
-"""One settings object for every service, read from the environment (and CLI overrides).
+"""One settings object for every process, read from the environment (and CLI overrides).
 
-Persistence is chosen here and handed to eventsourcing as *its* environment
-(``PERSISTENCE_MODULE``, ``SQLITE_DBNAME``, ``POSTGRES_*``), so no domain or
-application module ever names a database:
+:class:`Environment` (pydantic-settings) reads and checks the variables below; a bad value is
+a :class:`SettingsError` naming the variable. :class:`Settings` is what the code uses: a frozen
+dataclass built from it (``Settings.from_env(service)``) or directly in tests.
+
+Persistence is handed to eventsourcing as *its* environment (``PERSISTENCE_MODULE``,
+``SQLITE_DBNAME``, ``POSTGRES_*``), so no domain or application module ever names a database:
 
 - SQLite (default): one file per service, ``<PB_DATA_DIR>/<service>.sqlite``
   (``PB_DATA_DIR`` defaults to ``./var``).
@@ -11,9 +14,15 @@ application module ever names a database:
   (``POSTGRES_SCHEMA=<PB_POSTGRES_SCHEMA_PREFIX><service>``, prefix default ""),
   so the three stores never share tables.
 
-Kafka: ``KAFKA_BOOTSTRAP_SERVERS`` (default ``127.0.0.1:9092``) and
-``PB_TOPIC_PREFIX`` (default ``""``) which is put in front of every project
-topic name, so tests and parallel runs can isolate their topics.
+Kafka: ``KAFKA_BOOTSTRAP_SERVERS`` (default ``127.0.0.1:9092``) and ``PB_TOPIC_PREFIX``
+(default ``""``), put in front of every project topic name so tests and parallel runs can
+isolate their topics.
+
+HTTP (``endpoints.py``, ``webserver.py``): ``PB_HTTP_HOST``, the address the endpoints bind
+(default ``127.0.0.1``; ``0.0.0.0`` in a container, so probes and Prometheus reach it);
+``PB_HTTP_ALLOWED_HOSTS``, the Host header values answered (comma separated; default the bind
+address, ``localhost`` and ``127.0.0.1``; ``*.example.com`` patterns; ``*`` turns the check
+off); ports in :func:`http_port`.
 
 Record signatures (``signing.py``, ``keys.py``): ``PB_SIGNING_KEY``, the service's private
 key file (``{service}`` in it is replaced by the service's name; default
@@ -30,13 +39,30 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from services.shared.platform.environment import (
+    Environment,
+    SettingsError,
+    check_allowed_hosts,
+    check_http_host,
+    default_allowed_hosts,
+)
+
+__all__ = [
+    "HTTP_PORTS",
+    "Environment",
+    "Persistence",
+    "PostgresSettings",
+    "Settings",
+    "SettingsError",
+    "check_allowed_hosts",
+    "check_http_host",
+    "default_allowed_hosts",
+    "http_port",
+]
+
 Persistence = Literal["sqlite", "postgres"]
 
 SERVICE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
-
-
-class SettingsError(ValueError):
-    """A setting is missing or malformed; the message names the variable to fix."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,21 +76,18 @@ class PostgresSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> PostgresSettings:
+        return cls.from_environment(Environment.read(env))
+
+    @classmethod
+    def from_environment(cls, environment: Environment) -> PostgresSettings:
+        """``PB_POSTGRES_DSN`` first, then each ``POSTGRES_*`` variable that is set."""
         values: dict[str, Any] = {}
-        dsn = env.get("PB_POSTGRES_DSN", "").strip()
-        if dsn:
-            values.update(_parse_dsn(dsn))
-        for key, name in (
-            ("POSTGRES_HOST", "host"),
-            ("POSTGRES_DBNAME", "dbname"),
-            ("POSTGRES_USER", "user"),
-            ("POSTGRES_PASSWORD", "password"),
-        ):
-            if env.get(key):
-                values[name] = env[key]
-        for key, name in (("POSTGRES_PORT", "port"), ("POSTGRES_POOL_SIZE", "pool_size")):
-            if env.get(key):
-                values[name] = _int(env, key)
+        if environment.postgres_dsn:
+            values.update(_parse_dsn(environment.postgres_dsn))
+        for name in ("host", "dbname", "user", "password", "port", "pool_size"):
+            value = getattr(environment, f"postgres_{name}")
+            if value not in ("", None):
+                values[name] = value
         return cls(**values)
 
 
@@ -80,62 +103,41 @@ def _parse_dsn(dsn: str) -> dict[str, Any]:
         if parsed.get(name):
             out[name] = str(parsed[name])
     if parsed.get("port"):
-        out["port"] = int(str(parsed["port"]))
+        try:
+            out["port"] = int(str(parsed["port"]))
+        except ValueError:
+            raise SettingsError(
+                f"PB_POSTGRES_DSN has a port that is not a number: {dsn!r}"
+            ) from None
     return out
 
 
-def _int(env: Mapping[str, str], key: str) -> int:
-    raw = env[key]
-    try:
-        return int(raw)
-    except ValueError:
-        raise SettingsError(f"{key} must be a whole number, got {raw!r}") from None
-
-
-def _float(env: Mapping[str, str], key: str, default: float) -> float:
-    raw = env.get(key)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise SettingsError(f"{key} must be a number, got {raw!r}") from None
-
-
 HTTP_PORTS = {"dashboard": 8100, "shoe": 8101, "dealing": 8102, "settlement": 8103}
-"""Default loopback HTTP port of each process (/health /ready /metrics /asyncapi)."""
+"""Default HTTP port of each process (/health /ready /metrics /asyncapi; the dashboard)."""
+
+_OFF = ("off", "none", "-", "no", "false")
 
 
 def http_port(service: str, env: Mapping[str, str]) -> int | None:
     """``PB_HTTP_PORT_<SERVICE>``, else ``PB_HTTP_PORT``, else the service's default port.
 
-    ``off`` (or ``none``/``-``) disables the endpoints; ``0`` takes any free port.
+    ``off`` (or ``none``/``-``) disables the endpoints; ``0`` takes any free port. Read by name
+    here (not in :class:`Environment`) because the variable's name holds the service's.
     """
     for key in (f"PB_HTTP_PORT_{service.upper()}", "PB_HTTP_PORT"):
         raw = env.get(key, "").strip().lower()
         if not raw:
             continue
-        if raw in ("off", "none", "-", "no", "false"):
+        if raw in _OFF:
             return None
-        port = _int(env, key)
+        try:
+            port = int(raw)
+        except ValueError:
+            raise SettingsError(f"{key} must be a whole number, got {raw!r}") from None
         if not 0 <= port <= 65535:
             raise SettingsError(f"{key} must be a port number (0-65535) or 'off', got {raw!r}")
         return port
     return HTTP_PORTS.get(service)
-
-
-def _loopback(host: str) -> str:
-    import ipaddress
-
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback:
-        raise SettingsError(
-            f"PB_HTTP_HOST must be a loopback address (127.0.0.1, ::1), not {host!r}"
-        )
-    return host
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,9 +159,10 @@ class Settings:
     consumer_max_records: int = 5000
     consumer_poll_timeout: float = 0.05
     log_level: str = "INFO"
-    # Operations (services/shared/platform/http.py, logs.py): HTTP endpoints and log format.
-    http_host: str = "127.0.0.1"
+    # Operations (endpoints.py, logs.py): HTTP endpoints and log format.
+    http_host: str = "127.0.0.1"  # PB_HTTP_HOST: any address; 0.0.0.0 in containers
     http_port: int | None = None  # None: no HTTP endpoints; 0: any free port
+    http_allowed_hosts: tuple[str, ...] = ()  # PB_HTTP_ALLOWED_HOSTS; () = the defaults
     log_format: str = "text"  # "text" or "json" (JSON lines)
     # Record signatures (keys.py): "" means the default under <data dir>/keys/.
     signing_key: str = ""  # PB_SIGNING_KEY; "{service}" is replaced by the service's name
@@ -172,6 +175,7 @@ class Settings:
             )
         if self.log_format not in ("text", "json"):
             raise SettingsError(f"PB_LOG_FORMAT must be 'text' or 'json', not {self.log_format!r}")
+        check_http_host(self.http_host)
 
     @classmethod
     def from_env(
@@ -185,47 +189,43 @@ class Settings:
         Keyword ``overrides`` (e.g. from CLI options) win over the environment.
         """
         env = os.environ if env is None else env
-        persistence_raw = env.get("PB_PERSISTENCE", "").strip().lower()
-        if persistence_raw not in ("", "sqlite", "postgres", "postgresql"):
-            raise SettingsError(
-                f"PB_PERSISTENCE must be 'sqlite' or 'postgres', got {persistence_raw!r}"
-            )
-        wants_postgres = persistence_raw in ("postgres", "postgresql") or (
-            persistence_raw == ""
-            and bool(
-                env.get("PB_POSTGRES_DSN") or env.get("POSTGRES_HOST") or env.get("POSTGRES_DBNAME")
-            )
+        read = Environment.read(env)
+        wants_postgres = read.persistence in ("postgres", "postgresql") or (
+            read.persistence == ""
+            and bool(read.postgres_dsn or read.postgres_host or read.postgres_dbname)
         )
         values: dict[str, Any] = {
             "service": service,
-            "data_dir": Path(env.get("PB_DATA_DIR") or "var"),
+            "data_dir": read.data_dir,
             "persistence": "postgres" if wants_postgres else "sqlite",
-            "postgres": PostgresSettings.from_env(env),
-            "kafka_bootstrap_servers": env.get("KAFKA_BOOTSTRAP_SERVERS") or "127.0.0.1:9092",
-            "topic_prefix": env.get("PB_TOPIC_PREFIX", ""),
-            "postgres_schema_prefix": env.get("PB_POSTGRES_SCHEMA_PREFIX", ""),
-            "consumer_group_id": env.get("PB_CONSUMER_GROUP", ""),
-            "relay_poll_interval": _float(env, "PB_RELAY_POLL_INTERVAL", 0.2),
-            "log_level": (env.get("PB_LOG_LEVEL") or "INFO").upper(),
-            "log_format": (env.get("PB_LOG_FORMAT") or "text").strip().lower(),
-            "http_host": _loopback(env.get("PB_HTTP_HOST") or "127.0.0.1"),
+            "postgres": PostgresSettings.from_environment(read),
+            "kafka_bootstrap_servers": read.kafka_bootstrap_servers,
+            "topic_prefix": read.topic_prefix,
+            "postgres_schema_prefix": read.postgres_schema_prefix,
+            "consumer_group_id": read.consumer_group,
+            "relay_poll_interval": read.relay_poll_interval,
+            "log_level": read.log_level,
+            "log_format": read.log_format,
+            "http_host": read.http_host,
             "http_port": http_port(service, env),
-            "signing_key": env.get("PB_SIGNING_KEY", "").strip(),
-            "keyring": env.get("PB_KEYRING", "").strip(),
+            "http_allowed_hosts": read.http_allowed_hosts,
+            "signing_key": read.signing_key,
+            "keyring": read.keyring,
         }
-        for key, name in (
-            ("PB_TOPIC_PARTITIONS", "topic_partitions"),
-            ("PB_RELAY_BATCH_SIZE", "relay_batch_size"),
-            ("PB_CONSUMER_MAX_RECORDS", "consumer_max_records"),
-        ):
-            if env.get(key):
-                values[name] = _int(env, key)
+        for name in ("topic_partitions", "relay_batch_size", "consumer_max_records"):
+            if getattr(read, name) is not None:
+                values[name] = getattr(read, name)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
     def for_service(self, service: str) -> Settings:
         """The same surroundings for another service (e.g. starting all three)."""
         return replace(self, service=service)
+
+    @property
+    def allowed_hosts(self) -> tuple[str, ...]:
+        """The Host header values the HTTP endpoints answer (``PB_HTTP_ALLOWED_HOSTS``)."""
+        return self.http_allowed_hosts or default_allowed_hosts(self.http_host)
 
     @property
     def sqlite_path(self) -> Path:

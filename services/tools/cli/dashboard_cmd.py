@@ -1,7 +1,9 @@
-"""``punto-banco dashboard``: the live tables page on loopback; ``punto-banco asyncapi-export``.
+"""``punto-banco dashboard``: the live tables page; ``punto-banco asyncapi-export``.
 
 The dashboard follows the event topics from the beginning and serves
-``http://127.0.0.1:8100/`` (``--port``, env ``PB_HTTP_PORT_DASHBOARD``) until Ctrl-C.
+``http://127.0.0.1:8100/`` until Ctrl-C: ``--port`` (env ``PB_HTTP_PORT_DASHBOARD``),
+``--host`` (env ``PB_HTTP_HOST``; ``0.0.0.0`` in a container), ``--allowed-hosts`` (env
+``PB_HTTP_ALLOWED_HOSTS``: the Host header values it answers).
 ``asyncapi-export`` writes each service's AsyncAPI document (and the whole system's) to
 ``docs/asyncapi/<service>.json`` so integrators read one page per service.
 """
@@ -26,12 +28,24 @@ def dashboard_command(
     topic_prefix: str = typer.Option(
         "", "--topic-prefix", envvar="PB_TOPIC_PREFIX", help="Prefix of every topic."
     ),
-    host: str = typer.Option("127.0.0.1", "--host", help="Loopback address to listen on."),
+    host: str = typer.Option(
+        "127.0.0.1",
+        "--host",
+        envvar="PB_HTTP_HOST",
+        help="Address to listen on (0.0.0.0: every interface, as in a container).",
+    ),
     port: int = typer.Option(
         8100, "--port", envvar="PB_HTTP_PORT_DASHBOARD", min=0, max=65535, help="0: any free port."
     ),
+    allowed_hosts: str = typer.Option(
+        "",
+        "--allowed-hosts",
+        envvar="PB_HTTP_ALLOWED_HOSTS",
+        help="Host header values answered, comma separated (default: the address, localhost).",
+    ),
 ) -> None:
     """Serve the live dashboard of every table (roads, shoe, edges, money) from Kafka."""
+    from services.shared.platform.settings import check_allowed_hosts
     from services.tools.dashboard.server import Dashboard
 
     async def main() -> None:
@@ -40,13 +54,14 @@ def dashboard_command(
         for signum in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(signum, stop.set)
-        async with Dashboard(kafka, topic_prefix, host, port) as dashboard:
+        hosts = check_allowed_hosts(allowed_hosts)
+        async with Dashboard(kafka, topic_prefix, host, port, allowed_hosts=hosts) as dashboard:
             typer.echo(f"dashboard: {dashboard.url} (Ctrl-C to stop)")
             await stop.wait()
 
     try:
         asyncio.run(main())
-    except ValueError as error:  # e.g. a non-loopback address
+    except ValueError as error:  # a bad --host or --allowed-hosts (SettingsError)
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
     except OSError as error:

@@ -3,11 +3,13 @@
 - :class:`EventFollower` reads the shoe, table and bet event topics and the dead
   letters from the beginning (no consumer group: a restarted dashboard rebuilds
   its state), decodes them with :mod:`contracts` and applies them to the model.
-- :class:`Dashboard` serves on loopback (``services.shared.platform.http``): ``/`` the page
-  (plain HTML/CSS/JS package files, no build step), ``/api/state`` the snapshot
-  as JSON, ``/events`` server-sent events (a ``state`` event with the whole
-  snapshot at most every ``push_interval`` seconds while something changed),
-  ``/health``.
+- :func:`dashboard_app` is the Starlette app: ``/`` the page (plain HTML/CSS/JS package
+  files, no build step), ``/api/state`` the snapshot as JSON, ``/events`` server-sent events
+  (sse-starlette: a ``state`` event with the whole snapshot at most every ``push_interval``
+  seconds while something changed, and every 2 s anyway), ``/health``. The Host header must
+  be an allowed one (``PB_HTTP_ALLOWED_HOSTS``; default the bind address, localhost, 127.0.0.1).
+- :class:`Dashboard` runs both, the app under uvicorn (``webserver.AsgiServer``) on
+  ``PB_HTTP_HOST`` (default 127.0.0.1).
 """
 
 from __future__ import annotations
@@ -16,25 +18,36 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
-from importlib import resources
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 
 from contracts import BET_EVENTS, DEAD_LETTERS, SHOE_EVENTS, TABLE_EVENTS, ContractError, decode
-from services.shared.platform.http import EventStream, Handler, HttpServer, Request, Response
+from services.shared.platform.settings import (
+    SettingsError,
+    check_allowed_hosts,
+    check_http_host,
+    default_allowed_hosts,
+    http_port,
+)
+from services.shared.platform.webserver import AsgiServer
 from services.tools.dashboard.model import DashboardModel
 
 log = logging.getLogger(__name__)
 
 TOPICS = (SHOE_EVENTS, TABLE_EVENTS, BET_EVENTS, DEAD_LETTERS)
 DEFAULT_PORT = 8100
-STATIC = {
-    "/": ("index.html", "text/html; charset=utf-8"),
-    "/index.html": ("index.html", "text/html; charset=utf-8"),
-    "/app.js": ("app.js", "text/javascript; charset=utf-8"),
-    "/style.css": ("style.css", "text/css; charset=utf-8"),
-}
+RETRY_MS = 2000  # how long a browser waits before it reconnects to /events
+PING_S = 15  # an SSE comment line that keeps idle proxies from closing the stream
+NO_STORE = {"Cache-Control": "no-store"}
 
 
 class EventFollower:
@@ -117,8 +130,58 @@ class EventFollower:
                 self.changed.set()
 
 
+def dashboard_app(
+    model: DashboardModel,
+    stopping: asyncio.Event,
+    allowed_hosts: Sequence[str],
+    push_interval: float = 0.5,
+) -> Starlette:
+    """The dashboard's pages over ``model``; ``/events`` streams end when ``stopping`` is set."""
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "alive", "service": "dashboard"}, headers=NO_STORE)
+
+    async def state(request: Request) -> Response:
+        return JSONResponse(model.snapshot(), headers=NO_STORE)
+
+    async def events(request: Request) -> Response:
+        return EventSourceResponse(
+            state_events(model, stopping, push_interval), ping=PING_S, send_timeout=30
+        )
+
+    routes = [
+        Route("/api/state", state, methods=["GET"]),
+        Route("/events", events, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Mount("/", StaticFiles(packages=[("services.tools.dashboard", "static")], html=True)),
+    ]
+    hosts = list(check_allowed_hosts(allowed_hosts))
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts, www_redirect=False)]
+    return Starlette(routes=routes, middleware=middleware)
+
+
+async def state_events(
+    model: DashboardModel, stopping: asyncio.Event, push_interval: float
+) -> AsyncIterator[ServerSentEvent]:
+    """A ``state`` event with the whole snapshot on a change (at most every ``push_interval``
+    seconds), and every 2 s anyway (bets per second move when nothing arrives)."""
+    loop = asyncio.get_running_loop()
+    sent = -1
+    last = 0.0
+    retry: int | None = RETRY_MS  # said once, with the first event
+    while not stopping.is_set():
+        now = loop.time()
+        if model.version != sent or now - last >= 2.0:
+            sent, last = model.version, now
+            snapshot = json.dumps(model.snapshot(), separators=(",", ":"))
+            yield ServerSentEvent(data=snapshot, event="state", retry=retry)
+            retry = None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), push_interval)
+
+
 class Dashboard:
-    """The dashboard: follower + HTTP server on loopback."""
+    """The dashboard: follower + HTTP server (``host``: any address, default loopback)."""
 
     def __init__(
         self,
@@ -127,12 +190,16 @@ class Dashboard:
         host: str = "127.0.0.1",
         port: int = DEFAULT_PORT,
         push_interval: float = 0.5,
+        allowed_hosts: Sequence[str] = (),
     ) -> None:
+        host = check_http_host(host)
         self.model = DashboardModel()
         self.follower = EventFollower(self.model, bootstrap, topic_prefix)
         self.push_interval = push_interval
         self.stopping = asyncio.Event()
-        self.server = HttpServer(self._routes(), host, port, name="dashboard")
+        hosts = check_allowed_hosts(allowed_hosts) or default_allowed_hosts(host)
+        self.app = dashboard_app(self.model, self.stopping, hosts, push_interval)
+        self.server = AsgiServer(self.app, host, port, name="dashboard", lifespan="off")
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -145,7 +212,7 @@ class Dashboard:
         self._task = asyncio.create_task(self.follower.run(self.stopping), name="dashboard-feed")
 
     async def stop(self) -> None:
-        self.stopping.set()
+        self.stopping.set()  # ends the event streams, so the server can close them
         await self.server.stop()
         if self._task is not None:
             try:
@@ -167,59 +234,24 @@ class Dashboard:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    def _routes(self) -> dict[str, Handler]:
-        routes: dict[str, Handler] = {
-            "/api/state": self._state,
-            "/events": self._events,
-            "/health": self._health,
-        }
-        for path, (name, content_type) in STATIC.items():
-            routes[path] = _static(name, content_type)
-        return routes
-
-    async def _health(self, request: Request) -> Response:
-        return Response.json({"status": "alive", "service": "dashboard"})
-
-    async def _state(self, request: Request) -> Response:
-        return Response.json(self.model.snapshot())
-
-    async def _events(self, request: Request) -> EventStream:
-        return EventStream(self._stream())
-
-    async def _stream(self) -> AsyncIterator[tuple[str, str]]:
-        loop = asyncio.get_running_loop()
-        sent = -1
-        last = 0.0
-        while not self.stopping.is_set():
-            now = loop.time()
-            # On a change, and every 2 s anyway (bets per second move when nothing arrives).
-            if self.model.version != sent or now - last >= 2.0:
-                sent, last = self.model.version, now
-                yield "state", json.dumps(self.model.snapshot(), separators=(",", ":"))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), self.push_interval)
-
-
-def _static(name: str, content_type: str) -> Handler:
-    body = resources.files("services.tools.dashboard").joinpath("static", name).read_bytes()
-
-    async def handler(request: Request) -> Response:
-        return Response(200, body, content_type)
-
-    return handler
-
 
 async def start_for_up(
     bootstrap: str, topic_prefix: str, say: Callable[[str], None], env: Mapping[str, str]
 ) -> Dashboard | None:
     """The dashboard of `punto-banco up`: port ``PB_HTTP_PORT_DASHBOARD`` (default 8100, any free
-    port if that one is taken, ``off`` for none); says its URL. Never fails the run."""
-    raw = env.get("PB_HTTP_PORT_DASHBOARD", "").strip().lower()
-    if raw in ("off", "none", "-", "no", "false"):
+    port if that one is taken, ``off`` for none) on ``PB_HTTP_HOST``, answering the Host names of
+    ``PB_HTTP_ALLOWED_HOSTS``; says its URL. Never fails the run."""
+    try:
+        wanted = http_port("dashboard", {k: v for k, v in env.items() if k != "PB_HTTP_PORT"})
+        host = check_http_host(env.get("PB_HTTP_HOST") or "127.0.0.1")
+        allowed = check_allowed_hosts(env.get("PB_HTTP_ALLOWED_HOSTS", ""))
+    except SettingsError as error:
+        say(f"dashboard not started: {error}")
         return None
-    wanted = int(raw) if raw.isdigit() else DEFAULT_PORT
+    if wanted is None:
+        return None
     for port in dict.fromkeys((wanted, 0)):
-        dashboard = Dashboard(bootstrap, topic_prefix, port=port)
+        dashboard = Dashboard(bootstrap, topic_prefix, host, port, allowed_hosts=allowed)
         try:
             await dashboard.start()
         except OSError:

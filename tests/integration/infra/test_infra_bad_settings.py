@@ -160,3 +160,29 @@ def test_status_of_nothing_running_exits_3_without_settings(tmp_path: Path) -> N
     assert result.returncode == 3
     assert "kafka: down" in result.stderr and "postgres: down" in result.stderr
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("command", "env", "phrase"),
+    [
+        (["serve", "shoe"], {"PB_HTTP_HOST": "http://0.0.0.0"}, "PB_HTTP_HOST must be an IP"),
+        (["serve", "shoe"], {"PB_HTTP_ALLOWED_HOSTS": "shoe:8101"}, "without port"),
+        (["serve", "shoe"], {"POSTGRES_PORT": "five"}, "POSTGRES_PORT must be a whole number"),
+        (["dashboard", "--host", "http://x"], {}, "PB_HTTP_HOST must be an IP"),
+        (["dashboard"], {"PB_HTTP_ALLOWED_HOSTS": "*bad"}, "PB_HTTP_ALLOWED_HOSTS"),
+    ],
+)
+def test_bad_http_and_store_settings_name_the_variable(
+    tmp_path: Path, command: list[str], env: dict[str, str], phrase: str
+) -> None:
+    result = subprocess.run(
+        [*PUNTO_BANCO, *command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PB_DATA_DIR": str(tmp_path), **env},
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert phrase in result.stderr

@@ -77,3 +77,80 @@ def test_bad_settings_name_the_variable(env: dict[str, str], needle: str) -> Non
 def test_service_names_are_checked() -> None:
     with pytest.raises(SettingsError):
         Settings.from_env("Shoe Service", {})
+
+
+def test_empty_variables_count_as_unset() -> None:
+    settings = Settings.from_env(
+        "shoe", {"PB_DATA_DIR": "", "POSTGRES_PORT": "", "PB_LOG_LEVEL": ""}
+    )
+    assert settings.data_dir == Path("var")
+    assert settings.persistence == "sqlite"
+    assert settings.log_level == "INFO"
+
+
+def test_every_bad_variable_is_named_in_one_message() -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env("shoe", {"PB_TOPIC_PARTITIONS": "three", "PB_LOG_FORMAT": "xml"})
+    message = str(caught.value)
+    assert "PB_TOPIC_PARTITIONS must be a whole number, got 'three'" in message
+    assert "PB_LOG_FORMAT must be 'text' or 'json', not 'xml'" in message
+
+
+def test_the_process_environment_is_read_when_no_mapping_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PB_TOPIC_PREFIX", "env.")
+    monkeypatch.setenv("PB_RELAY_BATCH_SIZE", "17")
+    settings = Settings.from_env("shoe")
+    assert (settings.topic_prefix, settings.relay_batch_size) == ("env.", 17)
+    assert Settings.from_env("shoe", {}).topic_prefix == ""  # a given mapping is all there is
+
+
+def test_http_host_is_loopback_by_default_and_any_address_is_allowed() -> None:
+    assert Settings.from_env("shoe", {}).http_host == "127.0.0.1"
+    for host in ("0.0.0.0", "::", "10.1.2.3", "shoe.punto-banco.svc"):
+        assert Settings.from_env("shoe", {"PB_HTTP_HOST": host}).http_host == host
+    for bad in ("http://shoe", "shoe:8101", "a b"):
+        with pytest.raises(SettingsError, match="PB_HTTP_HOST must be an IP address"):
+            Settings.from_env("shoe", {"PB_HTTP_HOST": bad})
+
+
+def test_allowed_hosts_default_to_the_bind_address_and_localhost() -> None:
+    assert Settings.from_env("shoe", {}).allowed_hosts == ("127.0.0.1", "localhost")
+    assert Settings.from_env("shoe", {"PB_HTTP_HOST": "::1"}).allowed_hosts == (
+        "[::1]",
+        "localhost",
+        "127.0.0.1",
+    )
+    # The wildcard address is nobody's Host header: a container lists its names.
+    assert Settings.from_env("shoe", {"PB_HTTP_HOST": "0.0.0.0"}).allowed_hosts == (
+        "localhost",
+        "127.0.0.1",
+    )
+
+
+def test_allowed_hosts_are_a_checked_comma_separated_list() -> None:
+    env = {"PB_HTTP_HOST": "0.0.0.0", "PB_HTTP_ALLOWED_HOSTS": "Shoe, 10.0.0.7 ::1,*.svc.local"}
+    settings = Settings.from_env("shoe", env)
+    assert settings.allowed_hosts == ("shoe", "10.0.0.7", "[::1]", "*.svc.local")
+    for bad, needle in (
+        ("shoe:8101", "without port"),
+        ("http://shoe", "without port"),
+        ("sh*e", "'\\*.example.com'"),
+        ("bad_name!", "not a host name"),
+    ):
+        with pytest.raises(SettingsError, match=needle):
+            Settings.from_env("shoe", {"PB_HTTP_ALLOWED_HOSTS": bad})
+
+
+def test_every_variable_is_in_the_readme_settings_table() -> None:
+    from services.shared.platform.environment import Environment
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    table = readme.split("## Settings", 1)[1].split("\n## ", 1)[0]
+    missing = [
+        str(field.alias)
+        for field in Environment.model_fields.values()
+        if f"`{field.alias}`" not in table
+    ]
+    assert not missing, f"not in the README's settings table: {missing}"

@@ -1,0 +1,223 @@
+"""The process environment, read and checked by pydantic-settings (:class:`Environment`).
+
+Each field names its variable (the README's settings table); an empty variable counts as
+unset. :meth:`Environment.read` reads ``os.environ`` or a given mapping (tests, ``up``) and
+turns pydantic's errors into one :class:`SettingsError` that names each bad variable and what it
+must be. The HTTP host checks live here too: the services' settings and the dashboard share them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+
+class SettingsError(ValueError):
+    """A setting is missing or malformed; the message names the variable to fix."""
+
+
+_HOST_NAME = re.compile(
+    r"(?=.{1,253}\.?$)(?!-)[a-z0-9-]{1,63}(?<!-)(?:\.(?!-)[a-z0-9-]{1,63}(?<!-))*\.?", re.I
+)
+
+
+def check_http_host(host: str) -> str:
+    """``host`` (``PB_HTTP_HOST``) if it is an IP address or a host name, else SettingsError.
+
+    Any address is allowed: ``127.0.0.1`` (the default) keeps the endpoints on the machine,
+    ``0.0.0.0`` (or ``::``) serves every interface, as a container needs.
+    """
+    bare = host.strip()
+    if bare.startswith("[") and bare.endswith("]"):
+        bare = bare[1:-1]
+    try:
+        return str(ipaddress.ip_address(bare))
+    except ValueError:
+        pass
+    if _HOST_NAME.fullmatch(bare):
+        return bare.lower()
+    raise SettingsError(
+        f"PB_HTTP_HOST must be an IP address (127.0.0.1, 0.0.0.0, ::1) or a host name, not {host!r}"
+    )
+
+
+def _allowed_host(entry: str) -> str:
+    """One ``PB_HTTP_ALLOWED_HOSTS`` entry as Starlette compares it (IPv6 in brackets)."""
+    lowered = entry.strip().lower()
+    if lowered == "*" or (lowered.startswith("*.") and _HOST_NAME.fullmatch(lowered[2:])):
+        return lowered
+    bare = lowered[1:-1] if lowered.startswith("[") and lowered.endswith("]") else lowered
+    try:
+        address = ipaddress.ip_address(bare)
+    except ValueError:
+        address = None
+    if address is not None:
+        return f"[{address}]" if address.version == 6 else str(address)
+    if "*" in lowered:
+        raise SettingsError(
+            f"PB_HTTP_ALLOWED_HOSTS: {entry!r} is not a pattern like '*.example.com' (or '*')"
+        )
+    if ":" in lowered or "/" in lowered:
+        raise SettingsError(
+            f"PB_HTTP_ALLOWED_HOSTS lists host names without port or scheme, not {entry!r}"
+        )
+    if not _HOST_NAME.fullmatch(lowered):
+        raise SettingsError(f"PB_HTTP_ALLOWED_HOSTS: {entry!r} is not a host name or address")
+    return lowered
+
+
+def check_allowed_hosts(entries: str | Iterable[str]) -> tuple[str, ...]:
+    """``PB_HTTP_ALLOWED_HOSTS`` (comma or space separated) as a checked tuple; ``()``: defaults."""
+    items = re.split(r"[,\s]+", entries) if isinstance(entries, str) else list(entries)
+    return tuple(dict.fromkeys(_allowed_host(item) for item in items if item.strip()))
+
+
+def default_allowed_hosts(bind_host: str) -> tuple[str, ...]:
+    """The Host header values answered when ``PB_HTTP_ALLOWED_HOSTS`` is not set.
+
+    The bind address (unless it is the wildcard 0.0.0.0 or ::, which no client names),
+    ``localhost`` and ``127.0.0.1``.
+    """
+    hosts: list[str] = []
+    try:
+        address = ipaddress.ip_address(bind_host.strip("[]"))
+    except ValueError:
+        hosts.append(bind_host.lower())
+    else:
+        if not address.is_unspecified:
+            hosts.append(f"[{address}]" if address.version == 6 else str(address))
+    return tuple(dict.fromkeys([*hosts, "localhost", "127.0.0.1"]))
+
+
+def _one_of(shown: str, *choices: str, word: str = "got") -> Any:
+    """A check that the value is one of ``choices``; the message says ``must be <shown>``."""
+
+    def check(value: str) -> str:
+        if value not in choices:
+            raise ValueError(f"must be {shown}, {word} {value!r}")
+        return value
+
+    return AfterValidator(check)
+
+
+Stripped = Annotated[str, StringConstraints(strip_whitespace=True)]
+Lower = Annotated[str, StringConstraints(strip_whitespace=True, to_lower=True)]
+
+
+class Environment(BaseSettings):
+    """The variables every process reads, with their defaults (see the README's table)."""
+
+    model_config = SettingsConfigDict(case_sensitive=True, extra="ignore", frozen=True)
+
+    data_dir: Path = Field(Path("var"), alias="PB_DATA_DIR")
+    persistence: Annotated[
+        Lower, _one_of("'sqlite' or 'postgres'", "", "sqlite", "postgres", "postgresql")
+    ] = Field("", alias="PB_PERSISTENCE")
+    postgres_dsn: Stripped = Field("", alias="PB_POSTGRES_DSN")
+    postgres_host: str = Field("", alias="POSTGRES_HOST")
+    postgres_port: int | None = Field(None, alias="POSTGRES_PORT")
+    postgres_dbname: str = Field("", alias="POSTGRES_DBNAME")
+    postgres_user: str = Field("", alias="POSTGRES_USER")
+    postgres_password: str = Field("", alias="POSTGRES_PASSWORD")
+    postgres_pool_size: int | None = Field(None, alias="POSTGRES_POOL_SIZE")
+    postgres_schema_prefix: str = Field("", alias="PB_POSTGRES_SCHEMA_PREFIX")
+    kafka_bootstrap_servers: Stripped = Field("127.0.0.1:9092", alias="KAFKA_BOOTSTRAP_SERVERS")
+    topic_prefix: str = Field("", alias="PB_TOPIC_PREFIX")
+    consumer_group: str = Field("", alias="PB_CONSUMER_GROUP")
+    topic_partitions: int | None = Field(None, alias="PB_TOPIC_PARTITIONS")
+    relay_batch_size: int | None = Field(None, alias="PB_RELAY_BATCH_SIZE")
+    relay_poll_interval: float = Field(0.2, alias="PB_RELAY_POLL_INTERVAL")
+    consumer_max_records: int | None = Field(None, alias="PB_CONSUMER_MAX_RECORDS")
+    log_level: Annotated[str, StringConstraints(strip_whitespace=True, to_upper=True)] = Field(
+        "INFO", alias="PB_LOG_LEVEL"
+    )
+    log_format: Annotated[Lower, _one_of("'text' or 'json'", "text", "json", word="not")] = Field(
+        "text", alias="PB_LOG_FORMAT"
+    )
+    http_host: Annotated[str, AfterValidator(check_http_host)] = Field(
+        "127.0.0.1", alias="PB_HTTP_HOST"
+    )
+    http_allowed_hosts: Annotated[
+        tuple[str, ...], NoDecode, BeforeValidator(check_allowed_hosts)
+    ] = Field((), alias="PB_HTTP_ALLOWED_HOSTS")
+    signing_key: Stripped = Field("", alias="PB_SIGNING_KEY")
+    keyring: Stripped = Field("", alias="PB_KEYRING")
+
+    @classmethod
+    def read(cls, env: Mapping[str, str] | None = None) -> Environment:
+        """The variables of ``env`` (default ``os.environ``); SettingsError names the bad ones."""
+        token = _ENVIRON.set(env)
+        try:
+            return cls()
+        except ValidationError as error:
+            raise _readable(error) from None
+        finally:
+            _ENVIRON.reset(token)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The environment only (no .env or secrets files): ``os.environ`` or the given one."""
+        environ = _ENVIRON.get()
+        return (
+            init_settings,
+            _MappingSource(settings_cls, os.environ if environ is None else environ),
+        )
+
+
+_ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("pb_environment", default=None)
+"""The mapping :meth:`Environment.read` was given, for the duration of the read."""
+
+
+class _MappingSource(EnvSettingsSource):
+    """pydantic-settings' environment source over a given mapping; empty values are unset."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {key: value for key, value in self._environ.items() if value != ""}
+
+
+_EXPECTED = {
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_parsing": "must be a number",
+    "finite_number": "must be a finite number",
+    "path_type": "must be a folder path",
+}
+
+
+def _readable(error: ValidationError) -> SettingsError:
+    """One message naming every bad variable, what it must be and what it was."""
+    problems = []
+    for item in error.errors():
+        name = str(item["loc"][0]) if item["loc"] else "settings"
+        if item["type"] == "value_error":
+            what = str(item["ctx"]["error"])
+            problems.append(what if what.startswith(name) else f"{name} {what}")
+        else:
+            expected = _EXPECTED.get(item["type"], item["msg"].lower())
+            problems.append(f"{name} {expected}, got {item['input']!r}")
+    return SettingsError("; ".join(problems))

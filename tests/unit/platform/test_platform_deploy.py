@@ -1,0 +1,283 @@
+"""deploy/ agrees with the code: Kubernetes manifests, compose.yaml and the Prometheus configs.
+
+Nothing here runs a cluster or a Docker engine (there is none on this machine): the files are
+parsed and held to what the code reads (the variables of settings.Environment, the ports of
+settings.http_port, the routes of endpoints.ops_app, the key files keys.py loads).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator, Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pytest
+import yaml
+
+from services.shared.platform.endpoints import ops_app
+from services.shared.platform.environment import Environment
+from services.shared.platform.settings import HTTP_PORTS, Settings
+
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
+K8S = DEPLOY / "k8s"
+SERVICES = ("shoe", "dealing", "settlement")
+POD_IP = "10.42.0.7"
+HELPER_VARIABLES = {"POD_IP"}  # set by the manifests for other variables to refer to
+
+KNOWN_VARIABLES = (
+    {str(field.alias) for field in Environment.model_fields.values()}
+    | {"PB_HTTP_PORT"}
+    | {f"PB_HTTP_PORT_{name.upper()}" for name in HTTP_PORTS}
+)
+"""Every variable the processes read (environment.py, settings.http_port)."""
+
+
+def load_all(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def kustomization() -> dict[str, Any]:
+    [doc] = load_all(K8S / "kustomization.yaml")
+    return doc
+
+
+def resources() -> Iterator[dict[str, Any]]:
+    for name in kustomization()["resources"]:
+        yield from load_all(K8S / name)
+
+
+def find(kind: str, name: str) -> dict[str, Any]:
+    [found] = [
+        doc for doc in resources() if doc["kind"] == kind and doc["metadata"]["name"] == name
+    ]
+    return found
+
+
+def pod_spec(service: str) -> dict[str, Any]:
+    spec: dict[str, Any] = find("Deployment", service)["spec"]["template"]["spec"]
+    return spec
+
+
+def container(service: str) -> dict[str, Any]:
+    [main] = pod_spec(service)["containers"]
+    return dict(main)
+
+
+def environment_of(service: str) -> dict[str, str]:
+    """The container's environment as the kubelet makes it (ConfigMap, Secret, then env)."""
+    main = container(service)
+    env: dict[str, str] = {}
+    for source in main.get("envFrom", []):
+        if "configMapRef" in source:
+            env.update(find("ConfigMap", source["configMapRef"]["name"])["data"])
+        else:
+            assert source["secretRef"]["name"] == "punto-banco-postgres"
+            env.update(dotenv(K8S / "postgres.env.example"))
+    for variable in main["env"]:
+        if "valueFrom" in variable:
+            assert variable["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+            env[variable["name"]] = POD_IP
+        else:  # $(NAME) refers to a variable defined before it
+            env[variable["name"]] = re.sub(
+                r"\$\((\w+)\)", lambda m: env[m.group(1)], variable["value"]
+            )
+    return env
+
+
+def dotenv(path: Path) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    return {key.strip(): value.strip() for key, value in pairs if not key.startswith("#")}
+
+
+def generated(kind: str) -> dict[str, list[str]]:
+    """The ConfigMaps or Secrets kustomization.yaml generates: name -> file keys (or env keys)."""
+    out = {}
+    for item in kustomization()[kind]:
+        keys = [entry.split("=", 1)[0] for entry in item.get("files", [])]
+        for envs in item.get("envs", []):
+            keys += list(dotenv(K8S / (envs + ".example")))
+        out[item["name"]] = keys
+    return out
+
+
+def mount_of(spec: Mapping[str, Any], volume: str) -> PurePosixPath:
+    [path] = [m["mountPath"] for m in spec["volumeMounts"] if m["name"] == volume]
+    return PurePosixPath(path)
+
+
+def volume(service: str, name: str) -> dict[str, Any]:
+    [found] = [v for v in pod_spec(service)["volumes"] if v["name"] == name]
+    return dict(found)
+
+
+def test_kustomization_lists_files_that_exist() -> None:
+    for name in kustomization()["resources"]:
+        assert (K8S / name).is_file(), name
+    kinds = {(doc["kind"], doc["metadata"]["name"]) for doc in resources()}
+    for service in SERVICES:
+        assert {("Deployment", service), ("Service", service)} <= kinds
+    assert kustomization()["namespace"] == "punto-banco"
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_every_variable_set_is_one_the_code_reads(service: str) -> None:
+    unknown = set(environment_of(service)) - KNOWN_VARIABLES - HELPER_VARIABLES
+    assert not unknown, f"{service}: variables no code reads: {sorted(unknown)}"
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_the_settings_read_from_the_manifest_bind_every_interface_on_the_container_port(
+    service: str,
+) -> None:
+    settings = Settings.from_env(service, environment_of(service))
+    [port] = container(service)["ports"]
+    assert settings.http_host == "0.0.0.0"
+    assert settings.http_port == port["containerPort"] == HTTP_PORTS[service]
+    assert settings.persistence == "postgres"
+    assert settings.log_format == "json"
+    # The kubelet's probes and a pod scrape use the pod's IP; the cluster uses the Service.
+    for host in (POD_IP, "localhost", service, f"{service}.punto-banco.svc.cluster.local"):
+        assert host in settings.allowed_hosts, host
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_probes_ask_the_endpoints_ops_app_serves(service: str) -> None:
+    app = ops_app(object(), bytes, str, service=service, allowed_hosts=["localhost"])  # type: ignore[arg-type]
+    paths = {getattr(route, "path", None) for route in app.routes}
+    main = container(service)
+    [port] = main["ports"]
+    probes = {
+        kind: main[kind]["httpGet"] for kind in ("startupProbe", "readinessProbe", "livenessProbe")
+    }
+    assert probes["readinessProbe"]["path"] == "/ready"
+    assert probes["livenessProbe"]["path"] == "/health"
+    for probe in probes.values():
+        assert probe["path"] in paths
+        assert probe["port"] in (port["name"], port["containerPort"])
+    # /ready gives its checks 3 s: the probe waits longer than that.
+    assert main["readinessProbe"]["timeoutSeconds"] > 3
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_prometheus_annotations_point_at_the_metrics_port(service: str) -> None:
+    template = find("Deployment", service)["spec"]["template"]
+    annotations = template["metadata"]["annotations"]
+    [port] = container(service)["ports"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/port"] == str(port["containerPort"])
+    assert annotations["prometheus.io/path"] == "/metrics"
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_the_service_selects_the_pods_and_exposes_the_metrics_port(service: str) -> None:
+    deployment = find("Deployment", service)
+    spec = find("Service", service)["spec"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert spec["selector"].items() <= labels.items()
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    [port] = container(service)["ports"]
+    [exposed] = spec["ports"]
+    assert exposed["name"] == "ops" and exposed["targetPort"] == port["name"]
+    assert exposed["port"] == port["containerPort"]
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_the_signing_key_reaches_the_service_private_and_the_keyring_public(
+    service: str,
+) -> None:
+    settings = Settings.from_env(service, environment_of(service))
+    spec = pod_spec(service)
+    main = container(service)
+    [init] = spec["initContainers"]
+    # The init container copies the Secret's key, mode 0600, to the folder PB_SIGNING_KEY names.
+    command = init["command"] if len(init["command"]) > 2 else shlex.split(init["command"][-1])
+    assert command[:3] == ["install", "-m", "0600"]
+    source, target = PurePosixPath(command[3]), PurePosixPath(command[4])
+    secret = volume(service, "signing-secret")["secret"]
+    assert secret["defaultMode"] & 0o007 == 0  # never readable by others
+    assert source.parent == mount_of(init, "signing-secret")
+    assert source.name in generated("secretGenerator")[secret["secretName"]]
+    assert target.parent == mount_of(init, "signing-key") == mount_of(main, "signing-key")
+    assert PurePosixPath(str(settings.signing_key_path)) == target
+    assert "emptyDir" in volume(service, "signing-key")
+    # The keyring: a ConfigMap folder, updated in place on rotation.
+    keyring = PurePosixPath(str(settings.keyring_path))
+    config_map = volume(service, "keyring")["configMap"]["name"]
+    assert keyring.parent == mount_of(main, "keyring")
+    assert keyring.name in generated("configMapGenerator")[config_map]
+    [item] = [i for i in kustomization()["configMapGenerator"] if i["name"] == config_map]
+    assert item["options"]["disableNameSuffixHash"] is True
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_every_container_has_requests_and_a_memory_limit(service: str) -> None:
+    spec = pod_spec(service)
+    for each in [*spec["initContainers"], *spec["containers"]]:
+        resources = each["resources"]
+        assert {"cpu", "memory"} <= set(resources["requests"]), each["name"]
+        assert "memory" in resources["limits"], each["name"]
+        assert each["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_the_in_cluster_prometheus_scrapes_the_annotated_pods_of_the_namespace() -> None:
+    [config] = load_all(DEPLOY / "prometheus" / "kubernetes.yml")
+    [job] = config["scrape_configs"]
+    [discovery] = job["kubernetes_sd_configs"]
+    assert discovery["role"] == "pod"
+    assert discovery["namespaces"]["names"] == [kustomization()["namespace"]]
+    sources = {tuple(rule["source_labels"]) for rule in job["relabel_configs"]}
+    assert ("__meta_kubernetes_pod_annotation_prometheus_io_scrape",) in sources
+    assert ("__meta_kubernetes_pod_annotation_prometheus_io_path",) in sources
+    assert any("__meta_kubernetes_pod_annotation_prometheus_io_port" in s for s in sources)
+    [monitor] = load_all(K8S / "servicemonitor.yaml")
+    assert monitor["spec"]["selector"]["matchExpressions"][0]["values"] == list(SERVICES)
+    assert monitor["spec"]["endpoints"][0]["port"] == "ops"
+
+
+def compose_services() -> dict[str, Any]:
+    [compose] = load_all(DEPLOY / "compose.yaml")
+    services: dict[str, Any] = compose["services"]
+    return services
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_compose_publishes_each_metrics_port_on_loopback(service: str) -> None:
+    entry = compose_services()[service]
+    env = {key: str(value) for key, value in entry["environment"].items()}
+    assert set(env) - KNOWN_VARIABLES <= {"PB_SERVICE"}
+    settings = Settings.from_env(service, env)
+    port = settings.http_port
+    assert settings.http_host == "0.0.0.0"
+    assert f"127.0.0.1:{port}:{port}" in entry["ports"]
+    assert {service, "localhost", "127.0.0.1"} <= set(settings.allowed_hosts)
+    assert f"http://127.0.0.1:{port}/ready" in " ".join(entry["healthcheck"]["test"])
+
+
+def targets(path: Path) -> dict[str, str]:
+    [config] = load_all(path)
+    [job] = config["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    return {
+        group["labels"]["service"]: target
+        for group in job["static_configs"]
+        for target in group["targets"]
+    }
+
+
+def test_the_prometheus_configs_scrape_the_ports_compose_publishes() -> None:
+    ports = {service: HTTP_PORTS[service] for service in SERVICES}
+    assert targets(DEPLOY / "prometheus" / "prometheus.yml") == {
+        service: f"127.0.0.1:{port}" for service, port in ports.items()
+    }
+    assert targets(DEPLOY / "prometheus" / "compose.yml") == {
+        service: f"{service}:{port}" for service, port in ports.items()
+    }
+    prometheus = compose_services()["prometheus"]
+    assert "./prometheus/compose.yml:/etc/prometheus/prometheus.yml:ro" in prometheus["volumes"]
+
+
+def test_the_docs_say_compose_and_kubernetes_are_not_exercised_here() -> None:
+    for path in (K8S / "README.md", DEPLOY / "compose.yaml"):
+        assert "not exercised" in path.read_text().lower(), path
