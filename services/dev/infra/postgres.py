@@ -4,8 +4,15 @@ The server binaries come from Debian's ``postgresql`` package (installed with
 apt-get when missing and we are root). The cluster listens on 127.0.0.1 only (no
 Unix socket), uses password (SCRAM) authentication, and gets a role and a
 database for the project; the role may create databases (the test fixtures make
-a fresh one per test session). As root, the server runs as the ``postgres`` OS
-user, which PostgreSQL requires.
+a fresh one per test session) and roles: it is the local administrator. As root, the
+server runs as the ``postgres`` OS user, which PostgreSQL requires.
+
+Every start (also of a server already running) provisions, as that administrator, the
+services' least-privilege roles for the default schemas of the project database
+(``services/shared/platform/pg_roles.py``: ``shoe``, ``dealing``, ``settlement`` and their
+``*_owner`` roles, ``auditor``). Their passwords are made here and kept in
+``<home>/secrets/<role>.password`` (0600, folder 0700); :meth:`PostgresServer.role_env` gives a
+role's ``POSTGRES_*`` settings, to run a service (or the audit) as that role.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from services.dev.infra import layout
 from services.dev.infra.errors import InfraError
 from services.dev.infra.pg_binaries import find_bin_dir
 from services.dev.infra.ports import LOOPBACK, choose_port
+from services.dev.infra.private_files import private_folder, read_private, write_private
 from services.dev.infra.processes import (
     locked,
     progress,
@@ -39,6 +47,8 @@ from services.dev.infra.processes import (
 )
 from services.dev.infra.state import load_state, save_state
 from services.dev.infra.status import ServiceStatus
+from services.shared.platform.pg_roles import SERVICES, Provisioning, provision, store_roles
+from services.shared.platform.settings import PostgresSettings
 
 DEFAULT_PORT = 55432
 PORT_OPTION = "--postgres-port (or PB_POSTGRES_PORT)"
@@ -102,6 +112,75 @@ class PostgresServer:
             "POSTGRES_USER": self.user,
             "POSTGRES_PASSWORD": str(state.get("password", "")),
         }
+
+    @property
+    def secrets_dir(self) -> Path:
+        return self.home / "secrets"
+
+    def login_roles(self) -> list[str]:
+        """The LOGIN roles provisioned for the default schemas: the services and the auditor."""
+        return [store.login for store in store_roles(SERVICES)] + ["auditor"]
+
+    def role_password(self, role: str) -> str:
+        """``role``'s password (made, random, if it has none yet)."""
+        if role not in self.login_roles():
+            raise InfraError(
+                f"{role!r} is not a role of the local PostgreSQL.",
+                f"use one of {', '.join(self.login_roles())}",
+            )
+        path = self.secrets_dir / f"{role}.password"
+        if path.is_file():
+            found = read_private(path).strip()
+            if found:
+                return found
+        password = secrets.token_urlsafe(32)
+        private_folder(self.secrets_dir)
+        write_private(path, password + "\n")
+        return password
+
+    def role_env(self, role: str) -> dict[str, str]:
+        """The settings of a service (or the auditor) logging in as its own role."""
+        env = {**self.env(), "POSTGRES_USER": role, "POSTGRES_PASSWORD": self.role_password(role)}
+        if role != "auditor":
+            env["PB_POSTGRES_CREATE_TABLES"] = "no"
+        return env
+
+    def provision_roles(self) -> Provisioning:
+        """Provision the default schemas' roles (idempotent); make the stored passwords work."""
+        env = self.env()
+        admin = PostgresSettings(
+            host=env["POSTGRES_HOST"],
+            port=int(env["POSTGRES_PORT"]),
+            dbname=self.database,
+            user=self.user,
+            password=env["POSTGRES_PASSWORD"],
+        )
+        passwords = {role: self.role_password(role) for role in self.login_roles()}
+        done = provision(admin, SERVICES, passwords=passwords)
+        created = {role.name for role in done.roles if role.created}
+        for role, password in passwords.items():
+            if role not in created and not self._logs_in(role, password):
+                self._set_password(role, password)  # an existing role, its file replaced
+        return done
+
+    def _logs_in(self, role: str, password: str) -> bool:
+        conninfo = {**self.superuser_conninfo(self.database), "user": role, "password": password}
+        try:
+            with psycopg.connect(**conninfo):
+                return True
+        except psycopg.OperationalError:
+            return False
+
+    def _set_password(self, role: str, password: str) -> None:
+        with psycopg.connect(**self.superuser_conninfo(), autocommit=True) as connection:
+            verifier = connection.pgconn.encrypt_password(
+                password.encode(), role.encode(), b"scram-sha-256"
+            )
+            connection.execute(
+                sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                    sql.Identifier(role), sql.Literal(verifier.decode())
+                )
+            )
 
     def superuser_conninfo(self, dbname: str = "postgres") -> dict[str, Any]:
         state = self._state()
@@ -212,6 +291,8 @@ class PostgresServer:
                     f"read {self.log_file}; `punto-banco infra down` then `up` again",
                 )
             progress(f"PostgreSQL already running on {LOOPBACK}:{running_port} (pid {pid})")
+            self._ensure_role_and_database(state["password"])
+            self._provision()
             return self.env()
         bin_dir = self.bin_dir or find_bin_dir()
         self._check_owner_exists()
@@ -251,6 +332,7 @@ class PostgresServer:
                 f"read {self.log_file}",
             )
         self._ensure_role_and_database(state["password"])
+        self._provision()
         progress(f"PostgreSQL is up on {LOOPBACK}:{port}, database {self.database}")
         return self.env()
 
@@ -364,7 +446,7 @@ class PostgresServer:
             ).fetchone()
             verb = "ALTER" if exists else "CREATE"
             connection.execute(
-                sql.SQL("{} ROLE {} LOGIN CREATEDB PASSWORD {}").format(
+                sql.SQL("{} ROLE {} LOGIN CREATEDB CREATEROLE PASSWORD {}").format(
                     sql.SQL(verb), sql.Identifier(self.user), sql.Literal(password)
                 )
             )
@@ -376,6 +458,20 @@ class PostgresServer:
                         sql.Identifier(self.database), sql.Identifier(self.user)
                     )
                 )
+
+    def _provision(self) -> None:
+        try:
+            done = self.provision_roles()
+        except psycopg.Error as error:
+            raise InfraError(
+                f"provisioning the services' PostgreSQL roles failed: {error}",
+                f"read {self.log_file}; `punto-banco infra up` again once it is fixed",
+            ) from None
+        made = [role.name for role in done.roles if role.created]
+        if made:
+            progress(
+                f"PostgreSQL roles created: {', '.join(made)} (passwords in {self.secrets_dir})"
+            )
 
     def stop(self, timeout: float = 60.0) -> bool:
         """Stop the cluster (fast shutdown, then kill). True if one was running."""

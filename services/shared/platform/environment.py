@@ -135,6 +135,7 @@ class Environment(BaseSettings):
     postgres_password: str = Field("", alias="POSTGRES_PASSWORD")
     postgres_pool_size: int | None = Field(None, alias="POSTGRES_POOL_SIZE")
     postgres_schema_prefix: str = Field("", alias="PB_POSTGRES_SCHEMA_PREFIX")
+    postgres_create_tables: bool = Field(True, alias="PB_POSTGRES_CREATE_TABLES")
     kafka_bootstrap_servers: Stripped = Field("127.0.0.1:9092", alias="KAFKA_BOOTSTRAP_SERVERS")
     topic_prefix: str = Field("", alias="PB_TOPIC_PREFIX")
     consumer_group: str = Field("", alias="PB_CONSUMER_GROUP")
@@ -206,6 +207,7 @@ _EXPECTED = {
     "float_parsing": "must be a number",
     "finite_number": "must be a finite number",
     "path_type": "must be a folder path",
+    "bool_parsing": "must be yes or no",
 }
 
 

@@ -4,6 +4,12 @@ The Application itself only sees the eventsourcing environment produced by
 :meth:`Settings.eventsourcing_env`; this module does the little preparation a
 backend needs first (the data folder for SQLite, the schema for PostgreSQL).
 
+A PostgreSQL schema is created only when it is missing, and only when the service makes its
+own tables (``PB_POSTGRES_CREATE_TABLES``, default yes). A store provisioned by
+``punto-banco db setup`` (``pg_roles.py``) is only checked: the service's role may use the
+schema and the owner's write-lock procedure is there; otherwise :class:`StoreNotReady` says
+what to run.
+
 SQLite stores are private to their owner: a data folder made here is created 0700 (an
 existing one keeps its mode: it may hold the local servers' folders too) and the database
 file 0600 before SQLite opens it (SQLite gives its -wal and -shm files the database file's
@@ -22,30 +28,64 @@ from services.shared.platform.settings import Settings
 
 TApp = TypeVar("TApp", bound=ServiceApplication)
 
+LOCK_PROCEDURE = "pb_lock_events"  # pg_store.LOCK_PROCEDURE (not imported: no driver here)
+
+
+class StoreNotReady(RuntimeError):
+    """The service's PostgreSQL store is missing or not usable by its role (says what to do)."""
+
 
 def prepare_store(settings: Settings) -> None:
-    """Create the SQLite data folder or the service's PostgreSQL schema if missing."""
+    """Create the SQLite data folder or the service's PostgreSQL schema if missing; check a
+    provisioned store (``PB_POSTGRES_CREATE_TABLES=no``)."""
     if settings.persistence == "postgres":
-        import psycopg
-        from psycopg import sql
-
-        pg = settings.postgres
-        with psycopg.connect(
-            host=pg.host,
-            port=pg.port,
-            dbname=pg.dbname,
-            user=pg.user,
-            password=pg.password,
-            autocommit=True,
-            connect_timeout=10,
-        ) as conn:
-            conn.execute(
-                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                    sql.Identifier(settings.postgres_schema)
-                )
-            )
+        _prepare_schema(settings)
     else:
         private_sqlite_file(settings.sqlite_path)
+
+
+def _prepare_schema(settings: Settings) -> None:
+    import psycopg
+    from psycopg import sql
+
+    pg, schema = settings.postgres, settings.postgres_schema
+    with psycopg.connect(
+        host=pg.host,
+        port=pg.port,
+        dbname=pg.dbname,
+        user=pg.user,
+        password=pg.password,
+        autocommit=True,
+        connect_timeout=10,
+    ) as conn:
+        found = conn.execute(
+            "SELECT has_schema_privilege(n.oid, 'USAGE'), EXISTS (SELECT 1 FROM pg_proc p "
+            "WHERE p.pronamespace = n.oid AND p.proname = %s) "
+            "FROM pg_namespace n WHERE n.nspname = %s",
+            (LOCK_PROCEDURE, schema),
+        ).fetchone()
+        if settings.postgres_create_tables:
+            if found is None:  # CREATE SCHEMA checks the right to create even if it exists
+                conn.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+                )
+            return
+        setup = "`punto-banco db setup` (as an administrator)"
+        if found is None:
+            raise StoreNotReady(
+                f"no schema {schema} in {settings.describe_store()}: provision it with {setup}, "
+                "or set PB_POSTGRES_CREATE_TABLES=yes to let the service create it"
+            )
+        if not found[0]:
+            raise StoreNotReady(
+                f"role {pg.user} may not use schema {schema}: give the service its own role's "
+                f"POSTGRES_USER / POSTGRES_PASSWORD, or run {setup} again"
+            )
+        if not found[1]:
+            raise StoreNotReady(
+                f"schema {schema} was not provisioned by {setup} (no {LOCK_PROCEDURE} there): "
+                "run it, or set PB_POSTGRES_CREATE_TABLES=yes"
+            )
 
 
 def private_sqlite_file(path: Path) -> None:

@@ -12,7 +12,10 @@ Persistence is handed to eventsourcing as *its* environment (``PERSISTENCE_MODUL
 - PostgreSQL when ``PB_PERSISTENCE=postgres``, ``PB_POSTGRES_DSN`` or any of
   ``POSTGRES_HOST``/``POSTGRES_DBNAME`` is set. Each service gets its own schema
   (``POSTGRES_SCHEMA=<PB_POSTGRES_SCHEMA_PREFIX><service>``, prefix default ""),
-  so the three stores never share tables.
+  so the three stores never share tables. ``PB_POSTGRES_CREATE_TABLES=no`` (default yes): the
+  store was provisioned by ``punto-banco db setup`` and the service logs in as its own
+  least-privilege role (``pg_roles.py``): it creates neither schema nor tables, and takes its
+  events table's write lock through the owner's procedure (``pg_store.py``).
 
 Kafka: ``KAFKA_BOOTSTRAP_SERVERS`` (default ``127.0.0.1:9092``) and ``PB_TOPIC_PREFIX``
 (default ``""``), put in front of every project topic name so tests and parallel runs can
@@ -112,6 +115,10 @@ def _parse_dsn(dsn: str) -> dict[str, Any]:
     return out
 
 
+PROVISIONED_RECORDER = "services.shared.platform.pg_store:ProvisionedRecorder"
+"""eventsourcing's recorder for a store ``punto-banco db setup`` provisioned (named, not
+imported: reading the settings never imports the PostgreSQL driver)."""
+
 HTTP_PORTS = {"dashboard": 8100, "shoe": 8101, "dealing": 8102, "settlement": 8103}
 """Default HTTP port of each process (/health /ready /metrics /asyncapi; the dashboard)."""
 
@@ -151,6 +158,7 @@ class Settings:
     kafka_bootstrap_servers: str = "127.0.0.1:9092"
     topic_prefix: str = ""
     postgres_schema_prefix: str = ""
+    postgres_create_tables: bool = True  # PB_POSTGRES_CREATE_TABLES; no: provisioned store
     consumer_group_id: str = ""
     topic_partitions: int = 3
     topic_replication_factor: int = 1
@@ -202,6 +210,7 @@ class Settings:
             "kafka_bootstrap_servers": read.kafka_bootstrap_servers,
             "topic_prefix": read.topic_prefix,
             "postgres_schema_prefix": read.postgres_schema_prefix,
+            "postgres_create_tables": read.postgres_create_tables,
             "consumer_group_id": read.consumer_group,
             "relay_poll_interval": read.relay_poll_interval,
             "log_level": read.log_level,
@@ -272,7 +281,7 @@ class Settings:
         """The environment given to the service's eventsourcing ``Application(env=...)``."""
         if self.persistence == "postgres":
             pg = self.postgres
-            return {
+            env = {
                 "PERSISTENCE_MODULE": "eventsourcing.postgres",
                 "POSTGRES_HOST": pg.host,
                 "POSTGRES_PORT": str(pg.port),
@@ -282,7 +291,11 @@ class Settings:
                 "POSTGRES_SCHEMA": self.postgres_schema,
                 "POSTGRES_POOL_SIZE": str(pg.pool_size),
                 "POSTGRES_LOCK_TIMEOUT": "5",
+                "CREATE_TABLE": "yes" if self.postgres_create_tables else "no",
             }
+            if not self.postgres_create_tables:
+                env["PROCESS_RECORDER_TOPIC"] = PROVISIONED_RECORDER
+            return env
         return {
             "PERSISTENCE_MODULE": "eventsourcing.sqlite",
             "SQLITE_DBNAME": str(self.sqlite_path),

@@ -1,0 +1,295 @@
+"""Least-privilege PostgreSQL roles for the services' stores, provisioned by an administrator.
+
+Run by ``punto-banco db setup`` (production) and ``punto-banco infra up`` (the local server),
+never by the services: the administrator's role needs CREATEROLE and CREATE on the database.
+For each service, with schema ``<schema prefix><service>`` and roles named with the role prefix
+(by default the schema prefix):
+
+- ``<service>_owner`` (NOLOGIN) owns the schema and everything in it: the tables, types and
+  functions eventsourcing creates (made through ``SET ROLE`` to it, ``pg_store.py``), the
+  append-only trigger of every events table and the procedure that locks it for writing. An
+  existing schema and its objects (a store the services created themselves) are taken over.
+- ``<service>`` (LOGIN) is the service: USAGE on its own schema and nothing on any other;
+  SELECT and INSERT on its events table, USAGE on that table's notification-id sequence and
+  EXECUTE on ``pb_lock_events`` (the write lock, see ``pg_store.py``); SELECT, INSERT and
+  UPDATE (notification_id) on its tracking table (eventsourcing's single-row tracking is an
+  ``INSERT ... ON CONFLICT DO UPDATE``); SELECT and INSERT on its snapshots table.
+- ``auditor`` (LOGIN, ``default_transaction_read_only``): USAGE on every service schema and
+  SELECT on every table in them.
+
+A trigger on each events table refuses UPDATE, DELETE and TRUNCATE (statement level, before
+anything changes) whoever runs them, the owner included: a second line behind the grants, for
+accidents (an owner or superuser can still drop or disable it on purpose). Provisioning is
+idempotent: it creates what is missing, takes over what another role owns, and then revokes
+and grants again, so a second run leaves the same roles, owners and privileges (the revokes
+also remove privileges someone added by hand). A LOGIN role created now gets the password
+given (the local infra keeps its own) or a random one, reported once; an existing role's
+password is never changed nor shown.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import psycopg
+from psycopg import sql
+
+from services.shared.platform.pg_schemas import (
+    Grant,
+    StoreRoles,
+    StoreTables,
+    acting_as,
+    append_only,
+    apply_grants,
+    create_tables,
+    describe_tables,
+    ensure_schema,
+    grants,
+    take_over,
+)
+from services.shared.platform.pg_store import ROLE_NAME
+from services.shared.platform.settings import SERVICE_NAME, PostgresSettings, SettingsError
+
+__all__ = ["AUDITOR", "SERVICES", "Grant", "Provisioning", "StoreRoles", "provision", "store_roles"]
+
+SERVICES = ("shoe", "dealing", "settlement")
+AUDITOR = "auditor"
+PREFIX = re.compile(r"^([a-z_][a-z0-9_]*)?$")
+_LOCK_KEY = "punto-banco db setup"
+
+RoleKind = Literal["owner", "service", "auditor"]
+
+
+def store_roles(
+    services: Sequence[str] = SERVICES, schema_prefix: str = "", role_prefix: str | None = None
+) -> list[StoreRoles]:
+    """The schema and roles of each service; SettingsError for a name PostgreSQL would refuse."""
+    roles_prefix = schema_prefix if role_prefix is None else role_prefix
+    for name, prefix in (("schema prefix", schema_prefix), ("role prefix", roles_prefix)):
+        if not PREFIX.match(prefix):
+            raise SettingsError(f"the {name} {prefix!r} must be lower case letters, digits or _")
+    stores = []
+    for service in dict.fromkeys(services):
+        if not SERVICE_NAME.match(service):
+            raise SettingsError(f"service name {service!r} must be lower case letters, digits or _")
+        store = StoreRoles(
+            service,
+            schema=f"{schema_prefix}{service}",
+            owner=f"{roles_prefix}{service}_owner",
+            login=f"{roles_prefix}{service}",
+        )
+        for name in (store.schema, store.owner):
+            if not ROLE_NAME.match(name):
+                raise SettingsError(f"{name!r} is longer than PostgreSQL's 63 characters")
+        stores.append(store)
+    return stores
+
+
+@dataclass
+class RoleOutcome:
+    name: str
+    kind: RoleKind
+    created: bool
+    password: str | None = None  # only for a LOGIN role created now
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StoreOutcome:
+    roles: StoreRoles
+    schema_created: bool
+    tables: StoreTables
+    grants: list[Grant]
+    taken_over: list[str] = field(default_factory=list)  # objects another role owned
+
+
+@dataclass
+class Provisioning:
+    """What one provisioning run found, created and granted."""
+
+    database: str
+    auditor: str
+    roles: list[RoleOutcome]
+    stores: list[StoreOutcome]
+
+    def describe(self) -> list[str]:
+        """The report ``punto-banco db setup`` prints (never a password)."""
+        lines = []
+        for role in self.roles:
+            state = "created" if role.created else "exists (password unchanged)"
+            if role.kind == "owner":
+                state = "created" if role.created else "exists"
+            lines.append(f"role {role.name} ({role.kind}): {state}")
+            lines += [f"  warning: {warning}" for warning in role.warnings]
+        for store in self.stores:
+            tables = store.tables
+            state = "created" if store.schema_created else "exists"
+            lines.append(
+                f"schema {self.database}.{store.roles.schema}: {state}, owner {store.roles.owner}"
+            )
+            if store.taken_over:
+                lines.append(
+                    f"  taken over from their previous owner: {', '.join(store.taken_over)}"
+                )
+            for label, names in (
+                ("events (append-only trigger)", tables.events),
+                ("tracking", tables.tracking),
+                ("snapshots", tables.snapshots),
+                ("other tables (auditor only)", tables.others),
+            ):
+                if names:
+                    lines.append(f"  {label}: {', '.join(names)}")
+            for grantee in (store.roles.login, self.auditor):
+                given = [str(g) for g in store.grants if g.grantee == grantee]
+                lines.append(f"  {grantee} may: {'; '.join(given)}")
+        return lines
+
+
+def provision(
+    admin: PostgresSettings,
+    services: Sequence[str] = SERVICES,
+    *,
+    schema_prefix: str = "",
+    role_prefix: str | None = None,
+    passwords: Mapping[str, str] | None = None,
+) -> Provisioning:
+    """Create or bring up to date the roles, schemas, tables, triggers and grants of
+    ``services`` in ``admin.dbname``, connected as ``admin`` (see the module doc)."""
+    stores = store_roles(services, schema_prefix, role_prefix)
+    auditor = f"{schema_prefix if role_prefix is None else role_prefix}{AUDITOR}"
+    with _connect(admin) as conn:
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (_LOCK_KEY,))
+        with conn.transaction():
+            roles = _ensure_roles(conn, stores, auditor, passwords or {})
+            created_schemas = {s.schema for s in stores if ensure_schema(conn, s)}
+        outcomes = []
+        for store in stores:
+            with conn.transaction():  # first: eventsourcing's IF NOT EXISTS needs ownership
+                taken = take_over(conn, store)
+            tables = create_tables(admin, store)
+            with conn.transaction():
+                describe_tables(conn, store, tables)
+                given = grants(store, tables, auditor)
+                with acting_as(conn, store.owner):
+                    append_only(conn, store, tables)
+                    apply_grants(conn, store, auditor, given)
+            outcomes.append(
+                StoreOutcome(store, store.schema in created_schemas, tables, given, taken)
+            )
+    return Provisioning(admin.dbname, auditor, roles, outcomes)
+
+
+def _connect(admin: PostgresSettings) -> psycopg.Connection[Any]:
+    return psycopg.connect(
+        host=admin.host,
+        port=admin.port,
+        dbname=admin.dbname,
+        user=admin.user,
+        password=admin.password,
+        autocommit=True,
+        connect_timeout=10,
+    )
+
+
+def _ensure_roles(
+    conn: psycopg.Connection[Any],
+    stores: Sequence[StoreRoles],
+    auditor: str,
+    passwords: Mapping[str, str],
+) -> list[RoleOutcome]:
+    wanted: list[tuple[str, RoleKind]] = []
+    for store in stores:
+        wanted += [(store.owner, "owner"), (store.login, "service")]
+    wanted.append((auditor, "auditor"))
+    outcomes = []
+    for name, kind in wanted:
+        found = conn.execute(
+            "SELECT rolcanlogin, rolsuper, rolcreaterole, rolcreatedb, rolbypassrls, "
+            "rolreplication FROM pg_roles WHERE rolname = %s",
+            (name,),
+        ).fetchone()
+        outcome = RoleOutcome(name, kind, created=found is None)
+        role = sql.Identifier(name)
+        if found is None and kind == "owner":
+            conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(role))
+        elif found is None:
+            outcome.password = passwords.get(name) or secrets.token_urlsafe(32)
+            verifier = _scram_verifier(conn, name, outcome.password)
+            conn.execute(
+                sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(role, sql.Literal(verifier))
+            )
+        else:
+            outcome.warnings = _warnings(conn, name, kind, found)
+            if kind == "owner" and found[0]:
+                conn.execute(sql.SQL("ALTER ROLE {} NOLOGIN").format(role))
+        if kind == "owner":
+            _become_member(conn, name)
+        else:
+            _may_connect(conn, name)
+        if kind == "auditor":
+            conn.execute(
+                sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(role)
+            )
+        outcomes.append(outcome)
+    return outcomes
+
+
+def _scram_verifier(conn: psycopg.Connection[Any], role: str, password: str) -> str:
+    """The SCRAM-SHA-256 verifier of ``password``, computed here: the password itself never
+    reaches the server (nor its statement log)."""
+    verifier = conn.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256")
+    return verifier.decode()
+
+
+def _warnings(
+    conn: psycopg.Connection[Any], name: str, kind: RoleKind, found: tuple[Any, ...]
+) -> list[str]:
+    """What an existing role may do beyond this provisioning's grants."""
+    attributes = ("SUPERUSER", "CREATEROLE", "CREATEDB", "BYPASSRLS", "REPLICATION")
+    extra = [attribute for attribute, held in zip(attributes, found[1:], strict=True) if held]
+    notes = [f"{name} has {', '.join(extra)}: it may do more than granted here"] if extra else []
+    if kind == "owner" and found[0]:
+        notes.append(f"{name} could log in: made NOLOGIN")
+    if kind != "owner" and not found[0]:
+        notes.append(f"{name} cannot log in (NOLOGIN): `ALTER ROLE {name} LOGIN` to use it")
+    if kind != "owner":
+        member_of = [
+            row[0]
+            for row in conn.execute(
+                "SELECT r.rolname FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid "
+                "WHERE m.member = %s::regrole ORDER BY 1",
+                (name,),
+            )
+        ]
+        if member_of:
+            notes.append(f"{name} is a member of {', '.join(member_of)}: it holds their rights")
+    return notes
+
+
+def _may_connect(conn: psycopg.Connection[Any], role: str) -> None:
+    """GRANT CONNECT on the database to ``role`` unless it has it (PUBLIC has, by default)."""
+    row = conn.execute(
+        "SELECT has_database_privilege(%s, current_database(), 'CONNECT')", (role,)
+    ).fetchone()
+    if not (row and row[0]):
+        database = conn.execute("SELECT current_database()").fetchone()
+        assert database is not None
+        conn.execute(
+            sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
+                sql.Identifier(str(database[0])), sql.Identifier(role)
+            )
+        )
+
+
+def _become_member(conn: psycopg.Connection[Any], owner: str) -> None:
+    """Let the administrator act as ``owner`` (SET ROLE, ALTER ... OWNER TO)."""
+    row = conn.execute(
+        "SELECT rolsuper OR pg_has_role(%s, 'MEMBER') FROM pg_roles WHERE rolname = current_user",
+        (owner,),
+    ).fetchone()
+    if not (row and row[0]):
+        conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(sql.Identifier(owner)))

@@ -1,0 +1,74 @@
+"""eventsourcing's PostgreSQL recorder and factory, adapted to least-privilege roles.
+
+A store provisioned by ``punto-banco db setup`` (``pg_roles.py``) belongs to a NOLOGIN owner
+role; the service logs in as a role that may SELECT and INSERT its stored events but never
+UPDATE, DELETE or TRUNCATE them. eventsourcing serializes the writers of an events table with
+``LOCK TABLE ... IN EXCLUSIVE MODE`` (so that inserts commit in notification-id order and a
+reader never passes a gap filled later), and PostgreSQL grants that lock mode only to a role
+holding UPDATE, DELETE or TRUNCATE on the table (or MAINTAIN, from version 17).
+:class:`ProvisionedRecorder` takes the same lock through the owner's procedure
+``<schema>.pb_lock_events(table)`` instead: SECURITY DEFINER, it runs as the owner and locks
+only the events tables of its own schema, so the service needs no privilege that could change
+a stored event. The service selects it with ``PB_POSTGRES_CREATE_TABLES=no``
+(``Settings.eventsourcing_env``).
+
+:class:`OwnerRoleFactory`: eventsourcing's PostgreSQL factory whose connections act as the role
+named by ``PB_POSTGRES_SET_ROLE`` (the libpq option ``-c role=...``, which PostgreSQL allows
+only to a member of that role): the provisioning creates each store's tables, types and
+functions through it, so they belong to the owner role from the start.
+"""
+
+from __future__ import annotations
+
+import re
+
+from eventsourcing.postgres import PostgresDatastore, PostgresFactory, PostgresProcessRecorder
+from eventsourcing.utils import Environment, EnvType
+from psycopg.sql import SQL, Identifier, Literal
+
+LOCK_PROCEDURE = "pb_lock_events"
+"""The owner's procedure taking an events table's write lock (created by ``pg_schemas.py``)."""
+SET_ROLE = "PB_POSTGRES_SET_ROLE"
+"""eventsourcing environment key: the role :class:`OwnerRoleFactory`'s connections act as."""
+OWNER_ROLE_FACTORY = f"{__name__}:OwnerRoleFactory"
+
+ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+class ProvisionedRecorder(PostgresProcessRecorder):
+    """The process recorder of a provisioned store: the events table's write lock is taken
+    through the owner's :data:`LOCK_PROCEDURE`, not with ``LOCK TABLE``."""
+
+    def __init__(
+        self,
+        datastore: PostgresDatastore,
+        *,
+        events_table_name: str = "stored_events",
+        tracking_table_name: str = "notification_tracking",
+    ) -> None:
+        super().__init__(
+            datastore,
+            events_table_name=events_table_name,
+            tracking_table_name=tracking_table_name,
+        )
+        self.lock_table_statements = [
+            SQL("SET LOCAL lock_timeout = '{0}s'").format(self.datastore.lock_timeout),
+            SQL("CALL {0}.{1}({2})").format(
+                Identifier(self.datastore.schema),
+                Identifier(LOCK_PROCEDURE),
+                Literal(self.events_table_name),
+            ),
+        ]
+
+
+class OwnerRoleFactory(PostgresFactory):
+    """eventsourcing's PostgreSQL factory; every connection acts as ``PB_POSTGRES_SET_ROLE``."""
+
+    def __init__(self, env: Environment | EnvType | None) -> None:
+        super().__init__(env)
+        role = self.env.get(SET_ROLE) or ""
+        if not ROLE_NAME.match(role):
+            raise ValueError(f"{SET_ROLE} must name a role (lower case, digits, _), not {role!r}")
+        kwargs = self.datastore.pool.kwargs
+        assert isinstance(kwargs, dict)  # eventsourcing gives the pool a dict
+        kwargs["options"] = f"-c role={role}"

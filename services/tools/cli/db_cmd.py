@@ -1,0 +1,96 @@
+"""``punto-banco db setup``: the services' least-privilege PostgreSQL roles, schemas and grants.
+
+Run by an administrator (a role with CREATEROLE and CREATE on the database), connected with
+the usual ``POSTGRES_*`` / ``PB_POSTGRES_DSN`` settings; never by the services, which then run
+each as its own role with ``PB_POSTGRES_CREATE_TABLES=no`` (``pg_roles.py`` says who may do
+what). Idempotent. What it found, created and granted goes to stderr; the settings of each
+LOGIN role it created (its password included, shown this once) go to stdout. A role that
+existed keeps its password, which is never shown.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import typer
+
+db_app = typer.Typer(
+    name="db",
+    help="PostgreSQL administration: the services' least-privilege roles.",
+    no_args_is_help=True,
+)
+
+SERVICES = ("shoe", "dealing", "settlement")
+
+
+@db_app.command("setup")
+def setup_command(
+    schema_prefix: str | None = typer.Option(
+        None,
+        "--schema-prefix",
+        help="Prefix of the services' schemas (env PB_POSTGRES_SCHEMA_PREFIX, default none).",
+    ),
+    role_prefix: str | None = typer.Option(
+        None, "--role-prefix", help="Prefix of the roles' names (default: the schema prefix)."
+    ),
+    services: str = typer.Option(
+        ",".join(SERVICES), "--services", help="Comma-separated services to provision."
+    ),
+) -> None:
+    """Create or bring up to date each service's owner and login roles, its schema and tables,
+    the append-only triggers, the auditor role and every grant (idempotent)."""
+    import psycopg
+
+    from services.shared.platform.pg_roles import provision
+    from services.shared.platform.settings import Settings, SettingsError
+
+    names = [name.strip() for name in services.split(",") if name.strip()]
+    unknown = [name for name in names if name not in SERVICES]
+    if not names or unknown:
+        typer.echo(f"error: --services takes some of {', '.join(SERVICES)}", err=True)
+        raise typer.Exit(2)
+    try:
+        settings = Settings.from_env(names[0], postgres_schema_prefix=schema_prefix)
+        if settings.persistence != "postgres":
+            raise SettingsError(
+                "no PostgreSQL named: set POSTGRES_HOST, POSTGRES_DBNAME, POSTGRES_USER and "
+                "POSTGRES_PASSWORD (or PB_POSTGRES_DSN) to an administrator's"
+            )
+        admin = settings.postgres
+        typer.echo(
+            f"provisioning as {admin.user}@{admin.host}:{admin.port}/{admin.dbname}", err=True
+        )
+        done = provision(
+            admin,
+            names,
+            schema_prefix=settings.postgres_schema_prefix,
+            role_prefix=role_prefix,
+        )
+    except SettingsError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
+    except psycopg.Error as error:
+        typer.echo(f"error: PostgreSQL refused: {error}".rstrip(), err=True)
+        typer.echo(
+            "  what to do: connect as an administrator (CREATEROLE, CREATE on the database) "
+            "with POSTGRES_* or PB_POSTGRES_DSN",
+            err=True,
+        )
+        raise typer.Exit(1) from None
+    for line in done.describe():
+        typer.echo(line, err=True)
+    stores = {store.roles.login: store.roles for store in done.stores}
+    for role in done.roles:
+        if role.password is None:
+            continue
+        store = stores.get(role.name)
+        what = f"service {store.service}, schema {store.schema}" if store else "read only"
+        typer.echo(f"# role {role.name} ({what}): created now; its password is not shown again")
+        typer.echo(f"POSTGRES_USER={shlex.quote(role.name)}")
+        typer.echo(f"POSTGRES_PASSWORD={shlex.quote(role.password)}")
+        if store:
+            typer.echo("PB_POSTGRES_CREATE_TABLES=no")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(db_app, name="db")

@@ -1,0 +1,164 @@
+"""The least-privilege PostgreSQL set-up without a server: names, the exact grants, the
+settings of a provisioned store and what ``punto-banco db setup`` prints."""
+
+from __future__ import annotations
+
+import pytest
+from eventsourcing.utils import resolve_topic
+from typer.testing import CliRunner
+
+from services.shared.platform import persistence, pg_roles, pg_store
+from services.shared.platform.pg_roles import (
+    Provisioning,
+    RoleOutcome,
+    StoreOutcome,
+    StoreRoles,
+    store_roles,
+)
+from services.shared.platform.pg_schemas import StoreTables, grants
+from services.shared.platform.pg_store import ProvisionedRecorder
+from services.shared.platform.settings import PostgresSettings, Settings, SettingsError
+from services.tools.cli.main import app
+
+PG = {"POSTGRES_HOST": "db", "POSTGRES_DBNAME": "casino", "POSTGRES_USER": "admin"}
+
+
+def test_each_service_gets_a_schema_an_owner_and_a_login_role() -> None:
+    assert store_roles(["shoe"]) == [StoreRoles("shoe", "shoe", "shoe_owner", "shoe")]
+    assert store_roles(["dealing"], "prod_") == [
+        StoreRoles("dealing", "prod_dealing", "prod_dealing_owner", "prod_dealing")
+    ]
+    assert store_roles(["settlement"], "t_", role_prefix="pb_") == [
+        StoreRoles("settlement", "t_settlement", "pb_settlement_owner", "pb_settlement")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("services", "prefix", "message"),
+    [
+        (["shoe"], "Prod-", "schema prefix 'Prod-'"),
+        (["Shoe"], "", "service name 'Shoe'"),
+        (["shoe"], "x" * 60, "longer than PostgreSQL's 63 characters"),
+    ],
+)
+def test_names_postgresql_would_refuse_are_settings_errors(
+    services: list[str], prefix: str, message: str
+) -> None:
+    with pytest.raises(SettingsError, match=message):
+        store_roles(services, prefix)
+
+
+def test_the_grants_are_exactly_what_eventsourcing_needs() -> None:
+    store = StoreRoles("shoe", "shoe", "shoe_owner", "shoe")
+    tables = StoreTables(
+        events=["shoe_events"],
+        sequences=["shoe_events_notification_id_seq"],
+        tracking=["shoe_tracking"],
+        snapshots=["shoe_snapshots"],
+    )
+    given = grants(store, tables, "auditor")
+    assert [(g.grantee, str(g)) for g in given] == [
+        ("shoe", "USAGE on schema shoe"),
+        ("shoe", "SELECT, INSERT on table shoe.shoe_events"),
+        ("shoe", "USAGE on sequence shoe.shoe_events_notification_id_seq"),
+        ("shoe", "EXECUTE on procedure shoe.pb_lock_events"),
+        ("shoe", "SELECT, INSERT on table shoe.shoe_tracking"),
+        ("shoe", "UPDATE (notification_id) on table shoe.shoe_tracking"),
+        ("shoe", "SELECT, INSERT on table shoe.shoe_snapshots"),
+        ("auditor", "USAGE on schema shoe"),
+        ("auditor", "SELECT on all tables in schema shoe"),
+    ]
+    statements = [g.statement().as_string(None) for g in given]
+    assert statements[3] == 'GRANT EXECUTE ON PROCEDURE "shoe"."pb_lock_events"(text) TO "shoe"'
+    assert statements[5] == (
+        'GRANT UPDATE (notification_id) ON TABLE "shoe"."shoe_tracking" TO "shoe"'
+    )
+    assert not any(word in s for s in statements for word in ("DELETE", "TRUNCATE"))
+    assert not any("UPDATE" in s for s in statements if "shoe_events" in s)
+
+
+def test_a_provisioned_store_turns_table_creation_off_and_locks_through_the_owner() -> None:
+    es = Settings.from_env("shoe", {**PG, "PB_POSTGRES_CREATE_TABLES": "no"}).eventsourcing_env()
+    assert es["CREATE_TABLE"] == "no"
+    assert resolve_topic(es["PROCESS_RECORDER_TOPIC"]) is ProvisionedRecorder
+    default = Settings.from_env("shoe", PG).eventsourcing_env()
+    assert default["CREATE_TABLE"] == "yes" and "PROCESS_RECORDER_TOPIC" not in default
+
+
+def test_a_bad_create_tables_value_names_the_variable() -> None:
+    with pytest.raises(SettingsError, match="PB_POSTGRES_CREATE_TABLES must be yes or no"):
+        Settings.from_env("shoe", {**PG, "PB_POSTGRES_CREATE_TABLES": "perhaps"})
+
+
+def _provisioning(created: bool) -> Provisioning:
+    store = StoreRoles("shoe", "shoe", "shoe_owner", "shoe")
+    tables = StoreTables(["shoe_events"], ["shoe_events_notification_id_seq"], ["shoe_tracking"])
+    password = "s3cret-shoe" if created else None
+    return Provisioning(
+        "casino",
+        "auditor",
+        [
+            RoleOutcome("shoe_owner", "owner", created),
+            RoleOutcome("shoe", "service", created, password),
+            RoleOutcome("auditor", "auditor", created, "s3cret-aud" if created else None),
+        ],
+        [StoreOutcome(store, created, tables, grants(store, tables, "auditor"))],
+    )
+
+
+def test_the_report_never_shows_a_password() -> None:
+    lines = "\n".join(_provisioning(created=True).describe())
+    assert "s3cret" not in lines
+    assert "role shoe (service): created" in lines
+    assert "shoe may: USAGE on schema shoe; SELECT, INSERT on table shoe.shoe_events" in lines
+
+
+def test_db_setup_prints_the_settings_of_the_roles_it_created(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[tuple[PostgresSettings, list[str], str, str | None]] = []
+
+    def fake(admin: PostgresSettings, services: list[str], **kw: str | None) -> Provisioning:
+        calls.append((admin, services, str(kw["schema_prefix"]), kw["role_prefix"]))
+        return _provisioning(created=len(calls) == 1)
+
+    monkeypatch.setattr(pg_roles, "provision", fake)
+    runner = CliRunner()
+    first = runner.invoke(app, ["db", "setup", "--schema-prefix", "p_"], env=PG)
+    assert first.exit_code == 0, first.output
+    assert "POSTGRES_USER=shoe\nPOSTGRES_PASSWORD=s3cret-shoe\nPB_POSTGRES_CREATE_TABLES=no" in (
+        first.stdout
+    )
+    assert "POSTGRES_USER=auditor\nPOSTGRES_PASSWORD=s3cret-aud\n" in first.stdout
+    assert "s3cret" not in first.stderr and "role shoe (service): created" in first.stderr
+    admin, services, prefix, role_prefix = calls[0]
+    assert (admin.host, admin.dbname, admin.user) == ("db", "casino", "admin")
+    assert (services, prefix, role_prefix) == (["shoe", "dealing", "settlement"], "p_", None)
+    second = runner.invoke(app, ["db", "setup"], env=PG)
+    assert second.exit_code == 0 and second.stdout == ""  # nothing created: no password
+    assert "exists (password unchanged)" in second.stderr
+
+
+def test_db_setup_takes_only_the_services_it_knows() -> None:
+    result = CliRunner().invoke(app, ["db", "setup", "--services", "shoe,dealng"], env=PG)
+    assert result.exit_code == 2
+    assert "--services takes some of shoe, dealing, settlement" in result.output
+
+
+def test_the_sql_names_are_quoted_identifiers() -> None:
+    grant = grants(StoreRoles("s", "we ird", "o", "l"), StoreTables(), "a")[0]
+    assert grant.statement().as_string(None) == 'GRANT USAGE ON SCHEMA "we ird" TO "l"'
+
+
+def test_db_setup_needs_a_postgresql_to_connect_to() -> None:
+    unset: dict[str, str | None] = {
+        name: None
+        for name in ("POSTGRES_HOST", "POSTGRES_DBNAME", "PB_POSTGRES_DSN", "PB_PERSISTENCE")
+    }
+    result = CliRunner().invoke(app, ["db", "setup"], env=unset)
+    assert result.exit_code == 2
+    assert "no PostgreSQL named: set POSTGRES_HOST" in result.output
+
+
+def test_the_store_check_names_the_owners_lock_procedure() -> None:
+    assert persistence.LOCK_PROCEDURE == pg_store.LOCK_PROCEDURE
