@@ -16,6 +16,15 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
+from services.shared.facts.dealing import (
+    BettingClosedFact,
+    BettingOpenedFact,
+    CardDealtFact,
+    CardsRequestedFact,
+    CoupResolvedFact,
+    CoupVoidedFact,
+)
+from services.shared.facts.topics import record, register_stored_topics
 from services.shared.rules.cards import Card
 from services.shared.rules.tableau import CoupResult, Side, next_side, resolve_coup
 
@@ -40,66 +49,52 @@ def coup_aggregate_id(table_id: str, coup_id: str) -> UUID:
 class Coup(Aggregate):
     """One coup of a table."""
 
-    class BettingOpened(Aggregate.Created):
+    class BettingOpened(BettingOpenedFact, Aggregate.Created):
         """A coup starts, with the table's terms in force (published as OpenBook in the bets'
         partition and as BettingOpened) and the lowest shoe position its first card may have."""
 
-        class_version = 2
-        table_id: str
-        coup_id: str
-        coup_number: int
-        shoe_id: str
-        closes_at: datetime
-        last_of_shoe: bool
-        terms: dict[str, Any] | None
-        first_position: int | None
+        TOPIC = BettingOpenedFact.STORED_TOPIC
 
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state.update(terms=None, first_position=None)  # recorded before they were kept
+    class BettingClosed(BettingClosedFact, Aggregate.Event):
+        TOPIC = BettingClosedFact.STORED_TOPIC
 
-    class BettingClosed(Aggregate.Event):
-        table_id: str
-        coup_id: str
+        def apply(self, coup: Coup) -> None:
+            coup.phase = CoupPhase.DEALING
 
-    class CardsRequested(Aggregate.Event):
+    class CardsRequested(CardsRequestedFact, Aggregate.Event):
         """DrawCards sent to the shoe."""
 
-        table_id: str
-        coup_id: str
-        shoe_id: str
-        request_id: str
-        count: int
+        TOPIC = CardsRequestedFact.STORED_TOPIC
 
-    class CardDealt(Aggregate.Event):
-        table_id: str
-        coup_id: str
-        shoe_id: str
-        side: str
-        card: str
-        position: int
-        card_index_in_hand: int
+        def apply(self, coup: Coup) -> None:
+            coup.requests += 1
+            coup.pending_request = self.request_id
+            coup.pending_count = self.count
 
-    class Resolved(Aggregate.Event):
-        table_id: str
-        coup_id: str
-        coup_number: int
-        shoe_id: str
-        player_cards: list[str]
-        banker_cards: list[str]
-        player_total: int
-        banker_total: int
-        outcome: str
-        natural: bool
-        player_pair: bool
-        banker_pair: bool
+    class CardDealt(CardDealtFact, Aggregate.Event):
+        TOPIC = CardDealtFact.STORED_TOPIC
 
-    class Voided(Aggregate.Event):
-        table_id: str
-        coup_id: str
-        supervisor_id: str
-        reason: str
-        was_resolved: bool
+        def apply(self, coup: Coup) -> None:
+            (coup.player if self.side == Side.PLAYER.value else coup.banker).append(self.card)
+            coup.dealt.append(self.card)
+            coup.positions.append(self.position)
+            coup.pending_count -= 1
+            if coup.pending_count == 0:
+                coup.pending_request = None
+
+    class Resolved(CoupResolvedFact, Aggregate.Event):
+        TOPIC = CoupResolvedFact.STORED_TOPIC
+
+        def apply(self, coup: Coup) -> None:
+            coup.phase = CoupPhase.RESOLVED
+
+    class Voided(CoupVoidedFact, Aggregate.Event):
+        TOPIC = CoupVoidedFact.STORED_TOPIC
+
+        def apply(self, coup: Coup) -> None:
+            coup.phase = CoupPhase.VOIDED
+            coup.pending_request = None
+            coup.pending_count = 0
 
     @staticmethod
     def create_id(table_id: str, coup_id: str, **_: Any) -> UUID:
@@ -188,30 +183,19 @@ class Coup(Aggregate):
 
     # -- commands ------------------------------------------------------------------
     def close_betting(self) -> None:
-        self._close_betting(table_id=self.table_id, coup_id=self.coup_id)
-
-    @event(BettingClosed)
-    def _close_betting(self, table_id: str, coup_id: str) -> None:
-        self.phase = CoupPhase.DEALING
+        record(self, self.BettingClosed, BettingClosedFact(self.table_id, self.coup_id))
 
     def request_cards(self, count: int) -> None:
         """Ask the shoe for cards. The request id ends with 64 random bits: only who reads
         shoe-commands can answer it (a card for an unknown request is refused)."""
-        self._request_cards(
+        requested = CardsRequestedFact(
             table_id=self.table_id,
             coup_id=self.coup_id,
             shoe_id=self.shoe_id,
             request_id=f"{self.coup_id}.draw-{self.requests + 1}.{secrets.token_hex(8)}",
             count=count,
         )
-
-    @event(CardsRequested)
-    def _request_cards(
-        self, table_id: str, coup_id: str, shoe_id: str, request_id: str, count: int
-    ) -> None:
-        self.requests += 1
-        self.pending_request = request_id
-        self.pending_count = count
+        record(self, self.CardsRequested, requested)
 
     def deal(self, card: str, position: int) -> None:
         """Give ``card`` to the side the tableau names; then ask for more or resolve."""
@@ -219,7 +203,7 @@ class Coup(Aggregate):
         if side is None:
             raise DealingError(f"coup {self.coup_id} is complete; card {card} is one too many")
         hand = self.player if side is Side.PLAYER else self.banker
-        self._deal(
+        dealt = CardDealtFact(
             table_id=self.table_id,
             coup_id=self.coup_id,
             shoe_id=self.shoe_id,
@@ -228,29 +212,12 @@ class Coup(Aggregate):
             position=position,
             card_index_in_hand=len(hand) + 1,
         )
+        record(self, self.CardDealt, dealt)
         if self.pending_count == 0:
             if self.next_side() is None:
                 self.resolve()
             else:
                 self.request_cards(1)
-
-    @event(CardDealt)
-    def _deal(
-        self,
-        table_id: str,
-        coup_id: str,
-        shoe_id: str,
-        side: str,
-        card: str,
-        position: int,
-        card_index_in_hand: int,
-    ) -> None:
-        (self.player if side == Side.PLAYER.value else self.banker).append(card)
-        self.dealt.append(card)
-        self.positions.append(position)
-        self.pending_count -= 1
-        if self.pending_count == 0:
-            self.pending_request = None
 
     def resolve(self) -> None:
         result = self.result()
@@ -261,7 +228,7 @@ class Coup(Aggregate):
                 f"coup {self.coup_id}: dealt Player {self.player} Banker {self.banker}, "
                 f"but the tableau gives Player {result.player} Banker {result.banker}"
             )
-        self._resolve(
+        resolved = CoupResolvedFact(
             table_id=self.table_id,
             coup_id=self.coup_id,
             coup_number=self.coup_number,
@@ -275,42 +242,21 @@ class Coup(Aggregate):
             player_pair=result.player_pair,
             banker_pair=result.banker_pair,
         )
-
-    @event(Resolved)
-    def _resolve(
-        self,
-        table_id: str,
-        coup_id: str,
-        coup_number: int,
-        shoe_id: str,
-        player_cards: list[str],
-        banker_cards: list[str],
-        player_total: int,
-        banker_total: int,
-        outcome: str,
-        natural: bool,
-        player_pair: bool,
-        banker_pair: bool,
-    ) -> None:
-        self.phase = CoupPhase.RESOLVED
+        record(self, self.Resolved, resolved)
 
     def void(self, supervisor_id: str, reason: str) -> None:
-        self._void(
+        voided = CoupVoidedFact(
             table_id=self.table_id,
             coup_id=self.coup_id,
             supervisor_id=supervisor_id,
             reason=reason,
             was_resolved=self.phase is CoupPhase.RESOLVED,
         )
-
-    @event(Voided)
-    def _void(
-        self, table_id: str, coup_id: str, supervisor_id: str, reason: str, was_resolved: bool
-    ) -> None:
-        self.phase = CoupPhase.VOIDED
-        self.pending_request = None
-        self.pending_count = 0
+        record(self, self.Voided, voided)
 
 
 def _cards(codes: list[str]) -> list[Card]:
     return [Card.parse(code) for code in codes]
+
+
+register_stored_topics(Coup)

@@ -7,6 +7,9 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
+from services.shared.facts.dealing import CommandRejectedFact
+from services.shared.facts.topics import record, register_stored_topics
+
 
 def rejections_aggregate_id(table_id: str) -> UUID:
     return uuid5(NAMESPACE_URL, f"/punto-banco/dealing/rejections/{table_id}")
@@ -18,12 +21,11 @@ class CommandRejections(Aggregate):
     class Started(Aggregate.Created):
         table_id: str
 
-    class CommandRejected(Aggregate.Event):
-        table_id: str
-        command_id: UUID
-        command_type: str
-        reason_code: str
-        message: str
+    class CommandRejected(CommandRejectedFact, Aggregate.Event):
+        TOPIC = CommandRejectedFact.STORED_TOPIC
+
+        def apply(self, rejections: CommandRejections) -> None:
+            rejections.command_ids.add(self.command_id)
 
     @staticmethod
     def create_id(table_id: str, **_: Any) -> UUID:
@@ -37,16 +39,14 @@ class CommandRejections(Aggregate):
     def reject(self, command_id: UUID, command_type: str, reason_code: str, message: str) -> None:
         if command_id in self.command_ids:
             return
-        self._reject(
+        rejected = CommandRejectedFact(
             table_id=self.table_id,
             command_id=command_id,
             command_type=command_type,
             reason_code=reason_code,
             message=message,
         )
+        record(self, self.CommandRejected, rejected)
 
-    @event(CommandRejected)
-    def _reject(
-        self, table_id: str, command_id: UUID, command_type: str, reason_code: str, message: str
-    ) -> None:
-        self.command_ids.add(command_id)
+
+register_stored_topics(CommandRejections)

@@ -15,6 +15,16 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from eventsourcing.domain import Aggregate, event
 from eventsourcing.domain import Snapshot as BaseSnapshot
 
+from services.shared.facts.dealing import (
+    Limits,
+    ShoeFinishedFact,
+    ShoeRequestedFact,
+    TableClosedFact,
+    TableOpenedFact,
+    TableReopenedFact,
+)
+from services.shared.facts.topics import record, register_stored_topics
+
 
 class TableStatus(StrEnum):
     OPEN = "OPEN"
@@ -40,38 +50,38 @@ def coup_id_for(table_id: str, coup_number: int) -> str:
     return f"{table_id}.coup-{coup_number}"
 
 
-Limits = dict[str, dict[str, int]]
-"""Per bet type name: {"minimum": int, "maximum": int} in minor units."""
-
-
 class Table(Aggregate):
     """One table: settings, status, the shoe in play and the current coup."""
 
-    class Opened(Aggregate.Created):
-        table_id: str
-        decks: int
-        paytable: str
-        limits: Limits
-        currency: str
-        betting_window_ms: int
-        cut_card_from_end: int
+    class Opened(TableOpenedFact, Aggregate.Created):
+        TOPIC = TableOpenedFact.STORED_TOPIC
 
-    class Reopened(Aggregate.Event):
-        table_id: str
-        decks: int
-        paytable: str
-        limits: Limits
-        currency: str
-        betting_window_ms: int
-        cut_card_from_end: int
+    class Reopened(TableReopenedFact, Aggregate.Event):
+        TOPIC = TableReopenedFact.STORED_TOPIC
 
-    class ShoeRequested(Aggregate.Event):
+        def apply(self, table: Table) -> None:
+            table.status = TableStatus.OPEN
+            table.close_reason = ""
+            table._apply_settings(
+                self.decks,
+                self.paytable,
+                self.limits,
+                self.currency,
+                self.betting_window_ms,
+                self.cut_card_from_end,
+            )
+
+    class ShoeRequested(ShoeRequestedFact, Aggregate.Event):
         """A new shoe is asked of the shoe service (ShuffleShoe)."""
 
-        table_id: str
-        shoe_id: str
-        decks: int
-        cut_card_from_end: int
+        TOPIC = ShoeRequestedFact.STORED_TOPIC
+
+        def apply(self, table: Table) -> None:
+            table.shoe_number += 1
+            table.shoe_id = self.shoe_id
+            table.shoe_state = ShoeState.SHUFFLING
+            table.cut_card_index = None
+            table.cut_card_reached = False
 
     class ShoeShuffled(Aggregate.Event):
         table_id: str
@@ -95,19 +105,24 @@ class Table(Aggregate):
         table_id: str
         coup_id: str
 
-    class ShoeFinished(Aggregate.Event):
+    class ShoeFinished(ShoeFinishedFact, Aggregate.Event):
         """The shoe is done with (CloseShoe: the shoe service reveals its order)."""
 
-        table_id: str
-        shoe_id: str
+        TOPIC = ShoeFinishedFact.STORED_TOPIC
+
+        def apply(self, table: Table) -> None:
+            table.shoe_state = ShoeState.CLOSED
 
     class ClosingRequested(Aggregate.Event):
         table_id: str
         reason: str
 
-    class Closed(Aggregate.Event):
-        table_id: str
-        reason: str
+    class Closed(TableClosedFact, Aggregate.Event):
+        TOPIC = TableClosedFact.STORED_TOPIC
+
+        def apply(self, table: Table) -> None:
+            table.status = TableStatus.CLOSED
+            table.close_reason = self.reason
 
     class Snapshot(BaseSnapshot):
         """A table's state at one version (a table's history grows with every coup)."""
@@ -175,7 +190,6 @@ class Table(Aggregate):
         }
 
     # -- commands ------------------------------------------------------------------
-    @event(Reopened)
     def reopen(
         self,
         table_id: str,
@@ -186,30 +200,25 @@ class Table(Aggregate):
         betting_window_ms: int,
         cut_card_from_end: int,
     ) -> None:
-        self.status = TableStatus.OPEN
-        self.close_reason = ""
-        self._apply_settings(
-            decks, paytable, limits, currency, betting_window_ms, cut_card_from_end
+        reopened = TableReopenedFact(
+            table_id=table_id,
+            decks=decks,
+            paytable=paytable,
+            limits=limits,
+            currency=currency,
+            betting_window_ms=betting_window_ms,
+            cut_card_from_end=cut_card_from_end,
         )
+        record(self, self.Reopened, reopened)
 
     def request_new_shoe(self) -> None:
-        number = self.shoe_number + 1
-        self._request_shoe(
+        requested = ShoeRequestedFact(
             table_id=self.table_id,
-            shoe_id=shoe_id_for(self.table_id, number),
+            shoe_id=shoe_id_for(self.table_id, self.shoe_number + 1),
             decks=self.decks,
             cut_card_from_end=self.cut_card_from_end,
         )
-
-    @event(ShoeRequested)
-    def _request_shoe(
-        self, table_id: str, shoe_id: str, decks: int, cut_card_from_end: int
-    ) -> None:
-        self.shoe_number += 1
-        self.shoe_id = shoe_id
-        self.shoe_state = ShoeState.SHUFFLING
-        self.cut_card_index = None
-        self.cut_card_reached = False
+        record(self, self.ShoeRequested, requested)
 
     def note_shuffle(self, shoe_id: str, card_count: int, cut_card_index: int) -> None:
         self._note_shuffle(
@@ -266,11 +275,7 @@ class Table(Aggregate):
 
     def finish_shoe(self) -> None:
         assert self.shoe_id is not None
-        self._finish_shoe(table_id=self.table_id, shoe_id=self.shoe_id)
-
-    @event(ShoeFinished)
-    def _finish_shoe(self, table_id: str, shoe_id: str) -> None:
-        self.shoe_state = ShoeState.CLOSED
+        record(self, self.ShoeFinished, ShoeFinishedFact(self.table_id, self.shoe_id))
 
     def request_close(self, reason: str) -> None:
         self._request_close(table_id=self.table_id, reason=reason)
@@ -281,14 +286,12 @@ class Table(Aggregate):
         self.close_reason = reason
 
     def close(self, reason: str) -> None:
-        self._close(table_id=self.table_id, reason=reason)
-
-    @event(Closed)
-    def _close(self, table_id: str, reason: str) -> None:
-        self.status = TableStatus.CLOSED
-        self.close_reason = reason
+        record(self, self.Closed, TableClosedFact(self.table_id, reason))
 
     # -- queries -------------------------------------------------------------------
     def shoe_needs_closing(self) -> bool:
         """True after the shoe's last coup (cut card out and last coup played)."""
         return self.current_coup_last
+
+
+register_stored_topics(Table)

@@ -220,6 +220,7 @@ class SettlementApplication(ServiceApplication):
             str(command.amount),
             command.currency,
             placed_at,  # never command.occurred_at: the client writes that
+            parse_amount(command.amount),  # the one parse of the amount
         )
         previous = self._index.get(request.bet_id)
         book = uow.get(book_aggregate_id(request.table_id, request.coup_id), BetBook)
@@ -262,19 +263,19 @@ class SettlementApplication(ServiceApplication):
         rejection = book.check(
             request.bettor_id,
             request.bet_type,
+            request.stake,
             request.amount,
             request.currency,
             request.placed_at or self._clock(),
         )
         if rejection is not None:
             return self._refuse(uow, book, request, rejection.reason.value, rejection.message)
-        amount = parse_amount(request.amount)
-        assert amount is not None
+        assert request.stake is not None  # check refuses an invalid amount
         book.draft_accept(
             request.bet_id,
             request.bettor_id,
             request.bet_type,
-            amount,
+            request.stake,
             request.currency,
             request.placed_at,
         )

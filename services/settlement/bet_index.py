@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 
+from services.shared.facts.settlement import HeldLine
+
 NON_BINDING = frozenset({"NO_SUCH_TABLE", "NO_SUCH_COUP"})
 """Refusals that leave the bet id free: a resend is judged afresh."""
 
@@ -49,6 +51,9 @@ class BetRequest:
     currency: str
     # When it was placed: the broker's append time (not part of the content; see books.py).
     placed_at: datetime | None = None
+    # ``amount`` parsed (``parse_amount``), once, where the bet entered: None when it is not
+    # a positive whole number. Requests rebuilt from the store are never judged: None.
+    stake: int | None = None
 
     @property
     def key(self) -> ContentKey:
@@ -57,19 +62,17 @@ class BetRequest:
         )
 
     @classmethod
-    def held(cls, table_id: str, line: list[str]) -> BetRequest:
-        """The bet of a desk's held line ``[coup, bet, bettor, type, amount, currency,
-        placed_at ISO]`` (see ``desk.held_line``)."""
-        coup_id, bet_id, bettor_id, bet_type, amount, currency, placed = line
+    def held(cls, table_id: str, line: HeldLine) -> BetRequest:
+        """The bet of a desk's held line (see ``desk.held_line``)."""
         return cls(
             table_id,
-            coup_id,
-            bet_id,
-            bettor_id,
-            bet_type,
-            amount,
-            currency,
-            datetime.fromisoformat(placed),
+            line.coup_id,
+            line.bet_id,
+            line.bettor_id,
+            line.bet_type,
+            line.amount,
+            line.currency,
+            datetime.fromisoformat(line.placed_at),
         )
 
     def fields(self) -> dict[str, str]:

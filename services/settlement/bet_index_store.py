@@ -26,24 +26,25 @@ def load_bet_index(index: BetIndex, recorder: ApplicationRecorder, mapper: Mappe
         if not batch:
             return
         for notification in batch:
-            event = mapper.to_domain_event(notification)
+            event: Any = mapper.to_domain_event(notification)
             if notification.topic == answered:
-                for line in event.lines:  # type: ignore[attr-defined]
-                    bet_id, bettor_id, bet_type, amount, currency, code, message = line
+                answers: BetBook.BetsAnswered = event
+                for line in answers.lines:
                     request = BetRequest(
-                        event.table_id,  # type: ignore[attr-defined]
-                        event.coup_id,  # type: ignore[attr-defined]
-                        bet_id,
-                        bettor_id,
-                        bet_type,
-                        str(amount),
-                        currency,
+                        answers.table_id,
+                        answers.coup_id,
+                        line.bet_id,
+                        line.bettor_id,
+                        line.bet_type,
+                        str(line.amount),
+                        line.currency,
                     )
-                    answer = BetAnswer(bet_id, code is None, code, message)
-                    index.replay(request, answer)
+                    code = line.reason_code
+                    index.replay(request, BetAnswer(line.bet_id, code is None, code, line.message))
             elif notification.topic == held_lines:
-                for line in event.lines:  # type: ignore[attr-defined]
-                    request = BetRequest.held(event.table_id, line)  # type: ignore[attr-defined]
+                holds: BetDesk.BetsHeld = event
+                for held_bet in holds.lines:
+                    request = BetRequest.held(holds.table_id, held_bet)
                     index.replay(request, BetAnswer(request.bet_id, False, held=True))
             else:
                 desk_event: Any = event

@@ -20,17 +20,27 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
+from services.shared.facts.settlement import (
+    AnswerLine,
+    BetsAnsweredFact,
+    BookClosedFact,
+    BookOpenedFact,
+    CoupRefundedFact,
+    CoupSettledFact,
+    DrawnCard,
+    Limits,
+    RefundLine,
+    SettledLine,
+)
+from services.shared.facts.topics import record, register_stored_topics
 from services.shared.rules.paytable import BetType, get_paytable
 from services.shared.rules.settlement import settle_bet
 from services.shared.rules.validation import (
     BetLimit,
     Rejection,
     RejectionReason,
-    parse_amount,
-    validate_bet,
+    validate_stake,
 )
-
-Limits = dict[str, dict[str, int]]
 
 MAX_BOOK_STAKE = (2**53 - 1) // 12
 """The most a coup's accepted stakes may add up to: a bet returns at most 12 times its stake,
@@ -65,79 +75,46 @@ def book_aggregate_id(table_id: str, coup_id: str) -> UUID:
     return uuid5(NAMESPACE_URL, f"/punto-banco/settlement/books/{table_id}/{coup_id}")
 
 
-# An answer line: [bet_id, bettor_id, bet_type, amount, currency, reason_code, message];
-# accepted when reason_code is None (amount: int stake), else refused (amount as received).
-# When each bet was placed is kept beside the lines (BetsAnswered.placed_at), so the
-# lines keep the shape that readers of the store (e.g. the audit) know.
-AnswerLine = list[Any]
-# A settlement line: [bet_id, bettor_id, bet_type, result, stake, payout, returned]
-SettlementLine = list[Any]
-# A refund line: [bet_id, bettor_id, stake, adjustment]
-RefundLine = list[Any]
+_new_tuple = tuple.__new__
 
 
 class BetBook(Aggregate):
     """The bets of one coup."""
 
-    class Opened(Aggregate.Created):
+    class Opened(BookOpenedFact, Aggregate.Created):
         """Dealing's OpenBook: betting on the coup starts, with these terms."""
 
-        class_version = 2
-        table_id: str
-        coup_id: str
-        paytable: str
-        limits: Limits
-        currency: str
-        closes_at: datetime
-        coup_number: int | None
-        shoe_id: str | None
+        TOPIC = BookOpenedFact.STORED_TOPIC
 
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state.update(coup_number=None, shoe_id=None)  # opened from BettingOpened, before
-
-    class BettingClosed(Aggregate.Event):
-        """Dealing closed betting at ``closed_at`` (its BettingClosed's ``occurred_at``).
+    class BettingClosed(BookClosedFact, Aggregate.Event):
+        """Dealing closed betting at ``closed_at`` (its CloseBook's append time).
 
         The book is closed from then on; the relay publishes it as ``BetsClosed``
         (the accepted ``bets`` and their ``staked`` total), which lets dealing deal.
         """
 
-        class_version = 3
-        closed_at: datetime | None
-        table_id: str | None
-        coup_id: str | None
-        bets: int
-        staked: int
-        currency: str | None
+        TOPIC = BookClosedFact.STORED_TOPIC
 
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state["closed_at"] = None  # recorded before the time was kept: closed for all
+        def apply(self, book: BetBook) -> None:
+            book.status = BookStatus.CLOSED
+            book.closed_at = self.closed_at
 
-        @staticmethod
-        def upcast_v2_v3(state: dict[str, Any]) -> None:
-            # Recorded before BetsClosed existed: nothing to publish for it.
-            state.update(table_id=None, coup_id=None, bets=0, staked=0, currency=None)
-
-    class BetsAnswered(Aggregate.Event):
+    class BetsAnswered(BetsAnsweredFact, Aggregate.Event):
         """Answers to bets; ``placed_at[i]`` (ISO 8601 or None) is when line i's bet was placed."""
 
-        class_version = 2
-        table_id: str
-        coup_id: str
-        lines: list[AnswerLine]
-        placed_at: list[str | None]
+        TOPIC = BetsAnsweredFact.STORED_TOPIC
 
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state["placed_at"] = [None] * len(state["lines"])  # recorded before it was kept
+        def apply(self, book: BetBook) -> None:
+            # Live, the accepted lines were taken when drafted; taking them again is harmless.
+            for line in self.lines:
+                if line.reason_code is None:
+                    book._take(line)
 
     class CardsDrawn(Aggregate.Event):
-        """Cards the shoe drew for the coup (its CardDrawn): ``lines`` of [position, card,
-        when the broker appended it (ISO 8601, or None)]."""
+        """Cards the shoe drew for the coup (its CardDrawn), each with when the broker
+        appended it."""
 
-        lines: list[list[Any]]
+        lines: list[DrawnCard]
 
     class CardsRefused(Aggregate.Event):
         """Cards taken before the book closed whose records the broker appended before the
@@ -156,25 +133,21 @@ class BetBook(Aggregate):
 
         indexes: list[int]
 
-    class CoupSettled(Aggregate.Event):
-        table_id: str
-        coup_id: str
-        outcome: str
-        player_pair: bool
-        banker_pair: bool
-        lines: list[SettlementLine]
-        staked: int
-        paid: int
-        currency: str
+    class CoupSettled(CoupSettledFact, Aggregate.Event):
+        TOPIC = CoupSettledFact.STORED_TOPIC
 
-    class CoupRefunded(Aggregate.Event):
-        table_id: str
-        coup_id: str
-        supervisor_id: str
-        reason: str
-        lines: list[RefundLine]
-        refunded: int
-        currency: str
+        def apply(self, book: BetBook) -> None:
+            book.status = BookStatus.SETTLED
+            book.returned = {line.bet_id: line.returned for line in self.lines}
+            book.facts = CoupFacts(self.outcome, self.player_pair, self.banker_pair)
+            book.claims = []
+
+    class CoupRefunded(CoupRefundedFact, Aggregate.Event):
+        TOPIC = CoupRefundedFact.STORED_TOPIC
+
+        def apply(self, book: BetBook) -> None:
+            book.status = BookStatus.VOIDED
+            book.claims = []
 
     @staticmethod
     def create_id(table_id: str, coup_id: str, **_: Any) -> UUID:
@@ -209,6 +182,7 @@ class BetBook(Aggregate):
         self.bets: dict[str, Bet] = {}
         self.bettor_types: dict[str, set[BetType]] = {}
         self.returned: dict[str, int] = {}
+        self.facts: CoupFacts | None = None  # what it was settled on
         self._draft: list[AnswerLine] = []
         self._draft_placed: list[str | None] = []
 
@@ -217,14 +191,17 @@ class BetBook(Aggregate):
         self,
         bettor_id: str,
         bet_type: str,
+        stake: int | None,
         amount: object,
         currency: str,
         placed_at: datetime,
     ) -> Rejection | None:
         """Why this bet cannot be accepted, or None (see rules.validation).
 
-        ``placed_at`` is when the bet was placed: the Kafka broker's append time
-        of the PlaceBet (never a time the client wrote). See :meth:`closed_for`.
+        ``stake`` is ``amount`` parsed where the bet entered (None: not a valid amount);
+        ``amount`` as received is quoted when it is refused. ``placed_at`` is when the bet
+        was placed: the Kafka broker's append time of the PlaceBet (never a time the
+        client wrote). See :meth:`closed_for`.
         """
         closed = self.closed_for(placed_at)
         if closed is not None:
@@ -233,15 +210,16 @@ class BetBook(Aggregate):
                 f"betting on coup {self.coup_id} is closed ({closed}); "
                 "wait for the next BettingOpened",
             )
-        refused = validate_bet(
+        refused = validate_stake(
             bet_type,
+            stake,
             amount,
             self._bet_limits(),
             currency,
             self.currency,
             self.bettor_types.get(bettor_id, set()),
         )
-        if refused is None and self.staked + (parse_amount(amount) or 0) > MAX_BOOK_STAKE:
+        if refused is None and self.staked + (stake or 0) > MAX_BOOK_STAKE:
             return Rejection(
                 RejectionReason.ABOVE_MAXIMUM,
                 f"the stakes on coup {self.coup_id} would exceed the house's limit of "
@@ -294,7 +272,7 @@ class BetBook(Aggregate):
         placed_at: datetime | None = None,
     ) -> None:
         """Accept a bet; recorded with the others of this transaction by :meth:`flush`."""
-        line: AnswerLine = [bet_id, bettor_id, bet_type, amount, currency, None, ""]
+        line = AnswerLine(bet_id, bettor_id, bet_type, amount, currency, None, "")
         self._take(line)
         self._draft.append(line)
         self._draft_placed.append(None if placed_at is None else placed_at.isoformat())
@@ -311,7 +289,9 @@ class BetBook(Aggregate):
         placed_at: datetime | None = None,
     ) -> None:
         """Refuse a bet; recorded with the others of this transaction by :meth:`flush`."""
-        self._draft.append([bet_id, bettor_id, bet_type, amount, currency, reason_code, message])
+        self._draft.append(
+            AnswerLine(bet_id, bettor_id, bet_type, amount, currency, reason_code, message)
+        )
         self._draft_placed.append(None if placed_at is None else placed_at.isoformat())
 
     @property
@@ -323,30 +303,22 @@ class BetBook(Aggregate):
         if self._draft:
             lines, self._draft = self._draft, []
             placed, self._draft_placed = self._draft_placed, []
-            self._answer(
-                table_id=self.table_id, coup_id=self.coup_id, lines=lines, placed_at=placed
-            )
-
-    @event(BetsAnswered)
-    def _answer(
-        self, table_id: str, coup_id: str, lines: list[AnswerLine], placed_at: list[str | None]
-    ) -> None:
-        # Live, the accepted lines were taken when drafted; taking them again is harmless.
-        for line in lines:
-            if line[5] is None:
-                self._take(line)
+            answered = BetsAnsweredFact(self.table_id, self.coup_id, lines, placed)
+            record(self, self.BetsAnswered, answered)
 
     def _take(self, line: AnswerLine) -> None:
-        bet_id, bettor_id, bet_type, amount = line[0], line[1], line[2], line[3]
+        """Count an accepted line's bet (its ``amount`` is the stake, an int)."""
+        bet_id, amount = line.bet_id, line.amount
+        assert type(amount) is int
         if bet_id not in self.bets:
             self.staked += amount
-        self.bets[bet_id] = Bet(bet_id, bettor_id, bet_type, amount)
-        self.bettor_types.setdefault(bettor_id, set()).add(BetType(bet_type))
+        self.bets[bet_id] = Bet(bet_id, line.bettor_id, line.bet_type, amount)
+        self.bettor_types.setdefault(line.bettor_id, set()).add(BetType(line.bet_type))
 
     def close_betting(self, closed_at: datetime) -> None:
-        """Dealing closed betting at ``closed_at`` (its BettingClosed's ``occurred_at``)."""
+        """Dealing closed betting at ``closed_at`` (its CloseBook's append time)."""
         self.flush()
-        self._close_betting(
+        closed = BookClosedFact(
             closed_at=closed_at,
             table_id=self.table_id,
             coup_id=self.coup_id,
@@ -354,19 +326,7 @@ class BetBook(Aggregate):
             staked=sum(bet.amount for bet in self.bets.values()),
             currency=self.currency,
         )
-
-    @event(BettingClosed)
-    def _close_betting(
-        self,
-        closed_at: datetime | None,
-        table_id: str | None,
-        coup_id: str | None,
-        bets: int,
-        staked: int,
-        currency: str | None,
-    ) -> None:
-        self.status = BookStatus.CLOSED
-        self.closed_at = closed_at
+        record(self, self.BettingClosed, closed)
 
     # -- the shoe's cards and dealing's claim ---------------------------------------
     def note_cards(
@@ -376,13 +336,14 @@ class BetBook(Aggregate):
         the conflicts (position, had, new): a position seen before with another card (the
         first one stays)."""
         seen = {position: card for position, (card, _) in self.drawn.items()}
-        fresh: list[list[Any]] = []
+        fresh: list[DrawnCard] = []
         conflicts: list[tuple[int, str, str]] = []
         for position, card, appended in cards:
             had = seen.get(position)
             if had is None:
                 seen[position] = card
-                fresh.append([position, card, None if appended is None else appended.isoformat()])
+                when = None if appended is None else appended.isoformat()
+                fresh.append(DrawnCard(position, card, when))
             elif had != card:
                 conflicts.append((position, had, card))
         if fresh:
@@ -390,7 +351,7 @@ class BetBook(Aggregate):
         return conflicts
 
     @event(CardsDrawn)
-    def _cards_drawn(self, lines: list[list[Any]]) -> None:
+    def _cards_drawn(self, lines: list[DrawnCard]) -> None:
         for position, card, appended in lines:
             when = None if appended is None else datetime.fromisoformat(appended)
             self.drawn[int(position)] = (card, when)
@@ -446,24 +407,27 @@ class BetBook(Aggregate):
         """Settle every accepted bet against the coup: one event for the whole coup."""
         self.flush()
         paytable = get_paytable(self.paytable)
-        lines: list[SettlementLine] = []
+        lines: list[SettledLine] = []
         staked = paid = 0
         for bet in self.bets.values():
             result = settle_bet(BetType(bet.bet_type), bet.amount, coup, paytable)
             lines.append(
-                [
-                    bet.bet_id,
-                    bet.bettor_id,
-                    bet.bet_type,
-                    result.result.value,
-                    result.stake,
-                    result.payout,
-                    result.returned,
-                ]
+                _new_tuple(  # SettledLine(...) without its Python-level __new__: 10,000 a coup
+                    SettledLine,
+                    (
+                        bet.bet_id,
+                        bet.bettor_id,
+                        bet.bet_type,
+                        result.result.value,
+                        result.stake,
+                        result.payout,
+                        result.returned,
+                    ),
+                )
             )
             staked += result.stake
             paid += result.returned
-        self._settle(
+        settled = CoupSettledFact(
             table_id=self.table_id,
             coup_id=self.coup_id,
             outcome=coup.outcome,
@@ -474,24 +438,7 @@ class BetBook(Aggregate):
             paid=paid,
             currency=self.currency,
         )
-
-    @event(CoupSettled)
-    def _settle(
-        self,
-        table_id: str,
-        coup_id: str,
-        outcome: str,
-        player_pair: bool,
-        banker_pair: bool,
-        lines: list[SettlementLine],
-        staked: int,
-        paid: int,
-        currency: str,
-    ) -> None:
-        self.status = BookStatus.SETTLED
-        self.returned = {line[0]: line[6] for line in lines}
-        self.facts = CoupFacts(outcome, player_pair, banker_pair)
-        self.claims = []
+        record(self, self.CoupSettled, settled)
 
     def refund(self, supervisor_id: str, reason: str) -> None:
         """Refund every bet's stake; the adjustment is relative to what was already paid."""
@@ -500,10 +447,9 @@ class BetBook(Aggregate):
         refunded = 0
         for bet in self.bets.values():
             paid = self.returned.get(bet.bet_id, 0) if self.status is BookStatus.SETTLED else 0
-            adjustment = bet.amount - paid
-            lines.append([bet.bet_id, bet.bettor_id, bet.amount, adjustment])
+            lines.append(RefundLine(bet.bet_id, bet.bettor_id, bet.amount, bet.amount - paid))
             refunded += bet.amount
-        self._refund(
+        refund = CoupRefundedFact(
             table_id=self.table_id,
             coup_id=self.coup_id,
             supervisor_id=supervisor_id,
@@ -512,20 +458,7 @@ class BetBook(Aggregate):
             refunded=refunded,
             currency=self.currency,
         )
-
-    @event(CoupRefunded)
-    def _refund(
-        self,
-        table_id: str,
-        coup_id: str,
-        supervisor_id: str,
-        reason: str,
-        lines: list[RefundLine],
-        refunded: int,
-        currency: str,
-    ) -> None:
-        self.status = BookStatus.VOIDED
-        self.claims = []
+        record(self, self.CoupRefunded, refund)
 
     @property
     def bet_count(self) -> int:
@@ -534,3 +467,6 @@ class BetBook(Aggregate):
     def settled_amounts(self) -> Mapping[str, int]:
         """bet id -> amount returned to the bettor (after settlement)."""
         return dict(self.returned)
+
+
+register_stored_topics(BetBook)

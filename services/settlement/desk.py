@@ -21,9 +21,9 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-# A held bet: [coup_id, bet_id, bettor_id, bet_type, amount (as received), currency,
-#              placed_at (ISO 8601: when the broker appended the PlaceBet, see books.py)]
-HeldBet = list[str]
+from services.shared.facts.legacy import DeskBetHeldFact
+from services.shared.facts.settlement import DeskRejectedFact, HeldLine
+from services.shared.facts.topics import record, register_stored_topics
 
 
 def held_line(
@@ -34,9 +34,9 @@ def held_line(
     amount: str,
     currency: str,
     placed_at: datetime,
-) -> HeldBet:
+) -> HeldLine:
     """A held bet as the desk keeps and records it."""
-    return [coup_id, bet_id, bettor_id, bet_type, amount, currency, placed_at.isoformat()]
+    return HeldLine(coup_id, bet_id, bettor_id, bet_type, amount, currency, placed_at.isoformat())
 
 
 @lru_cache(maxsize=4096)
@@ -50,40 +50,20 @@ class BetDesk(Aggregate):
     class Started(Aggregate.Created):
         table_id: str
 
-    class BetHeld(Aggregate.Event):
-        table_id: str
-        coup_id: str
-        bet_id: str
-        bettor_id: str
-        bet_type: str
-        amount: str
-        currency: str
-        placed_at: datetime
+    class BetHeld(DeskBetHeldFact, Aggregate.Event):
+        TOPIC = DeskBetHeldFact.STORED_TOPIC
 
     class BetsHeld(Aggregate.Event):
         table_id: str
-        lines: list[HeldBet]
+        lines: list[HeldLine]
 
     class BetsReleased(Aggregate.Event):
         bet_ids: list[str]
 
-    class BetRejected(Aggregate.Event):
-        table_id: str
-        coup_id: str
-        bet_id: str
-        bettor_id: str
-        bet_type: str
-        amount: str
-        currency: str
-        reason_code: str
-        message: str
-        placed_at: datetime | None
+    class BetRejected(DeskRejectedFact, Aggregate.Event):
+        """A bet refused with no book to record it (its fields: the bet as received)."""
 
-        class_version = 2
-
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state["placed_at"] = None  # recorded before the time was kept
+        TOPIC = DeskRejectedFact.STORED_TOPIC
 
     @staticmethod
     def create_id(table_id: str, **_: Any) -> UUID:
@@ -92,7 +72,7 @@ class BetDesk(Aggregate):
     @event(Started)
     def __init__(self, table_id: str) -> None:
         self.table_id = table_id
-        self.held: dict[str, HeldBet] = {}
+        self.held: dict[str, HeldLine] = {}  # from a snapshot: lists (see release_all)
 
     @event(BetHeld)
     def _held_one(
@@ -111,30 +91,30 @@ class BetDesk(Aggregate):
         line = held_line(coup_id, bet_id, bettor_id, bet_type, amount, currency, placed_at)
         self.held[bet_id] = line
 
-    def draft_hold(self, line: HeldBet) -> None:
+    def draft_hold(self, line: HeldLine) -> None:
         """Hold a bet now (see :func:`held_line`); :meth:`flush` records this unit's holds
         as one BetsHeld event."""
-        self.held[line[1]] = line
+        self.held[line.bet_id] = line
         self.__dict__.setdefault("_draft", []).append(line)  # snapshots may predate it
 
     def flush(self) -> None:
         """Record the bets held since the last flush as one BetsHeld event."""
         lines = self.__dict__.get("_draft")
         if lines:
-            self._draft: list[HeldBet] = []
+            self._draft: list[HeldLine] = []
             self._hold_lines(table_id=self.table_id, lines=lines)
 
     @event(BetsHeld)
-    def _hold_lines(self, table_id: str, lines: list[HeldBet]) -> None:
+    def _hold_lines(self, table_id: str, lines: list[HeldLine]) -> None:
         for line in lines:
-            self.held[line[1]] = line
+            self.held[line.bet_id] = line
 
-    def release_all(self) -> list[HeldBet]:
+    def release_all(self) -> list[HeldLine]:
         """Take every held bet out (in the order they came) to be judged now."""
         self.flush()  # holds of this unit first: the record says held, then released
-        held = list(self.held.values())
+        held = [HeldLine._make(line) for line in self.held.values()]  # a snapshot's: lists
         if held:
-            self._release(bet_ids=[line[1] for line in held])
+            self._release(bet_ids=[line.bet_id for line in held])
         return held
 
     @event(BetsReleased)
@@ -142,7 +122,6 @@ class BetDesk(Aggregate):
         for bet_id in bet_ids:
             self.held.pop(bet_id, None)
 
-    @event(BetRejected)
     def reject(
         self,
         table_id: str,
@@ -156,4 +135,19 @@ class BetDesk(Aggregate):
         message: str,
         placed_at: datetime | None = None,
     ) -> None:
-        pass
+        rejected = DeskRejectedFact(
+            table_id=table_id,
+            coup_id=coup_id,
+            bet_id=bet_id,
+            bettor_id=bettor_id,
+            bet_type=bet_type,
+            amount=amount,
+            currency=currency,
+            reason_code=reason_code,
+            message=message,
+            placed_at=placed_at,
+        )
+        record(self, self.BetRejected, rejected)
+
+
+register_stored_topics(BetDesk)

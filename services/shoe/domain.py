@@ -23,6 +23,13 @@ from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
+from services.shared.facts.shoe import (
+    CardsBurnedFact,
+    CardsDrawnFact,
+    ShoeRevealedFact,
+    ShoeShuffledFact,
+)
+from services.shared.facts.topics import record, register_stored_topics
 from services.shared.rules import shoe as rules
 from services.shared.rules.cards import Card
 
@@ -53,47 +60,30 @@ def shoe_uuid(table_id: str, shoe_id: str) -> UUID:
 class Shoe(Aggregate):
     """One shuffled shoe of a table."""
 
-    class Shuffled(Aggregate.Created):
-        table_id: str
-        shoe_id: str
-        decks: int
-        order: list[str]
-        salt: str
-        commitment: str
-        commitment_scheme: str
-        cut_card_index: int
-        causation_id: UUID | None
-        correlation_id: UUID | None
+    class Shuffled(ShoeShuffledFact, Aggregate.Created):
+        TOPIC = ShoeShuffledFact.STORED_TOPIC
 
-    class CardsBurned(Aggregate.Event):
-        table_id: str
-        shoe_id: str
-        shown_card: str
-        burned_cards: list[str]
-        next_position: int
-        causation_id: UUID | None
-        correlation_id: UUID | None
+    class CardsBurned(CardsBurnedFact, Aggregate.Event):
+        TOPIC = CardsBurnedFact.STORED_TOPIC
 
-    class CardsDrawn(Aggregate.Event):
-        table_id: str
-        shoe_id: str
-        coup_id: str
-        request_id: str
-        first_position: int
-        cards: list[str]
-        cut_card_position: int | None
-        causation_id: UUID | None
-        correlation_id: UUID | None
+        def apply(self, shoe: Shoe) -> None:
+            shoe.burned = True
+            shoe.next_position = self.next_position
 
-    class Closed(Aggregate.Event):
-        table_id: str
-        shoe_id: str
-        order: list[str]
-        salt: str
-        commitment: str
-        cards_dealt: int
-        causation_id: UUID | None
-        correlation_id: UUID | None
+    class CardsDrawn(CardsDrawnFact, Aggregate.Event):
+        TOPIC = CardsDrawnFact.STORED_TOPIC
+
+        def apply(self, shoe: Shoe) -> None:
+            shoe.requests[self.request_id] = (self.first_position, len(self.cards))
+            shoe.next_position = self.first_position + len(self.cards)
+            if self.cut_card_position is not None:
+                shoe.cut_card_reached = True
+
+    class Closed(ShoeRevealedFact, Aggregate.Event):
+        TOPIC = ShoeRevealedFact.STORED_TOPIC
+
+        def apply(self, shoe: Shoe) -> None:
+            shoe.closed = True
 
     @staticmethod
     def create_id(table_id: str, shoe_id: str) -> UUID:
@@ -162,7 +152,7 @@ class Shoe(Aggregate):
         if self.burned:
             return
         count = min(rules.burn_count(Card.parse(self.order[0])), len(self.order) - 1)
-        self._burn(
+        burned = CardsBurnedFact(
             table_id=self.table_id,
             shoe_id=self.shoe_id,
             shown_card=self.order[0],
@@ -171,6 +161,7 @@ class Shoe(Aggregate):
             causation_id=causation_id,
             correlation_id=correlation_id,
         )
+        record(self, self.CardsBurned, burned)
 
     def draw(
         self,
@@ -199,7 +190,7 @@ class Shoe(Aggregate):
         cut: int | None = None
         if not self.cut_card_reached and (self.cut_card_index < end or end >= len(self.order)):
             cut = self.cut_card_index
-        self._draw(
+        drawn = CardsDrawnFact(
             table_id=self.table_id,
             shoe_id=self.shoe_id,
             coup_id=coup_id,
@@ -210,6 +201,7 @@ class Shoe(Aggregate):
             causation_id=causation_id,
             correlation_id=correlation_id,
         )
+        record(self, self.CardsDrawn, drawn)
         return True
 
     def close(
@@ -218,7 +210,7 @@ class Shoe(Aggregate):
         """Close the shoe and reveal its order and salt; False if it was closed already."""
         if self.closed:
             return False
-        self._close(
+        revealed = ShoeRevealedFact(
             table_id=self.table_id,
             shoe_id=self.shoe_id,
             order=self.order,
@@ -228,6 +220,7 @@ class Shoe(Aggregate):
             causation_id=causation_id,
             correlation_id=correlation_id,
         )
+        record(self, self.Closed, revealed)
         return True
 
     # -- queries ------------------------------------------------------------------
@@ -241,49 +234,5 @@ class Shoe(Aggregate):
             [Card.parse(code) for code in self.order], bytes.fromhex(self.salt), self.commitment
         )
 
-    # -- event appliers -----------------------------------------------------------
-    @event(CardsBurned)
-    def _burn(
-        self,
-        table_id: str,
-        shoe_id: str,
-        shown_card: str,
-        burned_cards: list[str],
-        next_position: int,
-        causation_id: UUID | None,
-        correlation_id: UUID | None,
-    ) -> None:
-        self.burned = True
-        self.next_position = next_position
 
-    @event(CardsDrawn)
-    def _draw(
-        self,
-        table_id: str,
-        shoe_id: str,
-        coup_id: str,
-        request_id: str,
-        first_position: int,
-        cards: list[str],
-        cut_card_position: int | None,
-        causation_id: UUID | None,
-        correlation_id: UUID | None,
-    ) -> None:
-        self.requests[request_id] = (first_position, len(cards))
-        self.next_position = first_position + len(cards)
-        if cut_card_position is not None:
-            self.cut_card_reached = True
-
-    @event(Closed)
-    def _close(
-        self,
-        table_id: str,
-        shoe_id: str,
-        order: list[str],
-        salt: str,
-        commitment: str,
-        cards_dealt: int,
-        causation_id: UUID | None,
-        correlation_id: UUID | None,
-    ) -> None:
-        self.closed = True
+register_stored_topics(Shoe)

@@ -4,7 +4,8 @@ Inbound: ``apply_command`` turns ShuffleShoe / DrawCards / CloseShoe into
 Application calls inside the runtime's unit of work.
 
 Outbound: ``to_messages`` turns each stored domain event into the messages
-published on ``punto-banco.shoe-events``. Note what is NOT published: the
+published on ``punto-banco.shoe-events``, by field name (see
+``services.shared.platform.publishing``). Note what is NOT published: the
 ``Shuffled`` event's order and salt stay in the private store until the shoe
 closes (ShoeShuffled carries only the commitment); ``ShoeClosed`` reveals them.
 One ``CardsDrawn`` event becomes one CardDrawn per card, and a CutCardReached
@@ -14,7 +15,7 @@ just before the CardDrawn of the first card behind the cut card.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from functools import singledispatch
 
 from contracts import (
     CardDrawn,
@@ -29,7 +30,7 @@ from contracts import (
     ShuffleShoe,
 )
 from services.shared.platform.application import UnitOfWork
-from services.shared.platform.messages import envelope
+from services.shared.platform.publishing import one, publish_one, shaped
 from services.shoe.application import ShoeApplication
 from services.shoe.domain import Shoe
 
@@ -80,80 +81,33 @@ def apply_command(app: ShoeApplication, uow: UnitOfWork, message: Message) -> No
         raise TypeError(f"the shoe service does not handle {type(message).__name__}")
 
 
-def to_messages(event: Any) -> list[Message]:
-    """The contract messages published for one stored shoe event."""
-    common = {
-        "table_id": event.table_id,
-        "shoe_id": event.shoe_id,
-        "causation_id": event.causation_id,
-        "correlation_id": event.correlation_id,
-    }
-    if isinstance(event, Shoe.Shuffled):
-        return [
-            ShoeShuffled(
-                **envelope(event),
-                **common,
-                decks=event.decks,
-                card_count=len(event.order),
-                commitment=event.commitment,
-                commitment_scheme=event.commitment_scheme,
-                cut_card_index=event.cut_card_index,
-            )
-        ]
-    if isinstance(event, Shoe.CardsBurned):
-        return [
-            CardsBurned(
-                **envelope(event),
-                **common,
-                shown_card=event.shown_card,
-                burned=[
-                    PositionedCard(position=1 + i, card=card)
-                    for i, card in enumerate(event.burned_cards)
-                ],
-                next_position=event.next_position,
-            )
-        ]
-    if isinstance(event, Shoe.CardsDrawn):
-        messages: list[Message] = []
-        for i, card in enumerate(event.cards):
-            position = event.first_position + i
-            if event.cut_card_position is not None and position == max(
-                event.cut_card_position, event.first_position
-            ):
-                messages.append(_cut_card(event, len(messages), common))
-            messages.append(
-                CardDrawn(
-                    **envelope(event, len(messages)),
-                    **common,
-                    coup_id=event.coup_id,
-                    request_id=event.request_id,
-                    position=position,
-                    card=card,
-                )
-            )
-        if event.cut_card_position is not None and not any(
-            isinstance(m, CutCardReached) for m in messages
-        ):  # the shoe ran out before reaching the cut card
-            messages.append(_cut_card(event, len(messages), common))
-        return messages
-    if isinstance(event, Shoe.Closed):
-        return [
-            ShoeClosed(
-                **envelope(event),
-                **common,
-                order=event.order,
-                salt=event.salt,
-                commitment=event.commitment,
-                cards_dealt=event.cards_dealt,
-            )
-        ]
+@singledispatch
+def to_messages(event: object) -> list[Message]:
+    """The contract messages published for one stored shoe event (none for others)."""
     return []
 
 
-def _cut_card(event: Shoe.CardsDrawn, index: int, common: dict[str, Any]) -> CutCardReached:
-    return CutCardReached(
-        **envelope(event, index),
-        **common,
-        coup_id=event.coup_id,
-        position=event.cut_card_position,
-    )
+def _burned(event: Shoe.CardsBurned) -> list[PositionedCard]:
+    return [PositionedCard(position=1 + i, card=card) for i, card in enumerate(event.burned_cards)]
+
+
+to_messages.register(Shoe.Shuffled, one(ShoeShuffled, card_count=lambda e: len(e.order)))
+to_messages.register(Shoe.CardsBurned, one(CardsBurned, burned=_burned))
+to_messages.register(Shoe.Closed, one(ShoeClosed))
+
+
+@to_messages.register(Shoe.CardsDrawn)
+@shaped(CardDrawn, CutCardReached)
+def _cards_drawn(event: Shoe.CardsDrawn) -> list[Message]:
+    """One CardDrawn per card; CutCardReached just before the first card behind the cut
+    card (or after the last, when the shoe ran out before it)."""
+    messages: list[Message] = []
+    cut = event.cut_card_position
+    for i, card in enumerate(event.cards):
+        position = event.first_position + i
+        if cut is not None and position == max(cut, event.first_position):
+            messages.append(publish_one(CutCardReached, event, len(messages), position=cut))
+        messages.append(publish_one(CardDrawn, event, len(messages), position=position, card=card))
+    if cut is not None and not any(isinstance(m, CutCardReached) for m in messages):
+        messages.append(publish_one(CutCardReached, event, len(messages), position=cut))
+    return messages

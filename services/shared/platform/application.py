@@ -1,6 +1,6 @@
 """The eventsourcing base every service Application extends, and its unit of work.
 
-``ServiceApplication`` is an ordinary eventsourcing ``Application`` with three
+``ServiceApplication`` is an ordinary eventsourcing ``Application`` with four
 additions the delivery design needs:
 
 - its recorder is a *process* recorder, so events and tracking records
@@ -11,7 +11,9 @@ additions the delivery design needs:
   with the tracking record in ONE transaction (``ProcessingEvent`` +
   ``Application._record``, as ``eventsourcing.system.ProcessApplication`` does);
 - listeners registered with ``add_save_listener`` are called after every
-  save, which wakes the outbox relay without waiting for its poll interval.
+  save, which wakes the outbox relay without waiting for its poll interval;
+- its mapper is :class:`~services.shared.platform.mapping.FactMapper`: stored line
+  arrays are read back as the line records the domain events declare.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import ProcessRecorder, Recording, Tracking
+from eventsourcing.persistence import Mapper, ProcessRecorder, Recording, Tracking
+
+from services.shared.platform.mapping import FactMapper
 
 A = TypeVar("A", bound=Aggregate)
 
@@ -40,6 +44,9 @@ class ServiceApplication(Application[UUID]):
         self._save_listeners: list[Callable[[Sequence[Recording[UUID]]], None]] = []
         self._listeners_lock = threading.Lock()
         super().__init__(env)
+
+    def construct_mapper(self) -> Mapper[UUID]:
+        return self.factory.mapper(transcoder=self.construct_transcoder(), mapper_class=FactMapper)
 
     def construct_recorder(self) -> ProcessRecorder:
         return self.factory.process_recorder()

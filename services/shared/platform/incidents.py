@@ -18,11 +18,13 @@ from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
-from eventsourcing.utils import get_topic
+from eventsourcing.utils import get_topic, register_topic
 
 from contracts import IncidentRaised, Message
+from services.shared.facts.incidents import IncidentRaisedFact
+from services.shared.facts.topics import record
 from services.shared.platform.application import UnitOfWork
-from services.shared.platform.messages import envelope
+from services.shared.platform.publishing import publish_one
 
 log = logging.getLogger(__name__)
 
@@ -71,18 +73,11 @@ class IncidentLog(Aggregate):
         service: str
         table_id: str | None
 
-    class Raised(Aggregate.Event):
-        TOPIC = "services.platform.incidents:IncidentLog.Raised"  # stored: never changes
-        service: str
-        table_id: str | None
-        code: str
-        message: str
-        coup_id: str | None
-        evidence_type: str | None
-        evidence_id: UUID | None
-        source_topic: str | None
-        partition: int | None
-        offset: int | None
+    class Raised(IncidentRaisedFact, Aggregate.Event):
+        TOPIC = IncidentRaisedFact.STORED_TOPIC  # stored: never changes
+
+        def apply(self, log: IncidentLog) -> None:
+            log.count += 1
 
     @staticmethod
     def create_id(service: str, table_id: str | None, **_: Any) -> UUID:
@@ -94,25 +89,15 @@ class IncidentLog(Aggregate):
         self.table_id = table_id
         self.count = 0
 
-    @event(Raised)
-    def raise_incident(
-        self,
-        service: str,
-        table_id: str | None,
-        code: str,
-        message: str,
-        coup_id: str | None,
-        evidence_type: str | None,
-        evidence_id: UUID | None,
-        source_topic: str | None,
-        partition: int | None,
-        offset: int | None,
-    ) -> None:
-        self.count += 1
+    def raise_incident(self, incident: IncidentRaisedFact) -> None:
+        record(self, self.Raised, incident)
 
 
 for _stored in (IncidentLog.Started, IncidentLog.Raised):
     get_topic(_stored)  # registered under their stored topics
+# A log's first event names the aggregate's class by its module path when it was created:
+# logs created before the layout move (services/platform) still load.
+register_topic("services.platform.incidents:IncidentLog", IncidentLog)
 
 
 def raise_incident(
@@ -134,7 +119,7 @@ def raise_incident(
         incidents = IncidentLog(service=service, table_id=table_id)
         uow.add(incidents)
     found = evidence or Evidence("")
-    incidents.raise_incident(
+    incident = IncidentRaisedFact(
         service=service,
         table_id=table_id,
         code=code,
@@ -146,6 +131,7 @@ def raise_incident(
         partition=found.partition,
         offset=found.offset,
     )
+    incidents.raise_incident(incident)
     log.error(
         "incident %s at table %s%s: %s",
         code,
@@ -157,20 +143,8 @@ def raise_incident(
 
 
 def incident_message(event: IncidentLog.Raised) -> IncidentRaised:
-    """The message the relay publishes for a recorded incident."""
-    return IncidentRaised(
-        **envelope(event),
-        table_id=event.table_id,
-        service=event.service,
-        code=event.code,
-        message=event.message,
-        coup_id=event.coup_id,
-        evidence_type=event.evidence_type,
-        evidence_id=event.evidence_id,
-        source_topic=event.source_topic,
-        partition=event.partition,
-        offset=event.offset,
-    )
+    """The message the relay publishes for a recorded incident (its fields by name)."""
+    return publish_one(IncidentRaised, event)
 
 
 def with_incidents(mapper: Callable[[Any], Sequence[Any]]) -> Callable[[Any], Sequence[Any]]:

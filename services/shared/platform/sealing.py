@@ -1,7 +1,7 @@
 """Tamper evidence: a hash chain over each store's notification log, sealed by events.
 
 Every service seals its own store: every few seconds while it runs and once on
-a clean shutdown (``ServiceHost`` starts :func:`seal_periodically` and calls
+a clean shutdown (``KafkaService`` starts :func:`seal_periodically` and calls
 :func:`seal_store` when stopping). A seal is a ``SealLedger.Sealed`` event,
 recorded in the SAME store as the events it covers, so the notification log
 itself carries its proof:
@@ -52,12 +52,12 @@ from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate
-from eventsourcing.utils import get_topic
+from eventsourcing.utils import get_topic, register_topic
 
 from services.shared.platform.application import ServiceApplication
 
 if TYPE_CHECKING:  # pragma: no cover
-    from services.shared.platform.runner import ServiceContext
+    from services.shared.platform.definition import ServiceContext
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,7 @@ class SealLedger(Aggregate):
 
 for _stored in (SealLedger.Started, SealLedger.Sealed):
     get_topic(_stored)  # registers each class under its stored topic: old rows resolve to it
+register_topic(LEDGER_TOPIC, SealLedger)  # the ledger's rows name it so (a replay finds it)
 
 
 # -- canonical bytes ------------------------------------------------------------------

@@ -4,9 +4,11 @@ The reason codes are shared with the ``BetRejected``/``CommandRejected``
 messages. ``validate_bet`` checks what a bet says on its own and against the
 table: a known bet type offered at the table, a positive whole amount of
 minor units, the table's currency, the table's minimum and maximum for that
-bet type, and no Player and Banker from one bettor in one coup. The
-remaining codes (no such table or coup, betting or table closed) are for the
-services, which know the table's state.
+bet type, and no Player and Banker from one bettor in one coup.
+``validate_stake`` makes the same checks of an amount parsed already (by
+:func:`parse_amount`, once, where the bet enters a service). The remaining
+codes (no such table or coup, betting or table closed) are for the services,
+which know the table's state.
 """
 
 from __future__ import annotations
@@ -120,6 +122,23 @@ def validate_bet(
     accepted in this coup. Checks run in the order: bet type, amount,
     currency, minimum/maximum, opposing Player/Banker bets.
     """
+    return validate_stake(
+        bet_type, parse_amount(amount), amount, limits, currency, table_currency, bettor_bet_types
+    )
+
+
+def validate_stake(
+    bet_type: str,
+    stake: int | None,
+    amount: object,
+    limits: Mapping[BetType, BetLimit],
+    currency: str,
+    table_currency: str,
+    bettor_bet_types: Collection[BetType],
+) -> Rejection | None:
+    """:func:`validate_bet` of an amount parsed already: ``stake`` is
+    ``parse_amount(amount)`` (None: not a valid amount); ``amount`` as received is only
+    quoted in the message that refuses it."""
     kind = parse_bet_type(bet_type)
     if kind is None:
         known = ", ".join(bet.value for bet in BetType)
@@ -132,7 +151,6 @@ def validate_bet(
             RejectionReason.UNKNOWN_BET_TYPE,
             f"bet type {kind.value!r} is not offered at this table",
         )
-    stake = parse_amount(amount)
     if stake is None:
         return Rejection(
             RejectionReason.INVALID_AMOUNT,

@@ -35,6 +35,6 @@ async def test_the_betting_clock_closes_expired_windows() -> None:
 
 
 def test_the_service_definition_names_dealing() -> None:
-    definition = build_service(Settings.from_env("dealing", {}))
+    definition = build_service(Settings.from_env("dealing", {})).definition
     assert definition.name == "dealing"
     assert [task.__name__ for task in definition.tasks] == ["betting_clock"]

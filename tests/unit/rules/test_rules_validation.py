@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from services.shared.rules import BetLimit, BetType, RejectionReason, parse_amount, validate_bet
+from services.shared.rules.validation import validate_stake
 
 LIMITS = {bet: BetLimit(100, 10_000) for bet in BetType}
 
@@ -120,3 +121,33 @@ def test_bet_limits_must_be_ordered_and_positive() -> None:
         BetLimit(0, 10)
     with pytest.raises(ValueError):
         BetLimit(10, 5)
+
+
+amounts = st.one_of(
+    st.integers(-10, 10**15),
+    st.decimals(allow_nan=True, allow_infinity=True),
+    st.text(max_size=60),
+    st.integers(1, 10**15).map(str),
+    st.sampled_from(["100.00", " 500 ", "1e3", "0", "-5", "12.5", "\u0665\u0660\u0660"]),
+)
+
+
+@given(
+    st.sampled_from(["player", "banker", "tie", "player_pair", "banker_pair", "draw"]),
+    amounts,
+    st.sampled_from(["EUR", "USD"]),
+    st.frozensets(st.sampled_from(list(BetType))),
+)
+def test_a_stake_parsed_once_is_judged_as_the_amount_it_came_from(
+    bet_type: str, amount: object, currency: str, bettor: frozenset[BetType]
+) -> None:
+    """Settlement parses a PlaceBet's amount once, where it enters, and judges the stake."""
+    assert validate_stake(
+        bet_type, parse_amount(amount), amount, LIMITS, currency, "EUR", bettor
+    ) == validate_bet(bet_type, amount, LIMITS, currency, "EUR", bettor)
+
+
+def test_a_refused_amount_is_quoted_as_received_and_shortened() -> None:
+    rejection = validate_stake("player", None, "x" * 100, LIMITS, "EUR", "EUR", ())
+    assert rejection is not None and rejection.reason is RejectionReason.INVALID_AMOUNT
+    assert f"amount {'x' * 37}... is not" in rejection.message

@@ -222,3 +222,25 @@ def hold_as_before(app: SettlementApplication, lines: list[list[str]]) -> None:
         desk.flush()
     for line in lines:
         app._index.replay(BetRequest.held("t1", line), BetAnswer(line[1], False, held=True))
+
+
+def test_a_bets_amount_is_parsed_once_where_it_enters(
+    app: SettlementApplication, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``_place_bet`` parses the amount; the book and the rules judge the parsed stake."""
+    from services.settlement import application
+    from services.shared.rules import validation
+
+    calls: list[object] = []
+    parse = validation.parse_amount
+
+    def counted(amount: object) -> int | None:
+        calls.append(amount)
+        return parse(amount)
+
+    monkeypatch.setattr(application, "parse_amount", counted)
+    monkeypatch.setattr(validation, "parse_amount", lambda amount: pytest.fail("parsed again"))
+    assert app.place_bet(bet("b1", amount="2500.00")).accepted
+    refused = app.place_bet(bet("b2", amount="12.5"))
+    assert refused.reason_code == "INVALID_AMOUNT" and "12.5" in refused.message
+    assert calls == ["2500.00", "12.5"]

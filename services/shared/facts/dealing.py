@@ -1,0 +1,188 @@
+"""Dealing's stored facts: tables (``services.dealing.tables``), coups (``.coups``) and
+refused table commands (``.rejections``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar
+from uuid import UUID
+
+from services.shared.facts.base import Fact
+
+Limits = dict[str, dict[str, int]]
+"""Per bet type name: {"minimum": int, "maximum": int} in minor units."""
+
+
+@dataclass(frozen=True)
+class TableOpenedFact(Fact):
+    """A table opened with its settings (``TableOpened``; limits as ``BetLimitSpec``)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.dealing.tables:Table.Opened"
+    table_id: str
+    decks: int
+    paytable: str
+    limits: Limits
+    currency: str
+    betting_window_ms: int
+    cut_card_from_end: int
+
+
+@dataclass(frozen=True)
+class TableReopenedFact(Fact):
+    """A closed table opened again, maybe with other settings (also ``TableOpened``)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.dealing.tables:Table.Reopened"
+    table_id: str
+    decks: int
+    paytable: str
+    limits: Limits
+    currency: str
+    betting_window_ms: int
+    cut_card_from_end: int
+
+
+@dataclass(frozen=True)
+class TableClosedFact(Fact):
+    """``TableClosed``."""
+
+    STORED_TOPIC: ClassVar[str] = "services.dealing.tables:Table.Closed"
+    table_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ShoeRequestedFact(Fact):
+    """A new shoe asked of the shoe service (the command ``ShuffleShoe``)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.dealing.tables:Table.ShoeRequested"
+    table_id: str
+    shoe_id: str
+    decks: int
+    cut_card_from_end: int
+
+
+@dataclass(frozen=True)
+class ShoeFinishedFact(Fact):
+    """The shoe is done with (the command ``CloseShoe``: the shoe service reveals it)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.dealing.tables:Table.ShoeFinished"
+    table_id: str
+    shoe_id: str
+
+
+@dataclass(frozen=True)
+class BettingOpenedFact(Fact):
+    """A coup starts: ``BettingOpened``, and ``OpenBook`` (its ``terms``: paytable, limits,
+    currency) in the bets' partition. ``first_position``: the lowest shoe position its first
+    card may have. Version 1 (before OpenBook) knew neither."""
+
+    STORED_TOPIC: ClassVar[str] = "services.dealing.coups:Coup.BettingOpened"
+    class_version: ClassVar[int] = 2
+    table_id: str
+    coup_id: str
+    coup_number: int
+    shoe_id: str
+    closes_at: datetime
+    last_of_shoe: bool
+    terms: dict[str, Any] | None
+    first_position: int | None
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state.update(terms=None, first_position=None)  # recorded before they were kept
+
+
+@dataclass(frozen=True)
+class BettingClosedFact(Fact):
+    """Betting on a coup closed: ``BettingClosed``, and ``CloseBook`` in the bets' partition."""
+
+    STORED_TOPIC: ClassVar[str] = "services.dealing.coups:Coup.BettingClosed"
+    table_id: str
+    coup_id: str
+
+
+@dataclass(frozen=True)
+class CardsRequestedFact(Fact):
+    """Cards asked of the shoe (the command ``DrawCards``)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.dealing.coups:Coup.CardsRequested"
+    table_id: str
+    coup_id: str
+    shoe_id: str
+    request_id: str
+    count: int
+
+
+@dataclass(frozen=True)
+class CardDealtFact(Fact):
+    """A card given to a side (``CardDealt``; ``side`` is ``contracts.SideName``)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.dealing.coups:Coup.CardDealt"
+    table_id: str
+    coup_id: str
+    shoe_id: str
+    side: str
+    card: str
+    position: int
+    card_index_in_hand: int
+
+
+@dataclass(frozen=True)
+class CoupResolvedFact(Fact):
+    """A coup's result as dealing recorded it (``CoupResolved``; ``outcome`` is
+    ``contracts.OutcomeName``)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.dealing.coups:Coup.Resolved"
+    table_id: str
+    coup_id: str
+    coup_number: int
+    shoe_id: str
+    player_cards: list[str]
+    banker_cards: list[str]
+    player_total: int
+    banker_total: int
+    outcome: str
+    natural: bool
+    player_pair: bool
+    banker_pair: bool
+
+
+@dataclass(frozen=True)
+class CoupVoidedFact(Fact):
+    """A supervisor voided a coup (``CoupVoided``)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.dealing.coups:Coup.Voided"
+    table_id: str
+    coup_id: str
+    supervisor_id: str
+    reason: str
+    was_resolved: bool
+
+
+@dataclass(frozen=True)
+class CommandRejectedFact(Fact):
+    """A table command refused (``CommandRejected``, its ``causation_id`` the command's id)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.dealing.rejections:CommandRejections.CommandRejected"
+    table_id: str
+    command_id: UUID
+    command_type: str
+    reason_code: str
+    message: str
+
+
+DEALING_FACTS: tuple[type[Fact], ...] = (
+    TableOpenedFact,
+    TableReopenedFact,
+    TableClosedFact,
+    ShoeRequestedFact,
+    ShoeFinishedFact,
+    BettingOpenedFact,
+    BettingClosedFact,
+    CardsRequestedFact,
+    CardDealtFact,
+    CoupResolvedFact,
+    CoupVoidedFact,
+    CommandRejectedFact,
+)

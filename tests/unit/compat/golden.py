@@ -1,0 +1,80 @@
+"""The golden stores of ``tests/fixtures/golden/`` (written once by its ``make_golden.py``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
+
+from contracts import Message
+from services.dealing.application import DealingApplication
+from services.dealing.messages import to_messages as dealing_messages
+from services.settlement.application import SettlementApplication
+from services.settlement.messages import to_messages as settlement_messages
+from services.shared.platform.application import ServiceApplication
+from services.shared.platform.incidents import with_incidents
+from services.shared.platform.sealing import without_seals
+from services.shoe.application import ShoeApplication
+from services.shoe.messages import to_messages as shoe_messages
+
+GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "golden"
+SERVICES = ("shoe", "dealing", "settlement")
+APPLICATIONS: dict[str, type[ServiceApplication]] = {
+    "shoe": ShoeApplication,
+    "dealing": DealingApplication,
+    "settlement": SettlementApplication,
+}
+PUBLISH: dict[str, Callable[[Any], Sequence[Message]]] = {
+    "shoe": with_incidents(without_seals(shoe_messages)),
+    "dealing": with_incidents(without_seals(dealing_messages)),
+    "settlement": with_incidents(without_seals(settlement_messages)),
+}
+
+
+def _jsonl(name: str) -> list[dict[str, Any]]:
+    with (GOLDEN / name).open(encoding="utf-8") as lines:
+        return [json.loads(line) for line in lines]
+
+
+@cache
+def golden_rows(service: str) -> tuple[dict[str, Any], ...]:
+    """The service's stored rows, in notification order."""
+    return tuple(_jsonl(f"{service}.rows.jsonl"))
+
+
+@cache
+def legacy_rows(service: str, *, replays: bool | None = None) -> tuple[dict[str, Any], ...]:
+    """Hand-made rows of older shapes (``replays``: only those a service class reads)."""
+    return tuple(
+        row
+        for row in _jsonl("legacy.rows.jsonl")
+        if row["service"] == service and (replays is None or row["replays"] is replays)
+    )
+
+
+@cache
+def published(name: str = "published.jsonl") -> tuple[dict[str, Any], ...]:
+    return tuple(_jsonl(name))
+
+
+def report(name: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads((GOLDEN / name).read_text(encoding="utf-8"))
+    return found
+
+
+def stored(row: dict[str, Any]) -> StoredEvent:
+    return StoredEvent(
+        originator_id=UUID(hex=row["originator_id"]),
+        originator_version=row["version"],
+        topic=row["topic"],
+        state=row["state"].encode("utf-8"),
+    )
+
+
+def in_memory(service: str) -> ServiceApplication:
+    return APPLICATIONS[service](env={"PERSISTENCE_MODULE": "eventsourcing.popo"})

@@ -1,0 +1,133 @@
+"""Publishing stored events by field name: one validated message, or one trusted per line."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any, NamedTuple
+from uuid import UUID
+
+import pytest
+from pydantic import ValidationError
+
+from contracts import BetSettled, CardDealt, CommandRejected, CoupVoided, encode
+from services.shared.facts.settlement import SettledLine
+from services.shared.platform.messages import envelope, message_id
+from services.shared.platform.publishing import (
+    attr,
+    line_ids,
+    line_shape,
+    one,
+    payload_fields,
+    publish_lines,
+    publish_one,
+)
+
+OID = UUID("0f7c9f0e-2f7b-4d35-9b0a-6f3a1b2c3d4e")
+AT = datetime(2026, 12, 1, 10, 0, 0, 250000, tzinfo=UTC)
+
+
+def stored(**fields: Any) -> Any:
+    """A stored event as the relay sees it: originator, version, time, fields."""
+    return SimpleNamespace(originator_id=OID, originator_version=7, timestamp=AT, **fields)
+
+
+VOIDED = {
+    "table_id": "t1",
+    "coup_id": "t1.c1",
+    "supervisor_id": "sup",
+    "reason": "misdeal",
+    "was_resolved": False,
+}
+
+
+def test_one_message_takes_the_events_fields_by_name_and_its_envelope() -> None:
+    message = publish_one(CoupVoided, stored(**VOIDED, internal="not published"))
+    assert message == CoupVoided(event_id=message_id(OID, 7, 0), occurred_at=AT, **VOIDED)
+    assert publish_one(CoupVoided, stored(**VOIDED), 2).event_id == message_id(OID, 7, 2)
+
+
+def test_given_values_override_or_derive_fields_and_unknown_ones_are_refused() -> None:
+    message = publish_one(CoupVoided, stored(**VOIDED), reason="other", event_id=OID)
+    assert (message.reason, message.event_id) == ("other", OID)
+    with pytest.raises(TypeError, match="no fields"):
+        publish_one(CoupVoided, stored(**VOIDED), reasons="typo")
+
+
+def test_a_missing_field_fails_validation() -> None:
+    with pytest.raises(ValidationError):
+        publish_one(CoupVoided, stored(table_id="t1", coup_id="t1.c1", reason=""))
+
+
+def test_a_publication_derives_fields_and_names_its_contract() -> None:
+    rejected = stored(
+        table_id="t1",
+        command_id=OID,
+        command_type="VoidCoup",
+        reason_code="NO_SUCH_COUP",
+        message="no coup",
+    )
+    publication = one(CommandRejected, causation_id=attr("command_id"))
+    assert publication.contracts == (CommandRejected,)
+    (message,) = publication(rejected)
+    assert message.causation_id == OID and message.command_id == OID
+
+
+def test_payload_fields_leave_the_envelope_out() -> None:
+    assert payload_fields(CardDealt)[:3] == ("causation_id", "correlation_id", "table_id")
+    assert "event_id" not in payload_fields(CardDealt)
+
+
+def test_line_ids_are_the_first_envelope_id_with_the_index_in_its_low_bits() -> None:
+    event = stored()
+    ids = line_ids(event, 300)
+    assert ids[0] == envelope(event)["event_id"]
+    assert len(set(ids)) == 300
+    assert [i.int ^ ids[0].int for i in ids] == list(range(300))
+    assert all(i == UUID(int=i.int) and i.version == ids[0].version for i in ids)
+
+
+def _validated(line: SettledLine, event_id: UUID) -> bytes:
+    return encode(
+        BetSettled(
+            event_id=event_id,
+            occurred_at=AT,
+            table_id="t1",
+            coup_id="t1.c1",
+            currency="EUR",
+            **line._asdict(),
+        )
+    )
+
+
+def test_lines_make_exactly_what_validation_makes_byte_for_byte() -> None:
+    lines = [
+        SettledLine("b1", "p1", "player", "WIN", 100, 100, 200),
+        SettledLine("b2", "p2", "tie", "LOSE", 50, 0, 0),
+    ]
+    event = stored(table_id="t1", coup_id="t1.c1", currency="EUR", lines=lines)
+    common = {"table_id": "t1", "coup_id": "t1.c1", "currency": "EUR"}
+    made = publish_lines(BetSettled, event, lines, SettledLine, common=common)
+    ids = line_ids(event, 2)
+    assert [encode(m) for m in made] == [_validated(line, ids[i]) for i, line in enumerate(lines)]
+    again = publish_lines(BetSettled, event, lines, SettledLine, common=common, ids=ids[::-1])
+    assert [m.event_id for m in again] == ids[::-1]
+
+
+def test_a_longer_line_publishes_its_known_fields_and_a_shorter_one_is_refused() -> None:
+    shape = line_shape(BetSettled, SettledLine, ("table_id", "coup_id", "currency"))
+    line = SettledLine("b1", "p1", "player", "WIN", 100, 100, 200)
+    longer = (*line, "an item a newer writer added")
+    common = ("t1", "t1.c1", "EUR")
+    assert shape.make(OID, AT, common, longer) == shape.make(OID, AT, common, line)
+    with pytest.raises(IndexError):
+        shape.make(OID, AT, common, line[:6])
+
+
+class Partial(NamedTuple):
+    bet_id: str
+
+
+def test_a_contract_field_with_no_source_fails_when_the_shape_is_made() -> None:
+    with pytest.raises(TypeError, match=r"BetSettled\.bettor_id has no source"):
+        line_shape(BetSettled, Partial, ("table_id", "coup_id", "currency"))
