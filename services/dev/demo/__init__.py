@@ -2,7 +2,7 @@
 
 - :mod:`services.dev.demo.bettors` plans the bets of a crowd (valid and, with wildness, bad ones);
 - :mod:`services.dev.demo.ledger` tracks what was sent, accepted, rejected, settled and refunded;
-  :mod:`services.dev.demo.audit` checks it, recomputing each settlement from the cards with
+  :mod:`services.dev.demo.checks` checks it, recomputing each settlement from the cards with
   :mod:`services.shared.rules` (:mod:`services.dev.demo.records` holds its records);
 - :mod:`services.dev.demo.bus` sends commands and follows event topics (aiokafka + contracts);
 - :mod:`services.dev.demo.processes` and :mod:`services.dev.demo.system` run the three services as

@@ -12,10 +12,13 @@ bet sent with :meth:`Ledger.expect`; :meth:`Ledger.problems` then says what went
   bets, a voided coup whose bets were not each refunded once (with the right adjustment), a
   closed shoe whose revealed order disagrees with a card drawn or with its commitment.
 
-The checks themselves are in :mod:`services.dev.demo.audit`, the records in
-:mod:`services.dev.demo.records`. Redelivered messages (same ``event_id``, as an outbox relay may
-republish after a crash) are counted but have no second effect here, exactly as the services
-must treat them.
+What was seen is the read side's history (:mod:`services.tools.history`: the messages go
+through its ``MessageFeed``, the views the audit's stores give too); what only the demo knows
+is in :mod:`services.dev.demo.answers` (the bets sent and every answer to them). The checks
+are in :mod:`services.dev.demo.checks`, the views the ledger shows in
+:mod:`services.dev.demo.records`. Redelivered messages (same ``event_id``, as an outbox relay
+may republish after a crash) are counted but have no second effect here, exactly as the
+services must treat them.
 """
 
 from __future__ import annotations
@@ -25,42 +28,32 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
-from uuid import UUID
 
 from contracts import (
     BetAccepted,
     BetRefunded,
     BetRejected,
     BetSettled,
-    BettingClosed,
     BettingOpened,
-    CardDrawn,
-    CardsBurned,
-    CoupRefunded,
-    CoupResolved,
-    CoupSettled,
-    CoupVoided,
-    ShoeClosed,
-    ShoeShuffled,
-    TableClosed,
-    TableOpened,
+    Message,
 )
-from services.dev.demo.audit import (
-    NON_BINDING,
+from services.dev.demo.answers import Answers
+from services.dev.demo.bettors import PlannedBet
+from services.dev.demo.checks import (
     Problem,
     ProblemKind,
-    Severity,
     check_bet,
     check_coup,
     check_shoe,
     recompute,
     shoe_order,
 )
-from services.dev.demo.bettors import PlannedBet
-from services.dev.demo.records import BetState, CoupState, ShoeState
+from services.dev.demo.records import Bets, BetState, Coups, CoupState, Lines, Shoes
 from services.shared.rules.odds import full_shoe_odds
 from services.shared.rules.paytable import BetType, get_paytable
+from services.tools.history.codes import Severity
+from services.tools.history.from_messages import MessageFeed
+from services.tools.history.views import History
 
 __all__ = [
     "Ledger",
@@ -127,50 +120,91 @@ class Ledger:
 
     def __init__(self, edge: EdgeProvider = rules_house_edge) -> None:
         self._edge = edge
-        self.tables: dict[str, TableOpened] = {}
-        self.closed_tables: set[str] = set()
-        self.coups: dict[tuple[str, str], CoupState] = {}
-        self.bets: dict[str, BetState] = {}
-        self.shoes: dict[str, ShoeState] = {}
-        self.last_coup: CoupState | None = None
-        self.seen: set[UUID] = set()
-        self.redeliveries = 0
+        self.history = History()
+        self.feed = MessageFeed(self.history)
+        self.answers = Answers()
         self.bets_sent = 0
-        self._settled_bets: set[str] = set()
+        self._last_coup: tuple[str, str] | None = None
+        self._settled: dict[str, BetSettled] = {}  # bet id -> its first settlement
         self._refunded_bets: set[str] = set()
         self._staked = 0
         self._returned = 0
         self._expected = Fraction(0)
         self._immediate: list[Problem] = []
         self._last_checks = (0, 0)
+        self._lines: tuple[int, Lines] | None = None
 
     # ---- input ---------------------------------------------------------------------------
 
     def expect(self, bet: PlannedBet) -> None:
         """Record a PlaceBet sent, with the answer it should get."""
         self.bets_sent += 1
-        self._bet(bet.bet_id).planned.append(bet)
+        self.answers.expect(bet)
 
     def observe(self, message: object) -> None:
-        """Take in any message seen on the topics (others than the events below are ignored)."""
-        event_id = getattr(message, "event_id", None)
-        if isinstance(event_id, UUID):
-            if event_id in self.seen:
-                self.redeliveries += 1
-                return
-            self.seen.add(event_id)
-        handler = _HANDLERS.get(type(message))
-        if handler is not None:
-            handler(self, message)
+        """Take in any message seen on the topics (others than the events are ignored)."""
+        if not isinstance(message, Message):
+            return
+        first_acceptance = self._first_acceptance(message)
+        if not self.feed.apply(message):
+            return  # a redelivery: no second effect
+        if isinstance(message, BetAccepted):
+            self.answers.accepted(message, first_acceptance)
+        elif isinstance(message, BetRejected):
+            self.answers.rejected(message)
+        elif isinstance(message, BetSettled):
+            self.answers.bet(message.bet_id).named((message.table_id, message.coup_id))
+            self._count_settled(message)
+        elif isinstance(message, BetRefunded):
+            self.answers.bet(message.bet_id).named((message.table_id, message.coup_id))
+            self._count_refunded(message)
+        elif isinstance(message, BettingOpened):
+            self._last_coup = (message.table_id, message.coup_id)
+
+    # ---- views ---------------------------------------------------------------------------
+
+    @property
+    def redeliveries(self) -> int:
+        return self.feed.redeliveries
+
+    @property
+    def coups(self) -> Coups:
+        """(table, coup) -> every coup or book seen."""
+        return Coups(self.history)
+
+    @property
+    def bets(self) -> Bets:
+        """Bet id -> every bet sent or named by a message."""
+        return Bets(self.answers, self.history, self.lines)
+
+    @property
+    def shoes(self) -> Shoes:
+        """Shoe id -> every shoe seen."""
+        return Shoes(self.history)
+
+    @property
+    def last_coup(self) -> CoupState | None:
+        """The coup whose betting opened last."""
+        return None if self._last_coup is None else self.coups.get(self._last_coup)
+
+    @property
+    def closed_tables(self) -> set[str]:
+        return {t.table_id for t in self.history.tables.values() if t.closed_at is not None}
+
+    def lines(self) -> Lines:
+        """Every settled and refunded line by bet (made again when a message came in)."""
+        if self._lines is None or self._lines[0] != self.feed.sequence:
+            self._lines = (self.feed.sequence, Lines(self.history))
+        return self._lines[1]
 
     # ---- queries ---------------------------------------------------------------------------
 
     def coup(self, table_id: str, coup_id: str) -> CoupState:
-        key = (table_id, coup_id)
-        state = self.coups.get(key)
-        if state is None:
-            state = self.coups[key] = CoupState(table_id, coup_id)
-        return state
+        return CoupState(
+            (table_id, coup_id),
+            self.history.coups.get((table_id, coup_id)),
+            self.history.books.get((table_id, coup_id)),
+        )
 
     def coup_settled(self, table_id: str, coup_id: str) -> bool:
         state = self.coups.get((table_id, coup_id))
@@ -178,18 +212,17 @@ class Ledger:
 
     def unanswered(self) -> list[str]:
         """Bet ids sent that got no answer yet."""
-        return [
-            state.bet_id
-            for state in self.bets.values()
-            if state.planned and state.first_answer is None
-        ]
+        return self.answers.unanswered()
 
     def unsettled(self) -> list[str]:
         """Accepted bets with neither a settlement nor a refund yet."""
+        lines = self.lines()
         return [
-            state.bet_id
-            for state in self.bets.values()
-            if state.accepted is not None and not state.settlements and not state.refunds
+            bet_id
+            for bet_id, answers in self.answers.bets.items()
+            if answers.accepted_in is not None
+            and bet_id not in lines.settled
+            and bet_id not in lines.refunded
         ]
 
     def rejections(self) -> dict[str, int]:
@@ -197,8 +230,8 @@ class Ledger:
         that does not use up the bet id, such as NO_SUCH_COUP, gives way to a later answer);
         each reuse of an id with other content counts as DUPLICATE_BET_ID."""
         counts: Counter[str] = Counter()
-        for bet in self.bets.values():
-            if bet.accepted is None and bet.first_answer not in (None, "ACCEPTED"):
+        for bet in self.answers.bets.values():
+            if bet.accepted_in is None and bet.first_answer not in (None, "ACCEPTED"):
                 counts[str(bet.first_answer)] += 1
             counts["DUPLICATE_BET_ID"] += len(
                 {r.event_id for r in bet.rejections.values() if r.reason_code == "DUPLICATE_BET_ID"}
@@ -208,32 +241,34 @@ class Ledger:
     def summary(self, checks: bool = True) -> Summary:
         """Counters; with ``checks`` also the problems so far (costs a pass over every bet;
         without, ``errors`` and ``warnings`` are those of the last summary with checks)."""
-        resolved = [c for c in self.coups.values() if c.resolved is not None]
-        outcomes: Counter[str] = Counter(c.resolved.outcome for c in resolved if c.resolved)
+        coups = list(self.history.coups.values())
+        resolved = [c.resolved.fact for c in coups if c.resolved is not None]
+        outcomes: Counter[str] = Counter(fact.outcome for fact in resolved)
         if checks:
             problems = self.problems(final=False)
             errors = sum(1 for p in problems if p.severity is Severity.ERROR)
             self._last_checks = (errors, len(problems) - errors)
         errors, warnings = self._last_checks
+        tables = self.history.tables.values()
         return Summary(
-            tables_open=len(set(self.tables) - self.closed_tables),
-            coups_opened=sum(1 for c in self.coups.values() if c.coup_number is not None),
+            tables_open=sum(1 for t in tables if t.opened_at and t.closed_at is None),
+            coups_opened=sum(1 for c in coups if c.opened_at or c.resolutions),
             coups_resolved=len(resolved),
-            coups_voided=sum(1 for c in self.coups.values() if c.voided is not None),
+            coups_voided=sum(1 for c in coups if c.voids),
             outcomes=dict(outcomes),
-            naturals=sum(1 for c in resolved if c.resolved and c.resolved.natural),
+            naturals=sum(1 for fact in resolved if fact.natural),
             bets_sent=self.bets_sent,
-            bets_accepted=sum(1 for b in self.bets.values() if b.accepted is not None),
+            bets_accepted=sum(1 for b in self.answers.bets.values() if b.accepted_in is not None),
             bets_rejected=self.rejections(),
-            bets_settled=len(self._settled_bets),
+            bets_settled=len(self._settled),
             bets_refunded=len(self._refunded_bets),
             staked=self._staked,
             returned=self._returned,
             house_result=self._staked - self._returned,
             expected_house_result=self._expected,
-            redeliveries=self.redeliveries,
-            shoes_shuffled=len(self.shoes),
-            shoes_closed=sum(1 for s in self.shoes.values() if s.closed is not None),
+            redeliveries=self.feed.redeliveries,
+            shoes_shuffled=len(self.history.shoes),
+            shoes_closed=sum(1 for s in self.history.shoes.values() if s.reveal is not None),
             errors=errors,
             warnings=warnings,
         )
@@ -241,11 +276,14 @@ class Ledger:
     def problems(self, final: bool = True) -> list[Problem]:
         """Everything wrong so far. ``final``: the run is over, so what is still missing
         (a settlement, a refund, an answer) is a problem too."""
-        found = list(self._immediate)
-        for coup in self.coups.values():
-            found.extend(check_coup(coup, self.bets, final))
-        for bet in self.bets.values():
-            found.extend(check_bet(bet, self.coups, self.tables, final))
+        found = [*self._immediate, *self.answers.problems]
+        lines = self.lines()
+        coups = self.coups
+        for coup in coups.values():
+            found.extend(check_coup(coup, lines, final))
+        for answers in self.answers.bets.values():
+            bet = BetState(answers, self.history, self.lines)
+            found.extend(check_bet(bet, coups, self.history.tables, final))
         for shoe in self.shoes.values():
             found.extend(check_shoe(shoe))
         return found
@@ -253,167 +291,51 @@ class Ledger:
     def errors(self, final: bool = True) -> list[Problem]:
         return [p for p in self.problems(final) if p.severity is Severity.ERROR]
 
-    # ---- handlers --------------------------------------------------------------------------
+    # ---- bookkeeping -----------------------------------------------------------------------
 
-    def _bet(self, bet_id: str) -> BetState:
-        state = self.bets.get(bet_id)
-        if state is None:
-            state = self.bets[bet_id] = BetState(bet_id)
-        return state
+    def _first_acceptance(self, message: Message) -> tuple[str, int, str] | None:
+        """(bet type, amount, coup) of the first acceptance of a BetAccepted's bet, if any."""
+        if not isinstance(message, BetAccepted):
+            return None
+        where = self.answers.bets.get(message.bet_id)
+        key = None if where is None else where.accepted_in
+        book = None if key is None else self.history.books.get(key)
+        bet = None if book is None else book.accepted.get(message.bet_id)
+        return None if key is None or bet is None else (bet.bet_type, bet.amount, key[1])
 
-    def _on_table_opened(self, event: TableOpened) -> None:
-        self.tables[event.table_id] = event
-        self.closed_tables.discard(event.table_id)
+    def _edge_of(self, table_id: str, bet_type: str) -> Fraction | None:
+        table = self.history.tables.get(table_id)
+        if table is None or not table.opened_at:
+            return None
+        return self._edge(table.settings.decks, table.settings.paytable).get(bet_type)
 
-    def _on_table_closed(self, event: TableClosed) -> None:
-        self.closed_tables.add(event.table_id)
-
-    def _on_betting_opened(self, event: BettingOpened) -> None:
-        coup = self.coup(event.table_id, event.coup_id)
-        coup.coup_number = event.coup_number
-        coup.shoe_id = event.shoe_id
-        coup.terms = coup.terms or self.tables.get(event.table_id)
-        self.last_coup = coup
-
-    def _on_betting_closed(self, event: BettingClosed) -> None:
-        self.coup(event.table_id, event.coup_id).betting_closed = True
-
-    def _on_coup_resolved(self, event: CoupResolved) -> None:
-        coup = self.coup(event.table_id, event.coup_id)
-        coup.resolutions[event.event_id] = event
-        if coup.resolved is None:
-            coup.resolved = event
-        coup.coup_number = event.coup_number
-
-    def _on_coup_voided(self, event: CoupVoided) -> None:
-        self.coup(event.table_id, event.coup_id).voided = event
-
-    def _on_bet_accepted(self, event: BetAccepted) -> None:
-        bet = self._bet(event.bet_id)
-        if bet.accepted is not None:
-            if (bet.accepted.amount, bet.accepted.bet_type, bet.accepted.coup_id) != (
-                event.amount,
-                event.bet_type,
-                event.coup_id,
-            ):
-                self._immediate.append(
-                    Problem(
-                        ProblemKind.ANSWER_CHANGED,
-                        f"accepted again with other terms: {event.bet_type} {event.amount} "
-                        f"(first {bet.accepted.bet_type} {bet.accepted.amount})",
-                        event.bet_id,
-                        event.coup_id,
-                    )
-                )
+    def _count_settled(self, event: BetSettled) -> None:
+        if event.bet_id in self._settled:
             return
-        bet.accepted = event
-        if bet.first_answer is None or bet.first_answer in NON_BINDING:
-            bet.first_answer = "ACCEPTED"
-        self.coup(event.table_id, event.coup_id).bet_ids.append(event.bet_id)
+        self._settled[event.bet_id] = event
+        self._staked += event.stake
+        self._returned += event.returned
+        edge = self._edge_of(event.table_id, event.bet_type)
+        if edge is not None:
+            self._expected += edge * event.stake
 
-    def _on_bet_rejected(self, event: BetRejected) -> None:
-        bet = self._bet(event.bet_id)
-        code = event.reason_code
-        binding = code not in NON_BINDING and code != "DUPLICATE_BET_ID"
-        if binding and bet.first_answer not in (None, code, *NON_BINDING):
+    def _count_refunded(self, event: BetRefunded) -> None:
+        if event.refunded != event.stake:
             self._immediate.append(
                 Problem(
-                    ProblemKind.ANSWER_CHANGED,
-                    f"answered {code} after {bet.first_answer}",
+                    ProblemKind.WRONG_REFUND,
+                    f"BetRefunded says refunded={event.refunded} of a stake of {event.stake}",
                     event.bet_id,
                     event.coup_id,
                 )
             )
-        bet.rejections[event.event_id] = event
-        if bet.first_answer is None or (bet.first_answer in NON_BINDING and binding):
-            bet.first_answer = code
-
-    def _on_bet_settled(self, event: BetSettled) -> None:
-        bet = self._bet(event.bet_id)
-        bet.settlements[event.event_id] = event
-        if event.bet_id not in self._settled_bets:
-            self._settled_bets.add(event.bet_id)
-            self._staked += event.stake
-            self._returned += event.returned
-            table = self.tables.get(event.table_id)
-            if table is not None:
-                edge = self._edge(table.decks, table.paytable).get(event.bet_type)
-                if edge is not None:
-                    self._expected += edge * event.stake
-
-    def _on_coup_settled(self, event: CoupSettled) -> None:
-        self.coup(event.table_id, event.coup_id).settled[event.event_id] = event
-
-    def _on_bet_refunded(self, event: BetRefunded) -> None:
-        bet = self._bet(event.bet_id)
-        bet.refunds[event.event_id] = event
-        if event.bet_id not in self._refunded_bets:
-            self._refunded_bets.add(event.bet_id)
-            if event.bet_id in self._settled_bets:  # a settled coup reversed: undo its result
-                settled = next(iter(bet.settlements.values()))
-                self._staked -= settled.stake
-                self._returned -= settled.returned
-                table = self.tables.get(event.table_id)
-                if table is not None:
-                    edge = self._edge(table.decks, table.paytable).get(settled.bet_type)
-                    if edge is not None:
-                        self._expected -= edge * settled.stake
-
-    def _on_coup_refunded(self, event: CoupRefunded) -> None:
-        self.coup(event.table_id, event.coup_id).refunded[event.event_id] = event
-
-    def _on_shoe_shuffled(self, event: ShoeShuffled) -> None:
-        shoe = self._shoe(event.shoe_id, event.table_id)
-        shoe.card_count = event.card_count
-        shoe.cut_card_index = event.cut_card_index
-        shoe.commitment = event.commitment
-
-    def _on_cards_burned(self, event: CardsBurned) -> None:
-        shoe = self._shoe(event.shoe_id, event.table_id)
-        for positioned in event.burned:
-            self._place(shoe, positioned.position, positioned.card)
-        shoe.drawn = max(shoe.drawn, event.next_position)
-
-    def _on_card_drawn(self, event: CardDrawn) -> None:
-        shoe = self._shoe(event.shoe_id, event.table_id)
-        self._place(shoe, event.position, event.card)
-        shoe.drawn = max(shoe.drawn, event.position + 1)
-
-    def _on_shoe_closed(self, event: ShoeClosed) -> None:
-        self._shoe(event.shoe_id, event.table_id).closed = event
-
-    def _shoe(self, shoe_id: str, table_id: str) -> ShoeState:
-        shoe = self.shoes.get(shoe_id)
-        if shoe is None:
-            shoe = self.shoes[shoe_id] = ShoeState(shoe_id, table_id)
-        return shoe
-
-    def _place(self, shoe: ShoeState, position: int, card: str) -> None:
-        earlier = shoe.cards.setdefault(position, card)
-        if earlier != card:
-            self._immediate.append(
-                Problem(
-                    ProblemKind.REVEAL_MISMATCH,
-                    f"shoe {shoe.shoe_id} position {position} handed out as {earlier} and {card}",
-                )
-            )
-
-
-_HANDLERS: dict[type[object], Callable[[Ledger, Any], None]] = {
-    TableOpened: Ledger._on_table_opened,
-    TableClosed: Ledger._on_table_closed,
-    BettingOpened: Ledger._on_betting_opened,
-    BettingClosed: Ledger._on_betting_closed,
-    CoupResolved: Ledger._on_coup_resolved,
-    CoupVoided: Ledger._on_coup_voided,
-    BetAccepted: Ledger._on_bet_accepted,
-    BetRejected: Ledger._on_bet_rejected,
-    BetSettled: Ledger._on_bet_settled,
-    CoupSettled: Ledger._on_coup_settled,
-    BetRefunded: Ledger._on_bet_refunded,
-    CoupRefunded: Ledger._on_coup_refunded,
-    ShoeShuffled: Ledger._on_shoe_shuffled,
-    CardsBurned: Ledger._on_cards_burned,
-    CardDrawn: Ledger._on_card_drawn,
-    ShoeClosed: Ledger._on_shoe_closed,
-}
+        if event.bet_id in self._refunded_bets:
+            return
+        self._refunded_bets.add(event.bet_id)
+        settled = self._settled.get(event.bet_id)
+        if settled is not None:  # a settled coup reversed: undo its result
+            self._staked -= settled.stake
+            self._returned -= settled.returned
+            edge = self._edge_of(event.table_id, settled.bet_type)
+            if edge is not None:
+                self._expected -= edge * settled.stake

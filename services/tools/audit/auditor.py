@@ -2,8 +2,8 @@
 
 ``audit(stores, filters, progress)`` reads each store once, in notification
 order: every row is hashed for the seal chain (``services.tools.audit.seals``),
-checked for gaps in its aggregate's versions, and decoded into the history
-(``services.tools.audit.decode``); then ``services.tools.audit.checks`` recomputes and
+checked for gaps in its aggregate's versions, and read into the history
+(``services.tools.history.from_store``); then ``services.tools.audit.checks`` recomputes and
 compares everything. The result is an :class:`AuditReport`.
 """
 
@@ -23,12 +23,12 @@ from typing import Any
 
 from services.shared.platform.sealing import SEALED_TOPIC, STARTED_TOPIC
 from services.tools.audit.checks import Checker, Filters
-from services.tools.audit.decode import BOOK, Decoder, read_state
 from services.tools.audit.findings import Code, Finding, Severity
-from services.tools.audit.model import History
 from services.tools.audit.seals import SealSummary, SealVerifier
 from services.tools.audit.stores import SERVICES, SPLIT_BYTE, StoreReader
 from services.tools.audit.totals import Totals
+from services.tools.history.from_store import StoreFeed, read_state
+from services.tools.history.views import History
 
 _UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError, StopIteration)
 
@@ -112,7 +112,7 @@ def _read_history(
     stores: Mapping[str, StoreReader], progress: Progress | None
 ) -> tuple[History, list[Finding], dict[str, SealSummary]]:
     history = History()
-    decoder = Decoder(history)
+    feed = StoreFeed(history)
     findings: list[Finding] = []
     summaries: dict[str, SealSummary] = {}
     for service in SERVICES:
@@ -120,29 +120,29 @@ def _read_history(
             continue
         verifier = SealVerifier(service)
         history.events[service] = _read_store(
-            service, stores[service], decoder, verifier, findings, progress
+            service, stores[service], feed, verifier, findings, progress
         )
         verifier.finish()
         findings.extend(_place(verifier.findings, verifier.located, history))
         summaries[service] = verifier.summary
-    decoder.handlers.clear()  # its bound methods refer back to it: no cycle left behind
+    feed.close()
     return history, findings, summaries
 
 
 def _read_store(
     service: str,
     store: StoreReader,
-    decoder: Decoder,
+    feed: StoreFeed,
     verifier: SealVerifier,
     findings: list[Finding],
     progress: Progress | None,
     lower_half_only: bool = False,
 ) -> int:
-    """Hash, version-check and decode every row; ``lower_half_only``: decode only the bet
+    """Hash, version-check and read every row; ``lower_half_only``: read only the bet
     books whose id starts with a byte < SPLIT_BYTE (a parallel audit's other process does the
     rest), but still note every book's owner for locating findings."""
-    handlers = decoder.handlers
-    book_opened = BOOK + "Opened"
+    readers = feed.readers
+    book_topics, book_opened = feed.book_topics, feed.book_opened_topic
     sha256 = hashlib.sha256
     pending = verifier.pending
     topic_bytes: dict[str, bytes] = {}
@@ -176,10 +176,10 @@ def _read_store(
                     )
                 )
             versions[oid] = version
-            handler = handlers.get(topic)
-            if lower_half_only and oid[0] >= SPLIT_BYTE and topic.startswith(BOOK):
+            handler = readers.get(topic)
+            if lower_half_only and oid[0] >= SPLIT_BYTE and topic in book_topics:
                 if topic == book_opened:
-                    handler = decoder.book_owner
+                    handler = feed.book_owner
                 else:
                     continue
             if handler is not None:
@@ -296,14 +296,14 @@ def _audit_in_two_processes(
 ) -> tuple[History, list[Finding], dict[str, SealSummary], Checker]:
     """Dealing and shoe first (here); then the bet books split between two processes."""
     history = History()
-    decoder = Decoder(history)
+    feed = StoreFeed(history)
     findings: list[Finding] = []
     summaries: dict[str, SealSummary] = {}
     for service in ("shoe", "dealing"):
         if service in stores:
             verifier = SealVerifier(service)
             history.events[service] = _read_store(
-                service, stores[service], decoder, verifier, findings, progress
+                service, stores[service], feed, verifier, findings, progress
             )
             verifier.finish()
             findings.extend(_place(verifier.findings, verifier.located, history))
@@ -319,7 +319,7 @@ def _audit_in_two_processes(
             history.events["settlement"] = _read_store(
                 "settlement",
                 settlement,
-                decoder,
+                feed,
                 verifier,
                 findings,
                 progress,
@@ -332,7 +332,7 @@ def _audit_in_two_processes(
             their_findings, their_totals, their_checked, their_books = upper.get()
     finally:
         _SHARED.clear()
-    decoder.handlers.clear()  # its bound methods refer back to it: no cycle left behind
+    feed.close()
     checker.findings.extend(their_findings)
     checker.totals.merge(their_totals)
     checker.checked.update(their_checked)
@@ -341,27 +341,28 @@ def _audit_in_two_processes(
 
 
 def _check_upper_half() -> tuple[list[Finding], Totals, dict[str, int], set[tuple[str, str]]]:
-    """In the forked process: decode and check the bet books of the upper half."""
+    """In the forked process: read and check the bet books of the upper half."""
     checker: Checker = _SHARED["checker"]
     store = _SHARED["store"].reopen()
     checker.findings = []
     checker.totals = Totals()
     checker.checked = Counter()
-    decoder = Decoder(checker.history)
-    handlers = decoder.handlers
+    feed = StoreFeed(checker.history)
+    readers, book_topics = feed.readers, feed.book_topics
     try:
         for batch in store.rows(upper_half=True):
             for nid, oid, _version, topic, state in batch:
-                handler = handlers.get(topic)
-                if handler is None or (oid[0] < SPLIT_BYTE and topic.startswith(BOOK)):
+                handler = readers.get(topic)
+                if handler is None or (oid[0] < SPLIT_BYTE and topic in book_topics):
                     continue
                 try:
                     handler(oid, nid, read_state(state))
                 except _UNREADABLE as error:
-                    if oid[0] >= SPLIT_BYTE and topic.startswith(BOOK):  # others: the first process
+                    if oid[0] >= SPLIT_BYTE and topic in book_topics:  # others: the first process
                         checker.findings.append(_unreadable(topic, error, nid))
     finally:
         store.close()
+        feed.close()
     books = {key for key, book in checker.history.books.items()}
     checker.check_books()
     return checker.findings, checker.totals, dict(checker.checked), books

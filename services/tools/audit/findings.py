@@ -1,59 +1,17 @@
-"""What the audit found: one :class:`Finding` per problem, naming what it concerns."""
+"""What the audit found: one :class:`Finding` per problem, naming what it concerns.
+
+Its codes and severities are the read side's one list (:mod:`services.tools.history.codes`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from enum import StrEnum
 from typing import Any
 
+from services.tools.history.codes import Check, Severity
 
-class Severity(StrEnum):
-    ERROR = "error"  # the record is wrong or was changed: the audit fails
-    WARNING = "warning"  # worth a look, not a proof of anything wrong (e.g. unsealed tail)
-
-
-class Code(StrEnum):
-    # tamper evidence
-    ROW_ALTERED = "row_altered"
-    ROW_DELETED = "row_deleted"
-    ROW_INSERTED = "row_inserted"
-    ROWS_SWAPPED = "rows_swapped"
-    ROW_MOVED = "row_moved"
-    SEAL_BROKEN = "seal_broken"
-    SEAL_CHAIN_BROKEN = "seal_chain_broken"
-    VERSION_GAP = "version_gap"
-    UNSEALED_TAIL = "unsealed_tail"
-    NOT_SEALED = "not_sealed"
-    UNREADABLE_EVENT = "unreadable_event"
-    # shoe
-    COMMITMENT_MISMATCH = "commitment_mismatch"
-    NOT_A_FULL_SHOE = "not_a_full_shoe"
-    REVEAL_DIFFERS = "reveal_differs"
-    WRONG_BURN = "wrong_burn"
-    WRONG_CARD = "wrong_card"
-    DRAW_OUT_OF_ORDER = "draw_out_of_order"
-    CARD_DRAWN_TWICE = "card_drawn_twice"
-    SHOE_NOT_REVEALED = "shoe_not_revealed"
-    # coup
-    TABLEAU_VIOLATED = "tableau_violated"
-    WRONG_RESULT = "wrong_result"
-    CARD_NOT_FROM_SHOE = "card_not_from_shoe"
-    COUP_INCOMPLETE = "coup_incomplete"
-    VOID_WITHOUT_SUPERVISOR = "void_without_supervisor"
-    # bets
-    NEVER_SETTLED = "never_settled"
-    SETTLED_TWICE = "settled_twice"
-    WRONG_SETTLEMENT = "wrong_settlement"
-    SETTLED_NOT_ACCEPTED = "settled_not_accepted"
-    REJECTED_BET_SETTLED = "rejected_bet_settled"
-    ACCEPTED_AFTER_CLOSE = "accepted_after_close"
-    ACCEPTED_INVALID = "accepted_invalid"
-    ACCEPTED_TWICE = "accepted_twice"
-    NOT_REFUNDED = "not_refunded"
-    WRONG_REFUND = "wrong_refund"
-    WRONG_TOTALS = "wrong_totals"
-    # the two services' views
-    VIEWS_DISAGREE = "views_disagree"
+Code = Check
+"""The audit's codes: the one list of check codes (the values of the JSON report)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,3 +49,6 @@ class Finding:
         out["severity"] = self.severity.value
         out["code"] = self.code.value
         return {k: v for k, v in out.items() if v is not None}
+
+
+__all__ = ["Code", "Finding", "Severity"]

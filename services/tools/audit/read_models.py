@@ -12,7 +12,7 @@ import hashlib
 import json
 from typing import Any
 
-from services.tools.audit.model import History
+from services.tools.history.views import History
 
 
 def table_history(history: History) -> dict[str, Any]:
@@ -27,17 +27,18 @@ def table_history(history: History) -> dict[str, Any]:
             staked = paid = 0
             if book is not None:
                 staked = sum(bet.amount for bet in book.accepted.values())
-                paid = sum(line[6] for s in book.settlements[:1] for line in s.lines)
-            resolved = coup.resolved or {}
+                paid = sum(line.returned for s in book.settlements[:1] for line in s.lines)
+            resolution = coup.resolved
+            fact = None if resolution is None else resolution.fact
             coups.append(
                 {
                     "coup_id": coup_id,
                     "coup_number": coup.coup_number,
                     "shoe_id": coup.shoe_id,
                     "opened_at": coup.opened_at,
-                    "player_cards": resolved.get("player_cards"),
-                    "banker_cards": resolved.get("banker_cards"),
-                    "outcome": resolved.get("outcome"),
+                    "player_cards": None if fact is None else fact.player_cards,
+                    "banker_cards": None if fact is None else fact.banker_cards,
+                    "outcome": None if fact is None else fact.outcome,
                     "voided_by": [v.supervisor_id for v in coup.voids],
                     "bets": 0 if book is None else len(book.accepted),
                     "rejected": 0 if book is None else len(book.rejected),
@@ -59,13 +60,13 @@ def bettor_history(history: History) -> dict[str, Any]:
     """Per bettor: every bet (accepted or refused) with its settlement and refund."""
     bettors: dict[str, list[dict[str, Any]]] = {}
     for (table_id, coup_id), book in history.books.items():
-        settled = {line[0]: line for s in book.settlements[:1] for line in s.lines}
-        refunded = {line[0]: line for r in book.refunds[:1] for line in r.lines}
+        settled = {line.bet_id: line for s in book.settlements[:1] for line in s.lines}
+        refunded = {line.bet_id: line for r in book.refunds[:1] for line in r.lines}
         for bet_id, bet in book.accepted.items():
             line = settled.get(bet_id)
             back = refunded.get(bet_id)
-            returned = 0 if line is None else int(line[6])
-            adjustment = 0 if back is None else int(back[3])
+            returned = 0 if line is None else int(line.returned)
+            adjustment = 0 if back is None else int(back.adjustment)
             bettors.setdefault(bet.bettor_id, []).append(
                 {
                     "bet_id": bet_id,
@@ -73,7 +74,7 @@ def bettor_history(history: History) -> dict[str, Any]:
                     "coup_id": coup_id,
                     "bet_type": bet.bet_type,
                     "amount": bet.amount,
-                    "result": None if line is None else line[3],
+                    "result": None if line is None else line.result,
                     "returned": returned,
                     "refund_adjustment": adjustment,
                     "net": returned + adjustment - bet.amount,

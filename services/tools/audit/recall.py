@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.tools.audit.model import BookView, CoupView, History
+from services.shared.facts.settlement import RefundLine, SettledLine
+from services.tools.history.views import BookView, CoupView, History
 
 
 class UnknownTable(LookupError):
@@ -27,8 +28,9 @@ def recall(history: History, table_id: str, last: int = 10) -> list[dict[str, An
 
 
 def _coup(coup: CoupView, book: BookView | None) -> dict[str, Any]:
-    resolved = coup.resolved or {}
-    status = "voided" if coup.voids else "resolved" if coup.resolved else "in play"
+    resolution = coup.resolved
+    fact = None if resolution is None else resolution.fact
+    status = "voided" if coup.voids else "resolved" if fact is not None else "in play"
     out: dict[str, Any] = {
         "coup_id": coup.coup_id,
         "coup_number": coup.coup_number,
@@ -36,14 +38,14 @@ def _coup(coup: CoupView, book: BookView | None) -> dict[str, Any]:
         "opened_at": coup.opened_at,
         "status": status,
         "cards": [{"side": d.side, "card": d.card, "position": d.position} for d in coup.dealt],
-        "player_cards": resolved.get("player_cards"),
-        "banker_cards": resolved.get("banker_cards"),
-        "player_total": resolved.get("player_total"),
-        "banker_total": resolved.get("banker_total"),
-        "outcome": resolved.get("outcome"),
-        "natural": resolved.get("natural"),
-        "player_pair": resolved.get("player_pair"),
-        "banker_pair": resolved.get("banker_pair"),
+        "player_cards": None if fact is None else fact.player_cards,
+        "banker_cards": None if fact is None else fact.banker_cards,
+        "player_total": None if fact is None else fact.player_total,
+        "banker_total": None if fact is None else fact.banker_total,
+        "outcome": None if fact is None else fact.outcome,
+        "natural": None if fact is None else fact.natural,
+        "player_pair": None if fact is None else fact.player_pair,
+        "banker_pair": None if fact is None else fact.banker_pair,
         "voids": [
             {
                 "supervisor_id": v.supervisor_id,
@@ -58,14 +60,14 @@ def _coup(coup: CoupView, book: BookView | None) -> dict[str, Any]:
     }
     if book is None:
         return out
-    settled: dict[str, list[Any]] = {}
+    settled: dict[str, SettledLine] = {}
     for settlement in book.settlements:
         for line in settlement.lines:
-            settled.setdefault(line[0], line)
-    refunded: dict[str, list[Any]] = {}
+            settled.setdefault(line.bet_id, line)
+    refunded: dict[str, RefundLine] = {}
     for refund in book.refunds:
-        for line in refund.lines:
-            refunded.setdefault(line[0], line)
+        for back in refund.lines:
+            refunded.setdefault(back.bet_id, back)
     for bet_id, bet in book.accepted.items():
         entry: dict[str, Any] = {
             "bet_id": bet_id,
@@ -80,13 +82,13 @@ def _coup(coup: CoupView, book: BookView | None) -> dict[str, Any]:
         settled_line = settled.get(bet_id)
         if settled_line is not None:
             entry["settlement"] = {
-                "result": settled_line[3],
-                "payout": settled_line[5],
-                "returned": settled_line[6],
+                "result": settled_line.result,
+                "payout": settled_line.payout,
+                "returned": settled_line.returned,
             }
-        back = refunded.get(bet_id)
-        if back is not None:
-            entry["refund"] = {"stake": back[2], "adjustment": back[3]}
+        refund_line = refunded.get(bet_id)
+        if refund_line is not None:
+            entry["refund"] = {"stake": refund_line.stake, "adjustment": refund_line.adjustment}
         out["bets"].append(entry)
     out["rejected_bets"] = [
         {

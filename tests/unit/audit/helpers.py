@@ -7,12 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.dev.simulation import LocalSystem, PlayLog, play
+from services.shared.facts.settlement import CoupSettledFact
 from services.tools.audit.auditor import AuditReport, audit
 from services.tools.audit.checks import Filters
 from services.tools.audit.findings import Code, Finding
 from services.tools.audit.stores import SERVICES, ListStore, RecorderStore, Row
 
-TOPIC_SETTLED = "services.settlement.books:BetBook.CoupSettled"
+TOPIC_SETTLED = CoupSettledFact.STORED_TOPIC
 
 
 @dataclass

@@ -1,9 +1,11 @@
 """The checks of the demo's ledger: what can be wrong with what the services published.
 
-Pure functions over the ledger's records (:mod:`services.dev.demo.records`). Amounts are
-recomputed from the cards in CoupResolved with :mod:`services.shared.rules` (the coup re-resolved
-by the tableau, the bet settled with the table's paytable), independently of the settlement
-service.
+Pure functions over the ledger's views (:mod:`services.dev.demo.records`: the read side's
+history of the messages seen, and the demo's answers). Amounts are recomputed from the cards
+in CoupResolved with :mod:`services.shared.rules` (the coup re-resolved by the tableau, the
+bet settled with the table's paytable), independently of the settlement service. Unlike the
+audit's checks, these judge a live, partial stream: what has not arrived yet is a problem
+only when the run is over (``final``).
 """
 
 from __future__ import annotations
@@ -11,46 +13,33 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
+from datetime import datetime
 
-from contracts import BetAccepted, BetSettled, CoupResolved, TableOpened
-from services.dev.demo.records import BetState, CoupState, ShoeState
+from contracts import CoupResolved
+from services.dev.demo.records import AcceptedBet, BetState, CoupState, Lines, ShoeState
+from services.shared.facts.dealing import CoupResolvedFact
+from services.shared.facts.settlement import SettledLine
 from services.shared.rules.cards import Card
 from services.shared.rules.paytable import BetType, get_paytable
 from services.shared.rules.settlement import BetSettlement, settle_bet
 from services.shared.rules.shoe import verify_commitment
 from services.shared.rules.tableau import CoupResult, resolve_coup
+from services.tools.history.codes import Check, Severity
+from services.tools.history.views import TableSettings, TableView
 
+ProblemKind = Check
+"""The ledger's problem kinds: the read side's one list of check codes (its demo-only codes,
+and the audit's codes under the demo's older names as aliases)."""
 
-class Severity(StrEnum):
-    ERROR = "error"
-    WARNING = "warning"
-
-
-class ProblemKind(StrEnum):
-    SETTLED_TWICE = "settled_twice"
-    NEVER_SETTLED = "never_settled"
-    WRONG_AMOUNT = "wrong_amount"
-    SETTLED_NOT_ACCEPTED = "settled_not_accepted"
-    ACCEPTED_AND_REJECTED = "accepted_and_rejected"
-    ANSWER_CHANGED = "answer_changed"
-    TABLEAU_MISMATCH = "tableau_mismatch"
-    COUP_RESOLVED_TWICE = "coup_resolved_twice"
-    COUP_SETTLED_TWICE = "coup_settled_twice"
-    COUP_TOTALS_MISMATCH = "coup_totals_mismatch"
-    REFUNDED_TWICE = "refunded_twice"
-    NEVER_REFUNDED = "never_refunded"
-    WRONG_REFUND = "wrong_refund"
-    REVEAL_MISMATCH = "reveal_mismatch"
-    NEVER_ANSWERED = "never_answered"
-    UNEXPECTED_ANSWER = "unexpected_answer"
-    ACCEPTED_AFTER_OUTCOME = "accepted_after_outcome"
-    ACCEPTED_OUTSIDE_TERMS = "accepted_outside_terms"
-
+Resolved = CoupResolved | CoupResolvedFact
+"""A coup's result: the message, or the fact the ledger's views keep of it."""
 
 NON_BINDING = frozenset({"NO_SUCH_TABLE", "NO_SUCH_COUP"})
 """Refusals that do not use up a bet id (the bet may have raced ahead of its table or coup):
 a resend of the same bet may be answered afresh."""
+
+DUPLICATE_BET_ID = "DUPLICATE_BET_ID"
+ACCEPTED = "ACCEPTED"
 
 WARNING_KINDS = frozenset(
     {
@@ -93,36 +82,37 @@ def shoe_order(player: Iterable[str], banker: Iterable[str]) -> list[Card]:
     return [*p[:1], *b[:1], *p[1:2], *b[1:2], *p[2:], *b[2:]]
 
 
-def check_coup(coup: CoupState, bets: Mapping[str, BetState], final: bool) -> list[Problem]:
+def check_coup(coup: CoupState, lines: Lines, final: bool) -> list[Problem]:
     found: list[Problem] = []
     resolved = coup.resolved
     if resolved is not None:
         mismatch = tableau_mismatch(resolved)
         if mismatch:
             found.append(Problem(ProblemKind.TABLEAU_MISMATCH, mismatch, None, coup.coup_id))
-    if len(coup.resolutions) > 1:
-        hands = {(tuple(r.player_cards), tuple(r.banker_cards)) for r in coup.resolutions.values()}
+    resolutions = coup.resolutions
+    if len(resolutions) > 1:
+        hands = {(tuple(r.fact.player_cards), tuple(r.fact.banker_cards)) for r in resolutions}
         found.append(
             Problem(
                 ProblemKind.COUP_RESOLVED_TWICE,
-                f"{len(coup.resolutions)} distinct CoupResolved events "
-                f"({len(hands)} different hands)",
+                f"{len(resolutions)} distinct CoupResolved events ({len(hands)} different hands)",
                 None,
                 coup.coup_id,
             )
         )
-    if len(coup.settled) > 1:
+    settled_coup = coup.settled
+    if len(settled_coup) > 1:
         found.append(
             Problem(
                 ProblemKind.COUP_SETTLED_TWICE,
-                f"{len(coup.settled)} distinct CoupSettled events",
+                f"{len(settled_coup)} distinct CoupSettled events",
                 None,
                 coup.coup_id,
             )
         )
-    for settled in coup.settled.values():
-        of_coup = [bets[b] for b in coup.bet_ids]
-        settlements = [next(iter(b.settlements.values())) for b in of_coup if b.settlements]
+    for settled in settled_coup:
+        of_coup = coup.bet_ids
+        settlements = [lines.settled[b][0] for b in of_coup if b in lines.settled]
         if not final and len(settlements) < len(of_coup):
             continue
         staked = sum(s.stake for s in settlements)
@@ -148,7 +138,7 @@ def check_coup(coup: CoupState, bets: Mapping[str, BetState], final: bool) -> li
 def check_bet(
     bet: BetState,
     coups: Mapping[tuple[str, str], CoupState],
-    tables: Mapping[str, TableOpened],
+    tables: Mapping[str, TableView],
     final: bool,
 ) -> list[Problem]:
     found: list[Problem] = []
@@ -156,7 +146,7 @@ def check_bet(
     real_rejections = [
         r
         for r in bet.rejections.values()
-        if r.reason_code != "DUPLICATE_BET_ID" and r.reason_code not in NON_BINDING
+        if r.reason_code != DUPLICATE_BET_ID and r.reason_code not in NON_BINDING
     ]
     if accepted is not None and real_rejections:
         found.append(
@@ -184,8 +174,11 @@ def check_bet(
         found.append(
             Problem(ProblemKind.ACCEPTED_OUTSIDE_TERMS, outside, bet.bet_id, accepted.coup_id)
         )
-    if coup is not None and coup.resolved is not None:
-        late = (accepted.occurred_at - coup.resolved.occurred_at).total_seconds()
+    resolution = None if coup is None else coup.resolution
+    if resolution is not None:
+        late = (
+            datetime.fromisoformat(accepted.at) - datetime.fromisoformat(resolution.at)
+        ).total_seconds()
         if late > 0:  # settlement lagged behind the table: the outcome was public already
             found.append(
                 Problem(
@@ -195,11 +188,12 @@ def check_bet(
                     accepted.coup_id,
                 )
             )
-    if len(bet.settlements) > 1:
+    settlements = bet.settlements
+    if len(settlements) > 1:
         found.append(
             Problem(
                 ProblemKind.SETTLED_TWICE,
-                f"{len(bet.settlements)} distinct BetSettled events",
+                f"{len(settlements)} distinct BetSettled events",
                 bet.bet_id,
                 accepted.coup_id,
             )
@@ -216,29 +210,29 @@ def check_bet(
                 accepted.coup_id,
             )
         )
-    if not bet.settlements:
+    if not settlements:
         if final and not voided:
             why = "its coup resolved" if coup and coup.resolved else "its coup never resolved"
             found.append(Problem(ProblemKind.NEVER_SETTLED, why, bet.bet_id, accepted.coup_id))
         return found
-    for settled in bet.settlements.values():
+    for settled in settlements:
         wrong = settlement_mismatch(accepted, settled, coup, tables, final)
         if wrong:
             found.append(Problem(ProblemKind.WRONG_AMOUNT, wrong, bet.bet_id, accepted.coup_id))
     return found
 
 
-def outside_terms(accepted: BetAccepted, terms: TableOpened | None) -> str | None:
+def outside_terms(accepted: AcceptedBet, terms: TableSettings | None) -> str | None:
     """Why an accepted bet breaks the table's terms in force when its coup opened, or None."""
     if terms is None:
         return None
     limit = terms.limits.get(accepted.bet_type)
     if limit is None:
-        return f"{accepted.bet_type} is not offered at table {terms.table_id}"
-    if not limit.minimum <= accepted.amount <= limit.maximum:
+        return f"{accepted.bet_type} is not offered at table {accepted.table_id}"
+    if not limit["minimum"] <= accepted.amount <= limit["maximum"]:
         return (
             f"stake {accepted.amount} outside the table's {accepted.bet_type} limits "
-            f"{limit.minimum}..{limit.maximum}"
+            f"{limit['minimum']}..{limit['maximum']}"
         )
     if accepted.currency != terms.currency:
         return f"currency {accepted.currency}, the table's is {terms.currency}"
@@ -246,13 +240,14 @@ def outside_terms(accepted: BetAccepted, terms: TableOpened | None) -> str | Non
 
 
 def check_expectation(bet: BetState, final: bool) -> list[Problem]:
+    """The first binding answer against the one the plan expected."""
     if not bet.planned:
         return []
     if bet.first_answer is None:
         if final:
             return [Problem(ProblemKind.NEVER_ANSWERED, "no answer", bet.bet_id)]
         return []
-    expected = bet.planned[0].expected or "ACCEPTED"
+    expected = bet.planned[0].expected or ACCEPTED
     if bet.first_answer != expected:
         return [
             Problem(
@@ -265,41 +260,34 @@ def check_expectation(bet: BetState, final: bool) -> list[Problem]:
     return []
 
 
-def check_refund(bet: BetState, accepted: BetAccepted, final: bool) -> list[Problem]:
-    if not bet.refunds:
+def check_refund(bet: BetState, accepted: AcceptedBet, final: bool) -> list[Problem]:
+    refunds = bet.refunds
+    if not refunds:
         if final:
             return [
                 Problem(
-                    ProblemKind.NEVER_REFUNDED,
-                    "its coup was voided",
-                    bet.bet_id,
-                    accepted.coup_id,
+                    ProblemKind.NEVER_REFUNDED, "its coup was voided", bet.bet_id, accepted.coup_id
                 )
             ]
         return []
-    if len(bet.refunds) > 1:
+    if len(refunds) > 1:
         return [
             Problem(
                 ProblemKind.REFUNDED_TWICE,
-                f"{len(bet.refunds)} distinct BetRefunded events",
+                f"{len(refunds)} distinct BetRefunded events",
                 bet.bet_id,
                 accepted.coup_id,
             )
         ]
-    refund = next(iter(bet.refunds.values()))
-    settled = next(iter(bet.settlements.values()), None)
+    refund = refunds[0]
+    settled = bet.settlements[0] if bet.settlements else None
     adjustment = accepted.amount - settled.returned if settled else accepted.amount
-    if (refund.stake, refund.refunded, refund.adjustment) != (
-        accepted.amount,
-        accepted.amount,
-        adjustment,
-    ):
+    if (refund.stake, refund.adjustment) != (accepted.amount, adjustment):
         return [
             Problem(
                 ProblemKind.WRONG_REFUND,
-                f"refund stake={refund.stake} refunded={refund.refunded} "
-                f"adjustment={refund.adjustment}, expected stake={accepted.amount} "
-                f"refunded={accepted.amount} adjustment={adjustment}",
+                f"refund stake={refund.stake} adjustment={refund.adjustment}, expected "
+                f"stake={accepted.amount} adjustment={adjustment}",
                 bet.bet_id,
                 accepted.coup_id,
             )
@@ -308,18 +296,19 @@ def check_refund(bet: BetState, accepted: BetAccepted, final: bool) -> list[Prob
 
 
 def settlement_mismatch(
-    accepted: BetAccepted,
-    settled: BetSettled,
+    accepted: AcceptedBet,
+    settled: SettledLine,
     coup: CoupState | None,
-    tables: Mapping[str, TableOpened],
+    tables: Mapping[str, TableView],
     final: bool,
 ) -> str | None:
-    if coup is None or coup.resolved is None:
+    resolved = None if coup is None else coup.resolved
+    if resolved is None:
         return "settled, but no CoupResolved was seen for its coup" if final else None
     table = tables.get(accepted.table_id)
-    paytable = table.paytable if table is not None else "standard"
+    paytable = table.settings.paytable if table is not None and table.opened_at else "standard"
     try:
-        expected = recompute(accepted.bet_type, accepted.amount, coup.resolved, paytable)
+        expected = recompute(accepted.bet_type, accepted.amount, resolved, paytable)
     except ValueError as error:
         return f"cannot recompute: {error}"
     got = (settled.bet_type, settled.result, settled.stake, settled.payout, settled.returned)
@@ -333,18 +322,30 @@ def settlement_mismatch(
     if got != want:
         return (
             f"settled (type, result, stake, payout, returned)={got}, recomputed {want} "
-            f"from {coup.resolved.player_cards} vs {coup.resolved.banker_cards}"
+            f"from {resolved.player_cards} vs {resolved.banker_cards}"
         )
     return None
 
 
 def check_shoe(shoe: ShoeState) -> list[Problem]:
+    """Each position handed out once; once revealed, the order matches every card handed
+    out and the commitment published when the shoe was shuffled."""
+    found: list[Problem] = []
+    cards: dict[int, str] = {}
+    for position, card in shoe.view.handed_out():
+        earlier = cards.setdefault(position, card)
+        if earlier != card:
+            found.append(
+                Problem(
+                    ProblemKind.REVEAL_MISMATCH,
+                    f"shoe {shoe.shoe_id} position {position} handed out as {earlier} and {card}",
+                )
+            )
     closed = shoe.closed
     if closed is None:
-        return []
-    found: list[Problem] = []
+        return found
     order = list(closed.order)
-    for position, card in sorted(shoe.cards.items()):
+    for position, card in sorted(cards.items()):
         if position >= len(order) or order[position] != card:
             revealed = order[position] if position < len(order) else "nothing"
             found.append(
@@ -355,8 +356,8 @@ def check_shoe(shoe: ShoeState) -> list[Problem]:
                 )
             )
     try:
-        cards = [Card.parse(code) for code in order]
-        honest = verify_commitment(cards, bytes.fromhex(closed.salt), shoe.commitment)
+        parsed = [Card.parse(code) for code in order]
+        honest = verify_commitment(parsed, bytes.fromhex(closed.salt), shoe.commitment)
     except ValueError as error:
         found.append(Problem(ProblemKind.REVEAL_MISMATCH, f"shoe {shoe.shoe_id}: {error}"))
         return found
@@ -372,7 +373,7 @@ def check_shoe(shoe: ShoeState) -> list[Problem]:
 
 
 def recompute(
-    bet_type: str, stake: int, resolved: CoupResolved, paytable: str, cache: bool = True
+    bet_type: str, stake: int, resolved: Resolved, paytable: str, cache: bool = True
 ) -> BetSettlement:
     """Settle a bet from scratch: re-resolve the coup from its cards, then apply the paytable."""
     cards = (tuple(resolved.player_cards), tuple(resolved.banker_cards))
@@ -385,7 +386,7 @@ def _resolve(cards: tuple[tuple[str, ...], tuple[str, ...]]) -> CoupResult:
     return resolve_coup(shoe_order(*cards))
 
 
-def tableau_mismatch(resolved: CoupResolved) -> str | None:
+def tableau_mismatch(resolved: Resolved) -> str | None:
     """Why ``resolved`` does not follow the tableau, or None when it does."""
     try:
         result: CoupResult = resolve_coup(shoe_order(resolved.player_cards, resolved.banker_cards))

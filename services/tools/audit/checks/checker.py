@@ -1,0 +1,111 @@
+"""The checks run in order over a rebuilt history: shoes, then coups, then bet books.
+
+Shoes first (what each handed out by position), coups next (each one's result from its
+cards), then the books that are checked against both. ``Checker`` keeps the attributes the
+auditor and its forked second process use (``findings``, ``totals``, ``checked``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from services.tools.audit.checks.books import check_book
+from services.tools.audit.checks.context import DAMAGE, CheckContext
+from services.tools.audit.checks.coups import check_coup
+from services.tools.audit.checks.filters import Filters
+from services.tools.audit.checks.shoes import check_shoe
+from services.tools.audit.findings import Code, Finding
+from services.tools.audit.totals import Totals
+from services.tools.history.views import History
+
+
+class Checker:
+    """Run every check; ``findings`` and ``totals`` hold the outcome."""
+
+    def __init__(self, history: History, filters: Filters | None = None) -> None:
+        self.context = CheckContext(history, filters or Filters())
+
+    @property
+    def history(self) -> History:
+        return self.context.history
+
+    @property
+    def filters(self) -> Filters:
+        return self.context.filters
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.context.findings
+
+    @findings.setter
+    def findings(self, value: list[Finding]) -> None:
+        self.context.findings = value
+
+    @property
+    def totals(self) -> Totals:
+        return self.context.totals
+
+    @totals.setter
+    def totals(self, value: Totals) -> None:
+        self.context.totals = value
+
+    @property
+    def checked(self) -> Counter[str]:
+        return self.context.checked
+
+    @checked.setter
+    def checked(self, value: Counter[str]) -> None:
+        self.context.checked = value
+
+    def run(self) -> None:
+        """Every check, on the whole history."""
+        self.check_dealing()
+        self.check_books()
+        self.check_missing_books(set(self.history.books))
+
+    def check_dealing(self) -> None:
+        """Shoes and coups (what the bet books are then checked against)."""
+        ctx = self.context
+        history = ctx.history
+        for shoe in history.shoes.values():
+            ctx.last_shoe[shoe.table_id] = shoe.shoe_id
+        for shoe in history.shoes.values():
+            if ctx.filters.table_in(shoe.table_id):
+                try:
+                    check_shoe(ctx, shoe)
+                except DAMAGE as error:
+                    ctx.damaged(error, table_id=shoe.table_id, shoe_id=shoe.shoe_id)
+        for coup in history.coups.values():
+            if ctx.coup_selected(coup):
+                try:
+                    check_coup(ctx, coup)
+                except DAMAGE as error:
+                    ctx.damaged(error, table_id=coup.table_id, coup_id=coup.coup_id)
+
+    def check_books(self) -> None:
+        """The bet books in the history (all of them, or one share of a parallel audit)."""
+        ctx = self.context
+        for key, book in ctx.history.books.items():
+            dealt = ctx.history.coups.get(key)
+            if ctx.filters.table_in(book.table_id) and ctx.filters.time_in(
+                dealt.opened_at if dealt is not None else book.opened_at
+            ):
+                try:
+                    check_book(ctx, book, dealt)
+                except DAMAGE as error:
+                    ctx.damaged(error, table_id=book.table_id, coup_id=book.coup_id)
+
+    def check_missing_books(self, books: set[tuple[str, str]]) -> None:
+        """Coups dealing opened that settlement has no book for (``books``: all book keys)."""
+        if not books:
+            return  # no settlement store read
+        ctx = self.context
+        for key, coup in ctx.history.coups.items():
+            if key not in books and ctx.coup_selected(coup):
+                ctx.error(
+                    Code.VIEWS_DISAGREE,
+                    "dealing opened this coup, settlement has no bets book for it",
+                    table_id=coup.table_id,
+                    shoe_id=coup.shoe_id,
+                    coup_id=coup.coup_id,
+                )

@@ -1,0 +1,275 @@
+"""Stored rows -> the Projector, straight from the stored JSON (no mapper, no pydantic).
+
+The state of each stored row is the JSON eventsourcing wrote (custom types as
+``{"_type_": ..., "_data_": ...}``); each reader builds its fact record
+(:func:`services.shared.facts.base.read_fact`: upcast, lines typed, fields by name) and
+hands it to the :class:`~services.tools.history.project.Projector` (the two busiest,
+BetsAnswered and CoupSettled, read the fields the fact declares straight from the state: a
+third of the audit's time is theirs). The readers are keyed by the facts'
+``STORED_TOPIC``: no class path is spelled here. A topic no reader knows is
+counted and skipped by the caller (internal bookkeeping, :mod:`services.shared.facts.unread`);
+a known one that cannot be read raises (KeyError, TypeError, ValueError, IndexError...):
+the row was changed, or the format moved on without the reader.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from itertools import repeat
+from typing import Any, TypeVar, cast
+
+import orjson
+
+from services.shared.facts.base import Fact, fact_fields, read_fact
+from services.shared.facts.dealing import (
+    BettingClosedFact,
+    BettingOpenedFact,
+    CardDealtFact,
+    CoupResolvedFact,
+    CoupVoidedFact,
+    TableClosedFact,
+    TableOpenedFact,
+    TableReopenedFact,
+)
+from services.shared.facts.legacy import BookBetAcceptedFact, BookBetRejectedFact
+from services.shared.facts.settlement import (
+    BOOK_FACTS,
+    AnswerLine,
+    BetsAnsweredFact,
+    BookClosedFact,
+    BookOpenedFact,
+    CoupRefundedFact,
+    CoupSettledFact,
+    DeskRejectedFact,
+    SettledLine,
+)
+from services.shared.facts.shoe import (
+    CardsBurnedFact,
+    CardsDrawnFact,
+    ShoeRevealedFact,
+    ShoeShuffledFact,
+)
+from services.tools.history.books import moment
+from services.tools.history.project import Projector
+from services.tools.history.views import BookView, History, Rejected
+
+Reader = Callable[[bytes, int, dict[str, Any]], None]
+"""``reader(originator_id, notification_id, state)``."""
+
+_scan = cast(Any, json.JSONDecoder()).scan_once  # json.loads minus its whitespace steps
+_DIGITS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_LONG_NUMBER = b"0" * 19
+"""19 digits in a row: a number orjson might read as a float (it does so beyond 64 bits)."""
+
+
+def read_state(state: bytes) -> Any:
+    """A stored state's JSON, read as the stdlib's ``scan_once`` reads it (its first value).
+
+    orjson reads it when that gives the very same value: the state starts with ``{``
+    (orjson, unlike ``scan_once``, would skip leading whitespace) and has no run of 19
+    digits (orjson reads an integer beyond 64 bits as a float: no float for money).
+    Anything orjson refuses (trailing bytes, NaN, lone surrogates, ...) is read by the
+    stdlib, which accepts or refuses it exactly as before.
+    """
+    if state[:1] == b"{" and _LONG_NUMBER not in state.translate(_DIGITS):
+        try:
+            return orjson.loads(state)
+        except orjson.JSONDecodeError:
+            pass
+    return _scan(state.decode(), 0)[0]
+
+
+def read_json(data: bytes) -> Any:
+    """``json.loads(data)``, by orjson where that gives the very same value (see
+    :func:`read_state`; both skip whitespace around the value)."""
+    if _LONG_NUMBER not in data.translate(_DIGITS):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(data)
+
+
+def _at(state: dict[str, Any]) -> str:
+    return moment(state["timestamp"])
+
+
+def _rejected(fact: DeskRejectedFact | BookBetRejectedFact, at: str, nid: int) -> Rejected:
+    return Rejected(
+        fact.bettor_id, fact.bet_type, str(fact.amount), fact.reason_code, fact.message, at, nid
+    )
+
+
+_new = tuple.__new__  # a NamedTuple without its Python-level __new__ (as _make does)
+F = TypeVar("F", bound=Fact)
+
+
+def _fields_of(fact: type[F], state: dict[str, Any], fields: tuple[str, ...]) -> F:
+    """``read_fact`` for a fact of one version whose lines the caller typed already."""
+    made = object.__new__(fact)
+    object.__setattr__(made, "__dict__", {name: state[name] for name in fields})
+    return made
+
+
+_SETTLED = fact_fields(CoupSettledFact)
+assert "lines" in _SETTLED and CoupSettledFact.class_version == 1, "the CoupSettled reader"
+_ANSWERED = ("table_id", "coup_id", "lines", "placed_at")
+assert fact_fields(BetsAnsweredFact) == _ANSWERED, "the BetsAnswered reader reads these fields"
+assert BetsAnsweredFact.class_version == 2, "the BetsAnswered reader upcasts version 1 only"
+
+
+class StoreFeed:
+    """Stored rows into ``history``; ``readers`` maps a stored topic to its reader."""
+
+    def __init__(self, history: History) -> None:
+        self.history = history
+        self.project = Projector(history)
+        self._answer = self.project.bets_answered  # the busiest call, bound once
+        self._books: dict[bytes, BookView] = {}
+        self.readers: dict[str, Reader] = {
+            ShoeShuffledFact.STORED_TOPIC: self._shuffled,
+            CardsBurnedFact.STORED_TOPIC: self._burned,
+            CardsDrawnFact.STORED_TOPIC: self._drawn,
+            ShoeRevealedFact.STORED_TOPIC: self._revealed,
+            TableOpenedFact.STORED_TOPIC: self._table_opened,
+            TableReopenedFact.STORED_TOPIC: self._table_reopened,
+            TableClosedFact.STORED_TOPIC: self._table_closed,
+            BettingOpenedFact.STORED_TOPIC: self._betting_opened,
+            BettingClosedFact.STORED_TOPIC: self._betting_closed,
+            CardDealtFact.STORED_TOPIC: self._card_dealt,
+            CoupResolvedFact.STORED_TOPIC: self._resolved,
+            CoupVoidedFact.STORED_TOPIC: self._voided,
+            BookOpenedFact.STORED_TOPIC: self._book_opened,
+            BookClosedFact.STORED_TOPIC: self._book_closed,
+            BetsAnsweredFact.STORED_TOPIC: self._bets_answered,
+            CoupSettledFact.STORED_TOPIC: self._coup_settled,
+            CoupRefundedFact.STORED_TOPIC: self._coup_refunded,
+            DeskRejectedFact.STORED_TOPIC: self._desk_rejected,
+            BookBetAcceptedFact.STORED_TOPIC: self._bet_accepted,  # retired: older stores
+            BookBetRejectedFact.STORED_TOPIC: self._bet_rejected,  # retired: older stores
+        }
+        self.book_opened_topic = BookOpenedFact.STORED_TOPIC
+        self.book_topics = frozenset(
+            {
+                *(fact.STORED_TOPIC for fact in BOOK_FACTS),
+                BookBetAcceptedFact.STORED_TOPIC,
+                BookBetRejectedFact.STORED_TOPIC,
+            }
+        )
+        """The stored topics of a bet book's facts (a parallel audit splits the books)."""
+
+    def close(self) -> None:
+        """Drop the readers (bound methods refer back to the feed: no cycle left behind)."""
+        self.readers.clear()
+
+    # -- shoe ----------------------------------------------------------------------------
+    def _shuffled(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        fact = read_fact(ShoeShuffledFact, d)
+        order = list(fact.order)
+        self.project.shoe_shuffled(
+            fact.table_id,
+            fact.shoe_id,
+            decks=int(fact.decks),
+            commitment=str(fact.commitment),
+            scheme=str(fact.commitment_scheme),
+            cut_card_index=int(fact.cut_card_index),
+            card_count=len(order),
+            order=order,
+            salt=str(fact.salt),
+            at=_at(d),
+            nid=nid,
+        )
+        self.history.owners[oid] = (fact.table_id, fact.shoe_id, None)
+
+    def _burned(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        self.project.cards_burned(read_fact(CardsBurnedFact, d), nid)
+
+    def _drawn(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        self.project.cards_drawn(read_fact(CardsDrawnFact, d), nid)
+
+    def _revealed(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        self.project.shoe_revealed(read_fact(ShoeRevealedFact, d), _at(d), nid)
+
+    # -- dealing -------------------------------------------------------------------------
+    def _table_opened(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        fact = read_fact(TableOpenedFact, d)
+        self.project.table_opened(fact, _at(d))
+        self.history.owners[oid] = (fact.table_id, None, None)
+
+    def _table_reopened(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        self.project.table_reopened(read_fact(TableReopenedFact, d))
+
+    def _table_closed(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        fact = read_fact(TableClosedFact, d)
+        self.project.table_closed(fact.table_id, str(fact.reason), _at(d))
+
+    def _betting_opened(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        fact = read_fact(BettingOpenedFact, d)
+        self.project.betting_opened(fact, _at(d), nid)
+        self.history.owners[oid] = (fact.table_id, fact.shoe_id, fact.coup_id)
+
+    def _betting_closed(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        fact = read_fact(BettingClosedFact, d)
+        self.project.betting_closed(fact.table_id, fact.coup_id, _at(d))
+
+    def _card_dealt(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        self.project.card_dealt(read_fact(CardDealtFact, d), nid)
+
+    def _resolved(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        self.project.coup_resolved(read_fact(CoupResolvedFact, d), _at(d), nid)
+
+    def _voided(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        self.project.coup_voided(read_fact(CoupVoidedFact, d), _at(d), nid)
+
+    # -- settlement ----------------------------------------------------------------------
+    def _book_opened(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        fact = read_fact(BookOpenedFact, d)
+        self._books[oid] = self.project.book_opened(fact, _at(d), nid)
+        self.history.owners[oid] = (fact.table_id, None, fact.coup_id)
+
+    def book_owner(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        """Only note which table and coup a book belongs to (a parallel audit's share)."""
+        self.history.owners[oid] = (d["table_id"], None, d["coup_id"])
+
+    def _book_closed(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        fact = read_fact(BookClosedFact, d)
+        closed_by = None if fact.closed_at is None else moment(fact.closed_at)
+        self.project.book_closed(self._books[oid], _at(d), closed_by)
+
+    def _bets_answered(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        """The busiest fact (one per transaction of bets): its fields are read by the fact's
+        declared names (``_ANSWERED``) and its lines go to the Projector as stored, unpacked
+        there once, rather than built into records first (a third of the audit's time)."""
+        book = self._books[oid]
+        if d.pop("class_version", 1) == 1:
+            BetsAnsweredFact.upcast_v1_v2(d)
+        self._answer(book, d["lines"], d["placed_at"], d["timestamp"]["_data_"], nid)
+
+    def _bet_accepted(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        """A retired one-bet event: read as a BetsAnswered of one accepted line."""
+        book = self._books[oid]
+        fact = read_fact(BookBetAcceptedFact, d)
+        line = AnswerLine(
+            fact.bet_id, fact.bettor_id, fact.bet_type, fact.amount, fact.currency, None, ""
+        )
+        self.project.bets_answered(book, [line], None, d["timestamp"]["_data_"], nid)
+
+    def _bet_rejected(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        fact = read_fact(BookBetRejectedFact, d)
+        self.project.bet_rejected(self._books[oid], fact.bet_id, _rejected(fact, _at(d), nid))
+
+    def _coup_settled(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        """One per coup, with a line per bet: its fields are read by the fact's declared names
+        (``_SETTLED``) and its lines typed in one C-level pass (no Python call per line)."""
+        lines = d["lines"]
+        d["lines"] = list(map(_new, repeat(SettledLine, len(lines)), lines))
+        fact = _fields_of(CoupSettledFact, d, _SETTLED)
+        self.project.coup_settled(self._books[oid], fact, _at(d), nid)
+
+    def _coup_refunded(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        self.project.coup_refunded(self._books[oid], read_fact(CoupRefundedFact, d), _at(d), nid)
+
+    def _desk_rejected(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        fact = read_fact(DeskRejectedFact, d)
+        self.project.desk_rejected(fact.table_id, fact.bet_id, _rejected(fact, _at(d), nid))

@@ -1,0 +1,247 @@
+"""The views of tables, shoes, coups and bet books, as the facts the services record give them.
+
+Plain records, filled by :class:`~services.tools.history.project.Projector` from either
+feed: the stored rows (:mod:`~services.tools.history.from_store`, complete and sealed) or
+the messages on Kafka (:mod:`~services.tools.history.from_messages`, where what Kafka does
+not carry is ``None``: a shoe's order before its reveal, a settlement's outcome). Nothing
+here is taken from the services' code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from services.shared.facts.dealing import CoupResolvedFact
+from services.shared.facts.settlement import RefundLine, SettledLine
+
+Limits = dict[str, dict[str, int]]
+"""bet type -> {"minimum": ..., "maximum": ...} in minor units."""
+
+
+class TableSettings(NamedTuple):
+    decks: int
+    paytable: str
+    currency: str
+    limits: Limits
+    betting_window_ms: int = 0
+    cut_card_from_end: int = 0
+
+
+@dataclass(slots=True)
+class TableView:
+    table_id: str
+    settings: TableSettings
+    opened_at: str
+    coups: list[str] = field(default_factory=list)
+    closed_at: str | None = None
+    close_reason: str = ""
+
+
+class Burn(NamedTuple):
+    shown: str
+    burned: list[str]
+    next_position: int
+    notification_id: int
+
+
+class Draw(NamedTuple):
+    coup_id: str
+    request_id: str
+    first_position: int
+    cards: list[str]
+    notification_id: int
+
+
+class Reveal(NamedTuple):
+    order: list[str]
+    salt: str
+    commitment: str
+    cards_dealt: int
+    at: str
+    notification_id: int
+
+
+@dataclass(slots=True)
+class ShoeView:
+    """A shoe as the shoe service recorded it (``order``/``salt``: None until the reveal
+    when read from Kafka, which publishes them only then)."""
+
+    table_id: str
+    shoe_id: str
+    decks: int
+    order: list[str] | None
+    salt: str | None
+    commitment: str
+    scheme: str
+    cut_card_index: int
+    card_count: int
+    shuffled_at: str
+    notification_id: int
+    burn: Burn | None = None
+    draws: list[Draw] = field(default_factory=list)
+    reveal: Reveal | None = None
+    cut_card_position: int | None = None  # where the cut card came out
+
+    def handed_out(self) -> list[tuple[int, str]]:
+        """(position, card) for every card out of the shoe: shown, burned, drawn."""
+        out: list[tuple[int, str]] = []
+        if self.burn is not None:
+            out.append((0, self.burn.shown))
+            out.extend((1 + i, card) for i, card in enumerate(self.burn.burned))
+        for draw in self.draws:
+            out.extend((draw.first_position + i, card) for i, card in enumerate(draw.cards))
+        return out
+
+    @property
+    def cards_out(self) -> int:
+        """Positions out of the shoe (shown, burned and drawn)."""
+        out = 0 if self.burn is None else self.burn.next_position
+        for draw in self.draws:
+            out = max(out, draw.first_position + len(draw.cards))
+        return out
+
+
+class Dealt(NamedTuple):
+    side: str
+    card: str
+    position: int
+    index_in_hand: int
+    notification_id: int
+
+
+class Resolution(NamedTuple):
+    fact: CoupResolvedFact
+    at: str
+    notification_id: int
+
+
+class Void(NamedTuple):
+    supervisor_id: str
+    reason: str
+    was_resolved: bool
+    at: str
+    notification_id: int
+
+
+@dataclass(slots=True)
+class CoupView:
+    """A coup as dealing recorded it."""
+
+    table_id: str
+    coup_id: str
+    coup_number: int
+    shoe_id: str
+    opened_at: str
+    closes_at: str
+    settings: TableSettings | None
+    notification_id: int
+    betting_closed_at: str | None = None
+    dealt: list[Dealt] = field(default_factory=list)
+    resolutions: list[Resolution] = field(default_factory=list)  # more than one: a fault
+    voids: list[Void] = field(default_factory=list)
+
+    @property
+    def resolved(self) -> Resolution | None:
+        return self.resolutions[0] if self.resolutions else None
+
+
+class Accepted(NamedTuple):
+    bettor_id: str
+    bet_type: str
+    amount: int
+    currency: str
+    at: str
+    notification_id: int
+    placed_at: str | None = None  # when the bet was placed (stores that record it)
+
+
+class Rejected(NamedTuple):
+    bettor_id: str
+    bet_type: str
+    amount: str
+    reason_code: str
+    message: str
+    at: str
+    notification_id: int
+
+
+@dataclass(slots=True)
+class Settlement:
+    """One settlement of a coup's bets. From Kafka: ``staked``/``paid`` are None until its
+    CoupSettled is seen, and the outcome and pairs are never published (None)."""
+
+    outcome: str | None
+    player_pair: bool | None
+    banker_pair: bool | None
+    lines: list[SettledLine]
+    staked: int | None
+    paid: int | None
+    at: str
+    notification_id: int
+    bets: int | None = None  # as its CoupSettled declares (stored: the lines)
+    house_result: int | None = None  # as its CoupSettled declares (stored: staked - paid)
+
+
+class Refund(NamedTuple):
+    supervisor_id: str
+    reason: str
+    lines: list[RefundLine]
+    refunded: int | None  # None: read from Kafka, its CoupRefunded not seen yet
+    at: str
+    notification_id: int
+
+
+@dataclass(slots=True)
+class BookView:
+    """The bets of one coup as settlement recorded them."""
+
+    table_id: str
+    coup_id: str
+    paytable: str
+    currency: str
+    limits: Limits
+    opened_at: str
+    notification_id: int
+    closes_at: str = ""  # the coup's betting deadline, as the book recorded it
+    closed_at: str | None = None  # when settlement recorded dealing's BettingClosed
+    closed_by: str | None = None  # when dealing closed betting (stores that record it)
+    accepted: dict[str, Accepted] = field(default_factory=dict)
+    rejected: dict[str, Rejected] = field(default_factory=dict)
+    settlements: list[Settlement] = field(default_factory=list)
+    refunds: list[Refund] = field(default_factory=list)
+    late: list[str] = field(default_factory=list)  # bets accepted after betting closed
+    twice: list[str] = field(default_factory=list)  # bet ids accepted a second time
+    # Checked as the bets are read (one pass): the table's terms per bet type, the side
+    # (Player/Banker) each bettor backed, the stakes per bet type, and the accepted bets
+    # that broke the terms (judged again, with the rules' reason, by the audit's checks).
+    bounds: dict[str, tuple[int, int]] = field(default_factory=dict)
+    sides: dict[str, str] = field(default_factory=dict)
+    staked: dict[str, int] = field(default_factory=dict)
+    suspect: list[str] = field(default_factory=list)
+
+
+@dataclass
+class History:
+    """Everything read: shoes, tables, coups, bet books and the desk's refusals."""
+
+    shoes: dict[tuple[str, str], ShoeView] = field(default_factory=dict)
+    tables: dict[str, TableView] = field(default_factory=dict)
+    coups: dict[tuple[str, str], CoupView] = field(default_factory=dict)
+    books: dict[tuple[str, str], BookView] = field(default_factory=dict)
+    desk_rejections: dict[str, dict[str, Rejected]] = field(default_factory=dict)
+    owners: dict[bytes, tuple[str, str | None, str | None]] = field(default_factory=dict)
+    """originator id -> (table, shoe, coup) of the aggregate: locates tampered rows."""
+    events: dict[str, int] = field(default_factory=dict)  # per store
+
+    def forget_coup(self, table_id: str, coup_id: str) -> None:
+        """Drop a coup and its book (a reader that keeps a bounded window)."""
+        self.coups.pop((table_id, coup_id), None)
+        self.books.pop((table_id, coup_id), None)
+        table = self.tables.get(table_id)
+        if table is not None and coup_id in table.coups:
+            table.coups.remove(coup_id)
+
+    def forget_shoe(self, table_id: str, shoe_id: str) -> None:
+        """Drop a shoe (a reader that keeps a bounded window)."""
+        self.shoes.pop((table_id, shoe_id), None)
