@@ -1,6 +1,7 @@
-"""Dealing as a running service: table commands and shoe events in, table events out.
+"""Dealing as a FastStream application: table commands and shoe events in, table events out.
 
-``punto-banco serve dealing`` runs :func:`build_service` on the platform: the
+``punto-banco serve dealing`` runs :func:`build_service` on the platform: its one batch
+subscriber reads table commands, the shoe's events and settlement's book events; the
 outbox relay publishes the store's events (TABLE_EVENTS, SHOE_COMMANDS for the shoe, and
 OpenBook / CloseBook in the table's partition of BET_COMMANDS, where they mark which bets
 are in time), the consumer applies TABLE_COMMANDS and SHOE_EVENTS a fetched batch per
@@ -23,12 +24,23 @@ from datetime import UTC, datetime
 
 from eventsourcing.persistence import Tracking
 
-from contracts import BOOK_EVENTS, SHOE_EVENTS, TABLE_COMMANDS
+from contracts import (
+    BET_COMMANDS,
+    BOOK_EVENTS,
+    SHOE_COMMANDS,
+    SHOE_EVENTS,
+    TABLE_COMMANDS,
+    TABLE_EVENTS,
+    BetsClosed,
+    ShoeEvent,
+    TableCommand,
+)
 from services.dealing.application import DealingApplication
 from services.dealing.messages import to_messages
 from services.shared.platform import (
     BatchHandler,
     Delivery,
+    KafkaService,
     ServiceContext,
     ServiceDefinition,
     Settings,
@@ -90,12 +102,45 @@ def _application(env: dict[str, str]) -> DealingApplication:
     return DealingApplication(env=env)
 
 
-def build_service(settings: Settings) -> ServiceDefinition[DealingApplication]:
-    """The dealing service on the platform (``settings`` are the service's own)."""
-    return ServiceDefinition(
-        name="dealing",
-        application=_application,
-        to_messages=to_messages,
-        subscriptions=_subscriptions,
-        tasks=[betting_clock],
+def build_service(settings: Settings) -> KafkaService[DealingApplication]:
+    """The dealing service: its broker's subscriber and publishers, and what it runs."""
+    service = KafkaService(
+        ServiceDefinition(
+            name="dealing",
+            application=_application,
+            to_messages=to_messages,
+            subscriptions=_subscriptions,
+            tasks=[betting_clock],
+        ),
+        settings,
+        description="Dealing: runs the tables, their coups and their betting windows.",
     )
+
+    @service.subscriber(
+        TABLE_COMMANDS,
+        SHOE_EVENTS,
+        BOOK_EVENTS,
+        description="Table commands from outside, the shoe's cards (signed by the shoe) and "
+        "settlement's BetsClosed (signed by settlement): a fetched batch of a partition is "
+        "applied in one transaction.",
+    )
+    async def dealing_inputs(batch: list[TableCommand | ShoeEvent | BetsClosed]) -> None:
+        # The raw records of one fetch (the type says what they carry): see consumer.py.
+        await service.consume(batch)
+
+    service.publisher(
+        TABLE_EVENTS,
+        description="Each table's life: opened, betting opened and closed, the cards dealt, "
+        "the coup resolved (its outcome), closed.",
+    )
+    service.publisher(
+        SHOE_COMMANDS,
+        description="Dealing's requests to the shoe: shuffle, burn, draw the coup's cards.",
+    )
+    service.publisher(
+        BET_COMMANDS,
+        description="OpenBook / CloseBook: where betting on a coup opens and closes, in the "
+        "table's partition of the bets (sent and acknowledged before the events that "
+        "announce them).",
+    )
+    return service

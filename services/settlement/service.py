@@ -1,10 +1,11 @@
-"""Settlement as a running service: bets and table events in, bet events out.
+"""Settlement as a FastStream application: bets and table events in, bet events out.
 
-``punto-banco serve settlement`` runs :func:`build_service` on the platform:
-the consumer applies each fetched batch of one partition (a flood of PlaceBet with
-dealing's OpenBook / CloseBook marks among them, dealing's table events, or the shoe's
-cards) in ONE transaction with its tracking record, and the outbox relay publishes
-BET_EVENTS (one BetSettled per bet of a settled coup) and BOOK_EVENTS.
+``punto-banco serve settlement`` runs :func:`build_service` on the platform: its one
+batch subscriber reads the shoe's cards, dealing's table events and the bets, and applies
+each fetched batch of one partition (a flood of PlaceBet with dealing's OpenBook / CloseBook
+marks among them, dealing's table events, or the shoe's cards) in ONE transaction with its
+tracking record, and the outbox relay publishes BET_EVENTS (one BetSettled per bet of a
+settled coup) and BOOK_EVENTS.
 
 A record's time (a bet's ``placed_at``, a CloseBook's closing time) is the broker's
 append time (``Delivery.appended_at``: the bet-commands topic is created with
@@ -20,12 +21,22 @@ from datetime import UTC, datetime
 
 from eventsourcing.persistence import Tracking
 
-from contracts import BET_COMMANDS, SHOE_EVENTS, TABLE_EVENTS
+from contracts import (
+    BET_COMMANDS,
+    BET_EVENTS,
+    BOOK_EVENTS,
+    SHOE_EVENTS,
+    TABLE_EVENTS,
+    BetCommand,
+    ShoeEvent,
+    TableEvent,
+)
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages
 from services.shared.platform import (
     BatchHandler,
     Delivery,
+    KafkaService,
     ServiceDefinition,
     Settings,
     Subscription,
@@ -65,11 +76,38 @@ def _application(env: dict[str, str]) -> SettlementApplication:
     return SettlementApplication(env=env)
 
 
-def build_service(settings: Settings) -> ServiceDefinition[SettlementApplication]:
-    """The settlement service on the platform (``settings`` are the service's own)."""
-    return ServiceDefinition(
-        name="settlement",
-        application=_application,
-        to_messages=to_messages,
-        subscriptions=_subscriptions,
+def build_service(settings: Settings) -> KafkaService[SettlementApplication]:
+    """The settlement service: its broker's subscriber and publishers, and what it runs."""
+    service = KafkaService(
+        ServiceDefinition(
+            name="settlement",
+            application=_application,
+            to_messages=to_messages,
+            subscriptions=_subscriptions,
+        ),
+        settings,
+        description="Settlement: takes the bets, and settles each coup's book.",
     )
+
+    @service.subscriber(
+        SHOE_EVENTS,
+        TABLE_EVENTS,
+        BET_COMMANDS,
+        description="The shoe's cards, dealing's table events (both signed) and the bets "
+        "with dealing's signed OpenBook / CloseBook marks among them: a fetched batch of a "
+        "partition is applied in one transaction.",
+    )
+    async def settlement_inputs(batch: list[ShoeEvent | TableEvent | BetCommand]) -> None:
+        # The raw records of one fetch (the type says what they carry): see consumer.py.
+        await service.consume(batch)
+
+    service.publisher(
+        BET_EVENTS,
+        description="Each bet accepted or rejected, and settled (one BetSettled per bet of a "
+        "settled coup, then CoupSettled).",
+    )
+    service.publisher(
+        BOOK_EVENTS,
+        description="BetsClosed: a coup's book is closed, its cards may be dealt.",
+    )
+    return service

@@ -6,8 +6,8 @@ Application calls inside the runtime's unit of work.
 Outbound: ``to_messages`` turns each stored domain event into the messages
 published on ``punto-banco.shoe-events``, by field name (see
 ``services.shared.platform.publishing``). Note what is NOT published: the
-``Shuffled`` event's order and salt stay in the private store until the shoe
-closes (ShoeShuffled carries only the commitment); ``ShoeClosed`` reveals them.
+``Shuffled`` event's order and salt stay in the private store, encrypted, until the
+shoe closes (ShoeShuffled carries only the commitment); ``ShoeClosed`` reveals them.
 One ``CardsDrawn`` event becomes one CardDrawn per card, and a CutCardReached
 just before the CardDrawn of the first card behind the cut card.
 """
@@ -91,7 +91,7 @@ def _burned(event: Shoe.CardsBurned) -> list[PositionedCard]:
     return [PositionedCard(position=1 + i, card=card) for i, card in enumerate(event.burned_cards)]
 
 
-to_messages.register(Shoe.Shuffled, one(ShoeShuffled, card_count=lambda e: len(e.order)))
+to_messages.register(Shoe.Shuffled, one(ShoeShuffled))
 to_messages.register(Shoe.CardsBurned, one(CardsBurned, burned=_burned))
 to_messages.register(Shoe.Closed, one(ShoeClosed))
 

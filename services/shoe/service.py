@@ -1,17 +1,20 @@
-"""The shoe service process: consumes shoe commands, publishes shoe events.
+"""The shoe service as a FastStream application: shoe commands in, shoe events out.
 
-``punto-banco serve shoe`` runs ``build_service(settings)`` with the platform
-runner: the relay publishes the store's events on ``punto-banco.shoe-events``
-and the consumer applies each fetched batch of commands in one transaction
-with its tracking record (see ``services.shared.platform``).
+``punto-banco serve shoe`` runs :func:`build_service` (``services.shared.platform``): its one
+batch subscriber reads dealing's commands (ShuffleShoe, DrawCards...) on
+``punto-banco.shoe-commands`` and applies each fetched batch of a partition in one
+transaction with its tracking record; the outbox relay publishes the store's events on
+``punto-banco.shoe-events``.
 """
 
 from __future__ import annotations
 
-from contracts import SHOE_COMMANDS
+from contracts import SHOE_COMMANDS, SHOE_EVENTS, ShoeCommand
 from services.shared.platform.application import UnitOfWork
 from services.shared.platform.consumer import Delivery, Subscription, with_unit_of_work
-from services.shared.platform.runner import ServiceDefinition, serve
+from services.shared.platform.definition import ServiceDefinition
+from services.shared.platform.runner import serve
+from services.shared.platform.service_app import KafkaService
 from services.shared.platform.settings import Settings
 from services.shoe.application import ShoeApplication
 from services.shoe.messages import apply_command, to_messages
@@ -26,14 +29,33 @@ def _subscriptions(app: ShoeApplication) -> list[Subscription]:
     return [Subscription(SHOE_COMMANDS, with_unit_of_work(app, handle))]
 
 
-def build_service(settings: Settings) -> ServiceDefinition[ShoeApplication]:
-    """The shoe service, as the platform runs it."""
-    return ServiceDefinition(
-        name=NAME,
-        application=lambda env: ShoeApplication(env=env),
-        to_messages=to_messages,
-        subscriptions=_subscriptions,
+def build_service(settings: Settings) -> KafkaService[ShoeApplication]:
+    """The shoe service: its broker's subscriber and publishers, and what it runs."""
+    service = KafkaService(
+        ServiceDefinition(
+            name=NAME,
+            application=lambda env: ShoeApplication(env=env),
+            to_messages=to_messages,
+            subscriptions=_subscriptions,
+        ),
+        settings,
+        description="The shoe: shuffles, burns and draws cards for dealing.",
     )
+
+    @service.subscriber(
+        SHOE_COMMANDS,
+        description="Dealing's requests (signed by dealing): a fetched batch of a partition "
+        "is applied in one transaction.",
+    )
+    async def shoe_commands(batch: list[ShoeCommand]) -> None:
+        # The raw records of one fetch (the type says what they carry): see consumer.py.
+        await service.consume(batch)
+
+    service.publisher(
+        SHOE_EVENTS,
+        description="Each shoe's shuffle, burns, cards and cut card, in the order dealt.",
+    )
+    return service
 
 
 def main() -> int:

@@ -1,10 +1,10 @@
 """The three services of one benchmark run as ``punto-banco serve`` subprocesses.
 
-Each run gets its own topic prefix, data folder (with the run's signing keys in ``keys/``) and
-(on PostgreSQL) schema prefix, so runs never see each other's messages or events;
-:meth:`Cluster.stop` stops every child (SIGTERM, bounded wait, SIGKILL) and drops the run's
-PostgreSQL schemas. :class:`MemorySampler` samples each
-child's resident memory (psutil) while a load runs.
+Each run gets its own topic prefix, data folder (with the run's signing keys and the shoe's
+secret key in ``keys/``) and (on PostgreSQL) schema prefix, so runs never see each other's
+messages or events; :meth:`Cluster.stop` stops every child (SIGTERM, bounded wait, SIGKILL) and
+drops the run's PostgreSQL schemas. :class:`MemorySampler` samples each child's resident memory
+(psutil) while a load runs.
 """
 
 from __future__ import annotations

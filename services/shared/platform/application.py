@@ -13,7 +13,9 @@ additions the delivery design needs:
 - listeners registered with ``add_save_listener`` are called after every
   save, which wakes the outbox relay without waiting for its poll interval;
 - its mapper is :class:`~services.shared.platform.mapping.FactMapper`: stored line
-  arrays are read back as the line records the domain events declare.
+  arrays are read back as the line records the domain events declare, and the fields a fact
+  declares ``ENCRYPTED`` are encrypted with the keys of :meth:`construct_secret_keys` (none
+  by default: such an event is then refused).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import Mapper, ProcessRecorder, Recording, Tracking
 
 from services.shared.platform.mapping import FactMapper
+from services.shared.platform.secret_keys import SecretKeys
 
 A = TypeVar("A", bound=Aggregate)
 
@@ -46,7 +49,16 @@ class ServiceApplication(Application[UUID]):
         super().__init__(env)
 
     def construct_mapper(self) -> Mapper[UUID]:
-        return self.factory.mapper(transcoder=self.construct_transcoder(), mapper_class=FactMapper)
+        mapper = self.factory.mapper(
+            transcoder=self.construct_transcoder(), mapper_class=FactMapper
+        )
+        assert isinstance(mapper, FactMapper)
+        mapper.secret_keys = self.construct_secret_keys()
+        return mapper
+
+    def construct_secret_keys(self) -> SecretKeys | None:
+        """The keys of the fields stored encrypted (``self.env`` is read by now)."""
+        return None
 
     def construct_recorder(self) -> ProcessRecorder:
         return self.factory.process_recorder()

@@ -1,8 +1,9 @@
-"""What a service's handlers get from the consumer runtime: deliveries and subscriptions.
+"""What a service's handlers get from the batch processor: deliveries and subscriptions.
 
-A :class:`Subscription` names a logical topic and its :data:`BatchHandler`; the runtime
-(``consumer.py``) calls the handler with the fresh deliveries of one partition, in order,
-and the tracking record to write in the SAME transaction as their effects.
+A :class:`Subscription` names a logical topic and its :data:`BatchHandler`; the batch
+processor (``batch_processor.py``, ``handling.py``) calls the handler with the fresh
+deliveries of one partition, in order, and the tracking record to write in the SAME
+transaction as their effects.
 ``per_message`` and ``with_unit_of_work`` adapt the two usual shapes of handler.
 """
 

@@ -1,5 +1,12 @@
 """Kafka clients configured the same way by every part of the platform, and topic creation.
 
+Every client of a service (the FastStream broker and its consumer, the relay's and the dead
+letters' producers, the admin client) connects with :func:`client_options`: the bootstrap
+servers and the security of :func:`kafka_security`, the one place the connection's security
+(TLS, SASL) comes from the settings. :func:`service_broker` is the service's FastStream
+``KafkaBroker``: consumer only (the relay and the dead letters produce with their own
+producers), topics created here rather than by FastStream.
+
 Topic configs: ``TOPIC_CONFIGS`` names the configs a project topic must have. The
 bet-commands topic uses ``message.timestamp.type=LogAppendTime``: the broker stamps
 every PlaceBet with the time it appended it, and settlement judges "was the bet in
@@ -23,6 +30,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from faststream.kafka import KafkaBroker
+from faststream.kafka.security import parse_security
+from faststream.security import BaseSecurity
 
 from contracts import BET_COMMANDS, SHOE_EVENTS, TOPIC_MESSAGES
 from services.shared.platform.settings import Settings
@@ -56,10 +66,67 @@ _DYNAMIC_TOPIC_CONFIG = 1
 """DescribeConfigs ``config_source`` of a config set on the topic itself."""
 
 
+METADATA_MAX_AGE_MS = 15_000
+"""How often the consumer refreshes topic metadata: a topic deleted and created again is
+assigned again within about this long."""
+
+
+def kafka_security(settings: Settings) -> BaseSecurity | None:
+    """The security of every Kafka connection of the service (None: PLAINTEXT).
+
+    The one place TLS and SASL settings become client options (FastStream's security object,
+    which :func:`client_options` turns into aiokafka's options and AsyncAPI documents).
+    """
+    return None
+
+
+def client_options(settings: Settings) -> dict[str, Any]:
+    """What every aiokafka client of the service connects with: servers and security."""
+    return {
+        "bootstrap_servers": settings.kafka_bootstrap_servers,
+        **parse_security(kafka_security(settings)),
+    }
+
+
+class _TopicsCreatedHere(logging.Filter):
+    """Drops FastStream's warning that it creates no topic: :func:`ensure_topics` does."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Auto create topics is disabled")
+
+
+BROKER_LOG = logging.getLogger("services.shared.platform.broker")
+"""FastStream's own log lines about the service's broker and subscriber."""
+BROKER_LOG.addFilter(_TopicsCreatedHere())
+
+
+def service_broker(settings: Settings) -> KafkaBroker:
+    """The service's FastStream broker (its consumer's connection; AsyncAPI's server).
+
+    Consumer only: the outbox relay and the dead letters are produced by the platform's own
+    producers (``relay_producer.py``, ``dead_letters.py``); topics are created by
+    :func:`ensure_topics` with their configs, never by FastStream. ``apply_types=False``: the
+    batch handler gets the raw records (``consumer.py``), FastStream validates nothing.
+    """
+    return KafkaBroker(
+        [server.strip() for server in settings.kafka_bootstrap_servers.split(",")],
+        security=kafka_security(settings),
+        client_id=f"pb-{settings.service}-consumer",
+        metadata_max_age_ms=METADATA_MAX_AGE_MS,
+        consumer_only=True,
+        allow_auto_create_topics=False,
+        apply_types=False,
+        graceful_timeout=30.0,
+        logger=BROKER_LOG,
+        log_level=logging.DEBUG,  # FastStream's "Received" / "Processed" per fetched batch
+        description="The Kafka cluster the services meet on.",
+    )
+
+
 def idempotent_producer(settings: Settings, role: str) -> AIOKafkaProducer:
     """An idempotent producer (acks=all): retries never duplicate or reorder within a partition."""
     return AIOKafkaProducer(
-        bootstrap_servers=settings.kafka_bootstrap_servers,
+        **client_options(settings),
         client_id=f"pb-{settings.service}-{role}",
         enable_idempotence=True,
         acks="all",
@@ -71,7 +138,7 @@ def idempotent_producer(settings: Settings, role: str) -> AIOKafkaProducer:
 
 def _admin(settings: Settings) -> AIOKafkaAdminClient:
     return AIOKafkaAdminClient(
-        bootstrap_servers=settings.kafka_bootstrap_servers,
+        **client_options(settings),
         client_id=f"pb-{settings.service}-admin",
     )
 

@@ -51,7 +51,7 @@ from collections import Counter as Tally
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -74,10 +74,11 @@ from contracts import (
     Message,
     MessageQuarantined,
 )
-
-if TYPE_CHECKING:
-    from services.shared.platform.consumer import Delivery
-    from services.shared.platform.runner import ServiceHost
+from services.shared.platform.application import ServiceApplication
+from services.shared.platform.batch_processor import BatchProcessor
+from services.shared.platform.deliveries import Delivery
+from services.shared.platform.relay import OutboxRelay
+from services.shared.platform.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,22 @@ LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 MAX_PENDING_COUPS = 10_000
 """CoupResolved times kept while waiting for their settlement (oldest dropped first)."""
 SCRAPE_TIMEOUT = 3.0
+
+
+class Observed(Protocol):
+    """What the metrics read of the running service at scrape time."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def app(self) -> ServiceApplication: ...
+
+    @property
+    def relay(self) -> OutboxRelay | None: ...
+
+    @property
+    def consumer(self) -> BatchProcessor | None: ...
 
 
 class ServiceMetrics:
@@ -148,7 +165,7 @@ class ServiceMetrics:
             ["service", "topic", "partition"],
             registry=r,
         )
-        self._host: ServiceHost[Any] | None = None
+        self._host: Observed | None = None
         r.register(_RuntimeCollector(self))
         self._resolved_at: OrderedDict[tuple[str, str], float] = OrderedDict()
 
@@ -216,7 +233,7 @@ class ServiceMetrics:
 
     # ---- scrape --------------------------------------------------------------------------
 
-    async def render(self, host: ServiceHost[Any]) -> tuple[bytes, str]:
+    async def render(self, host: Observed) -> tuple[bytes, str]:
         """Refresh the gauges read at scrape time; the exposition text and its content type."""
         self._host = host
         try:
@@ -225,7 +242,7 @@ class ServiceMetrics:
             log.warning("%s: metrics refresh incomplete: %r", self.service, error)
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
-    async def refresh(self, host: ServiceHost[Any]) -> None:
+    async def refresh(self, host: Observed) -> None:
         app = host.app
         newest = await asyncio.to_thread(app.recorder.max_notification_id)
         newest = int(newest or 0)

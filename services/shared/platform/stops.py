@@ -3,24 +3,30 @@
 An internal message (one a service published: ``contracts.MESSAGE_SOURCES`` names a
 service, not ``EXTERNAL``) cannot be skipped: dropping a CoupResolved or a CardDrawn
 would leave a table or a bet book wrong for good. So the consumer stops that partition
-instead: nothing past the record is recorded, the partition is paused (the others go
-on), and the same record is tried again after a back-off (doubling, at most
+instead: nothing past the record is recorded, the partition is paused at the record (the
+others go on), and the same record is tried again after a back-off (doubling, at most
 :data:`MAX_RETRY_DELAY`) until the handler takes it. Meanwhile the stop is loud: an
 ERROR log, the gauge ``pb_partition_stopped`` (metrics.py) and ``/ready`` answering 503
-(http.py) name it.
+(readiness.py) name it.
 
-:class:`PartitionStops` keeps that state for one consumer; ``on_change(topic, partition,
-stopped)`` tells the metrics.
+:class:`PartitionStops` keeps that state for one consumer and pauses, seeks and resumes its
+partitions on the Kafka consumer; ``on_change(topic, partition, stopped)`` tells the metrics.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
 from aiokafka import TopicPartition
+
+from services.shared.platform.deliveries import Delivery
+
+log = logging.getLogger(__name__)
 
 FIRST_RETRY_DELAY = 1.0
 """Seconds before the first new try of a stopped partition's record."""
@@ -53,6 +59,18 @@ class StoppedPartition:
             f"{self.attempts} failed {'try' if self.attempts == 1 else 'tries'}, "
             f"next in {wait:.0f} s"
         )
+
+
+class PausingConsumer(Protocol):
+    """The calls of aiokafka's consumer that stopping and resuming a partition makes."""
+
+    def assignment(self) -> set[TopicPartition]: ...
+
+    def pause(self, *partitions: TopicPartition) -> None: ...
+
+    def resume(self, *partitions: TopicPartition) -> None: ...
+
+    def seek(self, partition: TopicPartition, offset: int) -> None: ...
 
 
 class PartitionStops:
@@ -131,3 +149,71 @@ class PartitionStops:
         if stopped is not None and self.on_change is not None:
             self.on_change(stopped.topic, tp.partition, False)
         return stopped
+
+    # ---- on the Kafka consumer -----------------------------------------------------------
+
+    def pause(
+        self,
+        consumer: PausingConsumer | None,
+        tp: TopicPartition,
+        delivery: Delivery,
+        error: Exception,
+    ) -> StoppedPartition:
+        """Stop ``tp`` at ``delivery`` (its handler raised ``error``): pause the partition and
+        seek back to the record, so it is fetched again when its retry is due; log it."""
+        first = tp not in self
+        stopped = self.stop(
+            tp,
+            delivery.topic,
+            delivery.offset,
+            type(delivery.message).__name__,
+            delivery.table_id,
+            f"handler failed: {error!r}"[:500],
+        )
+        if consumer is not None and tp in consumer.assignment():
+            consumer.pause(tp)
+            consumer.seek(tp, delivery.offset)
+        log.error(
+            "STOPPED %s:%d at offset %d: the handler failed on %s (table %s), a message "
+            "published by a service, which is never skipped: nothing past it is recorded, "
+            "the other partitions go on; try %d failed, next in %.0f s: %r",
+            delivery.topic,
+            delivery.partition,
+            delivery.offset,
+            type(delivery.message).__name__,
+            delivery.table_id or "?",
+            stopped.attempts,
+            stopped.delay,
+            error,
+            exc_info=error if first else None,
+            extra={"table_id": delivery.table_id},  # structured logs (logs.py)
+        )
+        return stopped
+
+    def resume_due(self, consumer: PausingConsumer | None) -> None:
+        """Resume the stopped partitions whose next try is due."""
+        if consumer is None:
+            return
+        assigned = consumer.assignment()
+        for tp in self.due():
+            stopped = self.get(tp)
+            if stopped is None:
+                continue
+            if tp not in assigned:
+                self.clear(tp)
+                continue
+            stopped.retrying = True
+            consumer.resume(tp)
+
+    def taken(self, tp: TopicPartition) -> None:
+        """``tp``'s records were handled: if it was stopped, it goes on (logged)."""
+        stopped = self.clear(tp)
+        if stopped is not None:
+            log.warning(
+                "%s:%d resumed: the record at offset %d (%s) was handled after %d failed tries",
+                stopped.topic,
+                stopped.partition,
+                stopped.offset,
+                stopped.message_type,
+                stopped.attempts,
+            )

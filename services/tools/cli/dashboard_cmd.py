@@ -1,11 +1,9 @@
-"""``punto-banco dashboard``: the live tables page; ``punto-banco asyncapi-export``.
+"""``punto-banco dashboard``: the live tables page.
 
 The dashboard follows the event topics from the beginning and serves
 ``http://127.0.0.1:8100/`` until Ctrl-C: ``--port`` (env ``PB_HTTP_PORT_DASHBOARD``),
 ``--host`` (env ``PB_HTTP_HOST``; ``0.0.0.0`` in a container), ``--allowed-hosts`` (env
 ``PB_HTTP_ALLOWED_HOSTS``: the Host header values it answers).
-``asyncapi-export`` writes each service's AsyncAPI document (and the whole system's) to
-``docs/asyncapi/<service>.json`` so integrators read one page per service.
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from pathlib import Path
 
 import typer
 
@@ -72,23 +69,5 @@ def dashboard_command(
         raise typer.Exit(1) from None
 
 
-def asyncapi_export_command(
-    output: Path = typer.Option(
-        Path("docs/asyncapi"), "--output", "-o", help="Folder to write <service>.json into."
-    ),
-    kafka: str = typer.Option("127.0.0.1:9092", "--kafka", help="Server named in the documents."),
-) -> None:
-    """Write the AsyncAPI 3.0 document of each service (and system.json) to a folder."""
-    from services.shared.platform.asyncapi import SYSTEM
-    from services.shared.platform.http import service_asyncapi
-
-    output.mkdir(parents=True, exist_ok=True)
-    for name in (*SYSTEM, "system"):
-        path = output / f"{name}.json"
-        path.write_text(service_asyncapi(name, kafka) + "\n", encoding="utf-8")
-        typer.echo(f"wrote {path}")
-
-
 def register(app: typer.Typer) -> None:
     app.command("dashboard")(dashboard_command)
-    app.command("asyncapi-export")(asyncapi_export_command)

@@ -41,7 +41,7 @@ from contracts import (
     TableOpened,
     VoidCoup,
 )
-from tests.e2e.helpers import LIMITS, answers, bet, betting_opened
+from tests.e2e.helpers import LIMITS, answers, bet, betting_opened, supervisor
 from tests.e2e.hostile.attacker import INDEX, LOG_APPEND_TIME, HostileSystem, Raw, incidents
 from tests.e2e.hostile.play import (
     accepted_all,
@@ -162,7 +162,8 @@ async def test_every_bet_before_the_close_mark_is_on_time_and_every_one_after_is
 @pytest.mark.timeout(180)
 async def test_replayed_messages_have_no_second_effect(hostile: HostileSystem) -> None:
     """Old records sent again, byte for byte (their relay headers too) or with new relay
-    headers past the owner's last one: no second bet, card, settlement or refund."""
+    headers past the owner's last one: no second bet, card, settlement or refund (the signed
+    void sent again is refused as a replay)."""
     driver, crowd_table = await crowd(hostile)
     table = await table_apart(hostile, [crowd_table])
     first = await play_coup(hostile, table, 1)
@@ -170,9 +171,8 @@ async def test_replayed_messages_have_no_second_effect(hostile: HostileSystem) -
     second = betting_opened(hostile, table)[1]
     voided = honest_bets(table, second.coup_id)
     await accepted_all(hostile, voided)
-    await hostile.sender.send_now(
-        VoidCoup(table_id=table, coup_id=second.coup_id, supervisor_id="sup-1", reason="test")
-    )
+    void = supervisor(hostile).void(table, second.coup_id, "test")
+    await hostile.sender.send_now(void)
     await until(
         hostile,
         lambda: {b.bet_id for b in voided} <= {m.bet_id for m in hostile.seen(BetRefunded)},
@@ -206,8 +206,11 @@ async def test_replayed_messages_have_no_second_effect(hostile: HostileSystem) -
             await hostile.attacker.send(topic, raw.value, key=raw.key, headers=headers)
             replayed += 1
     assert replayed > 50
+    await hostile.sender.send_now(void)  # the signed void again (table-commands is not spied)
     await pause(hostile, 5.0)
     assert effects() == before
+    replays = [m for m in hostile.seen(CommandRejected) if m.command_id == void.event_id]
+    assert {m.reason_code for m in replays} == {"AUTHORIZATION_REPLAYED"}, replays
     assert not [i for i in incidents(hostile) if i.table_id == table], incidents(hostile)
     assert len({m.event_id for m in hostile.seen(CoupSettled) if m.coup_id == first.coup_id}) == 1
     await play_coup(hostile, table, 3)

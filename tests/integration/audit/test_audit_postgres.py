@@ -14,6 +14,7 @@ from services.tools.audit.auditor import audit
 from services.tools.audit.findings import Code
 from services.tools.audit.stores import open_stores
 from tests.integration.audit.helpers import audit_settings, play_on
+from tests.signing_keys import key_env
 
 pytestmark = pytest.mark.postgres
 
@@ -24,6 +25,7 @@ def pg_settings(postgres_env: dict[str, str]) -> Settings:
         **postgres_env,
         "PB_PERSISTENCE": "postgres",
         "PB_POSTGRES_SCHEMA_PREFIX": f"audit{secrets.token_hex(3)}_",
+        **key_env(),  # the shoe's secret key (the audit needs none)
     }
     settings = Settings.from_env("shoe", env)
     play_on(settings, coups=10)

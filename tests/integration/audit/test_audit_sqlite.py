@@ -73,6 +73,37 @@ def test_the_cli_audit_passes_and_writes_html(
     assert text.exit_code == 0 and "table t1" in text.output and "table t2" not in text.output
 
 
+def test_the_cli_audit_verifies_the_voids_signed_decisions(
+    played: tuple[Path, object, object], tmp_path: Path
+) -> None:
+    """With the data folder's supervisors keyring (the default), another one (--supervisors:
+    every void fails), and none (a warning: not verified)."""
+    folder = _copy(played, tmp_path)
+    text = runner.invoke(app, ["audit", "--data-dir", str(folder)])
+    assert text.exit_code == 0, text.output
+    assert "voids: their supervisors' signed decisions checked" in text.output
+    other = tmp_path / "other.json"
+    runner.invoke(app, ["supervisor", "keygen", "--id", "supervisor-7", "--out", str(tmp_path),
+                        "--keyring", str(other)])  # fmt: skip
+    refused = runner.invoke(
+        app, ["audit", "--data-dir", str(folder), "--json", "--supervisors", str(other)]
+    )
+    assert refused.exit_code == 1, refused.output
+    report = json.loads(refused.output)
+    assert {f["code"] for f in report["findings"]} == {"void_not_authorized"}
+    assert report["checked"]["decisions"] == len(report["findings"]) > 0
+    (folder / "keys" / "supervisors.json").unlink()
+    unverified = runner.invoke(app, ["audit", "--data-dir", str(folder), "--json"])
+    assert unverified.exit_code == 3, unverified.output
+    assert [f["code"] for f in json.loads(unverified.output)["findings"]] == [
+        "decisions_not_verified"
+    ]
+    missing = runner.invoke(
+        app, ["audit", "--data-dir", str(folder), "--supervisors", str(tmp_path / "nope.json")]
+    )
+    assert missing.exit_code == 2 and "cannot read the supervisors keyring" in missing.output
+
+
 def test_a_missing_store_is_a_clear_error(tmp_path: Path) -> None:
     result = runner.invoke(app, ["audit", "--data-dir", str(tmp_path)])
     assert result.exit_code == 2

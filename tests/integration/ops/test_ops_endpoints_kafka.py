@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -20,7 +21,6 @@ import pytest
 
 from contracts import SHOE_COMMANDS, DrawCards, ShuffleShoe
 from services.dev.infra.ports import free_port
-from services.shared.platform.http import HttpServer, ReadinessChecks, Response
 from services.shared.platform.runner import ServiceHost
 from services.shared.platform.settings import Settings
 from services.shoe.service import build_service
@@ -29,9 +29,10 @@ from tests.integration.platform.kafka_tools import send_messages, send_raw, sett
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 
 
-def get(url: str) -> tuple[int, str, str]:
+def get(url: str, host: str | None = None) -> tuple[int, str, str]:
+    request = urllib.request.Request(url, headers={"Host": host} if host else {})
     try:
-        with urllib.request.urlopen(url, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, response.headers["Content-Type"], response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.headers["Content-Type"], error.read().decode()
@@ -128,16 +129,23 @@ async def test_endpoints_of_a_running_service(kafka_bootstrap: str, tmp_path: Pa
 
         status, _type, _body = await fetch(url + "/nothing")
         assert status == 404
+        # A Host header not in PB_HTTP_ALLOWED_HOSTS (default: 127.0.0.1, localhost) is refused.
+        status, _type, body = await asyncio.to_thread(get, url + "/metrics", "evil.example")
+        assert status == 400 and "pb_" not in body
+        status, _type, _body = await asyncio.to_thread(get, url + "/health", "localhost")
+        assert status == 200
     # Stopped: the port is closed.
     with pytest.raises(OSError):
         get(url + "/health")
 
 
 async def test_not_ready_when_the_broker_does_not_answer(tmp_path: Path) -> None:
+    from services.shared.platform.readiness import ServiceReadiness  # the running service's
+
     dead = f"127.0.0.1:{free_port()}"
     settings = Settings.from_env("shoe", {"KAFKA_BOOTSTRAP_SERVERS": dead})
     fake: Any = SimpleNamespace(settings=settings)
-    checks = ReadinessChecks(fake)
+    checks = ServiceReadiness(fake)
     problem = await checks.broker()
     assert problem is not None and dead in problem
     problem = await checks.store()  # no app: the store is not reachable either
@@ -148,15 +156,11 @@ async def test_not_ready_when_the_broker_does_not_answer(tmp_path: Path) -> None
 async def test_a_busy_port_is_a_warning_not_a_failure(
     kafka_bootstrap: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def hello(request: object) -> Response:
-        return Response.text("hi")
-
-    squatter = HttpServer({"/": hello}, port=0)
-    await squatter.start()
-    try:
-        settings = settings_for("shoe", kafka_bootstrap, data_dir=tmp_path, http_port=squatter.port)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        settings = settings_for("shoe", kafka_bootstrap, data_dir=tmp_path, http_port=port)
         async with ServiceHost(build_service(settings), settings) as host:
             assert host.http is None
         assert "no HTTP endpoints" in caplog.text
-    finally:
-        await squatter.stop()

@@ -32,7 +32,7 @@ from contracts import (
     TableClosed,
     encode,
 )
-from services.shared.platform import consumer as consumer_module
+from services.shared.platform import kafka as kafka_module
 from services.shared.platform.application import UnitOfWork
 from services.shared.platform.consumer import Delivery, Subscription, with_unit_of_work
 from services.shared.platform.kafka import cluster_id
@@ -269,7 +269,7 @@ async def test_a_topic_deleted_and_created_again_has_its_new_records_handled(
     store_env: dict[str, str] | None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(consumer_module, "METADATA_MAX_AGE_MS", 1000)  # notice it quickly
+    monkeypatch.setattr(kafka_module, "METADATA_MAX_AGE_MS", 1000)  # notice it quickly
     settings = settings_for("counter", kafka_bootstrap, data_dir=tmp_path, postgres_env=store_env)
     topic = settings.topic(TABLE_COMMANDS)
     reader = TopicIdReader(settings)

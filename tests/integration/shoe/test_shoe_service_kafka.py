@@ -115,6 +115,7 @@ def start_shoe_process(settings: Settings, env_extra: dict[str, str]) -> subproc
         "PB_LOG_LEVEL": "WARNING",
         "PB_SIGNING_KEY": settings.signing_key,  # the test session's keys (settings_for)
         "PB_KEYRING": settings.keyring,
+        "PB_SHOE_SECRET_KEY_FILE": settings.shoe_secret_key_file,  # its orders are encrypted
         **env_extra,
     }
     command = [str(Path(sys.executable).parent / "punto-banco"), "serve", "shoe"]

@@ -8,6 +8,7 @@ from eventsourcing.persistence import Tracking
 
 from contracts import CloseBetting, Message, VoidCoup
 from services.dealing.application import DealingApplication
+from tests.supervisors import keyring, supervisor
 from tests.unit.dealing.harness import Driver, ScriptedShoe, open_table, shuffled_order
 
 POPO = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
@@ -33,7 +34,7 @@ class ShoePerTable(ScriptedShoe):
 
 
 def _play(batched: bool) -> list[dict[str, Any]]:
-    app = DealingApplication(env=POPO)
+    app = DealingApplication(env=POPO, supervisors=keyring())
     driver = Driver(app, ShoePerTable(), batched=batched)
     position = 0
 
@@ -57,9 +58,7 @@ def _play(batched: bool) -> list[dict[str, Any]]:
             closing.append(CloseBetting(table_id=table, coup_id=current.current_coup_id))
         # A supervisor voids t1's coup after the others closed: one batch touches t1's coup
         # and table, then t2's and t3's, then t1's again (the order a batch must keep).
-        void = VoidCoup(
-            table_id="t1", coup_id=closing[0].coup_id, supervisor_id="sup-1", reason="misdeal"
-        )
+        void: VoidCoup = supervisor().void("t1", closing[0].coup_id, "misdeal")
         send([*closing, void])
         driver.pump()
     return [message.model_dump(mode="json", exclude=VARYING) for message in driver.published]

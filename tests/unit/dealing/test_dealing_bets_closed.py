@@ -20,12 +20,12 @@ from contracts import (
     CoupResolved,
     CoupVoided,
     DrawCards,
-    VoidCoup,
 )
 from services.dealing.application import DealingApplication
 from services.dealing.domain import CoupPhase
 from services.dealing.service import book_events_handler
 from services.shared.platform.consumer import Delivery
+from tests.supervisors import keyring, supervisor
 from tests.unit.dealing.harness import Driver, ScriptedShoe, open_table, shuffled_order
 
 POPO = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
@@ -33,7 +33,7 @@ POPO = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
 
 def waiting_driver() -> tuple[Driver, str]:
     """A table whose first coup's betting was closed early (CloseBetting), no BetsClosed yet."""
-    app = DealingApplication(env=POPO)
+    app = DealingApplication(env=POPO, supervisors=keyring())
     driver = Driver(app, ScriptedShoe([shuffled_order(1, seed=7)]), settlement=False)
     app.handle(open_table(betting_window_ms=600_000))
     driver.pump()
@@ -106,7 +106,7 @@ def test_the_service_handler_passes_a_batch_of_bet_events() -> None:
 
 def test_a_coup_voided_while_waiting_ignores_its_bets_closed() -> None:
     driver, coup_id = waiting_driver()
-    driver.app.handle(VoidCoup(table_id="t1", coup_id=coup_id, supervisor_id="sup-1", reason="x"))
+    driver.app.handle(supervisor().void("t1", coup_id, "x"))
     driver.pump()
     assert [m.coup_id for m in driver.of_type(CoupVoided)] == [coup_id]
     driver.bets_closed("t1", coup_id)

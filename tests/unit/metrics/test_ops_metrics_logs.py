@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from contracts import BetAccepted, BetRejected, BetSettled, CoupResolved, CoupSettled
-from services.shared.platform.http import asyncapi_page, ensure_loopback
+from services.shared.platform.endpoints import asyncapi_page
 from services.shared.platform.logs import JsonFormatter, TextFormatter, message_context
 from services.shared.platform.metrics import ServiceMetrics
 from services.shared.platform.settings import Settings, SettingsError
@@ -134,17 +134,10 @@ def test_http_ports_per_service_env_and_off() -> None:
     assert Settings.from_env("shoe", {"PB_LOG_FORMAT": "JSON"}).log_format == "json"
     with pytest.raises(SettingsError, match="PB_HTTP_PORT"):
         Settings.from_env("shoe", {"PB_HTTP_PORT": "70000"})
-    with pytest.raises(SettingsError, match="loopback"):
-        Settings.from_env("shoe", {"PB_HTTP_HOST": "0.0.0.0"})
+    with pytest.raises(SettingsError, match="PB_HTTP_HOST"):
+        Settings.from_env("shoe", {"PB_HTTP_HOST": "http://0.0.0.0"})
     with pytest.raises(SettingsError, match="PB_LOG_FORMAT"):
         Settings.from_env("shoe", {"PB_LOG_FORMAT": "xml"})
-
-
-def test_only_loopback_addresses() -> None:
-    assert ensure_loopback("127.0.0.1") == "127.0.0.1"
-    assert ensure_loopback("::1") == "::1"
-    with pytest.raises(ValueError, match="loopback"):
-        ensure_loopback("192.168.1.2")
 
 
 def test_asyncapi_page_lists_channels_and_escapes() -> None:
@@ -184,15 +177,16 @@ def test_the_stopped_partition_gauge_goes_to_1_and_back_to_0() -> None:
     assert value(metrics, "pb_partition_stopped", labels) == 0
 
 
-async def test_ready_answers_503_naming_a_stopped_partition() -> None:
+async def test_readiness_names_a_stopped_partition() -> None:
+    """/ready answers 503 with each failing check (endpoints.py); this is the check."""
     import asyncio
 
     from aiokafka import TopicPartition
 
-    from services.shared.platform.http import service_routes
+    from services.shared.platform.readiness import ServiceReadiness
     from services.shared.platform.stops import PartitionStops
 
-    class Checks:
+    class Checks(ServiceReadiness):
         async def broker(self) -> None:
             return None
 
@@ -207,10 +201,8 @@ async def test_ready_answers_503_naming_a_stopped_partition() -> None:
         consumer=SimpleNamespace(ready=ready, stops=stops),
         stopping=asyncio.Event(),
     )
-    routes = service_routes(host, Checks())  # type: ignore[arg-type]
-    request: Any = SimpleNamespace()
-    response = await routes["/ready"](request)
-    assert getattr(response, "status", None) == 200
+    readiness = Checks(host)
+    assert set((await readiness.checks()).values()) == {None}
     stops.stop(
         TopicPartition("p.punto-banco.table-events", 3),
         "punto-banco.table-events",
@@ -219,16 +211,13 @@ async def test_ready_answers_503_naming_a_stopped_partition() -> None:
         "t7",
         "handler failed: KeyError('c9')",
     )
-    response = await routes["/ready"](request)
-    assert getattr(response, "status", None) == 503
-    body = json.loads(getattr(response, "body", b""))
-    assert body["status"] == "not ready"
-    handling = body["checks"]["handling"]
-    assert handling.startswith(
+    checks = await readiness.checks()
+    handling = checks["handling"]
+    assert handling is not None and handling.startswith(
         "punto-banco.table-events:3 stopped at offset 41 (CoupResolved, table t7)"
     )
     assert "KeyError('c9')" in handling and "1 failed try, next in" in handling
-    assert body["checks"]["broker"] == "ok"
+    assert checks["broker"] is None
 
 
 def test_quarantined_messages_are_counted_by_type() -> None:

@@ -29,8 +29,8 @@ from contracts import (
     encode,
 )
 from services.shared.platform.application import UnitOfWork
+from services.shared.platform.batch_processor import BatchProcessor
 from services.shared.platform.consumer import (
-    ConsumerRuntime,
     Delivery,
     Subscription,
     with_unit_of_work,
@@ -172,7 +172,7 @@ class Harness:
             return {name: self.ids[name] for name in names}
 
         handler = with_unit_of_work(self.app, handle)
-        self.runtime = ConsumerRuntime(
+        self.runtime = BatchProcessor(
             self.app,
             self.settings,
             [
@@ -187,7 +187,7 @@ class Harness:
             keyring=KEYRING,
         )
         self.kafka = FakeConsumer()
-        self.runtime._consumer = self.kafka
+        self.runtime.consumer = self.kafka
         self.stop_changes: list[tuple[str, int, bool]] = []
         self.runtime.stops.on_change = lambda t, p, s: self.stop_changes.append((t, p, s))
 
@@ -417,9 +417,9 @@ async def test_a_new_assignment_reads_the_topic_ids_again() -> None:
     await h.feed(record(0, close("1")))
     await h.feed(record(1, close("1")))
     assert len(h.id_reads) == 1
-    from services.shared.platform.consumer import _Assignment
+    from services.shared.platform.consumer import RebalanceListener
 
-    await _Assignment(h.runtime).on_partitions_assigned({TopicPartition(COMMANDS, 0)})
+    await RebalanceListener(h.runtime).on_partitions_assigned({TopicPartition(COMMANDS, 0)})
     await h.feed(record(2, close("1")))
     assert len(h.id_reads) == 2 and h.runtime.ready.is_set()
 
@@ -566,14 +566,14 @@ async def test_a_stopped_partition_retries_the_same_record_until_it_is_taken() -
     bad_json = record(2, b"not json", relayed(4), topic=EVENTS)
     await h.feed(event(0, "1", 1), event(1, "flaky", 2), bad_json)
     for attempt in (2, 3):
-        h.runtime._resume_due()
+        h.runtime.resume_due()
         assert tp not in h.kafka.paused
         await h.feed(event(1, "flaky", 2), bad_json)
         stopped = h.runtime.stops.get(tp)
         assert stopped is not None and stopped.attempts == attempt
         assert tp in h.kafka.paused
     assert h.total == 1
-    h.runtime._resume_due()
+    h.runtime.resume_due()
     await h.feed(event(1, "flaky", 2), bad_json, event(3, "2", 5))
     assert h.total == 1003  # taken once, and the rest goes on
     assert tp not in h.runtime.stops
@@ -584,11 +584,11 @@ async def test_a_stopped_partition_retries_the_same_record_until_it_is_taken() -
 
 
 async def test_a_stopped_partition_taken_over_by_another_member_is_no_longer_stopped() -> None:
-    from services.shared.platform.consumer import _Assignment
+    from services.shared.platform.consumer import RebalanceListener
 
     h = Harness()
     await h.feed(event(0, "boom", 1))
-    await _Assignment(h.runtime).on_partitions_revoked({TopicPartition(EVENTS, 0)})
+    await RebalanceListener(h.runtime).on_partitions_revoked({TopicPartition(EVENTS, 0)})
     assert not len(h.runtime.stops)
     assert h.stop_changes == [(TABLE_EVENTS, 0, True), (TABLE_EVENTS, 0, False)]
 

@@ -54,3 +54,20 @@ def test_settings_must_match_the_service() -> None:
     definition = ServiceDefinition(name="counter", application=lambda env: CounterApp(env=env))
     with pytest.raises(ValueError, match="not 'counter'"):
         ServiceHost(definition, Settings.from_env("shoe", {}))
+
+
+def test_the_platform_modules_import_each_other_without_cycles() -> None:
+    """No import cycle among services.shared.platform's modules (type-only imports count)."""
+    import grimp
+
+    graph = grimp.build_graph("services", include_external_packages=False)
+    package = "services.shared.platform"
+    modules = {m for m in graph.modules if m.startswith(package + ".")}
+    cycles = [
+        (module, other)
+        for module in modules
+        for other in graph.find_modules_directly_imported_by(module)
+        if other in modules
+        and graph.chain_exists(importer=other, imported=module, as_packages=False)
+    ]
+    assert cycles == []

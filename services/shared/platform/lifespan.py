@@ -1,0 +1,214 @@
+"""The running parts of a service, started and stopped by its FastStream lifespan hooks.
+
+:class:`ServiceLifespan` holds what a running service is made of (its Application in the
+worker thread, the outbox relay, the batch processor, the timers, the metrics) and the four
+hooks its FastStream application runs (``service_app.py``):
+
+- on_startup, before the consumer starts: the keys (a service that publishes signs), the
+  topics, the event store, the relay's producer, the batch processor (the cluster's and the
+  topics' ids, the dead letters' producer);
+- after_startup, the consumer running: the relay, the service's timers, the sealer and the
+  stop watcher as tasks;
+- on_shutdown: ``stopping`` is set and the tasks end (the relay publishes what is pending);
+- after_shutdown, once the consumer has stopped: :meth:`ServiceLifespan.close` stops the
+  producers, seals the store a last time (``sealing.py``) and closes it. ``close`` also
+  cleans up after a start that failed half way.
+
+A task that crashes stops the service: ``failed`` is set, and so is ``stopping``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Sequence
+from typing import Any, Generic, TypeVar
+
+from services.shared.platform.application import ServiceApplication
+from services.shared.platform.batch_processor import BatchProcessor
+from services.shared.platform.definition import ServiceContext, ServiceDefinition
+from services.shared.platform.incidents import with_incidents
+from services.shared.platform.kafka import ensure_topics
+from services.shared.platform.keys import load_keyring, signer_for
+from services.shared.platform.metrics import ServiceMetrics
+from services.shared.platform.persistence import open_application
+from services.shared.platform.readiness import ServiceReadiness
+from services.shared.platform.relay import OutboxRelay
+from services.shared.platform.sealing import seal_periodically, seal_store, without_seals
+from services.shared.platform.settings import Settings
+from services.shared.platform.worker import AppWorker
+
+log = logging.getLogger(__name__)
+
+TApp = TypeVar("TApp", bound=ServiceApplication)
+
+
+class ServiceLifespan(Generic[TApp]):
+    """The parts of one running service and the hooks that start and stop them."""
+
+    def __init__(
+        self, definition: ServiceDefinition[TApp], settings: Settings, *, create_topics: bool
+    ) -> None:
+        if settings.service != definition.name:
+            raise ValueError(f"settings are for {settings.service!r}, not {definition.name!r}")
+        self.definition = definition
+        self.settings = settings
+        self.create_topics = create_topics
+        self.worker = AppWorker(definition.name)
+        self.stopping = asyncio.Event()
+        self.failed = False
+        self.metrics = ServiceMetrics(definition.name)
+        self.readiness = ServiceReadiness(self)  # /ready
+        self.relay: OutboxRelay | None = None
+        self.consumer: BatchProcessor | None = None
+        # Extra arguments of the relay and the batch processor (tests: fake producers...).
+        self.relay_options: dict[str, Any] = {}
+        self.consumer_options: dict[str, Any] = {}
+        self.inputs: tuple[str, ...] = ()  # the logical topics the subscriber reads
+        self._app: TApp | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    @property
+    def app(self) -> TApp:
+        if self._app is None:
+            raise RuntimeError("service not started")
+        return self._app
+
+    def _take_inputs(self, topics: Sequence[str]) -> None:
+        """The batch processor is made: give it to the subscriber (``service_app.py``)."""
+        raise NotImplementedError
+
+    def _kafka_consumer(self) -> Any:
+        """The running Kafka consumer (FastStream's), for the batch processor."""
+        raise NotImplementedError
+
+    async def _on_startup(self) -> None:
+        settings, definition = self.settings, self.definition
+        # Record signatures (keys.py): no key or keyring, no service (KeysError says what to run).
+        keyring = load_keyring(settings) if definition.to_messages else None
+        signer = signer_for(settings, keyring) if keyring is not None else None
+        if signer is not None and keyring is not None:
+            log.info("%s: signs with key %s (%s)", self.name, signer.kid, keyring.path)
+        if self.create_topics:
+            await ensure_topics(settings)
+        self._app = await self.worker.call(open_application, definition.application, settings)
+        log.info(
+            "%s: store %s, kafka %s",
+            self.name,
+            settings.describe_store(),
+            settings.kafka_bootstrap_servers,
+        )
+        if definition.to_messages is not None:
+            # Seal events are internal; incidents are published for the operators.
+            mapper = with_incidents(without_seals(definition.to_messages))
+            options = {"signer": signer, **self.relay_options}
+            self.relay = OutboxRelay(self.app, settings, mapper, **options)
+            self.relay.on_published = self.metrics.observe_published  # operations hooks
+            self.relay.on_quarantined = self.metrics.observe_quarantined
+            await self.relay.start()
+        subscriptions = list(definition.subscriptions(self.app))
+        topics = tuple(subscription.topic for subscription in subscriptions)
+        if subscriptions:
+            if keyring is None:  # who may write what: every service's public keys
+                keyring = load_keyring(settings)
+            options = {"keyring": keyring, **self.consumer_options}
+            self.consumer = BatchProcessor(
+                self.app, settings, subscriptions, self.worker, **options
+            )
+            self.consumer.on_delivered = self.metrics.observe_delivered  # operations hooks
+            self.consumer.stops.on_change = self.metrics.observe_stopped
+            await self.consumer.start()
+            self._take_inputs(topics)
+        if set(topics) != set(self.inputs):
+            raise RuntimeError(
+                f"{self.name}: the subscriber reads {sorted(self.inputs)} but the handlers "
+                f"are for {sorted(topics)}"
+            )
+
+    async def _after_startup(self) -> None:
+        if self.consumer is not None:
+            self.consumer.consumer = self._kafka_consumer()
+        if self.relay is not None:
+            self._spawn("relay", self.relay.run(self.stopping))
+        context: ServiceContext[TApp] = ServiceContext(
+            self.app, self.settings, self.worker, self.stopping
+        )
+        for task in self.definition.tasks:
+            self._spawn(getattr(task, "__name__", "task"), task(context))
+        # Tamper evidence: every service seals its notification log periodically (sealing.py).
+        self._spawn("sealer", seal_periodically(context))
+        if self.consumer is not None:
+            self._spawn("stops", self.consumer.watch_stops(self.stopping))
+
+    async def _on_shutdown(self) -> None:
+        self.stopping.set()
+        await _quietly(self.readiness.close(), "closing the readiness client")
+        if self._tasks:
+            _done, pending = await asyncio.wait(self._tasks, timeout=10)
+            for task in pending:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*pending, return_exceptions=True)
+        self._tasks.clear()
+
+    async def _after_shutdown(self) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Stop the producers, seal and close the store (once; also after a failed start)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stopping.set()
+        for task in self._tasks:
+            task.cancel()
+        if self.consumer is not None:
+            await _quietly(self.consumer.stop(), "stopping the consumer")
+        if self.relay is not None:
+            await _quietly(self.relay.stop(), "stopping the relay")
+        if self._app is not None:
+            # Tamper evidence: seal everything recorded, now that nothing else writes.
+            try:
+                await self.worker.call(seal_store, self._app, self.name)
+            except Exception:
+                log.exception("%s: sealing on shutdown failed", self.name)
+        self.worker.shutdown()
+        if self._app is not None:
+            self._app.close()
+        log.info("%s: stopped", self.name)
+
+    def _spawn(self, name: str, coro: Awaitable[None]) -> None:
+        async def guarded() -> None:
+            try:
+                await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s: %s crashed; stopping the service", self.name, name)
+                self.failed = True
+                self.stopping.set()
+
+        self._tasks.append(asyncio.create_task(guarded(), name=f"{self.name}-{name}"))
+
+
+async def _quietly(step: Awaitable[None], what: str, timeout: float = 15.0) -> None:
+    """Await a shutdown step; log (do not raise) its failure, so the next steps still run.
+
+    aiokafka may raise CancelledError from ``stop()`` when the broker is gone (its
+    fetcher's cancelled tasks); that is swallowed unless this task itself is cancelled.
+    """
+    try:
+        await asyncio.wait_for(step, timeout)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        log.warning("%s was interrupted (is Kafka down?)", what)
+    except Exception as error:
+        log.warning("%s failed: %r", what, error)
