@@ -3,8 +3,10 @@
 Services verify who wrote every record on a topic only one service writes (and dealing's
 marks on bet-commands), so a test that starts a service, or poses as one, needs the keys the
 services load: :func:`key_env` gives the ``PB_SIGNING_KEY`` / ``PB_KEYRING`` of this session's
-folder (``tests/integration/platform/kafka_tools.settings_for`` adds them), :func:`ensure_key`
-adds a service's key to it. The folder is removed when the session ends.
+folder (``tests/integration/platform/kafka_tools.settings_for`` adds them), and the shoe's
+secret key file (``PB_SHOE_SECRET_KEY_FILE``: the shoe encrypts its orders at rest);
+:func:`ensure_key` adds a service's key to it. :func:`shoe_env` is an in-memory shoe's
+environment. The folder is removed when the session ends.
 """
 
 from __future__ import annotations
@@ -36,6 +38,17 @@ def key_env() -> dict[str, str]:
     return {
         "PB_SIGNING_KEY": str(folder / "{service}.pem"),
         "PB_KEYRING": str(folder / "keyring.json"),
+        "PB_SHOE_SECRET_KEY_FILE": str(folder / "shoe-secret.json"),
+    }
+
+
+def shoe_env(**more: str) -> dict[str, str]:
+    """An in-memory shoe Application's environment, with this session's secret key file."""
+    return {
+        "PERSISTENCE_MODULE": "eventsourcing.popo",
+        "PB_SHOE_SECRET_KEY": "",
+        "PB_SHOE_SECRET_KEY_FILE": key_env()["PB_SHOE_SECRET_KEY_FILE"],
+        **more,
     }
 
 

@@ -1,12 +1,13 @@
 """The shoe aggregate: shuffle, burn, draw, cut card and reveal.
 
-A ``Shoe`` is created by its shuffle. The ``Shuffled`` event stores the full
-shuffled ``order`` and the secret ``salt``: the event store is the shoe
-service's private store (never published as such), so keeping the secret
-there is safe and lets a restarted service rebuild the shoe and continue
-dealing. What leaves the service is decided by ``messages.py``: ``ShoeShuffled``
-carries only the commitment; the order and salt are published once, in
-``ShoeClosed``, so anyone can verify the commitment against every card drawn.
+A ``Shoe`` is created by its shuffle. The ``Shuffled`` event holds the full
+shuffled ``order`` and the secret ``salt``, so a restarted service rebuilds the
+shoe and continues dealing; the shoe service's mapper stores them encrypted
+(``ShoeShuffledFact.ENCRYPTED``: a backup, a replica or the auditor's role reads
+only ciphertext) and decrypts them on replay. What leaves the service is decided
+by ``messages.py``: ``ShoeShuffled`` carries only the commitment; the order and
+salt are published once, in ``ShoeClosed``, so anyone can verify the commitment
+against every card drawn.
 
 Positions are 0-based indexes into the shuffled order. After the shuffle the
 first card is shown and ``burn_count(shown)`` cards after it are burned, so
@@ -95,14 +96,21 @@ class Shoe(Aggregate):
         table_id: str,
         shoe_id: str,
         decks: int,
-        order: list[str],
-        salt: str,
+        card_count: int,
+        order: list[str] | None,
+        salt: str | None,
+        encrypted: dict[str, str] | None,  # how the mapper stored order and salt
         commitment: str,
         commitment_scheme: str,
         cut_card_index: int,
         causation_id: UUID | None,
         correlation_id: UUID | None,
     ) -> None:
+        if order is None or salt is None or len(order) != card_count:
+            raise ShoeError(
+                f"shoe {shoe_id} of table {table_id} has no readable order and salt "
+                "(not decrypted): it cannot be dealt from"
+            )
         self.table_id = table_id
         self.shoe_id = shoe_id
         self.decks = decks
@@ -138,8 +146,10 @@ class Shoe(Aggregate):
             table_id=table_id,
             shoe_id=shoe_id,
             decks=decks,
+            card_count=len(order),
             order=[card.code for card in order],
             salt=secret.hex(),
+            encrypted=None,
             commitment=rules.commitment(order, secret),
             commitment_scheme=rules.COMMITMENT_SCHEME,
             cut_card_index=rules.cut_card_index(len(order), cut_card_from_end),

@@ -3,29 +3,48 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 from uuid import UUID
 
 from services.shared.facts.base import Fact
+
+Encrypted = dict[str, str]
+"""An encrypted field's envelope: ``{"scheme": "jwe-dir-a256gcm/v1", "kid": ..., "jwe": ...}``
+(``services.shared.platform.field_encryption``)."""
 
 
 @dataclass(frozen=True)
 class ShoeShuffledFact(Fact):
     """A shoe shuffled and committed to. Published as ``ShoeShuffled`` without ``order`` and
-    ``salt`` (kept in the private store until the shoe closes; ``card_count`` is
-    ``len(order)``)."""
+    ``salt``, which are stored encrypted until the shoe closes (``ShoeClosed`` reveals them).
+
+    Stored (version 2): ``order`` and ``salt`` null and ``encrypted`` their ciphertext, bound
+    to the table, the shoe and the aggregate; read without the key they stay None. The shoe
+    service's mapper decrypts them (in its memory the event holds them, and ``encrypted`` the
+    envelope it was stored with). Version 1 stored them in plain text (``encrypted`` None).
+    """
 
     STORED_TOPIC: ClassVar[str] = "services.shoe.domain:Shoe.Shuffled"
+    class_version: ClassVar[int] = 2
+    ENCRYPTED: ClassVar[tuple[str, ...]] = ("order", "salt")
+    ENCRYPTION_BINDS: ClassVar[tuple[str, ...]] = ("table_id", "shoe_id")
     table_id: str
     shoe_id: str
     decks: int
-    order: list[str]
-    salt: str
+    card_count: int
+    order: list[str] | None
+    salt: str | None
+    encrypted: Encrypted | None
     commitment: str
     commitment_scheme: str
     cut_card_index: int
     causation_id: UUID | None
     correlation_id: UUID | None
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        # Recorded in plain text, before the order and salt were encrypted at rest.
+        state.update(card_count=len(state["order"]), encrypted=None)
 
 
 @dataclass(frozen=True)

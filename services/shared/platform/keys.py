@@ -14,21 +14,29 @@ who can read it can write as the service.
   what was signed with it still verifies; remove it from the file once nothing needs it.
 - :func:`load_keyring` and :func:`signer_for`: what a service loads at start; a missing or
   unusable file is a :class:`KeysError` whose message says what to run.
+- :func:`init_secret_key` and :func:`rotate_secret_key`: the shoe's secret key file
+  (``PB_SHOE_SECRET_KEY_FILE``, default ``<data dir>/keys/shoe-secret.json``: the AES-256 keys
+  its order and salt are encrypted with at rest, ``secret_keys.py``); ``init_keys`` makes it
+  with the shoe's signing key.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import stat
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from services.shared.platform.key_files import create_private, replace_file
+from services.shared.platform.secret_keys import (
+    SecretKeyError,
+    create_key_file,
+    read_key_file,
+    rotate_key_file,
+)
 from services.shared.platform.settings import Settings
 from services.shared.platform.signing import Keyring, KeyringEntry, KeyringError, Signer
 
@@ -150,7 +158,37 @@ def init_keys(settings: Settings, services: Sequence[str] = SERVICES) -> list[st
     if changed or not keyring_path.exists():
         _write_keyring(keyring_path, keyring)
         done.append(f"keyring {keyring_path}: {len(keyring)} keys")
+    if "shoe" in services:
+        done.append(init_secret_key(settings.for_service("shoe")))
     return done
+
+
+def init_secret_key(settings: Settings) -> str:
+    """The shoe's secret key file, made when missing (``secret_keys.py``); what was done."""
+    if settings.shoe_secret_key:
+        return "shoe: secret keys from PB_SHOE_SECRET_KEY (no file made)"
+    path = settings.shoe_secret_key_path
+    try:
+        if path.exists():
+            keys = read_key_file(path)
+            return f"shoe: secret key {keys.current} kept ({path}, {len(keys.kids)} keys)"
+        keys = create_key_file(path)
+    except SecretKeyError as error:
+        raise KeysError(str(error)) from None
+    return f"shoe: secret key {keys.current} created ({path})"
+
+
+def rotate_secret_key(settings: Settings) -> str:
+    """A new secret key for the shoe, first in its key file (the old keys stay); its id."""
+    if settings.shoe_secret_key:
+        raise KeysError(
+            "the shoe's secret keys come from PB_SHOE_SECRET_KEY: put a new "
+            "<key id>:<base64 of 32 bytes> FIRST in it, keep the old ones, restart the shoe"
+        )
+    try:
+        return rotate_key_file(settings.shoe_secret_key_path)
+    except SecretKeyError as error:
+        raise KeysError(str(error)) from None
 
 
 def rotate_key(settings: Settings) -> str:
@@ -175,46 +213,18 @@ def _next_kid(keyring: Keyring, service: str) -> str:
     return f"{service}-{max(numbers, default=0) + 1}"
 
 
-def _private_folder(folder: Path) -> None:
-    """Make ``folder`` (mode 0700 when it is new)."""
-    if not folder.exists():
-        folder.mkdir(parents=True, mode=0o700)
-        os.chmod(folder, 0o700)  # mkdir's mode is masked by the umask
-
-
 def _write_private(path: Path, key: Ed25519PrivateKey, *, exclusive: bool) -> None:
     """Write ``key`` to ``path`` (mode 0600 from the start); replace it unless ``exclusive``."""
-    _private_folder(path.parent)
     pem = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
     if exclusive:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "wb") as file:
-            os.fchmod(file.fileno(), 0o600)
-            file.write(pem)
-        return
-    _replace(path, pem, 0o600)
+        create_private(path, pem)
+    else:
+        replace_file(path, pem, 0o600)
 
 
 def _write_keyring(path: Path, keyring: Keyring) -> None:
-    _private_folder(path.parent)
-    _replace(path, keyring.to_json().encode("utf-8"), 0o644)
-
-
-def _replace(path: Path, data: bytes, mode: int) -> None:
-    """Write ``data`` to a new file beside ``path`` and rename it over ``path`` (atomic)."""
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            os.fchmod(file.fileno(), mode)
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    replace_file(path, keyring.to_json().encode("utf-8"), 0o644)

@@ -1,8 +1,10 @@
-"""``punto-banco keys init|rotate|show``: the services' signing keys and their keyring.
+"""``punto-banco keys init|rotate|rotate-secret|show``: signing keys, keyring, shoe secret.
 
 Every service signs what it publishes and believes only what the writer's key signed
-(``services/shared/platform/signing.py``). ``init`` makes what ``punto-banco serve`` looks for:
-``PB_SIGNING_KEY`` / ``PB_KEYRING`` when set, else ``<data dir>/keys/``.
+(``services/shared/platform/signing.py``); the shoe encrypts each shoe's order and salt at
+rest (``secret_keys.py``). ``init`` makes what ``punto-banco serve`` looks for:
+``PB_SIGNING_KEY`` / ``PB_KEYRING`` / ``PB_SHOE_SECRET_KEY_FILE`` when set, else
+``<data dir>/keys/``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ if TYPE_CHECKING:
 
 keys_app = typer.Typer(
     name="keys",
-    help="The services' Ed25519 signing keys and the keyring of their public keys.",
+    help="The services' Ed25519 signing keys, the keyring of their public keys, and the "
+    "shoe's secret key (its order and salt encrypted at rest).",
     no_args_is_help=True,
 )
 
@@ -41,7 +44,8 @@ def init_command(
         "shoe,dealing,settlement", "--services", help="Comma-separated services to give a key."
     ),
 ) -> None:
-    """Create a key for every service that has none, and the keyring (idempotent)."""
+    """Create a key for every service that has none, and the keyring; for the shoe also its
+    secret key file (idempotent)."""
     from services.shared.platform.keys import KeysError, init_keys
 
     names = [name.strip() for name in services.split(",") if name.strip()]
@@ -77,6 +81,27 @@ def rotate_command(
         raise typer.Exit(1) from None
     typer.echo(f"{service}: new key {kid} in {settings.keyring_path}")
     typer.echo(f"{settings.signing_key_path} replaced: restart {service} to sign with it")
+
+
+@keys_app.command("rotate-secret")
+def rotate_secret_command(
+    data_dir: Path | None = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
+) -> None:
+    """A new secret key for the shoe, first in its key file: new shoes are encrypted with it.
+
+    The old keys stay in the file: the shoes encrypted with them still decrypt. Restart the
+    shoe to use the new key. Remove an old key only once no shoe in play was shuffled with it.
+    """
+    from services.shared.platform.keys import KeysError, rotate_secret_key
+
+    settings = _settings("shoe", data_dir)
+    try:
+        kid = rotate_secret_key(settings)
+    except (KeysError, OSError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"shoe: new secret key {kid} first in {settings.shoe_secret_key_path}")
+    typer.echo("restart the shoe to encrypt new shoes with it (the old keys still decrypt)")
 
 
 @keys_app.command("show")

@@ -28,6 +28,10 @@ from services.shared.platform.pg_roles import SERVICES, Provisioning, StoreRoles
 from services.shared.platform.settings import PostgresSettings, Settings
 from services.shoe.application import ShoeApplication
 from tests.integration.audit.helpers import audit_settings
+from tests.signing_keys import key_env
+
+SHOE_SECRET_FILE = key_env()["PB_SHOE_SECRET_KEY_FILE"]
+"""The session's shoe secret key: the shoe encrypts its orders at rest."""
 
 pytestmark = pytest.mark.postgres
 
@@ -55,6 +59,7 @@ class Provisioned:
             persistence="postgres",
             postgres=self.login(role),
             postgres_create_tables=False,
+            shoe_secret_key_file=SHOE_SECRET_FILE,
             **more,
         )
 
@@ -362,7 +367,11 @@ def test_provisioning_takes_over_a_store_the_service_created_itself(roles: Provi
     """A store made the old way (the service's user owns schema and tables) is given to the
     owner role; the new service role reads its events and appends, and may not change them."""
     legacy = Settings(
-        service="shoe", persistence="postgres", postgres=roles.admin, postgres_schema_prefix="old_"
+        service="shoe",
+        persistence="postgres",
+        postgres=roles.admin,
+        postgres_schema_prefix="old_",
+        shoe_secret_key_file=SHOE_SECRET_FILE,
     )
     app = open_application(lambda env: ShoeApplication(env=env), legacy)
     try:

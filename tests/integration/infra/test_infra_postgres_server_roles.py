@@ -21,6 +21,7 @@ from services.shared.platform.persistence import open_application, prepare_store
 from services.shared.platform.pg_roles import SERVICES
 from services.shared.platform.settings import Settings
 from services.shoe.application import ShoeApplication
+from tests.signing_keys import key_env
 
 pytestmark = pytest.mark.slow
 
@@ -75,7 +76,7 @@ def test_infra_up_provisions_every_role_with_owner_only_passwords(server: Postgr
 def test_a_service_runs_with_its_role_env_and_the_auditor_reads_it(server: PostgresServer) -> None:
     env = server.role_env("shoe")
     assert env["POSTGRES_USER"] == "shoe" and env["PB_POSTGRES_CREATE_TABLES"] == "no"
-    settings = Settings.from_env("shoe", env)
+    settings = Settings.from_env("shoe", {**env, **key_env()})  # its secret key: the session's
     assert settings.postgres_create_tables is False
     app = open_application(lambda es: ShoeApplication(env=es), settings)
     try:

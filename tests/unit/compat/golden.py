@@ -76,5 +76,22 @@ def stored(row: dict[str, Any]) -> StoredEvent:
     )
 
 
+SHOE_SECRET = (GOLDEN / "shoe-secret.txt").read_text(encoding="utf-8").strip()
+"""The golden shoe store's secret keys (``PB_SHOE_SECRET_KEY``'s form; test keys)."""
+
+
+def app_env(service: str, **env: str) -> dict[str, str]:
+    """``env`` for the service's Application (the shoe's with the golden secret keys)."""
+    if service == "shoe":
+        return {"PB_SHOE_SECRET_KEY": SHOE_SECRET, "PB_SHOE_SECRET_KEY_FILE": "", **env}
+    return env
+
+
+@cache
+def encrypted_rows() -> tuple[dict[str, Any], ...]:
+    """A shoe store whose orders and salts are encrypted (``Shoe.Shuffled`` version 2)."""
+    return tuple(_jsonl("shoe.encrypted.rows.jsonl"))
+
+
 def in_memory(service: str) -> ServiceApplication:
-    return APPLICATIONS[service](env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    return APPLICATIONS[service](env=app_env(service, PERSISTENCE_MODULE="eventsourcing.popo"))

@@ -12,7 +12,8 @@ from services.tools.cli.main import app
 
 def run(*args: str) -> tuple[int, str]:
     # keys where --data-dir says, whatever the environment running the tests names
-    result = CliRunner().invoke(app, list(args), env={"PB_SIGNING_KEY": "", "PB_KEYRING": ""})
+    unset = ("PB_SIGNING_KEY", "PB_KEYRING", "PB_SHOE_SECRET_KEY_FILE", "PB_SHOE_SECRET_KEY")
+    result = CliRunner().invoke(app, list(args), env=dict.fromkeys(unset, ""))
     return result.exit_code, result.output
 
 
@@ -42,4 +43,24 @@ def test_keys_init_refuses_a_key_others_may_read(tmp_path: Path) -> None:
     run("keys", "init", "--data-dir", str(tmp_path))
     (tmp_path / "keys" / "shoe.pem").chmod(0o644)
     code, output = run("keys", "init", "--data-dir", str(tmp_path))
+    assert code == 1 and "chmod 600" in output
+
+
+def test_keys_init_makes_the_shoes_secret_key_and_rotate_secret_puts_a_new_one_first(
+    tmp_path: Path,
+) -> None:
+    code, output = run("keys", "init", "--data-dir", str(tmp_path), "--services", "dealing")
+    assert code == 0 and "secret" not in output  # only the shoe has one
+    code, output = run("keys", "init", "--data-dir", str(tmp_path))
+    secret = tmp_path / "keys" / "shoe-secret.json"
+    assert code == 0 and f"shoe: secret key shoe-secret-1 created ({secret})" in output
+    assert secret.stat().st_mode & 0o777 == 0o600
+    code, output = run("keys", "rotate-secret", "--data-dir", str(tmp_path))
+    assert code == 0 and "new secret key shoe-secret-2 first" in output, output
+    kids = [key["kid"] for key in json.loads(secret.read_text())["keys"]]
+    assert kids == ["shoe-secret-2", "shoe-secret-1"]
+    code, output = run("keys", "init", "--data-dir", str(tmp_path))
+    assert "shoe: secret key shoe-secret-2 kept" in output and "2 keys" in output
+    secret.chmod(0o644)
+    code, output = run("keys", "rotate-secret", "--data-dir", str(tmp_path))
     assert code == 1 and "chmod 600" in output

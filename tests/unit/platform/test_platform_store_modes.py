@@ -11,6 +11,10 @@ import pytest
 from services.shared.platform.persistence import open_application
 from services.shared.platform.settings import Settings
 from services.shoe.application import ShoeApplication
+from tests.signing_keys import key_env
+
+SECRET = {"PB_SHOE_SECRET_KEY_FILE": key_env()["PB_SHOE_SECRET_KEY_FILE"]}
+"""The session's shoe secret key (kept out of the data folder whose mode is checked)."""
 
 
 def mode(path: Path) -> int:
@@ -25,7 +29,7 @@ def open_umask() -> object:
 
 
 def test_a_new_store_is_created_owner_only(tmp_path: Path, open_umask: object) -> None:
-    settings = Settings.from_env("shoe", env={"PB_DATA_DIR": str(tmp_path / "var")})
+    settings = Settings.from_env("shoe", env={"PB_DATA_DIR": str(tmp_path / "var"), **SECRET})
     app = open_application(lambda env: ShoeApplication(env=env), settings)
     try:
         app.shuffle_shoe("t1", "s1", 1, 16)  # something written: the WAL exists too
@@ -45,6 +49,6 @@ def test_an_existing_store_others_could_read_is_made_owner_only(
     folder.mkdir(mode=0o755)  # an existing data folder keeps its mode (the servers live there)
     store = folder / "shoe.sqlite"
     store.touch(mode=0o644)
-    settings = Settings.from_env("shoe", env={"PB_DATA_DIR": str(folder)})
+    settings = Settings.from_env("shoe", env={"PB_DATA_DIR": str(folder), **SECRET})
     open_application(lambda env: ShoeApplication(env=env), settings).close()
     assert (mode(folder), mode(store)) == (0o755, 0o600)

@@ -4,10 +4,11 @@ from contracts import CloseShoe, DrawCards, ShuffleShoe
 from services.shoe.application import ShoeApplication
 from services.shoe.domain import Shoe
 from services.shoe.messages import apply_command
+from tests.signing_keys import shoe_env
 
 
 def app() -> ShoeApplication:
-    return ShoeApplication(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    return ShoeApplication(env=shoe_env())
 
 
 def test_a_repeated_shuffle_keeps_the_first_shoe() -> None:

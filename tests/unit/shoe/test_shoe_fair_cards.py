@@ -13,6 +13,7 @@ import pytest
 from services.shared.rules import shoe as rules
 from services.shoe.application import ShoeApplication
 from services.shoe.domain import Shoe
+from tests.signing_keys import shoe_env
 
 ROOT = Path(__file__).resolve().parents[3]
 PRODUCTION = ["contracts", "services/shared/rules", "services/shared/platform", "services/shoe"]
@@ -50,7 +51,7 @@ def os_generator(monkeypatch: pytest.MonkeyPatch) -> CountingSystemRandom:
 def test_the_shoe_service_shuffles_and_salts_with_the_os_csprng(
     os_generator: CountingSystemRandom, decks: int
 ) -> None:
-    shoes = ShoeApplication(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    shoes = ShoeApplication(env=shoe_env())
     shoes.shuffle_shoe("t1", "s1", decks, 16)
     # Fisher-Yates asks the generator once per card but the first; the salt is 32 bytes.
     assert os_generator.below == 52 * decks - 1

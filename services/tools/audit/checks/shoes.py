@@ -1,8 +1,14 @@
 """Each shoe against its commitment: a full shoe, the reveal, the burn, every card by position.
 
-The commitment is recomputed from the revealed order and salt (or, for a shoe still in
-play, the recorded ones); the burn and every draw are compared with the order position
-by position. What each shoe handed out is kept in the context (``drawn``) for the coups.
+The commitment is recomputed from the revealed order and salt; the burn and every draw are
+compared with that order position by position. A shoe not revealed yet keeps its order
+and salt encrypted in the store (the audit has no key and decrypts nothing): what can be
+checked without the order is (the burn's count from its shown card, draws in sequence, no
+card more often than its decks hold), and it is counted in ``checked["shoes_secret"]``; its
+cards are held to the order once the shoe is revealed. One that a later shoe replaced
+unrevealed is a warning. A shoe recorded before the order was encrypted (plain text) is
+checked against its recorded order, as it always was. What each shoe handed out is kept in
+the context (``drawn``) for the coups.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from services.shared.rules.cards import Card
 from services.shared.rules.shoe import COMMITMENT_SCHEME, burn_count, composition, verify_commitment
 from services.tools.audit.checks.context import CheckContext
 from services.tools.audit.findings import Code, Severity
-from services.tools.history.views import ShoeView
+from services.tools.history.views import Draw, ShoeView
 
 
 @lru_cache(maxsize=64)
@@ -48,6 +54,9 @@ def check_shoe(ctx: CheckContext, shoe: ShoeView) -> None:
             **where,
         )
     reveal = shoe.reveal
+    if reveal is None and shoe.order is None:  # encrypted, not revealed yet
+        _check_secret_shoe(ctx, shoe, where, drawn)
+        return
     order = (shoe.order or []) if reveal is None else reveal.order
     try:
         cards = [card(code) for code in order]
@@ -76,7 +85,7 @@ def check_shoe(ctx: CheckContext, shoe: ShoeView) -> None:
                 notification_id=reveal.notification_id,
                 **where,
             )
-        if reveal.order != shoe.order:
+        if shoe.order is not None and reveal.order != shoe.order:  # recorded in plain text
             ctx.error(
                 Code.REVEAL_DIFFERS,
                 "the revealed order is not the order the shoe was shuffled to",
@@ -91,33 +100,11 @@ def check_shoe(ctx: CheckContext, shoe: ShoeView) -> None:
                 notification_id=shoe.notification_id,
                 **where,
             )
-        if ctx.last_shoe.get(shoe.table_id) != shoe.shoe_id:
-            ctx.add(
-                Severity.WARNING,
-                Code.SHOE_NOT_REVEALED,
-                "a later shoe was shuffled but this one was never closed and revealed",
-                **where,
-            )
+        _not_revealed(ctx, shoe, where, "")
     expected = _check_burn(ctx, shoe, order, cards, where)
     for draw in shoe.draws:
         first = draw.first_position
-        if first < expected:
-            ctx.error(
-                Code.CARD_DRAWN_TWICE,
-                f"positions {first}..{expected - 1} were handed out again "
-                f"(request {draw.request_id})",
-                coup_id=draw.coup_id,
-                notification_id=draw.notification_id,
-                **where,
-            )
-        elif first > expected:
-            ctx.error(
-                Code.DRAW_OUT_OF_ORDER,
-                f"drew from position {first} while {expected} was next (cards skipped)",
-                coup_id=draw.coup_id,
-                notification_id=draw.notification_id,
-                **where,
-            )
+        after = _check_sequence(ctx, draw, expected, where)
         for offset, code in enumerate(draw.cards):
             position = first + offset
             truth = order[position] if position < len(order) else None
@@ -130,7 +117,7 @@ def check_shoe(ctx: CheckContext, shoe: ShoeView) -> None:
                     **where,
                 )
             drawn.setdefault(position, (draw.coup_id, code))
-        expected = max(expected, first + len(draw.cards))
+        expected = after
     if reveal is not None and reveal.cards_dealt != expected:
         ctx.error(
             Code.REVEAL_DIFFERS,
@@ -161,3 +148,85 @@ def _check_burn(
             **where,
         )
     return next_position
+
+
+def _not_revealed(ctx: CheckContext, shoe: ShoeView, where: dict[str, str], more: str) -> None:
+    """A warning when a later shoe of the table was shuffled (this one was left unrevealed)."""
+    if ctx.last_shoe.get(shoe.table_id) != shoe.shoe_id:
+        ctx.add(
+            Severity.WARNING,
+            Code.SHOE_NOT_REVEALED,
+            f"a later shoe was shuffled but this one was never closed and revealed{more}",
+            **where,
+        )
+
+
+def _check_secret_shoe(
+    ctx: CheckContext, shoe: ShoeView, where: dict[str, str], drawn: dict[int, tuple[str, str]]
+) -> None:
+    """A shoe whose order is still encrypted: everything but the cards' positions."""
+    ctx.checked["shoes_secret"] += 1
+    _not_revealed(ctx, shoe, where, ": its order is encrypted, its cards cannot be checked")
+    full = _full_shoe(shoe.decks)
+    if shoe.card_count != sum(full.values()):
+        ctx.error(
+            Code.NOT_A_FULL_SHOE,
+            f"the shuffle records {shoe.card_count} cards, {shoe.decks} decks hold "
+            f"{sum(full.values())}",
+            notification_id=shoe.notification_id,
+            **where,
+        )
+    expected = 0
+    if shoe.burn is None:
+        if shoe.draws:
+            ctx.error(Code.WRONG_BURN, "cards were drawn before the burn", **where)
+    else:
+        shown, burned, next_position, nid = shoe.burn
+        try:
+            count = min(burn_count(card(shown)), shoe.card_count - 1)
+        except ValueError as error:
+            ctx.error(Code.NOT_A_FULL_SHOE, f"unreadable shown card: {error}", **where)
+            return
+        if len(burned) != count or next_position != 1 + count:
+            ctx.error(
+                Code.WRONG_BURN,
+                f"showed {shown} and burned {len(burned)} cards (next position "
+                f"{next_position}); {shown} demands {count} cards",
+                notification_id=nid,
+                **where,
+            )
+        expected = next_position
+    for draw in shoe.draws:
+        expected = _check_sequence(ctx, draw, expected, where)
+        for offset, code in enumerate(draw.cards):
+            drawn.setdefault(draw.first_position + offset, (draw.coup_id, code))
+    extra = Counter(code for _, code in shoe.handed_out()) - full
+    if extra:
+        ctx.error(
+            Code.NOT_A_FULL_SHOE,
+            f"handed out more cards than {shoe.decks} decks hold: "
+            f"{', '.join(f'{code} x{n}' for code, n in sorted(extra.items()))} too many",
+            **where,
+        )
+
+
+def _check_sequence(ctx: CheckContext, draw: Draw, expected: int, where: dict[str, str]) -> int:
+    """A draw starts where the previous one ended; the next position after it."""
+    first = draw.first_position
+    if first < expected:
+        ctx.error(
+            Code.CARD_DRAWN_TWICE,
+            f"positions {first}..{expected - 1} were handed out again (request {draw.request_id})",
+            coup_id=draw.coup_id,
+            notification_id=draw.notification_id,
+            **where,
+        )
+    elif first > expected:
+        ctx.error(
+            Code.DRAW_OUT_OF_ORDER,
+            f"drew from position {first} while {expected} was next (cards skipped)",
+            coup_id=draw.coup_id,
+            notification_id=draw.notification_id,
+            **where,
+        )
+    return max(expected, first + len(draw.cards))
