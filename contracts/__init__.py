@@ -38,6 +38,7 @@ from contracts.commands import (
 )
 from contracts.dead_letter import DeadLetter, MessageQuarantined
 from contracts.envelope import (
+    MAX_AUTHORIZATION,
     MAX_BETTING_WINDOW_MS,
     MAX_COUNT,
     MAX_MINOR_UNITS,
@@ -112,6 +113,7 @@ __all__ = [
     "DEAD_LETTERS",
     "EXTERNAL",
     "INCIDENTS",
+    "MAX_AUTHORIZATION",
     "MAX_BETTING_WINDOW_MS",
     "MAX_COUNT",
     "MAX_MINOR_UNITS",

@@ -10,6 +10,7 @@ from pydantic import Field, PlainSerializer, PlainValidator, StringConstraints, 
 from contracts.envelope import (
     MAX_BETTING_WINDOW_MS,
     MAX_SHOE_CARDS,
+    Authorization,
     BetId,
     BetLimitSpec,
     BetTypeName,
@@ -122,15 +123,36 @@ class CloseBetting(TableMessage):
 
 
 class VoidCoup(TableMessage):
-    """Void a coup (a supervisor's decision): every bet on it is refunded."""
+    """Void a coup (a supervisor's signed decision): every bet on it is refunded.
+
+    `authorization` is the decision signed with the supervisor's key (`punto-banco supervisor
+    void` makes and sends it); without a valid one dealing answers `CommandRejected` and nothing
+    changes.
+    """
 
     type: Literal["VoidCoup"] = "VoidCoup"
     coup_id: Identifier = Field(description="The coup to void.")
     supervisor_id: Identifier | None = Field(
         default=None,
-        description="The authorising supervisor; without one dealing answers `CommandRejected`.",
+        description=(
+            "The authorising supervisor (optional): when given it must be the `sub` of "
+            "`authorization`, else the command is refused (`AUTHORIZATION_MISMATCH`)."
+        ),
     )
-    reason: Text = Field(default="", description="Why the coup is voided (recorded).")
+    reason: Text = Field(
+        default="", description="Why the coup is voided (recorded); the `reason` it signs."
+    )
+    authorization: Authorization | None = Field(
+        default=None,
+        description=(
+            "The supervisor's decision: a JWT (RFC 7519) signed as a compact JWS (RFC 7515) "
+            "with `EdDSA` (Ed25519, RFC 8037), header `typ` `pb-decision+jwt` and `kid` a key "
+            "of dealing's supervisors keyring; its claims bind this command: `iss` = `sub` = "
+            "the supervisor, `aud` `punto-banco:dealing`, `jti` = this command's `event_id`, "
+            "`iat`, `exp` (at most one hour later), `ver` 1, `action` `void`, `table_id`, "
+            "`coup_id` and `reason`. Without it: `SUPERVISOR_REQUIRED`."
+        ),
+    )
 
 
 class PlaceBet(TableMessage):

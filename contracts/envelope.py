@@ -184,8 +184,41 @@ CommandRejectionCode = Literal[
     "COUP_NOT_VOIDABLE",
     "INVALID_SETTINGS",
     "UNKNOWN_PAYTABLE",
+    "AUTHORIZATION_MALFORMED",
+    "UNKNOWN_SUPERVISOR_KEY",
+    "SUPERVISOR_KEY_RETIRED",
+    "BAD_SIGNATURE",
+    "AUTHORIZATION_EXPIRED",
+    "AUTHORIZATION_MISMATCH",
+    "AUTHORIZATION_REPLAYED",
+    "VOID_WINDOW_PASSED",
 ]
-"""Why the dealing service refused a table command (``CommandRejected.reason_code``)."""
+"""Why the dealing service refused a table command (``CommandRejected.reason_code``).
+
+A void is a supervisor's signed decision (``VoidCoup.authorization``): ``SUPERVISOR_REQUIRED``
+without one; ``AUTHORIZATION_MALFORMED`` when it is not a decision token of the scheme;
+``UNKNOWN_SUPERVISOR_KEY`` / ``SUPERVISOR_KEY_RETIRED`` when its key id is not in dealing's
+supervisors keyring, or was rotated out; ``BAD_SIGNATURE`` when that key did not sign it;
+``AUTHORIZATION_EXPIRED`` outside its validity; ``AUTHORIZATION_MISMATCH`` when what it
+signs is not this command (table, coup, reason, command id, supervisor); ``AUTHORIZATION_REPLAYED``
+when its id was used already; ``VOID_WINDOW_PASSED`` for a coup older than the void window;
+``COUP_NOT_VOIDABLE`` for a coup voided already."""
+
+MAX_AUTHORIZATION = 12_288
+"""The longest decision token (``VoidCoup.authorization``), in characters: the longest token
+the bounds of a void allow (a 1,000-character reason and a 128-character coup id of characters
+JSON escapes as ``\u0000``) is about 9,800."""
+
+Authorization = Annotated[
+    str,
+    StringConstraints(
+        min_length=5,
+        max_length=MAX_AUTHORIZATION,
+        pattern=r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$",
+    ),
+]
+"""A supervisor's signed decision: a JWT (RFC 7519) in JWS compact serialization (RFC 7515),
+``EdDSA`` over Ed25519 (RFC 8037): three base64url parts separated by dots."""
 
 
 WIRE_REQUIRED = ("type", "event_id", "occurred_at")

@@ -111,7 +111,13 @@ class CoupVoided(TableMessage):
 
     type: Literal["CoupVoided"] = "CoupVoided"
     coup_id: Identifier = Field(description="The coup.")
-    supervisor_id: Identifier = Field(description="The supervisor who authorised the void.")
+    supervisor_id: Identifier = Field(
+        description=(
+            "The supervisor who authorised the void: the `sub` of the signed decision dealing "
+            "verified (`VoidCoup.authorization`; voids recorded before decisions were signed: "
+            "the `supervisor_id` the command named)."
+        )
+    )
     reason: Text = Field(default="", description="Why the coup was voided.")
     was_resolved: bool = Field(description="True if the coup had already been resolved.")
 

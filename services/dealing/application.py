@@ -5,7 +5,9 @@ another service, the eventsourcing ``Tracking`` of that message: the new
 events and the tracking record are recorded in ONE transaction, so a message
 delivered twice has one effect. Commands from outside (OpenTable, VoidCoup...)
 carry no notification id; they are idempotent by their natural keys (table id,
-coup id) and a refused command id is answered once.
+coup id) and a refused command id is answered once. A void is a supervisor's signed decision,
+verified before anything changes (``voids.py``: the supervisors keyring and void window come
+from the Application's environment).
 """
 
 from __future__ import annotations
@@ -47,9 +49,11 @@ from services.dealing.domain import (
     table_aggregate_id,
 )
 from services.dealing.table_settings import settings_problem
+from services.dealing.voids import Refusal, VoidAuthority
 from services.shared.platform.application import ServiceApplication, UnitOfWork
 from services.shared.platform.incidents import Evidence, Origin, raise_incident
 from services.shared.platform.logs import message_context
+from services.shared.platform.supervisors import SupervisorKeyring
 
 A = TypeVar("A", bound=Aggregate)
 
@@ -75,9 +79,13 @@ class DealingApplication(ServiceApplication):
         self,
         env: dict[str, str] | None = None,
         clock: Callable[[], datetime] | None = None,
+        supervisors: SupervisorKeyring | None = None,
     ) -> None:
+        """``supervisors``: who may sign a void (default: the keyring file the environment
+        names, ``PB_SUPERVISOR_KEYRING``; none: every void is refused)."""
         super().__init__(env)
         self._clock = clock or (lambda: datetime.now(UTC))
+        self.voids = VoidAuthority.from_env(self.env.get, supervisors)
         self._table_ids: set[str] = set(self._load_table_ids())
         # The open betting windows, kept in memory for the betting clock (which asks
         # often); refreshed from the store after every change, rebuilt here at start.
@@ -332,22 +340,25 @@ class DealingApplication(ServiceApplication):
     def _on_void_coup(
         self, uow: UnitOfWork, command: VoidCoup, origin: Origin | None = None
     ) -> None:
-        supervisor = (command.supervisor_id or "").strip()
-        if not supervisor:
-            self._reject(
-                uow,
-                command,
-                "SUPERVISOR_REQUIRED",
-                "voiding a coup is a supervisor's decision: send VoidCoup with supervisor_id",
-            )
+        """Void on a supervisor's signed decision, verified first (``voids.py``)."""
+        now = self._clock()
+        decision = self.voids.decision_for(command, now)
+        if isinstance(decision, Refusal):
+            self._reject(uow, command, decision.code, decision.message)
             return
+        refused = uow.get(rejections_aggregate_id(command.table_id), CommandRejections)
+        if refused is not None and command.event_id in refused.command_ids:
+            return  # refused before, answered once: its decision is spent (a replay)
         found = self._table_and_coup(uow, command)
         if found is None:
             return
         table, coup = found
-        if coup.phase is CoupPhase.VOIDED:
-            return  # voided already
-        coup.void(supervisor, command.reason)
+        refusal = self.voids.coup_refusal(coup, decision, now)
+        if refusal is not None:
+            self._reject(uow, command, refusal.code, refusal.message)
+            return
+        assert command.authorization is not None  # decision_for refuses a void without one
+        coup.void(decision.supervisor_id, command.reason, command.authorization)
         if table.current_coup_id == coup.coup_id:
             self._after_coup(uow, table, coup)
 

@@ -95,6 +95,7 @@ class Coup(Aggregate):
             coup.phase = CoupPhase.VOIDED
             coup.pending_request = None
             coup.pending_count = 0
+            coup.void_authorization = self.authorization
 
     @staticmethod
     def create_id(table_id: str, coup_id: str, **_: Any) -> UUID:
@@ -127,6 +128,7 @@ class Coup(Aggregate):
         self.requests = 0
         self.pending_request: str | None = None
         self.pending_count = 0
+        self.void_authorization: str | None = None  # the supervisor's signed decision
 
     # -- queries -------------------------------------------------------------------
     @property
@@ -244,13 +246,16 @@ class Coup(Aggregate):
         )
         record(self, self.Resolved, resolved)
 
-    def void(self, supervisor_id: str, reason: str) -> None:
+    def void(self, supervisor_id: str, reason: str, authorization: str) -> None:
+        """Void the coup on a supervisor's decision (``authorization``: the signed token the
+        Application verified; ``supervisor_id`` is its subject)."""
         voided = CoupVoidedFact(
             table_id=self.table_id,
             coup_id=self.coup_id,
             supervisor_id=supervisor_id,
             reason=reason,
             was_resolved=self.phase is CoupPhase.RESOLVED,
+            authorization=authorization,
         )
         record(self, self.Voided, voided)
 

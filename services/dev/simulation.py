@@ -5,7 +5,8 @@ only reads stores). :class:`LocalSystem` stands in for Kafka: it relays each
 Application's notification log (through the service's own ``to_messages``) to
 the Applications that consume the topic, with the same tracking names and
 positions the platform consumer uses. :func:`play` runs tables through whole
-shoes with many bets, voids and refused bets.
+shoes with many bets, voids and refused bets; its voids are signed by the system's
+supervisor (:data:`SUPERVISOR`, a key made for the system, or the data folder's).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid4
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from eventsourcing.persistence import Tracking
 
 from contracts import (
@@ -41,9 +43,17 @@ from services.dealing.messages import to_messages as dealing_messages
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages as settlement_messages
 from services.shared.platform.application import ServiceApplication
+from services.shared.platform.decisions import SupervisorSigner
+from services.shared.platform.keys import init_secret_key
 from services.shared.platform.persistence import prepare_store
 from services.shared.platform.sealing import seal_store, without_seals
+from services.shared.platform.secret_keys import SecretKeys, env_form, new_key, next_kid
 from services.shared.platform.settings import Settings
+from services.shared.platform.supervisors import (
+    SupervisorKey,
+    SupervisorKeyring,
+    ensure_supervisor_key,
+)
 from services.shoe.application import ShoeApplication
 from services.shoe.messages import apply_command
 from services.shoe.messages import to_messages as shoe_messages
@@ -61,14 +71,31 @@ LIMITS: dict[str, tuple[int, int]] = {
     "banker_pair": (100, 50_000),
 }
 BET_TYPES = tuple(LIMITS)
+SUPERVISOR = "supervisor-7"
+"""Who signs the voids of :func:`play`."""
 
 
 class LocalSystem:
     """The three Applications wired together in memory (in place of Kafka)."""
 
-    def __init__(self, envs: Mapping[str, dict[str, str]]) -> None:
+    def __init__(
+        self, envs: Mapping[str, dict[str, str]], supervisor: SupervisorSigner | None = None
+    ) -> None:
+        """``supervisor`` signs the voids (default: a key made for this system alone, the one
+        key of dealing's supervisors keyring); else dealing reads the keyring its env names."""
+        supervisors = None
+        if supervisor is None:
+            supervisor = SupervisorSigner(
+                f"{SUPERVISOR}-1", SUPERVISOR, Ed25519PrivateKey.generate()
+            )
+            public = supervisor.key.public_key()
+            key = SupervisorKey(supervisor.kid, SUPERVISOR, public)
+            supervisors = SupervisorKeyring({key.kid: key})
+        self.supervisor = supervisor
         self.shoe = ShoeApplication(env=dict(envs["shoe"]))
-        self.dealing = DealingApplication(env=dict(envs["dealing"]))
+        self.dealing = DealingApplication(env=dict(envs["dealing"]), supervisors=supervisors)
+        self.supervisors = self.dealing.voids.keyring
+        """Who may sign a void: what the audit verifies the stored voids with."""
         self.settlement = SettlementApplication(env=dict(envs["settlement"]))
         self.apps: dict[str, ServiceApplication] = {
             "shoe": self.shoe,
@@ -89,18 +116,30 @@ class LocalSystem:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LocalSystem:
-        """Open the three stores the settings name (SQLite files or PostgreSQL schemas)."""
+        """Open the three stores the settings name (SQLite files or PostgreSQL schemas); the
+        shoe's secret key file is made when missing, as ``punto-banco keys init`` does."""
+        init_secret_key(settings.for_service("shoe"))
         envs = {}
         for name in SERVICES:
             own = settings.for_service(name)
             prepare_store(own)
             envs[name] = own.eventsourcing_env()
-        return cls(envs)
+        private, key = ensure_supervisor_key(
+            settings.supervisor_keyring_path,
+            settings.supervisor_keys_dir / f"{SUPERVISOR}.pem",
+            SUPERVISOR,
+        )  # in the keyring file dealing reads (PB_SUPERVISOR_KEYRING), as the audit does
+        return cls(envs, SupervisorSigner(key.kid, key.supervisor, private))
 
     @classmethod
-    def in_memory(cls) -> LocalSystem:
+    def in_memory(cls, shoe_secret_key: str | None = None) -> LocalSystem:
+        """Three in-memory stores; the shoe's secret keys are ``shoe_secret_key``
+        (``PB_SHOE_SECRET_KEY``'s form), by default a key made for this system alone."""
         popo = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
-        return cls({name: popo for name in SERVICES})
+        if shoe_secret_key is None:
+            shoe_secret_key = env_form(SecretKeys(((next_kid(()), new_key()),), "in memory"))
+        secret = {"PB_SHOE_SECRET_KEY": shoe_secret_key, "PB_SHOE_SECRET_KEY_FILE": ""}
+        return cls({name: {**popo, **secret} if name == "shoe" else popo for name in SERVICES})
 
     def close(self) -> None:
         for app in self.apps.values():
@@ -343,10 +382,9 @@ def play(
 
 
 def _void(system: LocalSystem, log: PlayLog, table_id: str, coup_id: str, reason: str) -> None:
-    system.command(
-        VoidCoup(table_id=table_id, coup_id=coup_id, supervisor_id="supervisor-7", reason=reason)
-    )
-    log.voided[coup_id] = ("supervisor-7", reason)
+    void: VoidCoup = system.supervisor.void(table_id, coup_id, reason)
+    system.command(void)
+    log.voided[coup_id] = (system.supervisor.supervisor_id, reason)
 
 
 def close_table(system: LocalSystem, table_id: str) -> None:

@@ -20,7 +20,9 @@ from contracts import (
 )
 from services.dev.demo.ledger import Ledger, Severity
 from services.dev.demo.orchestrator import DemoConfig, TableDriver
+from services.dev.demo.processes import run_supervisor
 from services.dev.demo.system import LocalSystem, SystemTimeout
+from services.shared.platform.decisions import SupervisorSigner
 
 LIMITS = {
     name: BetLimitSpec(minimum=100, maximum=100_000)
@@ -36,6 +38,11 @@ async def wait(
         await system.until(condition, timeout, what)
     except SystemTimeout as error:
         raise AssertionError(f"{error}\n{system.log_tails(25)}") from None
+
+
+def supervisor(system: LocalSystem) -> SupervisorSigner:
+    """The run's supervisor (``<data dir>/keys/``, in the keyring dealing reads): signs voids."""
+    return run_supervisor(system.settings)
 
 
 def new_table_id() -> str:

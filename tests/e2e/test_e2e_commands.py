@@ -10,6 +10,8 @@ import uuid
 from decimal import Decimal
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from typer.testing import CliRunner
 
 from contracts import (
     BET_COMMANDS,
@@ -36,9 +38,12 @@ from contracts import (
     TableClosed,
     VoidCoup,
 )
+from services.dev.demo.processes import LOCAL_SUPERVISOR
 from services.dev.demo.system import LocalSystem
+from services.shared.platform.decisions import SupervisorSigner
 from services.shared.rules.cards import Card
 from services.shared.rules.shoe import verify_commitment
+from services.tools.cli.main import app
 from tests.e2e.helpers import (
     answered,
     answers,
@@ -47,6 +52,7 @@ from tests.e2e.helpers import (
     betting_opened,
     open_table,
     place_when_known,
+    supervisor,
     wait,
 )
 
@@ -182,8 +188,13 @@ async def test_malformed_commands_land_in_the_dead_letter_topic_and_the_services
     assert system.ledger.summary().bets_settled == 1
 
 
-@pytest.mark.timeout(180)
-async def test_a_voided_coup_refunds_every_bet_and_a_void_needs_a_supervisor(
+def refused_with(system: LocalSystem, command: VoidCoup) -> str | None:
+    found = [m for m in system.seen(CommandRejected) if m.command_id == command.event_id]
+    return found[0].reason_code if found else None
+
+
+@pytest.mark.timeout(240)
+async def test_a_signed_void_refunds_every_bet_and_a_forged_or_unsigned_one_is_refused(
     system: LocalSystem,
 ) -> None:
     table = await open_table(system, betting_window_ms=8000)
@@ -202,49 +213,77 @@ async def test_a_voided_coup_refunds_every_bet_and_a_void_needs_a_supervisor(
     await system.sender.send_now(CloseBetting(table_id=table, coup_id=first))
     await wait(system, lambda: coup_settled(system, first), 60, "the first coup settled")
 
-    unauthorised = VoidCoup(table_id=table, coup_id=first, reason="no supervisor")
-    await system.sender.send_now(unauthorised)
+    # Refused, nothing changes: no decision, a stranger's key, a known key id with another
+    # key, a decision changed after it was signed, a supervisor named who did not sign.
+    signer = supervisor(system)
+    stranger = SupervisorSigner("mallory-1", "mallory", Ed25519PrivateKey.generate())
+    impostor = SupervisorSigner(signer.kid, signer.supervisor_id, Ed25519PrivateKey.generate())
+    genuine = signer.void(table, first, "exposed card")
+    refusals = {
+        "SUPERVISOR_REQUIRED": VoidCoup(table_id=table, coup_id=first, supervisor_id="sup-7"),
+        "UNKNOWN_SUPERVISOR_KEY": stranger.void(table, first, "exposed card"),
+        "BAD_SIGNATURE": impostor.void(table, first, "exposed card"),
+        "AUTHORIZATION_MISMATCH": genuine.model_copy(
+            update={"event_id": uuid.uuid4(), "reason": "another reason"}
+        ),
+    }
+    for command in refusals.values():
+        await system.sender.send_now(command)
     await wait(
         system,
-        lambda: any(m.command_id == unauthorised.event_id for m in system.seen(CommandRejected)),
+        lambda: all(refused_with(system, c) for c in refusals.values()),
         30,
-        "the void without supervisor to be rejected",
+        "the forged and unsigned voids to be refused",
     )
-    [rejection] = [m for m in system.seen(CommandRejected) if m.command_id == unauthorised.event_id]
-    assert rejection.command_type == "VoidCoup"
-    assert rejection.reason_code == "SUPERVISOR_REQUIRED"
+    assert {code: refused_with(system, c) for code, c in refusals.items()} == {
+        code: code for code in refusals
+    }
     assert not system.seen(CoupVoided)
+    assert not any(m.coup_id == first for m in system.seen(BetRefunded))
 
-    # A settled coup reversed: each bet refunded, winners give back their winnings. The same
-    # command delivered twice has one effect.
-    void = VoidCoup(table_id=table, coup_id=first, supervisor_id="sup-7", reason="exposed card")
-    await system.sender.send_now(void)
-    await system.sender.send_now(void)
+    # The supervisor's signed decision: a settled coup reversed, each bet refunded, winners
+    # give back their winnings. Sent twice: the second is a replay, refused, no second effect.
+    await system.sender.send_now(genuine)
+    await system.sender.send_now(genuine)
     await wait(
         system,
-        lambda: any(m.coup_id == first for m in system.seen(CoupRefunded)),
+        lambda: (
+            any(m.coup_id == first for m in system.seen(CoupRefunded))
+            and refused_with(system, genuine)
+        ),
         60,
-        "the settled coup refunded",
+        "the settled coup refunded and the replay refused",
     )
+    assert refused_with(system, genuine) == "AUTHORIZATION_REPLAYED"
     [voided] = {m.event_id: m for m in system.seen(CoupVoided) if m.coup_id == first}.values()
     assert (voided.supervisor_id, voided.reason, voided.was_resolved) == (
-        "sup-7",
+        LOCAL_SUPERVISOR,
         "exposed card",
         True,
     )
     refunds = {m.bet_id: m for m in system.seen(BetRefunded) if m.coup_id == first}
     assert set(refunds) == {b.bet_id for b in bets_1}
 
-    # A coup still open for bets voided: every stake back, nothing was paid.
+    # A coup still open for bets voided with `punto-banco supervisor void` (it signs, sends
+    # and waits for dealing's answer): every stake back, nothing was paid.
     await wait(system, lambda: len(betting_opened(system, table)) >= 2, 60, "the next coup")
     second = betting_opened(system, table)[1].coup_id
     bets_2 = [bet(table, second, who, kind, amount) for who, kind, amount in stakes[:3]]
     await place_when_known(system, bets_2[0])
     await send_all(system, bets_2[1:])
     await wait(system, lambda: all(answers(system, b.bet_id) for b in bets_2), 60, "answers")
-    await system.sender.send_now(
-        VoidCoup(table_id=table, coup_id=second, supervisor_id="sup-7", reason="misdeal")
-    )
+    keys = system.settings.data_dir.resolve() / "keys"
+    env = {
+        "KAFKA_BOOTSTRAP_SERVERS": system.settings.bootstrap,
+        "PB_TOPIC_PREFIX": system.settings.topic_prefix,
+        "PB_DATA_DIR": str(system.settings.data_dir.resolve()),
+    }
+    key = keys / "supervisors" / f"{LOCAL_SUPERVISOR}.pem"
+    args = ["supervisor", "void", "--table", table, "--coup", second, "--reason", "misdeal",
+            "--key", str(key), "--timeout", "60"]  # fmt: skip
+    result = await asyncio.to_thread(CliRunner().invoke, app, args, env=env)
+    assert result.exit_code == 0, result.output
+    assert '"authorization": "ey' in result.output and f"voided: table {table}" in result.output
     await wait(
         system,
         lambda: any(m.coup_id == second for m in system.seen(CoupRefunded)),
@@ -252,7 +291,7 @@ async def test_a_voided_coup_refunds_every_bet_and_a_void_needs_a_supervisor(
         "the open coup refunded",
     )
     [voided_open] = [m for m in system.seen(CoupVoided) if m.coup_id == second]
-    assert not voided_open.was_resolved
+    assert not voided_open.was_resolved and voided_open.supervisor_id == LOCAL_SUPERVISOR
     for refund in (m for m in system.seen(BetRefunded) if m.coup_id == second):
         assert refund.adjustment == refund.stake == refund.refunded
     assert not any(m.coup_id == second for m in system.seen(CoupSettled))

@@ -1,7 +1,8 @@
 """The three services as child processes: `punto-banco serve shoe|dealing|settlement`.
 
 Each child gets the same settings through its environment (:func:`service_env`), the run's
-signing keys (:func:`prepare_keys`: ``<data dir>/keys/``, made when missing), its output in
+signing keys and the shoe's secret key (:func:`prepare_keys`: ``<data dir>/keys/``, made when
+missing), its output in
 a log file, its own session (so a Ctrl-C reaches only us and we stop the children in order) and,
 on Linux, a parent-death signal so that even if we are killed the children do not outlive us.
 Stopping is SIGTERM, a bounded wait, then SIGKILL: no child is left behind.
@@ -19,11 +20,18 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from services.shared.platform.decisions import SupervisorSigner
 
 SERVICES: tuple[str, ...] = ("shoe", "dealing", "settlement")
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 _PR_SET_PDEATHSIG = 1
-KEY_VARIABLES = ("PB_SIGNING_KEY", "PB_KEYRING")
+SUPERVISOR_KEYRING = "PB_SUPERVISOR_KEYRING"
+LOCAL_SUPERVISOR = "supervisor-1"
+"""The supervisor of a local run (``punto-banco up``, the end-to-end tests)."""
+KEY_VARIABLES = ("PB_SIGNING_KEY", "PB_KEYRING", "PB_SHOE_SECRET_KEY_FILE", "PB_SHOE_SECRET_KEY")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +50,17 @@ def service_env(settings: ServiceSettings, base: Mapping[str, str] | None = None
 
     SQLite unless ``settings.postgres`` holds ``POSTGRES_*`` variables. Inherited PostgreSQL,
     persistence or key variables are dropped so that a run uses exactly what it was given (its
-    keys: ``<data dir>/keys/`` unless ``settings.extra`` names ``PB_SIGNING_KEY`` / ``PB_KEYRING``).
+    keys: ``<data dir>/keys/`` unless ``settings.extra`` names ``PB_SIGNING_KEY`` / ``PB_KEYRING``
+    / ``PB_SHOE_SECRET_KEY_FILE`` / ``PB_SHOE_SECRET_KEY``).
     """
-    dropped = ("POSTGRES_", "PB_POSTGRES", "PB_PERSISTENCE", "PB_TOPIC_PREFIX", *KEY_VARIABLES)
+    dropped = (
+        "POSTGRES_",
+        "PB_POSTGRES",
+        "PB_PERSISTENCE",
+        "PB_TOPIC_PREFIX",
+        SUPERVISOR_KEYRING,
+        *KEY_VARIABLES,
+    )
     env = {
         key: value
         for key, value in (os.environ if base is None else base).items()
@@ -65,13 +81,35 @@ def service_env(settings: ServiceSettings, base: Mapping[str, str] | None = None
 
 
 def prepare_keys(settings: ServiceSettings, services: Iterable[str] = SERVICES) -> list[str]:
-    """The run's signing keys and keyring in ``<data dir>/keys/``, made when missing (what was
-    done); nothing when ``settings.extra`` names its own (``PB_SIGNING_KEY`` / ``PB_KEYRING``)."""
-    if any(name in settings.extra for name in KEY_VARIABLES):
-        return []
-    from services.shared.platform.keys import init_run_keys
+    """The run's signing keys, keyring and the shoe's secret key in ``<data dir>/keys/``, made
+    when missing (what was done); nothing when ``settings.extra`` names its own keys. The run's
+    supervisor too (:func:`run_supervisor`) unless ``settings.extra`` names
+    ``PB_SUPERVISOR_KEYRING``."""
+    done: list[str] = []
+    if not any(name in settings.extra for name in KEY_VARIABLES):
+        from services.shared.platform.keys import init_run_keys
 
-    return init_run_keys(settings.data_dir.resolve(), tuple(services))
+        done = init_run_keys(settings.data_dir.resolve(), tuple(services))
+    if SUPERVISOR_KEYRING not in settings.extra:
+        signer = run_supervisor(settings)
+        done.append(f"supervisor {signer.supervisor_id}: key {signer.kid}")
+    return done
+
+
+def run_supervisor(settings: ServiceSettings) -> SupervisorSigner:
+    """The run's supervisor, made when missing: its key ``<data dir>/keys/supervisors/
+    supervisor-1.pem`` in the keyring dealing reads (``<data dir>/keys/supervisors.json``);
+    ``punto-banco supervisor void --key`` that file to void a coup of the run."""
+    from services.shared.platform.decisions import SupervisorSigner
+    from services.shared.platform.supervisors import ensure_supervisor_key
+
+    keys = settings.data_dir.resolve() / "keys"
+    private, key = ensure_supervisor_key(
+        keys / "supervisors.json",
+        keys / "supervisors" / f"{LOCAL_SUPERVISOR}.pem",
+        LOCAL_SUPERVISOR,
+    )
+    return SupervisorSigner(key.kid, key.supervisor, private)
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec

@@ -24,6 +24,11 @@ class Fact:
 
     STORED_TOPIC: ClassVar[str]
     class_version: ClassVar[int] = 1
+    ENCRYPTED: ClassVar[tuple[str, ...]] = ()
+    """Fields stored encrypted (in the fact's ``encrypted`` field; stored as null): the
+    services' mapper encrypts and decrypts them (``services.shared.platform.mapping``)."""
+    ENCRYPTION_BINDS: ClassVar[tuple[str, ...]] = ()
+    """Fields whose values (with the aggregate id) the ciphertext is bound to."""
 
 
 F = TypeVar("F", bound=Fact)

@@ -150,14 +150,22 @@ class CoupResolvedFact(Fact):
 
 @dataclass(frozen=True)
 class CoupVoidedFact(Fact):
-    """A supervisor voided a coup (``CoupVoided``)."""
+    """A supervisor voided a coup (``CoupVoided``). ``authorization``: the supervisor's signed
+    decision dealing verified (``VoidCoup.authorization``, kept for the audit, not published);
+    ``supervisor_id`` is its subject. Version 1 (voids before decisions were signed) had none."""
 
     STORED_TOPIC: ClassVar[str] = "services.dealing.coups:Coup.Voided"
+    class_version: ClassVar[int] = 2
     table_id: str
     coup_id: str
     supervisor_id: str
     reason: str
     was_resolved: bool
+    authorization: str | None
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["authorization"] = None  # recorded before voids were signed
 
 
 @dataclass(frozen=True)

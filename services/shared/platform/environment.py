@@ -16,7 +16,14 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, ValidationError
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    SecretStr,
+    StringConstraints,
+    ValidationError,
+)
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -103,6 +110,28 @@ def default_allowed_hosts(bind_host: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*hosts, "localhost", "127.0.0.1"]))
 
 
+DEFAULT_VOID_WINDOW = 86_400.0
+"""``PB_VOID_WINDOW`` by default: a coup may be voided for 24 hours after it opened."""
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)", re.IGNORECASE)
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``86400``, ``90s``, ``30m``, ``24h`` or ``7d`` (more than 0, at most 10
+    years); ValueError naming the forms otherwise."""
+    found = _DURATION.fullmatch(text.strip())
+    seconds = float(found[1]) * _UNIT_SECONDS[found[2].lower()] if found else 0.0
+    if not 0 < seconds <= 10 * 366 * 86_400:
+        raise ValueError(f"must be a duration like 24h, 90m, 7d or 86400 (seconds), got {text!r}")
+    return seconds
+
+
+def duration_seconds(value: object) -> object:
+    """A setting's duration (text, see :func:`parse_duration`) in seconds; a number stays."""
+    return parse_duration(value) if isinstance(value, str) else value
+
+
 def _one_of(shown: str, *choices: str, word: str = "got") -> Any:
     """A check that the value is one of ``choices``; the message says ``must be <shown>``."""
 
@@ -157,6 +186,12 @@ class Environment(BaseSettings):
     ] = Field((), alias="PB_HTTP_ALLOWED_HOSTS")
     signing_key: Stripped = Field("", alias="PB_SIGNING_KEY")
     keyring: Stripped = Field("", alias="PB_KEYRING")
+    shoe_secret_key_file: Stripped = Field("", alias="PB_SHOE_SECRET_KEY_FILE")
+    shoe_secret_key: SecretStr = Field(SecretStr(""), alias="PB_SHOE_SECRET_KEY")
+    supervisor_keyring: Stripped = Field("", alias="PB_SUPERVISOR_KEYRING")
+    void_window: Annotated[float, BeforeValidator(duration_seconds)] = Field(
+        DEFAULT_VOID_WINDOW, alias="PB_VOID_WINDOW"
+    )
 
     @classmethod
     def read(cls, env: Mapping[str, str] | None = None) -> Environment:

@@ -31,6 +31,17 @@ Record signatures (``signing.py``, ``keys.py``): ``PB_SIGNING_KEY``, the service
 key file (``{service}`` in it is replaced by the service's name; default
 ``<PB_DATA_DIR>/keys/<service>.pem``), and ``PB_KEYRING``, the public keys of every service
 (default ``<PB_DATA_DIR>/keys/keyring.json``). ``punto-banco keys init`` creates both.
+
+The shoe's secret keys (``secret_keys.py``): ``PB_SHOE_SECRET_KEY_FILE`` (default
+``<PB_DATA_DIR>/keys/shoe-secret.json``, made by ``punto-banco keys init``) or
+``PB_SHOE_SECRET_KEY`` (the keys themselves), never both. Only the shoe's eventsourcing
+environment carries them: its Application encrypts each shoe's order and salt at rest.
+
+Supervisors' decisions (``supervisors.py``, ``decisions.py``): ``PB_SUPERVISOR_KEYRING``, the
+public keys of the supervisors who may sign a void (default
+``<PB_DATA_DIR>/keys/supervisors.json``, made by ``punto-banco supervisor keygen``), and
+``PB_VOID_WINDOW``, how long after a coup opened it may be voided (``24h`` by default; seconds
+or ``90m``, ``7d``...). Only dealing's eventsourcing environment carries them.
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from services.shared.platform.environment import (
+    DEFAULT_VOID_WINDOW,
     Environment,
     SettingsError,
     check_allowed_hosts,
@@ -175,6 +187,12 @@ class Settings:
     # Record signatures (keys.py): "" means the default under <data dir>/keys/.
     signing_key: str = ""  # PB_SIGNING_KEY; "{service}" is replaced by the service's name
     keyring: str = ""  # PB_KEYRING
+    # The shoe's secret keys (secret_keys.py): "" means the default file under <data dir>/keys/.
+    shoe_secret_key_file: str = ""  # PB_SHOE_SECRET_KEY_FILE
+    shoe_secret_key: str = field(default="", repr=False)  # PB_SHOE_SECRET_KEY: the keys
+    # Supervisors' decisions (supervisors.py, decisions.py): dealing's keyring and void window.
+    supervisor_keyring: str = ""  # PB_SUPERVISOR_KEYRING; "": <data dir>/keys/supervisors.json
+    void_window: float = DEFAULT_VOID_WINDOW  # PB_VOID_WINDOW, in seconds
 
     def __post_init__(self) -> None:
         if not SERVICE_NAME.match(self.service):
@@ -184,6 +202,11 @@ class Settings:
         if self.log_format not in ("text", "json"):
             raise SettingsError(f"PB_LOG_FORMAT must be 'text' or 'json', not {self.log_format!r}")
         check_http_host(self.http_host)
+        if self.shoe_secret_key and self.shoe_secret_key_file:
+            raise SettingsError(
+                "PB_SHOE_SECRET_KEY and PB_SHOE_SECRET_KEY_FILE are both set: give the shoe's "
+                "secret keys one way (the file, made by `punto-banco keys init`, or the variable)"
+            )
 
     @classmethod
     def from_env(
@@ -220,6 +243,10 @@ class Settings:
             "http_allowed_hosts": read.http_allowed_hosts,
             "signing_key": read.signing_key,
             "keyring": read.keyring,
+            "shoe_secret_key_file": read.shoe_secret_key_file,
+            "shoe_secret_key": read.shoe_secret_key.get_secret_value().strip(),
+            "supervisor_keyring": read.supervisor_keyring,
+            "void_window": read.void_window,
         }
         for name in ("topic_partitions", "relay_batch_size", "consumer_max_records"):
             if getattr(read, name) is not None:
@@ -258,6 +285,20 @@ class Settings:
         return Path(self.keyring) if self.keyring else self.keys_dir / "keyring.json"
 
     @property
+    def shoe_secret_key_path(self) -> Path:
+        """The shoe's secret key file (a JWK Set; unused when PB_SHOE_SECRET_KEY is set)."""
+        if self.shoe_secret_key_file:
+            return Path(self.shoe_secret_key_file)
+        return self.keys_dir / "shoe-secret.json"
+
+    def secret_key_env(self) -> dict[str, str]:
+        """The shoe's secret keys as its Application reads them (both variables, one empty,
+        so that the process environment cannot add the other)."""
+        if self.shoe_secret_key:
+            return {"PB_SHOE_SECRET_KEY": self.shoe_secret_key, "PB_SHOE_SECRET_KEY_FILE": ""}
+        return {"PB_SHOE_SECRET_KEY": "", "PB_SHOE_SECRET_KEY_FILE": str(self.shoe_secret_key_path)}
+
+    @property
     def postgres_schema(self) -> str:
         """The service's own schema: ``PB_POSTGRES_SCHEMA_PREFIX`` + service name."""
         return f"{self.postgres_schema_prefix}{self.service}"
@@ -277,8 +318,37 @@ class Settings:
         """``PB_CONSUMER_GROUP`` if set, else ``<topic prefix>punto-banco-<service>``."""
         return self.consumer_group_id or f"{self.topic_prefix}punto-banco-{self.service}"
 
+    @property
+    def supervisor_keyring_path(self) -> Path:
+        """The supervisors' public keys: who may sign a void (JSON, ``supervisors.py``)."""
+        if self.supervisor_keyring:
+            return Path(self.supervisor_keyring)
+        return self.keys_dir / "supervisors.json"
+
+    @property
+    def supervisor_keys_dir(self) -> Path:
+        """Where ``punto-banco supervisor keygen`` puts private keys unless told otherwise."""
+        return self.keys_dir / "supervisors"
+
+    def decision_env(self) -> dict[str, str]:
+        """Dealing's supervisors keyring and void window, as its Application reads them."""
+        return {
+            "PB_SUPERVISOR_KEYRING": str(self.supervisor_keyring_path),
+            "PB_VOID_WINDOW": repr(float(self.void_window)),
+        }
+
     def eventsourcing_env(self) -> dict[str, str]:
-        """The environment given to the service's eventsourcing ``Application(env=...)``."""
+        """The environment given to the service's eventsourcing ``Application(env=...)``
+        (the shoe's also names its secret keys, dealing's its supervisors keyring and void
+        window)."""
+        env = self._store_env()
+        if self.service == "shoe":
+            env.update(self.secret_key_env())
+        if self.service == "dealing":
+            env.update(self.decision_env())
+        return env
+
+    def _store_env(self) -> dict[str, str]:
         if self.persistence == "postgres":
             pg = self.postgres
             env = {

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from services.shared.platform.sealing import SEALED_TOPIC, STARTED_TOPIC
+from services.shared.platform.supervisors import SupervisorKeyring
 from services.tools.audit.checks import Checker, Filters
 from services.tools.audit.findings import Code, Finding, Severity
 from services.tools.audit.seals import SealSummary, SealVerifier
@@ -236,12 +237,16 @@ def audit(
     filters: Filters | None = None,
     progress: Progress | None = None,
     parallel: bool | None = None,
+    supervisors: SupervisorKeyring | None = None,
+    require_decisions: bool = False,
 ) -> AuditReport:
     """Read, verify and check; errors first.
 
     ``parallel`` (default: when the settlement store is big and the machine has two
     cores or more): a second process decodes and checks half of the bet books while
     this one reads, hashes and verifies every row and checks the other half.
+    ``supervisors``: the keyring every void's signed decision is verified with (none: the
+    decisions are not verified, and ``require_decisions`` says so in a warning).
     """
     started = time.perf_counter()
     filters = filters or Filters()
@@ -249,10 +254,11 @@ def audit(
         if parallel is None:
             parallel = _worth_a_second_process(stores)
         if parallel:
-            history, findings, seals, checker = _audit_in_two_processes(stores, filters, progress)
+            checker = Checker(History(), filters, supervisors, require_decisions)
+            history, findings, seals = _audit_in_two_processes(stores, checker, progress)
         else:
             history, findings, seals = _read_history(stores, progress)
-            checker = Checker(history, filters)
+            checker = Checker(history, filters, supervisors, require_decisions)
             checker.run()
         events = dict(history.events)
         totals, checked = checker.totals, dict(checker.checked)
@@ -292,10 +298,11 @@ def _worth_a_second_process(stores: Mapping[str, StoreReader]) -> bool:
 
 
 def _audit_in_two_processes(
-    stores: Mapping[str, StoreReader], filters: Filters, progress: Progress | None
-) -> tuple[History, list[Finding], dict[str, SealSummary], Checker]:
-    """Dealing and shoe first (here); then the bet books split between two processes."""
-    history = History()
+    stores: Mapping[str, StoreReader], checker: Checker, progress: Progress | None
+) -> tuple[History, list[Finding], dict[str, SealSummary]]:
+    """Dealing and shoe first (here); then the bet books split between two processes
+    (``checker``: the checks to run, on the history read here)."""
+    history = checker.history
     feed = StoreFeed(history)
     findings: list[Finding] = []
     summaries: dict[str, SealSummary] = {}
@@ -308,7 +315,6 @@ def _audit_in_two_processes(
             verifier.finish()
             findings.extend(_place(verifier.findings, verifier.located, history))
             summaries[service] = verifier.summary
-    checker = Checker(history, filters)
     checker.check_dealing()
     settlement = stores["settlement"]
     _SHARED.update(checker=checker, store=settlement)
@@ -337,7 +343,7 @@ def _audit_in_two_processes(
     checker.totals.merge(their_totals)
     checker.checked.update(their_checked)
     checker.check_missing_books(set(history.books) | their_books)
-    return history, findings, summaries, checker
+    return history, findings, summaries
 
 
 def _check_upper_half() -> tuple[list[Finding], Totals, dict[str, int], set[tuple[str, str]]]:

@@ -44,6 +44,16 @@ def to_text(report: AuditReport, *, verbose: bool = False) -> str:
         f"Checked {checked.get('shoes', 0)} shoes, {checked.get('coups', 0)} coups, "
         f"{checked.get('books', 0)} bet books, {checked.get('bets', 0):,} accepted bets"
     )
+    if checked.get("shoes_secret"):
+        lines.append(
+            f"  {checked['shoes_secret']} shoes not revealed yet: their order is encrypted, "
+            "their cards are checked against it once revealed"
+        )
+    if checked.get("decisions"):
+        lines.append(
+            f"  {checked['decisions']} voids: their supervisors' signed decisions checked "
+            "against the supervisors keyring"
+        )
     lines.append("Seals (tamper evidence):")
     for name, seal in report.seals.items():
         lines.append(

@@ -27,6 +27,7 @@ from rich.progress import (
 )
 
 from services.shared.platform.settings import Settings, SettingsError
+from services.shared.platform.supervisors import SupervisorKeyring, SupervisorKeysError
 from services.tools.audit.auditor import audit as run_audit
 from services.tools.audit.auditor import read_history
 from services.tools.audit.checks import Filters
@@ -76,6 +77,22 @@ def _settings(data_dir: Path | None, postgres: bool) -> Settings:
         return Settings.from_env("shoe", **overrides)
     except SettingsError as error:
         _err(str(error))
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+def _supervisors(
+    given: Path | None, data_dir: Path | None, postgres: bool
+) -> SupervisorKeyring | None:
+    """The supervisors keyring to verify the voids with: ``--supervisors`` (it must be there),
+    else the configured one if it exists (None: the voids are not verified, and the report
+    says so)."""
+    path = given if given is not None else _settings(data_dir, postgres).supervisor_keyring_path
+    if given is None and not path.exists():
+        return None
+    try:
+        return SupervisorKeyring.load(path)
+    except SupervisorKeysError as error:
+        _err(f"{error} (--supervisors: the keyring dealing verifies voids with)")
         raise typer.Exit(EXIT_USAGE) from None
 
 
@@ -150,20 +167,32 @@ def audit(
     allow_warnings: Annotated[
         bool, typer.Option("--allow-warnings", help="Exit 0 when there are only warnings.")
     ] = False,
+    supervisors: Annotated[
+        Path | None,
+        typer.Option(
+            "--supervisors",
+            help="The supervisors keyring every void's signed decision is verified with "
+            "(default: PB_SUPERVISOR_KEYRING or <data dir>/keys/supervisors.json, if there).",
+        ),
+    ] = None,
 ) -> None:
-    """Verify every shoe, coup, bet and seal in the stores; exit 1 on errors, 3 on warnings.
+    """Verify every shoe, coup, bet, void and seal in the stores; exit 1 on errors, 3 on warnings.
 
     Recomputes commitments, the tableau, results and payouts with the rules engine,
-    checks that dealing and settlement agree, verifies each store's seal chain
-    (tamper evidence) and reports totals per coup, shoe, table and day.
+    checks that dealing and settlement agree, verifies each void's signed decision against
+    the supervisors keyring, verifies each store's seal chain (tamper evidence) and reports
+    totals per coup, shoe, table and day.
     """
     filters = Filters(table, _moment(since, "--since"), _moment(until, "--until"))
+    keyring = _supervisors(supervisors, data_dir, postgres)
     with _stores(data_dir, postgres) as stores, _progress() as (bar, step):
         bar.update(step, total=sum(store.count() for store in stores.values()))
         report = run_audit(
             stores,
             filters,
             lambda name, rows: bar.update(step, advance=rows, description=name),
+            supervisors=keyring,
+            require_decisions=True,
         )
     if html_file is not None:
         html_file.parent.mkdir(parents=True, exist_ok=True)

@@ -38,6 +38,9 @@ keys_cmd.register(app)
 from services.tools.cli import db_cmd  # noqa: E402
 
 db_cmd.register(app)
+from services.tools.cli import supervisor_cmd  # noqa: E402
+
+supervisor_cmd.register(app)
 
 try:  # the developer tools: in a source checkout, not in the runtime wheel
     from services.dev.cli import register as register_developer_commands

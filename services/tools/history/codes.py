@@ -46,6 +46,10 @@ class Check(StrEnum):
     CARD_NOT_FROM_SHOE = "card_not_from_shoe"
     COUP_INCOMPLETE = "coup_incomplete"
     VOID_WITHOUT_SUPERVISOR = "void_without_supervisor"
+    # supervisors' decisions (the audit, given the supervisors keyring)
+    VOID_NOT_AUTHORIZED = "void_not_authorized"  # its signed decision does not hold
+    VOID_UNSIGNED = "void_unsigned"  # a warning: recorded before voids were signed
+    DECISIONS_NOT_VERIFIED = "decisions_not_verified"  # a warning: no keyring to verify with
     # bets
     NEVER_SETTLED = "never_settled"
     SETTLED_TWICE = "settled_twice"

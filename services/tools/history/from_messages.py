@@ -206,7 +206,7 @@ class MessageFeed:
 
     @_apply.register
     def _coup_voided(self, m: CoupVoided, at: str, nid: int) -> None:
-        self.project.coup_voided(fact_from(CoupVoidedFact, m), at, nid)
+        self.project.coup_voided(fact_from(CoupVoidedFact, m, authorization=None), at, nid)
 
     # -- bets -----------------------------------------------------------------------------
     @_apply.register

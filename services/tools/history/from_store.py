@@ -165,8 +165,9 @@ class StoreFeed:
 
     # -- shoe ----------------------------------------------------------------------------
     def _shuffled(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        """A shuffle. Its order and salt are encrypted (version 2: None here, never
+        decrypted: the read side has no key) or in plain text (version 1)."""
         fact = read_fact(ShoeShuffledFact, d)
-        order = list(fact.order)
         self.project.shoe_shuffled(
             fact.table_id,
             fact.shoe_id,
@@ -174,9 +175,9 @@ class StoreFeed:
             commitment=str(fact.commitment),
             scheme=str(fact.commitment_scheme),
             cut_card_index=int(fact.cut_card_index),
-            card_count=len(order),
-            order=order,
-            salt=str(fact.salt),
+            card_count=int(fact.card_count),
+            order=None if fact.order is None else list(fact.order),
+            salt=None if fact.salt is None else str(fact.salt),
             at=_at(d),
             nid=nid,
         )
@@ -220,7 +221,8 @@ class StoreFeed:
         self.project.coup_resolved(read_fact(CoupResolvedFact, d), _at(d), nid)
 
     def _voided(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
-        self.project.coup_voided(read_fact(CoupVoidedFact, d), _at(d), nid)
+        version = d.get("class_version", 1)  # before read_fact upcasts it away
+        self.project.coup_voided(read_fact(CoupVoidedFact, d), _at(d), nid, version)
 
     # -- settlement ----------------------------------------------------------------------
     def _book_opened(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:

@@ -251,7 +251,17 @@ class Projector(BookProjector):
         coup = self.coup(fact.table_id, fact.coup_id, fact.shoe_id, fact.coup_number)
         coup.resolutions.append(Resolution(fact, at, nid))
 
-    def coup_voided(self, fact: CoupVoidedFact, at: str, nid: int) -> None:
+    def coup_voided(self, fact: CoupVoidedFact, at: str, nid: int, version: int = 1) -> None:
+        """``version``: the stored fact's (a message's: 1, it carries no decision)."""
+        authorization = fact.authorization
         self.coup(fact.table_id, fact.coup_id).voids.append(
-            Void(str(fact.supervisor_id), str(fact.reason), bool(fact.was_resolved), at, nid)
+            Void(
+                str(fact.supervisor_id),
+                str(fact.reason),
+                bool(fact.was_resolved),
+                at,
+                nid,
+                None if authorization is None else str(authorization),
+                version,
+            )
         )

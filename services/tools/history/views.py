@@ -65,7 +65,8 @@ class Reveal(NamedTuple):
 @dataclass(slots=True)
 class ShoeView:
     """A shoe as the shoe service recorded it (``order``/``salt``: None until the reveal
-    when read from Kafka, which publishes them only then)."""
+    when read from Kafka, which publishes them only then, and when read from a store that
+    keeps them encrypted; only the reveal gives them)."""
 
     table_id: str
     shoe_id: str
@@ -122,6 +123,10 @@ class Void(NamedTuple):
     was_resolved: bool
     at: str
     notification_id: int
+    authorization: str | None = None
+    """The supervisor's signed decision (stored voids; the messages do not carry it)."""
+    fact_version: int = 1
+    """The stored fact's version: 1 before voids were signed, 2 with a decision."""
 
 
 @dataclass(slots=True)

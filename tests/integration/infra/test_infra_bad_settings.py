@@ -168,6 +168,11 @@ def test_status_of_nothing_running_exits_3_without_settings(tmp_path: Path) -> N
         (["serve", "shoe"], {"PB_HTTP_HOST": "http://0.0.0.0"}, "PB_HTTP_HOST must be an IP"),
         (["serve", "shoe"], {"PB_HTTP_ALLOWED_HOSTS": "shoe:8101"}, "without port"),
         (["serve", "shoe"], {"POSTGRES_PORT": "five"}, "POSTGRES_PORT must be a whole number"),
+        (
+            ["serve", "shoe"],
+            {"PB_SHOE_SECRET_KEY": "k1:AAAA", "PB_SHOE_SECRET_KEY_FILE": "/run/keys/secret.json"},
+            "PB_SHOE_SECRET_KEY and PB_SHOE_SECRET_KEY_FILE are both set",
+        ),
         (["dashboard", "--host", "http://x"], {}, "PB_HTTP_HOST must be an IP"),
         (["dashboard"], {"PB_HTTP_ALLOWED_HOSTS": "*bad"}, "PB_HTTP_ALLOWED_HOSTS"),
     ],

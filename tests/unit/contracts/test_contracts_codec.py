@@ -145,6 +145,17 @@ def test_rejection_codes_are_exactly_the_agreed_set() -> None:
     assert {"SUPERVISOR_REQUIRED", "COUP_NOT_VOIDABLE", "UNKNOWN_PAYTABLE"} <= set(
         get_args(c.CommandRejectionCode)
     )
+    decisions = {
+        "AUTHORIZATION_MALFORMED",
+        "UNKNOWN_SUPERVISOR_KEY",
+        "SUPERVISOR_KEY_RETIRED",
+        "BAD_SIGNATURE",
+        "AUTHORIZATION_EXPIRED",
+        "AUTHORIZATION_MISMATCH",
+        "AUTHORIZATION_REPLAYED",
+        "VOID_WINDOW_PASSED",
+    }
+    assert decisions <= set(get_args(c.CommandRejectionCode))
 
 
 # --- PlaceBet is lenient where settlement must answer with BetRejected -------------------------

@@ -29,7 +29,7 @@ from services.dealing.messages import to_messages as dealing_messages
 from services.settlement.domain import BetBook
 from services.settlement.messages import to_messages as settlement_messages
 from services.shared.facts import Fact, fact_fields, fact_from, line_fields, line_from
-from services.shared.facts.dealing import DEALING_FACTS, CommandRejectedFact
+from services.shared.facts.dealing import DEALING_FACTS, CommandRejectedFact, CoupVoidedFact
 from services.shared.facts.incidents import IncidentRaisedFact
 from services.shared.facts.settlement import (
     SETTLEMENT_FACTS,
@@ -44,16 +44,28 @@ from services.shared.facts.settlement import (
 from services.shared.facts.shoe import SHOE_FACTS, CardsBurnedFact, ShoeShuffledFact
 from services.shared.platform.application import ServiceApplication
 from services.shared.platform.incidents import IncidentLog, with_incidents
+from services.shared.platform.mapping import FactMapper
 from services.shared.platform.messages import message_id
 from services.shared.platform.publishing import Publication, line_ids, payload_fields
+from services.shared.platform.secret_keys import SecretKeys, new_key
 from services.shoe.messages import to_messages as shoe_messages
 from tests.unit.contracts.schema_strategies import from_schema
 
 SCHEMAS = Path(c.__file__).parent / "schemas"
 OPTIONAL = {"causation_id", "correlation_id"}
 """Envelope fields a fact may lack (dealing's and settlement's events): left at None."""
-PRIVATE: dict[type[Fact], set[str]] = {ShoeShuffledFact: {"order", "salt"}}
-"""Fact fields kept out of the contract (the shoe's secret until it closes)."""
+PRIVATE: dict[type[Fact], set[str]] = {
+    ShoeShuffledFact: {"order", "salt", "encrypted"},
+    CoupVoidedFact: {"authorization"},
+}
+"""Fact fields kept out of the contract (the shoe's secret until it closes, and its ciphertext
+at rest; a void's signed decision, kept for the audit: the published void names its
+supervisor)."""
+PRIVATE_VALUES: dict[type[Fact], dict[str, Any]] = {
+    CoupVoidedFact: {"authorization": "eyJhbGciOiJFZERTQSJ9.e30.c2lnbmF0dXJl"},
+    ShoeShuffledFact: {"order": ["AS", "KD"], "salt": "ab" * 32},  # stored encrypted
+}
+"""What a round trip stores in a fact's private fields (the contract has no source for them)."""
 SHAPED_FROM: dict[type[Fact], set[str]] = {CardsBurnedFact: {"burned_cards"}}
 """Fact fields published through a derivation, not by name (burned cards with positions)."""
 DERIVED: dict[type[c.Message], set[str]] = {
@@ -72,6 +84,8 @@ LINE_PRIVATE: dict[tuple[type[Any], type[c.Message]], set[str]] = {
 }
 OID = UUID("5d0ab0a2-52d1-4b8e-8c55-2f9d5f0e0c01")
 MAPPER = ServiceApplication(env={"PERSISTENCE_MODULE": "eventsourcing.popo"}).mapper
+assert isinstance(MAPPER, FactMapper)
+MAPPER.secret_keys = SecretKeys((("test-1", new_key()),), "test")  # the shoe's order, encrypted
 
 
 def publications() -> Iterator[tuple[type[Any], Callable[[Any], list[c.Message]]]]:
@@ -202,8 +216,11 @@ def test_a_contract_message_round_trips_through_its_fact(
 ) -> None:
     message = _message(translate.contract, data.draw(_document(translate.contract)))
     fact = fact_of(event_class)
-    made = fact_from(fact, SimpleNamespace(**message.model_dump()))
+    given = {**dict.fromkeys(PRIVATE.get(fact, set())), **PRIVATE_VALUES.get(fact, {})}
+    made = fact_from(fact, SimpleNamespace(**message.model_dump()), **given)
     event = _stored_and_read(event_class, made, message.occurred_at)
+    for name, value in PRIVATE_VALUES.get(fact, {}).items():
+        assert getattr(event, name) == value  # stored and read back, never published
     expected = _as_published(message, message_id(OID, 3, 0), fact)
     assert [c.encode(m) for m in translate(event)] == [expected]
 

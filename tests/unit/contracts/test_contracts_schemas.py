@@ -70,6 +70,15 @@ def test_each_schema_documents_every_field_and_requires_the_wire_envelope(name: 
     assert schema["x-topic"] == c.MESSAGE_TOPICS[name]
 
 
+def test_a_voids_signed_decision_is_bounded_and_optional_in_its_schema() -> None:
+    spec = c.schema_documents()["VoidCoup.json"]["properties"]["authorization"]
+    token = next(option for option in spec["anyOf"] if option.get("type") == "string")
+    assert token["maxLength"] == c.MAX_AUTHORIZATION
+    assert token["pattern"] == r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$"
+    assert "authorization" not in c.schema_documents()["VoidCoup.json"]["required"]
+    assert "RFC 7519" in spec["description"] and "EdDSA" in spec["description"]
+
+
 def test_money_fields_are_integers_in_every_schema() -> None:
     money = {"amount", "stake", "payout", "returned", "staked", "paid", "refunded", "adjustment"}
     for name, schema in c.schema_documents().items():

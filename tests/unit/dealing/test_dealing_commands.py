@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from uuid import uuid4
 
 import pytest
@@ -27,6 +28,7 @@ from contracts import (
 )
 from services.dealing.application import DealingApplication
 from services.dealing.domain import CoupPhase, TableStatus
+from tests.supervisors import SUPERVISOR, keyring, supervisor
 from tests.unit.dealing.harness import Driver, ScriptedShoe, open_table, shuffled_order
 
 POPO = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
@@ -34,7 +36,7 @@ POPO = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
 
 @pytest.fixture
 def driver() -> Driver:
-    app = DealingApplication(env=POPO)
+    app = DealingApplication(env=POPO, supervisors=keyring())
     drv = Driver(app, ScriptedShoe([shuffled_order(1, seed=s) for s in range(5)]))
     app.handle(open_table(betting_window_ms=60_000))
     drv.pump()
@@ -83,8 +85,8 @@ def test_the_same_open_table_twice_has_one_effect(driver: Driver) -> None:
     [
         (VoidCoup(table_id="t1", coup_id="t1.coup-1"), "SUPERVISOR_REQUIRED"),
         (VoidCoup(table_id="t1", coup_id="t1.coup-1", supervisor_id="  "), "SUPERVISOR_REQUIRED"),
-        (VoidCoup(table_id="t1", coup_id="nope", supervisor_id="sup"), "NO_SUCH_COUP"),
-        (VoidCoup(table_id="t9", coup_id="t9.coup-1", supervisor_id="sup"), "NO_SUCH_TABLE"),
+        (lambda: supervisor().void("t1", "nope"), "NO_SUCH_COUP"),  # signed when it runs
+        (lambda: supervisor().void("t9", "t9.coup-1"), "NO_SUCH_TABLE"),
         (CloseTable(table_id="t9"), "NO_SUCH_TABLE"),
         (CloseBetting(table_id="t1", coup_id="nope"), "NO_SUCH_COUP"),
         (CloseBetting(table_id="t9", coup_id="t9.coup-1"), "NO_SUCH_TABLE"),
@@ -99,8 +101,10 @@ def test_the_same_open_table_twice_has_one_effect(driver: Driver) -> None:
     ],
 )
 def test_a_refused_command_is_answered_with_its_reason(
-    driver: Driver, command: Message, code: str
+    driver: Driver, command: Message | Callable[[], Message], code: str
 ) -> None:
+    if not isinstance(command, Message):
+        command = command()
     before = len(driver.published)
     driver.app.handle(command)
     found = rejections(driver)
@@ -164,26 +168,27 @@ def test_the_same_shoe_message_twice_has_one_effect(driver: Driver) -> None:
 
 def test_void_during_betting_refunds_and_starts_the_next_coup(driver: Driver) -> None:
     coup_id = current_coup(driver)
-    driver.app.handle(VoidCoup(table_id="t1", coup_id=coup_id, supervisor_id="sup-7", reason="x"))
-    driver.app.handle(VoidCoup(table_id="t1", coup_id=coup_id, supervisor_id="sup-7", reason="x"))
+    void = supervisor().void("t1", coup_id, "x")
+    driver.app.handle(void)
+    driver.app.handle(void)  # sent again: its decision is spent, nothing changes
     driver.pump()
     voided = driver.of_type(CoupVoided)
     assert len(voided) == 1
     assert isinstance(voided[0], CoupVoided)
     assert (voided[0].supervisor_id, voided[0].reason, voided[0].was_resolved) == (
-        "sup-7",
+        SUPERVISOR,
         "x",
         False,
     )
     assert current_coup(driver) != coup_id
-    assert len(rejections(driver)) == 0
+    assert [r.reason_code for r in rejections(driver)] == ["AUTHORIZATION_REPLAYED"]
 
 
 def test_void_after_resolution_says_it_was_resolved(driver: Driver) -> None:
     coup_id = current_coup(driver)
     driver.close_betting_and_pump()
     next_coup = current_coup(driver)
-    driver.app.handle(VoidCoup(table_id="t1", coup_id=coup_id, supervisor_id="sup"))
+    driver.app.handle(supervisor().void("t1", coup_id))
     driver.pump()
     voided = driver.of_type(CoupVoided)
     assert isinstance(voided[0], CoupVoided) and voided[0].was_resolved
@@ -194,7 +199,7 @@ def test_void_while_dealing_discards_late_cards(driver: Driver) -> None:
     app = driver.app
     coup_id = current_coup(driver)
     app.close_betting("t1", coup_id)
-    app.handle(VoidCoup(table_id="t1", coup_id=coup_id, supervisor_id="sup"))
+    app.handle(supervisor().void("t1", coup_id))
     driver.pump()  # the shoe answers the DrawCards after the void: the cards are ignored
     assert [m for m in driver.of_type(CardDealt) if m.coup_id == coup_id] == []
     coup = app.get_coup("t1", coup_id)

@@ -95,7 +95,7 @@ def test_each_fact_has_its_domain_events_fields_and_types(fact: type[Fact]) -> N
 @pytest.mark.parametrize("fact", [f for f in FACTS if f.class_version > 1])
 def test_each_facts_upcasters_do_what_its_domain_events_do(fact: type[Fact]) -> None:
     event = event_of(fact)
-    state: dict[str, Any] = {"lines": [["b1"], ["b2"]], "timestamp": "t"}
+    state: dict[str, Any] = {"lines": [["b1"], ["b2"]], "order": ["AS", "2H"], "timestamp": "t"}
     for version in range(1, fact.class_version):
         name = f"upcast_v{version}_v{version + 1}"
         by_fact, by_event = copy.deepcopy(state), copy.deepcopy(state)

@@ -4,9 +4,9 @@ A history is played in memory through the real Applications (``services.dev.simu
 keeping every message the relays published. Its stored rows go through ``StoreFeed`` and its
 messages through ``MessageFeed``; after setting aside what Kafka does not carry (a shoe's
 order and salt before its reveal, a settlement's outcome, when settlement opened and closed
-a book, where each fact was stored), the two histories are equal. This also checks each
-translation of the relays from the reading side: burns by position, one CardDrawn per card,
-one BetSettled per line.
+a book, where each fact was stored, a void's signed decision), the two histories are equal.
+This also checks each translation of the relays from the reading side: burns by position, one
+CardDrawn per card, one BetSettled per line.
 """
 
 from __future__ import annotations
@@ -67,7 +67,10 @@ def normalised(history: History) -> dict[str, Any]:
         coup = dataclasses.replace(coup, notification_id=0)
         coup.dealt = [dealt._replace(notification_id=0) for dealt in coup.dealt]
         coup.resolutions = [r._replace(notification_id=0) for r in coup.resolutions]
-        coup.voids = [void._replace(notification_id=0) for void in coup.voids]
+        coup.voids = [  # the signed decision is kept in the store, not published
+            void._replace(notification_id=0, authorization=None, fact_version=1)
+            for void in coup.voids
+        ]
         out[f"coup {key}"] = plain(coup)
     for key, book in history.books.items():
         book = dataclasses.replace(book, opened_at="", closed_by=None, notification_id=0)

@@ -183,25 +183,60 @@ def test_the_service_selects_the_pods_and_exposes_the_metrics_port(service: str)
     assert exposed["port"] == port["containerPort"]
 
 
+def copied_secret(service: str, init_name: str, secret_volume: str) -> PurePosixPath:
+    """Where init container ``init_name`` copies, mode 0600, the key of ``secret_volume``
+    (a Secret mounted for the pod's group only) into the memory volume the service reads."""
+    spec = pod_spec(service)
+    [init] = [each for each in spec["initContainers"] if each["name"] == init_name]
+    command = init["command"] if len(init["command"]) > 2 else shlex.split(init["command"][-1])
+    assert command[:3] == ["install", "-m", "0600"]
+    source, target = PurePosixPath(command[3]), PurePosixPath(command[4])
+    secret = volume(service, secret_volume)["secret"]
+    assert secret["defaultMode"] & 0o007 == 0  # never readable by others
+    assert source.parent == mount_of(init, secret_volume)
+    assert source.name in generated("secretGenerator")[secret["secretName"]]
+    assert (
+        target.parent
+        == mount_of(init, "signing-key")
+        == mount_of(container(service), "signing-key")
+    )
+    assert "emptyDir" in volume(service, "signing-key")
+    return target
+
+
+def test_the_shoes_secret_key_reaches_the_shoe_alone_and_private() -> None:
+    settings = Settings.from_env("shoe", environment_of("shoe"))
+    target = copied_secret("shoe", "shoe-secret-key", "shoe-secret")
+    assert PurePosixPath(str(settings.shoe_secret_key_path)) == target
+    assert settings.secret_key_env()["PB_SHOE_SECRET_KEY_FILE"] == str(target)
+    for service in ("dealing", "settlement"):
+        volumes = {v["name"] for v in pod_spec(service)["volumes"]}
+        assert "shoe-secret" not in volumes and "PB_SHOE_SECRET_KEY_FILE" not in environment_of(
+            service
+        )
+    compose = compose_services()
+    shoe_env = {key: str(value) for key, value in compose["shoe"]["environment"].items()}
+    made = {key: str(value) for key, value in compose["keys"]["environment"].items()}
+    own = next(v for v in compose["shoe"]["volumes"] if v["target"] == "/run/keys/own")
+    # keys init writes it into the shoe's own folder of the keys volume, mounted read-only.
+    assert PurePosixPath(made["PB_SHOE_SECRET_KEY_FILE"]).parent.name == own["volume"]["subpath"]
+    assert (
+        PurePosixPath(shoe_env["PB_SHOE_SECRET_KEY_FILE"])
+        == PurePosixPath(own["target"]) / PurePosixPath(made["PB_SHOE_SECRET_KEY_FILE"]).name
+    )
+    for service in ("dealing", "settlement"):
+        assert "PB_SHOE_SECRET_KEY_FILE" not in compose[service]["environment"]
+
+
 @pytest.mark.parametrize("service", SERVICES)
 def test_the_signing_key_reaches_the_service_private_and_the_keyring_public(
     service: str,
 ) -> None:
     settings = Settings.from_env(service, environment_of(service))
-    spec = pod_spec(service)
     main = container(service)
-    [init] = spec["initContainers"]
     # The init container copies the Secret's key, mode 0600, to the folder PB_SIGNING_KEY names.
-    command = init["command"] if len(init["command"]) > 2 else shlex.split(init["command"][-1])
-    assert command[:3] == ["install", "-m", "0600"]
-    source, target = PurePosixPath(command[3]), PurePosixPath(command[4])
-    secret = volume(service, "signing-secret")["secret"]
-    assert secret["defaultMode"] & 0o007 == 0  # never readable by others
-    assert source.parent == mount_of(init, "signing-secret")
-    assert source.name in generated("secretGenerator")[secret["secretName"]]
-    assert target.parent == mount_of(init, "signing-key") == mount_of(main, "signing-key")
+    target = copied_secret(service, "signing-key", "signing-secret")
     assert PurePosixPath(str(settings.signing_key_path)) == target
-    assert "emptyDir" in volume(service, "signing-key")
     # The keyring: a ConfigMap folder, updated in place on rotation.
     keyring = PurePosixPath(str(settings.keyring_path))
     config_map = volume(service, "keyring")["configMap"]["name"]
@@ -209,6 +244,20 @@ def test_the_signing_key_reaches_the_service_private_and_the_keyring_public(
     assert keyring.name in generated("configMapGenerator")[config_map]
     [item] = [i for i in kustomization()["configMapGenerator"] if i["name"] == config_map]
     assert item["options"]["disableNameSuffixHash"] is True
+
+
+def test_the_supervisors_keyring_reaches_dealing_alone_and_updates_in_place() -> None:
+    settings = Settings.from_env("dealing", environment_of("dealing"))
+    keyring = PurePosixPath(str(settings.supervisor_keyring_path))
+    assert keyring.parent == mount_of(container("dealing"), "supervisors")
+    config_map = volume("dealing", "supervisors")["configMap"]["name"]
+    assert keyring.name in generated("configMapGenerator")[config_map]
+    [item] = [i for i in kustomization()["configMapGenerator"] if i["name"] == config_map]
+    assert item["options"]["disableNameSuffixHash"] is True
+    for service in ("shoe", "settlement"):
+        assert "PB_SUPERVISOR_KEYRING" not in environment_of(service)
+    compose = compose_services()
+    assert "PB_SUPERVISOR_KEYRING" in compose["dealing"]["environment"]
 
 
 @pytest.mark.parametrize("service", SERVICES)

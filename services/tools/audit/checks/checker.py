@@ -1,7 +1,8 @@
 """The checks run in order over a rebuilt history: shoes, then coups, then bet books.
 
 Shoes first (what each handed out by position), coups next (each one's result from its
-cards), then the books that are checked against both. ``Checker`` keeps the attributes the
+cards, and, given the supervisors keyring, each void's signed decision), then the books that
+are checked against both. ``Checker`` keeps the attributes the
 auditor and its forked second process use (``findings``, ``totals``, ``checked``).
 """
 
@@ -9,9 +10,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+from services.shared.platform.supervisors import SupervisorKeyring
 from services.tools.audit.checks.books import check_book
 from services.tools.audit.checks.context import DAMAGE, CheckContext
 from services.tools.audit.checks.coups import check_coup
+from services.tools.audit.checks.decisions import check_decisions
 from services.tools.audit.checks.filters import Filters
 from services.tools.audit.checks.shoes import check_shoe
 from services.tools.audit.findings import Code, Finding
@@ -22,8 +25,18 @@ from services.tools.history.views import History
 class Checker:
     """Run every check; ``findings`` and ``totals`` hold the outcome."""
 
-    def __init__(self, history: History, filters: Filters | None = None) -> None:
+    def __init__(
+        self,
+        history: History,
+        filters: Filters | None = None,
+        supervisors: SupervisorKeyring | None = None,
+        require_decisions: bool = False,
+    ) -> None:
+        """``supervisors``: verify every void's signed decision with this keyring; without
+        one, ``require_decisions`` warns once that the voids were not verified."""
         self.context = CheckContext(history, filters or Filters())
+        self.supervisors = supervisors
+        self.require_decisions = require_decisions
 
     @property
     def history(self) -> History:
@@ -75,12 +88,24 @@ class Checker:
                     check_shoe(ctx, shoe)
                 except DAMAGE as error:
                     ctx.damaged(error, table_id=shoe.table_id, shoe_id=shoe.shoe_id)
+        unverified = 0
         for coup in history.coups.values():
             if ctx.coup_selected(coup):
                 try:
                     check_coup(ctx, coup)
+                    if self.supervisors is not None:
+                        check_decisions(ctx, coup, self.supervisors)
+                    else:
+                        unverified += len(coup.voids)
                 except DAMAGE as error:
                     ctx.damaged(error, table_id=coup.table_id, coup_id=coup.coup_id)
+        if unverified and self.require_decisions:
+            ctx.warn(
+                Code.DECISIONS_NOT_VERIFIED,
+                f"{unverified} voids: the supervisors' signed decisions were not verified (no "
+                "supervisors keyring): give --supervisors KEYRING (PB_SUPERVISOR_KEYRING)",
+                store="dealing",
+            )
 
     def check_books(self) -> None:
         """The bet books in the history (all of them, or one share of a parallel audit)."""

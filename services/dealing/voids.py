@@ -1,0 +1,120 @@
+"""Who may void a coup: a supervisor's signed decision, checked before anything changes.
+
+A ``VoidCoup`` carries the decision as a token (``services.shared.platform.decisions``: a JWT
+signed with EdDSA by a key of the supervisors keyring). :class:`VoidAuthority` answers, at
+the time dealing handles the command, whether the token is a decision of a supervisor of the
+keyring (key known and not retired, signature, validity) for exactly this command (its id,
+table, coup, reason and named supervisor), and then whether this coup may be voided on it: a
+decision is used once (its id is the command's, so a resent command is a replay), a coup is
+voided once, and only within the void window after it opened. Each refusal carries the
+``CommandRejected.reason_code`` it is answered with.
+
+Configuration (the Application's environment, ``Settings.decision_env``):
+``PB_SUPERVISOR_KEYRING`` (the keyring file; without it no void is accepted) and
+``PB_VOID_WINDOW`` (seconds, default 24 hours).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from contracts import VoidCoup
+from services.dealing.coups import Coup, CoupPhase
+from services.shared.platform.decisions import (
+    Decision,
+    DecisionRefused,
+    authenticate,
+    check_time,
+    decision_id_of,
+    mismatch,
+)
+from services.shared.platform.environment import parse_duration
+from services.shared.platform.supervisors import SupervisorKeyring
+
+DEFAULT_WINDOW = timedelta(hours=24)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    code: str
+    message: str
+
+
+class VoidAuthority:
+    """Dealing's supervisors keyring and void window, and the checks they make."""
+
+    def __init__(self, keyring: SupervisorKeyring, window: timedelta = DEFAULT_WINDOW) -> None:
+        if window <= timedelta(0):
+            raise ValueError(f"the void window must be positive, not {window}")
+        self.keyring = keyring
+        self.window = window
+
+    @classmethod
+    def from_env(
+        cls, get: Callable[[str], str | None], keyring: SupervisorKeyring | None = None
+    ) -> VoidAuthority:
+        """From ``PB_SUPERVISOR_KEYRING`` / ``PB_VOID_WINDOW`` (``get``: the Application's
+        ``env.get``); ``keyring`` given (tests, the simulation) wins over the file."""
+        if keyring is None:
+            path = get("PB_SUPERVISOR_KEYRING")
+            keyring = SupervisorKeyring.watching(Path(path)) if path else SupervisorKeyring({})
+        window = get("PB_VOID_WINDOW")  # seconds, or 90m / 24h / 7d as the setting allows
+        seconds = parse_duration(window) if window else None
+        return cls(keyring, DEFAULT_WINDOW if seconds is None else timedelta(seconds=seconds))
+
+    def decision_for(self, command: VoidCoup, now: datetime) -> Decision | Refusal:
+        """The supervisor's decision the command carries, verified for this command."""
+        token = command.authorization
+        if token is None:
+            return Refusal(
+                "SUPERVISOR_REQUIRED",
+                "voiding a coup is a supervisor's signed decision: send VoidCoup with "
+                "authorization (`punto-banco supervisor void` makes and sends it)",
+            )
+        try:
+            decision, key = authenticate(self.keyring, token)
+            check_time(decision, key, now)
+        except DecisionRefused as refused:
+            return Refusal(refused.code, refused.message)
+        wrong = mismatch(
+            decision,
+            command_id=command.event_id,
+            action="void",
+            table_id=command.table_id,
+            coup_id=command.coup_id,
+            reason=command.reason,
+            supervisor_id=command.supervisor_id,
+        )
+        if wrong is not None:
+            return Refusal(
+                "AUTHORIZATION_MISMATCH", f"the authorization is not this command's: {wrong}"
+            )
+        return decision
+
+    def coup_refusal(self, coup: Coup, decision: Decision, now: datetime) -> Refusal | None:
+        """Why ``coup`` may not be voided on ``decision`` now (None: it may)."""
+        if coup.phase is CoupPhase.VOIDED:
+            stored = coup.void_authorization
+            if stored is not None and decision_id_of(stored) == decision.decision_id:
+                return Refusal(
+                    "AUTHORIZATION_REPLAYED",
+                    f"decision {decision.decision_id} voided coup {coup.coup_id} already: a "
+                    "decision is used once (the coup stays voided)",
+                )
+            return Refusal("COUP_NOT_VOIDABLE", f"coup {coup.coup_id} is voided already")
+        opened = coup.created_on
+        if now - opened > self.window:
+            return Refusal(
+                "VOID_WINDOW_PASSED",
+                f"coup {coup.coup_id} opened at {opened.isoformat(timespec='seconds')}, more "
+                f"than {_hours(self.window)} ago (PB_VOID_WINDOW): it can no longer be voided",
+            )
+        return None
+
+
+def _hours(window: timedelta) -> str:
+    hours = window.total_seconds() / 3600
+    return f"{hours:g} hours" if hours >= 1 else f"{window.total_seconds():g} seconds"
