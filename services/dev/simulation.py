@@ -42,6 +42,7 @@ from services.dealing.application import DealingApplication
 from services.dealing.messages import to_messages as dealing_messages
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages as settlement_messages
+from services.shared.facts.settlement import BookClosedFact
 from services.shared.platform.application import ServiceApplication
 from services.shared.platform.decisions import SupervisorSigner
 from services.shared.platform.keys import init_secret_key
@@ -60,7 +61,7 @@ from services.shoe.messages import to_messages as shoe_messages
 
 SERVICES = ("shoe", "dealing", "settlement")
 POSITION_FACTOR = 2**20
-BOOK_CLOSED = "services.settlement.books:BetBook.BettingClosed"
+BOOK_CLOSED = BookClosedFact.STORED_TOPIC
 """Stored topic of settlement's event that is published as BetsClosed (dealing deals on it)."""
 
 LIMITS: dict[str, tuple[int, int]] = {

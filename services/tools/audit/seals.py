@@ -23,8 +23,8 @@ from services.shared.platform.sealing import (
     expand_runs,
     seal_digest,
 )
-from services.tools.audit.decode import read_json
 from services.tools.audit.findings import Code, Finding, Severity
+from services.tools.history.from_store import read_json
 
 Pending = tuple[int, bytes, bytes]  # notification id, row hash, originator id
 

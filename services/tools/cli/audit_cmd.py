@@ -31,11 +31,11 @@ from services.shared.platform.supervisors import SupervisorKeyring, SupervisorKe
 from services.tools.audit.auditor import audit as run_audit
 from services.tools.audit.auditor import read_history
 from services.tools.audit.checks import Filters
-from services.tools.audit.model import History
 from services.tools.audit.read_models import digest, read_models
 from services.tools.audit.recall import UnknownTable, recall, recall_text
 from services.tools.audit.report import to_html, to_json, to_text
 from services.tools.audit.stores import StoreMissing, StoreReader, open_stores
+from services.tools.history.views import History
 
 EXIT_ERRORS = 1
 EXIT_USAGE = 2
