@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -41,6 +42,8 @@ from contracts import (
     TableOpened,
     VoidCoup,
 )
+from services.shared.platform.settings import Settings
+from services.shared.platform.topic_ids import TopicIdReader
 from tests.e2e.helpers import LIMITS, answers, bet, betting_opened, supervisor
 from tests.e2e.hostile.attacker import INDEX, LOG_APPEND_TIME, HostileSystem, Raw, incidents
 from tests.e2e.hostile.play import (
@@ -314,23 +317,7 @@ async def test_a_command_topic_deleted_and_created_again_is_read_from_its_start(
         "the old topic's commands handled",
     )
     topic = hostile.settings.topic_prefix + TABLE_COMMANDS
-    admin = AIOKafkaAdminClient(bootstrap_servers=hostile.settings.bootstrap)
-    await admin.start()
-    try:
-        await admin.delete_topics([topic])
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 60
-        while True:
-            try:
-                await admin.create_topics([NewTopic(topic, 3, 1)])
-                break
-            # Still being deleted: refused, or (on a loaded broker) no answer in time.
-            except (KafkaError, TimeoutError):
-                assert loop.time() < deadline, "the topic could not be created again"
-                await asyncio.sleep(0.5)
-    finally:
-        with contextlib.suppress(Exception):
-            await admin.close()
+    await _delete_and_create_again(hostile.settings.bootstrap, topic, 3)
 
     table = f"reborn-{uuid.uuid4().hex[:8]}"
     await hostile.sender.send_now(
@@ -353,3 +340,69 @@ async def test_a_command_topic_deleted_and_created_again_is_read_from_its_start(
     await crowd_goes_on(hostile, crowd_table)
     assert resolved(hostile, table)
     await finish(hostile, driver, [table])
+
+
+async def _delete_and_create_again(bootstrap: str, topic: str, partitions: int) -> None:
+    """Delete ``topic`` and create it again; return once the broker serves the NEW topic (a
+    new topic id, every partition led). A create may time out on a loaded broker yet be
+    done, or be refused while the old topic is still being deleted; and a topic the
+    controller made is served a moment later: a producer sending before that gets
+    UnknownTopicOrPartition until its send times out (seen once on a loaded machine)); and
+    where the broker creates topics on a client's metadata request, a consumer may make it
+    first, with one partition."""
+    ids = TopicIdReader(Settings.from_env("dealing", {"KAFKA_BOOTSTRAP_SERVERS": bootstrap}))
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await ids.start()
+    await admin.start()
+    try:
+        old_id = (await ids.topic_ids([topic]))[topic]
+        await admin.delete_topics([topic])
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 90
+        described: object = None
+        while True:
+            with contextlib.suppress(KafkaError, TimeoutError):
+                # aiokafka does not raise a topic's error (e.g. "marked for deletion"): the
+                # answer is read below, from the broker's metadata.
+                await admin.create_topics([NewTopic(topic, partitions, 1)])
+            current = (await ids.describe([topic])).topic_ids.get(topic)
+            if current not in (None, old_id) and await _served(admin, topic, partitions):
+                return
+            with contextlib.suppress(KafkaError, TimeoutError):
+                described = await admin.describe_topics([topic])
+                if current not in (None, old_id) and _partitions(described, topic) != partitions:
+                    # A client's metadata request made it first (a broker with
+                    # auto.create.topics.enable), with the broker's default partitions:
+                    # not the topic this test means. Delete it and try again.
+                    await admin.delete_topics([topic])
+            assert loop.time() < deadline, (
+                f"{topic} was not served again (id {current}, old {old_id}): {described}"
+            )
+            await asyncio.sleep(0.5)
+    finally:
+        with contextlib.suppress(Exception):
+            await admin.close()
+        await ids.close()
+
+
+def _partitions(described: list[dict[str, Any]], topic: str) -> int | None:
+    """How many partitions ``topic`` has in a describe_topics answer (None: not there)."""
+    for entry in described:
+        if entry["topic"] == topic and entry["error_code"] == 0:
+            return len(entry["partitions"])
+    return None
+
+
+async def _served(admin: AIOKafkaAdminClient, topic: str, partitions: int) -> bool:
+    """True once the broker's metadata has ``topic`` with each partition led."""
+    try:
+        described = await admin.describe_topics([topic])
+    except (KafkaError, TimeoutError):
+        return False
+    return any(
+        entry["topic"] == topic
+        and entry["error_code"] == 0
+        and len(entry["partitions"]) == partitions
+        and all(partition["leader"] >= 0 for partition in entry["partitions"])
+        for entry in described
+    )
