@@ -4,15 +4,17 @@
 worker thread, the outbox relay, the batch processor, the timers, the metrics) and the four
 hooks its FastStream application runs (``service_app.py``):
 
-- on_startup, before the consumer starts: the keys (a service that publishes signs), the
-  topics, the event store, the relay's producer, the batch processor (the cluster's and the
-  topics' ids, the dead letters' producer);
-- after_startup, the consumer running: the relay, the service's timers, the sealer and the
-  stop watcher as tasks;
+- on_startup, before the consumer starts: the store's writer lease (``writer_lease.py``: a
+  second instance waits here as a standby, in no consumer group, until the writer stops or
+  dies), the keys (a service that publishes signs), the topics, the event store, the relay's
+  producer, the batch processor (the cluster's and the topics' ids, the dead letters'
+  producer);
+- after_startup, the consumer running: the relay, the service's timers, the sealer, the
+  stop watcher and the lease watcher as tasks;
 - on_shutdown: ``stopping`` is set and the tasks end (the relay publishes what is pending);
 - after_shutdown, once the consumer has stopped: :meth:`ServiceLifespan.close` stops the
-  producers, seals the store a last time (``sealing.py``) and closes it. ``close`` also
-  cleans up after a start that failed half way.
+  producers, seals the store a last time (``sealing.py``), closes it and lets the lease go.
+  ``close`` also cleans up after a start that failed half way.
 
 A task that crashes stops the service: ``failed`` is set, and so is ``stopping``.
 """
@@ -38,6 +40,7 @@ from services.shared.platform.relay import OutboxRelay
 from services.shared.platform.sealing import seal_periodically, seal_store, without_seals
 from services.shared.platform.settings import Settings
 from services.shared.platform.worker import AppWorker
+from services.shared.platform.writer_lease import StoppedAsStandby, WriterLease, writer_lease
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +62,7 @@ class ServiceLifespan(Generic[TApp]):
         self.stopping = asyncio.Event()
         self.failed = False
         self.metrics = ServiceMetrics(definition.name)
+        self.lease: WriterLease = writer_lease(settings)  # one writer per store
         self.readiness = ServiceReadiness(self)  # /ready
         self.relay: OutboxRelay | None = None
         self.consumer: BatchProcessor | None = None
@@ -90,6 +94,9 @@ class ServiceLifespan(Generic[TApp]):
 
     async def _on_startup(self) -> None:
         settings, definition = self.settings, self.definition
+        # One writer per store: a standby waits here, before the store or the consumer group.
+        if not await self.lease.acquire(self.stopping):
+            raise StoppedAsStandby(f"{self.name}: stopped while a standby (it never wrote)")
         # Record signatures (keys.py): no key or keyring, no service (KeysError says what to run).
         keyring = load_keyring(settings) if definition.to_messages else None
         signer = signer_for(settings, keyring) if keyring is not None else None
@@ -97,7 +104,9 @@ class ServiceLifespan(Generic[TApp]):
             log.info("%s: signs with key %s (%s)", self.name, signer.kid, keyring.path)
         if self.create_topics:
             await ensure_topics(settings)
-        self._app = await self.worker.call(open_application, definition.application, settings)
+        self._app = await self.worker.call(
+            open_application, definition.application, settings, self.lease.fence_env()
+        )
         log.info(
             "%s: store %s, kafka %s",
             self.name,
@@ -145,6 +154,7 @@ class ServiceLifespan(Generic[TApp]):
         self._spawn("sealer", seal_periodically(context))
         if self.consumer is not None:
             self._spawn("stops", self.consumer.watch_stops(self.stopping))
+        self._spawn("lease", self.lease.watch(self.stopping))
 
     async def _on_shutdown(self) -> None:
         self.stopping.set()
@@ -181,6 +191,7 @@ class ServiceLifespan(Generic[TApp]):
         self.worker.shutdown()
         if self._app is not None:
             self._app.close()
+        await _quietly(self.lease.release(), "letting the writer lease go")
         log.info("%s: stopped", self.name)
 
     def _spawn(self, name: str, coro: Awaitable[None]) -> None:

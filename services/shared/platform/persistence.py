@@ -19,7 +19,7 @@ mode), whatever the umask.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -98,7 +98,12 @@ def private_sqlite_file(path: Path) -> None:
             file.chmod(0o600)
 
 
-def open_application(factory: Callable[[dict[str, str]], TApp], settings: Settings) -> TApp:
-    """Prepare the store and construct the Application with the settings' environment."""
+def open_application(
+    factory: Callable[[dict[str, str]], TApp],
+    settings: Settings,
+    extra_env: Mapping[str, str] | None = None,
+) -> TApp:
+    """Prepare the store and construct the Application with the settings' environment
+    (plus ``extra_env``: the writer lease's fence, ``writer_lease.py``)."""
     prepare_store(settings)
-    return factory(settings.eventsourcing_env())
+    return factory({**settings.eventsourcing_env(), **(extra_env or {})})

@@ -16,26 +16,59 @@ a stored event. The service selects it with ``PB_POSTGRES_CREATE_TABLES=no``
 named by ``PB_POSTGRES_SET_ROLE`` (the libpq option ``-c role=...``, which PostgreSQL allows
 only to a member of that role): the provisioning creates each store's tables, types and
 functions through it, so they belong to the owner role from the start.
+
+:class:`FencedFactory` (what the services use): eventsourcing's PostgreSQL factory whose
+process recorder opens every write transaction with the writer lease's fence
+(``writer_fence.py``) when the environment names the lease's connection
+(``PB_WRITER_FENCE``): an instance that lost its lease commits nothing.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Any
 
+from eventsourcing.persistence import ProcessRecorder, StoredEvent, Tracking
 from eventsourcing.postgres import PostgresDatastore, PostgresFactory, PostgresProcessRecorder
 from eventsourcing.utils import Environment, EnvType
-from psycopg.sql import SQL, Identifier, Literal
+from psycopg import Cursor
+from psycopg.rows import DictRow
+from psycopg.sql import SQL, Composed, Identifier, Literal
+
+from services.shared.platform.writer_fence import FENCE_ENV, fence_statement
 
 LOCK_PROCEDURE = "pb_lock_events"
 """The owner's procedure taking an events table's write lock (created by ``pg_schemas.py``)."""
 SET_ROLE = "PB_POSTGRES_SET_ROLE"
 """eventsourcing environment key: the role :class:`OwnerRoleFactory`'s connections act as."""
 OWNER_ROLE_FACTORY = f"{__name__}:OwnerRoleFactory"
+FENCED_FACTORY = f"{__name__}:FencedFactory"
 
 ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
-class ProvisionedRecorder(PostgresProcessRecorder):
+class FencedRecorder(PostgresProcessRecorder):
+    """eventsourcing's process recorder; with a :attr:`fence`, every write transaction
+    (events with or without tracking, tracking alone) starts with it."""
+
+    fence: Composed | None = None
+
+    def _insert_events(
+        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> None:
+        if self.fence is not None:
+            curs.execute(self.fence)
+        super()._insert_events(curs, stored_events, **kwargs)
+
+    def insert_tracking(self, tracking: Tracking) -> None:
+        with self.datastore.transaction(commit=True) as curs:
+            if self.fence is not None:
+                curs.execute(self.fence)
+            self._insert_tracking(curs, tracking)
+
+
+class ProvisionedRecorder(FencedRecorder):
     """The process recorder of a provisioned store: the events table's write lock is taken
     through the owner's :data:`LOCK_PROCEDURE`, not with ``LOCK TABLE``."""
 
@@ -72,3 +105,18 @@ class OwnerRoleFactory(PostgresFactory):
         kwargs = self.datastore.pool.kwargs
         assert isinstance(kwargs, dict)  # eventsourcing gives the pool a dict
         kwargs["options"] = f"-c role={role}"
+
+
+class FencedFactory(PostgresFactory):
+    """eventsourcing's PostgreSQL factory with the writer lease's fence (module docstring)."""
+
+    process_recorder_class = FencedRecorder
+
+    def process_recorder(self) -> ProcessRecorder:
+        recorder = super().process_recorder()
+        pid = self.env.get(FENCE_ENV)
+        if pid:
+            if not isinstance(recorder, FencedRecorder):
+                raise TypeError(f"{type(recorder).__name__} cannot fence its writes")
+            recorder.fence = fence_statement(self.datastore.schema, int(pid))
+        return recorder

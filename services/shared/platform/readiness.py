@@ -3,6 +3,8 @@
 :class:`ServiceReadiness` is the ``Readiness`` the operations endpoints ask
 (``endpoints.ops_app``); each check is None when fine, else why not:
 
+- ``writer``: this instance holds its store's writer lease (``writer_lease.py``), else it is
+  a standby and says who writes;
 - ``broker``: Kafka answers a metadata request (with the service's own client options);
 - ``store``: the event store answers a query;
 - ``partitions``: the consumer has its partitions (a service without inputs has none to wait for);
@@ -23,6 +25,7 @@ from services.shared.platform.application import ServiceApplication
 from services.shared.platform.batch_processor import BatchProcessor
 from services.shared.platform.kafka import client_options
 from services.shared.platform.settings import Settings
+from services.shared.platform.writer_lease import WriterLease
 
 READY_TIMEOUT = 3.0
 """Seconds each check may take."""
@@ -43,6 +46,9 @@ class RunningService(Protocol):
     @property
     def stopping(self) -> asyncio.Event: ...
 
+    @property
+    def lease(self) -> WriterLease: ...
+
 
 class ServiceReadiness:
     """The real checks of one running service (see the module docstring)."""
@@ -52,7 +58,13 @@ class ServiceReadiness:
         self._client: AIOKafkaClient | None = None
 
     async def checks(self) -> dict[str, str | None]:
-        broker, store = await asyncio.gather(self.broker(), self.store())
+        standby = self.service.lease.standby_reason()
+        broker: str | None
+        store: str | None
+        if standby is not None:  # the store is not opened: nothing else to check yet
+            broker, store = await self.broker(), "not opened by a standby"
+        else:
+            broker, store = await asyncio.gather(self.broker(), self.store())
         consumer = self.service.consumer
         partitions = handling = None
         if consumer is not None and not consumer.ready.is_set():
@@ -60,6 +72,7 @@ class ServiceReadiness:
         if consumer is not None and len(consumer.stops):
             handling = "; ".join(stopped.describe() for stopped in consumer.stops)
         return {
+            "writer": standby,
             "broker": broker,
             "store": store,
             "partitions": partitions,

@@ -31,6 +31,7 @@ from services.shared.platform.service_app import KafkaService
 from services.shared.platform.settings import Settings
 from services.shared.platform.webserver import AsgiServer
 from services.shared.platform.worker import AppWorker
+from services.shared.platform.writer_lease import StoppedAsStandby
 
 __all__ = [
     "ServiceContext",
@@ -99,8 +100,10 @@ class ServiceHost(Generic[TApp]):
         return self.service.failed
 
     async def start(self) -> None:
-        await self.service.start()
+        # The endpoints first: a standby waiting for its store's writer lease (in the
+        # service's startup) answers /health, and /ready says it is a standby.
         await self._start_http()
+        await self.service.start()
         _freeze()
         self._frozen = True
 
@@ -215,7 +218,11 @@ async def run_service(service: KafkaService[Any], settings: Settings) -> int:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, host.stopping.set)
     try:
-        await host.start()
+        try:
+            await host.start()
+        except StoppedAsStandby as stopped:
+            log.info("%s", stopped)
+            return 0
         try:
             await host.wait_ready(timeout=60)
         except TimeoutError:

@@ -130,6 +130,8 @@ def _parse_dsn(dsn: str) -> dict[str, Any]:
 PROVISIONED_RECORDER = "services.shared.platform.pg_store:ProvisionedRecorder"
 """eventsourcing's recorder for a store ``punto-banco db setup`` provisioned (named, not
 imported: reading the settings never imports the PostgreSQL driver)."""
+FENCED_FACTORY = "services.shared.platform.pg_store:FencedFactory"
+"""eventsourcing's PostgreSQL factory with the writer lease's fence (``writer_fence.py``)."""
 
 HTTP_PORTS = {"dashboard": 8100, "shoe": 8101, "dealing": 8102, "settlement": 8103}
 """Default HTTP port of each process (/health /ready /metrics /asyncapi; the dashboard)."""
@@ -352,7 +354,7 @@ class Settings:
         if self.persistence == "postgres":
             pg = self.postgres
             env = {
-                "PERSISTENCE_MODULE": "eventsourcing.postgres",
+                "PERSISTENCE_MODULE": FENCED_FACTORY,
                 "POSTGRES_HOST": pg.host,
                 "POSTGRES_PORT": str(pg.port),
                 "POSTGRES_DBNAME": pg.dbname,

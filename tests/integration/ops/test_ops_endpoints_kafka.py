@@ -73,6 +73,7 @@ async def test_endpoints_of_a_running_service(kafka_bootstrap: str, tmp_path: Pa
         ready = json.loads(body)
         assert status == 200, ready
         assert ready["checks"] == {
+            "writer": "ok",
             "broker": "ok",
             "store": "ok",
             "partitions": "ok",
@@ -164,3 +165,39 @@ async def test_a_busy_port_is_a_warning_not_a_failure(
         async with ServiceHost(build_service(settings), settings) as host:
             assert host.http is None
         assert "no HTTP endpoints" in caplog.text
+
+
+async def test_a_second_instance_is_a_standby_alive_but_not_ready_until_the_writer_stops(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Two shoe instances on one store: the second waits for the writer lease
+    (writer_lease.py), answers /health, and its /ready says it is a standby; it serves once
+    the first stopped."""
+    settings = settings_for("shoe", kafka_bootstrap, data_dir=tmp_path, http_port=0)
+    first = ServiceHost(build_service(settings), settings)
+    await first.start()
+    second = ServiceHost(build_service(settings), settings)
+    starting = asyncio.create_task(second.start())
+    try:
+        await first.wait_ready()
+        while second.http is None:  # the endpoints come before the lease
+            await asyncio.sleep(0.05)
+        url = second.http.url
+        status, _type, body = await fetch(url + "/health")
+        assert status == 200
+        status, _type, body = await fetch(url + "/ready")
+        checks = json.loads(body)["checks"]
+        assert status == 503 and checks["writer"].startswith("standby: sqlite ")
+        assert checks["store"] == "not opened by a standby"
+        assert not starting.done() and second.consumer is None  # in no consumer group
+
+        await first.stop()
+        await asyncio.wait_for(starting, 60)
+        await second.wait_ready()
+        status, _type, body = await fetch(url + "/ready")
+        assert status == 200, body
+    finally:
+        await first.stop()
+        if not starting.done():
+            starting.cancel()
+        await second.stop()

@@ -185,6 +185,7 @@ async def test_readiness_names_a_stopped_partition() -> None:
 
     from services.shared.platform.readiness import ServiceReadiness
     from services.shared.platform.stops import PartitionStops
+    from services.shared.platform.writer_lease import WriterLease
 
     class Checks(ServiceReadiness):
         async def broker(self) -> None:
@@ -200,8 +201,15 @@ async def test_readiness_names_a_stopped_partition() -> None:
         settings=Settings.from_env("settlement", {}),
         consumer=SimpleNamespace(ready=ready, stops=stops),
         stopping=asyncio.Event(),
+        lease=WriterLease("sqlite var/settlement.db"),
     )
     readiness = Checks(host)
+    standby = await readiness.checks()  # another instance writes the store: not ready
+    assert standby["writer"] == (
+        "standby: sqlite var/settlement.db is written by another instance (?)"
+    )
+    assert standby["store"] == "not opened by a standby"
+    host.lease.held = True
     assert set((await readiness.checks()).values()) == {None}
     stops.stop(
         TopicPartition("p.punto-banco.table-events", 3),

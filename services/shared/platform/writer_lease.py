@@ -1,0 +1,240 @@
+"""One writer per store: the lease a service instance holds while it writes its store.
+
+Two instances of one service on one store (a second ``punto-banco serve settlement``, a
+rolling update, a process an orchestrator wrongly thinks dead) would both consume, judge and
+append: a bet accepted or settled twice, a log relayed twice. So before a service opens its
+store it takes the store's writer lease, and holds it for as long as it runs
+(``lifespan.py``). Another instance of the service waits as a STANDBY: it has not opened the
+store nor joined the consumer group, its ``/ready`` says ``standby`` and why; it takes over
+when the holder stops or dies. This is active/standby high availability of one writer, not
+the sharing of partitions between instances.
+
+- SQLite (one machine): an exclusive ``flock`` on ``<store>.writer`` (mode 0600), which the
+  kernel releases when the process ends, however it ends. The holder's pid and host are
+  written in the file for the operator.
+- PostgreSQL: a session advisory lock on a connection of its own, with a write fence
+  (``writer_fence.py``): every write transaction checks that this instance still holds the
+  lease, and the next holder waits for the old holder's last writes before it reads. A
+  holder whose lock connection is lost commits nothing more and stops itself
+  (:meth:`WriterLease.watch`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from services.shared.platform.settings import Settings
+from services.shared.platform.writer_fence import (
+    FENCE_ENV,
+    LOCK_CLASS,
+    barrier_statements,
+    lease_key,
+)
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 1.0
+"""How often a standby tries the lease, and the holder checks it still has it."""
+
+
+class LeaseLost(RuntimeError):
+    """The holder's lease is gone: it must stop writing (the fence already refuses)."""
+
+
+class StoppedAsStandby(RuntimeError):
+    """The service was told to stop while it waited for the lease: it never wrote."""
+
+
+class WriterLease:
+    """The writer lease of one service's store (see the module docstring)."""
+
+    def __init__(self, store: str) -> None:
+        self.store = store  # what the operator reads: the store described
+        self.held = False
+        self.holder: str | None = None  # who holds it, as far as a standby knows
+
+    async def acquire(self, stopping: asyncio.Event, poll: float = POLL_SECONDS) -> bool:
+        """Wait until this instance holds the lease (True) or ``stopping`` is set (False)."""
+        announced = False
+        while not stopping.is_set():
+            if await self._try():
+                self.held = True
+                log.info("writer lease of %s taken: this instance writes it", self.store)
+                return True
+            if not announced:
+                log.warning(
+                    "standby: another instance writes %s (%s); waiting for its lease",
+                    self.store,
+                    self.holder or "holder unknown",
+                )
+                announced = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), poll)
+        return False
+
+    def fence_env(self) -> dict[str, str]:
+        """What the store's recorder needs to fence its writes (nothing for SQLite)."""
+        return {}
+
+    def standby_reason(self) -> str | None:
+        """None while held; else why this instance does not write (for ``/ready``)."""
+        if self.held:
+            return None
+        return f"standby: {self.store} is written by another instance ({self.holder or '?'})"
+
+    async def watch(self, stopping: asyncio.Event, poll: float = POLL_SECONDS) -> None:
+        """Until ``stopping``: raise :class:`LeaseLost` if the lease is gone."""
+        await stopping.wait()
+
+    async def release(self) -> None:
+        self.held = False
+
+    async def _try(self) -> bool:
+        raise NotImplementedError
+
+
+class FileLease(WriterLease):
+    """The lease of a SQLite store: an exclusive ``flock`` on ``<store>.writer``."""
+
+    def __init__(self, database: Path) -> None:
+        super().__init__(f"sqlite {database}")
+        self.path = database.with_name(database.name + ".writer")
+        self._fd: int | None = None
+
+    async def _try(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            with contextlib.suppress(OSError):
+                self.holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or None
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        self._fd = fd
+        return True
+
+    async def release(self) -> None:
+        await super().release()
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            os.close(fd)  # closing the file lets the lock go
+
+
+class PostgresLease(WriterLease):
+    """The lease of a PostgreSQL schema: a session advisory lock on a connection of its own."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings.describe_store())
+        self.settings = settings
+        self.schema = settings.postgres_schema
+        self._connection: psycopg.AsyncConnection[Any] | None = None
+        self.pid: int | None = None  # the lock connection's backend pid, once held
+
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        if self._connection is None or self._connection.closed:
+            pg = self.settings.postgres
+            self._connection = await psycopg.AsyncConnection.connect(
+                host=pg.host,
+                port=pg.port,
+                dbname=pg.dbname,
+                user=pg.user,
+                password=pg.password,
+                autocommit=True,
+                application_name=f"pb-{self.settings.service}-lease",
+                connect_timeout=10,
+            )
+        return self._connection
+
+    async def _try(self) -> bool:
+        try:
+            connection = await self._connect()
+            cursor = await connection.execute(
+                "SELECT pg_catalog.pg_try_advisory_lock(%s, %s)",
+                (LOCK_CLASS, lease_key(self.schema)),
+            )
+            row = await cursor.fetchone()
+            if not (row and row[0]):
+                self.holder = await self._holder(connection)
+                return False
+            for statement in barrier_statements(self.schema):  # the old holder's last writes
+                await connection.execute(statement)
+            cursor = await connection.execute("SELECT pg_catalog.pg_backend_pid()")
+            row = await cursor.fetchone()
+            assert row is not None
+            self.pid = int(row[0])
+            return True
+        except psycopg.Error as error:
+            self.holder = f"PostgreSQL not answering: {error}"
+            await self._close()
+            return False
+
+    async def _holder(self, connection: psycopg.AsyncConnection[Any]) -> str | None:
+        cursor = await connection.execute(
+            "SELECT a.client_addr::text, a.pid, a.application_name FROM pg_catalog.pg_locks l "
+            "LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s "
+            "AND l.objsubid = 2",
+            (LOCK_CLASS, lease_key(self.schema)),
+        )
+        row = await cursor.fetchone()
+        if row is None:
+            return None
+        address, pid, name = row
+        return f"backend pid {pid} ({name or 'unnamed'}) from {address or 'local socket'}"
+
+    def fence_env(self) -> dict[str, str]:
+        if self.pid is None:
+            raise LeaseLost(f"the writer lease of {self.store} is not held")
+        return {FENCE_ENV: str(self.pid)}
+
+    async def watch(self, stopping: asyncio.Event, poll: float = POLL_SECONDS) -> None:
+        while not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), poll)
+            if stopping.is_set():
+                return
+            try:
+                connection = await self._connect_existing()
+                await asyncio.wait_for(connection.execute("SELECT 1"), poll * 5)
+            except (psycopg.Error, TimeoutError, LeaseLost) as error:
+                self.held = False
+                raise LeaseLost(
+                    f"the writer lease of {self.store} was lost ({error!r}): this instance "
+                    "writes nothing more (the fence refuses) and stops"
+                ) from None
+
+    async def _connect_existing(self) -> psycopg.AsyncConnection[Any]:
+        if self._connection is None or self._connection.closed:
+            raise LeaseLost("its lock connection is closed")
+        return self._connection
+
+    async def release(self) -> None:
+        await super().release()
+        await self._close()  # the session ends: PostgreSQL lets the lock go
+
+    async def _close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                await connection.close()
+
+
+def writer_lease(settings: Settings) -> WriterLease:
+    """The writer lease of the service's store."""
+    if settings.persistence == "postgres":
+        return PostgresLease(settings)
+    return FileLease(Path(settings.sqlite_path))

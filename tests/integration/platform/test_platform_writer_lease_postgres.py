@@ -1,0 +1,176 @@
+"""One writer per PostgreSQL store, on a real server: the lease, the fence and the barrier.
+
+An instance that lost its writer lease (its lock connection gone while its pooled connections
+live on) must commit nothing, and the next writer must not read the store before the old
+writer's last transaction ended (services/shared/platform/writer_fence.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from eventsourcing.persistence import (
+    InfrastructureFactory,
+    ProgrammingError,
+    StoredEvent,
+    Tracking,
+)
+from eventsourcing.utils import Environment
+
+from services.shared.platform.persistence import prepare_store
+from services.shared.platform.pg_store import FencedRecorder
+from services.shared.platform.settings import FENCED_FACTORY, Settings
+from services.shared.platform.writer_fence import LOCK_CLASS, write_key
+from services.shared.platform.writer_lease import LeaseLost, PostgresLease
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def settings(postgres_env: dict[str, str]) -> Settings:
+    """Settlement's settings on a schema of this test's own."""
+    prefix = f"lease_{uuid.uuid4().hex[:8]}_"
+    return Settings.from_env(
+        "settlement",
+        {**postgres_env, "PB_PERSISTENCE": "postgres", "PB_POSTGRES_SCHEMA_PREFIX": prefix},
+    )
+
+
+@pytest.fixture
+def admin(postgres_env: dict[str, str]) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    with psycopg.connect(
+        host=postgres_env["POSTGRES_HOST"],
+        port=postgres_env["POSTGRES_PORT"],
+        dbname=postgres_env["POSTGRES_DBNAME"],
+        user=postgres_env["POSTGRES_USER"],
+        password=postgres_env.get("POSTGRES_PASSWORD", ""),
+        autocommit=True,
+    ) as connection:
+        yield connection
+
+
+def _recorder(settings: Settings, lease: PostgresLease) -> FencedRecorder:
+    prepare_store(settings)  # the schema
+    env = {**settings.eventsourcing_env(), **lease.fence_env(), "CREATE_TABLE": "yes"}
+    assert env["PERSISTENCE_MODULE"] == FENCED_FACTORY
+    factory = InfrastructureFactory.construct(Environment("Fenced", env))
+    recorder = factory.process_recorder()
+    assert isinstance(recorder, FencedRecorder) and recorder.fence is not None
+    return recorder
+
+
+def _event(version: int = 1) -> list[StoredEvent]:
+    return [StoredEvent(uuid.uuid4(), version, "test:Event", b"{}")]
+
+
+async def _taken(settings: Settings) -> PostgresLease:
+    lease = PostgresLease(settings)
+    stopping = asyncio.Event()
+    assert await asyncio.wait_for(lease.acquire(stopping, poll=0.05), 30)
+    return lease
+
+
+async def test_a_second_instance_waits_naming_the_writer_and_takes_over_when_it_goes(
+    settings: Settings,
+) -> None:
+    first = await _taken(settings)
+    second = PostgresLease(settings)
+    stopping = asyncio.Event()
+    assert not await second._try()  # the first holds it
+    assert second.holder is not None and f"backend pid {first.pid}" in second.holder
+    assert second.standby_reason() is not None
+    waiting = asyncio.create_task(second.acquire(stopping, poll=0.05))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()
+    await first.release()
+    assert await asyncio.wait_for(waiting, 30)
+    assert second.standby_reason() is None and second.pid != first.pid
+    await second.release()
+
+
+async def test_a_standby_told_to_stop_stops_without_the_lease(settings: Settings) -> None:
+    first = await _taken(settings)
+    second = PostgresLease(settings)
+    stopping = asyncio.Event()
+    waiting = asyncio.create_task(second.acquire(stopping, poll=0.05))
+    await asyncio.sleep(0.2)
+    stopping.set()
+    assert await asyncio.wait_for(waiting, 10) is False
+    with pytest.raises(LeaseLost):
+        second.fence_env()
+    await first.release()
+    await second.release()
+
+
+async def test_a_writer_that_lost_its_lease_commits_nothing_and_notices(
+    settings: Settings, admin: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    old = await _taken(settings)
+    old_recorder = await asyncio.to_thread(_recorder, settings, old)
+    await asyncio.to_thread(old_recorder.insert_events, _event(), tracking=Tracking("up", 1))
+
+    # The old writer's lock connection dies (a network cut, a terminated backend); its pool
+    # lives on. Another instance takes the lease.
+    admin.execute("SELECT pg_terminate_backend(%s)", (old.pid,))
+    new = await _taken(settings)
+    new_recorder = await asyncio.to_thread(_recorder, settings, new)
+
+    for write in (
+        lambda: old_recorder.insert_events(_event(), tracking=Tracking("up", 2)),
+        lambda: old_recorder.insert_events(_event()),
+        lambda: old_recorder.insert_tracking(Tracking("up", 3)),
+    ):
+        with pytest.raises(ProgrammingError, match="no longer holds the writer lease"):
+            await asyncio.to_thread(write)
+    await asyncio.to_thread(new_recorder.insert_events, _event(), tracking=Tracking("up", 2))
+    await asyncio.to_thread(new_recorder.insert_tracking, Tracking("up", 3))
+
+    assert await asyncio.to_thread(new_recorder.max_tracking_id, "up") == 3
+    notifications = await asyncio.to_thread(new_recorder.select_notifications, 1, 100)
+    assert len(notifications) == 2  # the old writer's first event and the new writer's
+    with pytest.raises(LeaseLost, match="was lost"):  # and the old instance stops itself
+        await asyncio.wait_for(old.watch(asyncio.Event(), poll=0.05), 10)
+    await new.release()
+    await old.release()
+    old_recorder.datastore.close()
+    new_recorder.datastore.close()
+
+
+async def test_the_next_writer_waits_for_the_old_writers_transaction_in_flight(
+    settings: Settings, admin: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    old = await _taken(settings)
+    old_recorder = await asyncio.to_thread(_recorder, settings, old)
+    # A write transaction of the old writer that passed its fence and has not committed yet.
+    datastore = old_recorder.datastore
+    with datastore.transaction(commit=True) as curs:
+        assert old_recorder.fence is not None
+        curs.execute(old_recorder.fence)
+        admin.execute("SELECT pg_terminate_backend(%s)", (old.pid,))
+        new = PostgresLease(settings)
+        taking = asyncio.create_task(new.acquire(asyncio.Event(), poll=0.05))
+        await _until_waiting_for_the_write_key(admin, settings)
+        assert not taking.done()  # it has the lease but may not read yet
+    assert await asyncio.wait_for(taking, 30)
+    await new.release()
+    await old.release()
+    datastore.close()
+
+
+async def _until_waiting_for_the_write_key(
+    admin: psycopg.Connection[tuple[object, ...]], settings: Settings
+) -> None:
+    for _ in range(600):
+        row = admin.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+            "AND classid = %s AND objid = %s AND objsubid = 2",
+            (LOCK_CLASS, write_key(settings.postgres_schema)),
+        ).fetchone()
+        if row is not None and row[0] == 1:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the next writer never waited for the write key")
