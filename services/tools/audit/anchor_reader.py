@@ -11,6 +11,9 @@ at a time; each record is checked and only a verified anchor's few fields are ke
   ``ANCHOR_BAD_SIGNATURE`` (a forged anchor, or one copied under another service's key);
 - its value is a ``SealAnchored`` of the same service.
 
+Read the anchors BEFORE the stores (the CLI does): every anchor read is then of a seal already
+in its store, and a running service's newer seals are merely "not anchored yet".
+
 The topic has three writers (each service writes its own key); Kafka cannot limit a writer to
 a key, the signature does: another writer can add records (findings), never an anchor.
 """

@@ -219,7 +219,8 @@ class AnchorCheck:
             if first.seal > self._last_store_seal:
                 why = (
                     f"the store's last seal is {self._last_store_seal or 'none'}, the last "
-                    f"anchored one {self.summary.head_seal}: the store was truncated"
+                    f"anchored one {self.summary.head_seal}: the store was truncated, or its "
+                    "last seals deleted"
                 )
             else:
                 why = "the store's seals were deleted or renumbered"
