@@ -66,6 +66,7 @@ from contracts.envelope import (
 )
 from contracts.incidents import IncidentCode, IncidentRaised
 from contracts.schema import breaking_changes, message_schema, schema_documents, schema_files
+from contracts.seals import SealAnchored
 from contracts.shoe_events import (
     CardDrawn,
     CardsBurned,
@@ -95,6 +96,7 @@ from contracts.topics import (
     MESSAGE_SOURCES,
     MESSAGE_TOPICS,
     MESSAGE_TYPES,
+    SEALS,
     SHOE_COMMANDS,
     SHOE_EVENTS,
     TABLE_COMMANDS,
@@ -123,6 +125,7 @@ __all__ = [
     "MESSAGE_SOURCES",
     "MESSAGE_TOPICS",
     "MESSAGE_TYPES",
+    "SEALS",
     "SHOE_COMMANDS",
     "SHOE_EVENTS",
     "TABLE_COMMANDS",
@@ -176,6 +179,7 @@ __all__ = [
     "PlaceBet",
     "PositionedCard",
     "RejectionCode",
+    "SealAnchored",
     "ShoeClosed",
     "ShoeCommand",
     "ShoeEvent",

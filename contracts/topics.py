@@ -17,6 +17,7 @@ from contracts.commands import BetCommand, ShoeCommand, TableCommand
 from contracts.dead_letter import DeadLetter, MessageQuarantined
 from contracts.envelope import Message, TableMessage
 from contracts.incidents import IncidentRaised
+from contracts.seals import SealAnchored
 from contracts.shoe_events import ShoeEvent
 from contracts.table_events import TableEvent
 
@@ -40,6 +41,10 @@ DEAD_LETTERS = "punto-banco.dead-letters"
 """Messages a service could not decode or handle (DeadLetter), or publish (MessageQuarantined)."""
 INCIDENTS = "punto-banco.incidents"
 """Facts a service refused to believe (IncidentRaised): an operator should look."""
+SEALS = "punto-banco.seals"
+"""Every service's seal anchors (SealAnchored), keyed by the service's name and signed with its
+key; kept forever. Each service writes its own key: the auditor counts a record only when the
+key's service signed it (no ``TOPIC_OWNERS`` entry: one topic, three writers)."""
 
 
 def _members(union: Any) -> tuple[type[Message], ...]:
@@ -61,6 +66,7 @@ TOPIC_UNIONS: Mapping[str, Any] = MappingProxyType(
         BOOK_EVENTS: BookEvent,
         DEAD_LETTERS: Annotated[DeadLetter | MessageQuarantined, Field(discriminator="type")],
         INCIDENTS: IncidentRaised,
+        SEALS: SealAnchored,
     }
 )
 """Topic -> the (discriminated union) type of its messages, e.g. for a FastStream subscriber."""
@@ -102,8 +108,8 @@ MESSAGE_SOURCES: Mapping[str, str] = MappingProxyType(
 )
 """Message type -> the one service allowed to send it, or :data:`EXTERNAL`.
 
-Dead letters, quarantine records and incidents are written by every service and are not
-listed: no service acts on them."""
+Dead letters, quarantine records, incidents and seal anchors are written by every service and
+are not listed: no service acts on them."""
 
 TOPIC_OWNERS: Mapping[str, str] = MappingProxyType(
     {
@@ -132,7 +138,8 @@ def topic_for(message: Message | type[Message]) -> str:
 def partition_key(message: Message) -> bytes:
     """The Kafka key of a message: its table id, UTF-8.
 
-    A dead letter with no known table falls back to its original key, else ``b""``.
+    A dead letter with no known table falls back to its original key, else ``b""``; a seal
+    anchor's key is its service's name.
     """
     if isinstance(message, TableMessage):
         return message.table_id.encode("utf-8")
@@ -140,6 +147,8 @@ def partition_key(message: Message) -> bytes:
         if message.table_id is not None:
             return message.table_id.encode("utf-8")
         return (message.key or "").encode("utf-8")
+    if isinstance(message, SealAnchored):
+        return message.service.encode("utf-8")
     if isinstance(message, MessageQuarantined | IncidentRaised):
         return (message.table_id or "").encode("utf-8")
     raise TypeError(f"{type(message).__name__} has no partition key")

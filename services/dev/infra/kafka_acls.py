@@ -5,7 +5,9 @@ these ALLOW bindings are all a principal gets:
 
 - a service (shoe, dealing, settlement) WRITEs the topics of the messages it is the source
   of (``contracts.MESSAGE_SOURCES``: its own event topics, and for dealing ``shoe-commands``
-  and its OpenBook / CloseBook marks on ``bet-commands``), plus dead letters and incidents,
+  and its OpenBook / CloseBook marks on ``bet-commands``), plus dead letters, incidents and
+  its seal anchors on ``seals`` (one topic for the three: the audit counts an anchor only
+  when signed by the service its key names),
   and READs the topics it consumes (:data:`SERVICE_READS`, the topics of its subscriptions:
   a test holds the two equal);
 - ``gateway`` WRITEs what PlaceBet travels on (``bet-commands``) and READs bet-events and
@@ -37,6 +39,7 @@ from contracts import (
     INCIDENTS,
     MESSAGE_SOURCES,
     MESSAGE_TOPICS,
+    SEALS,
     SHOE_COMMANDS,
     SHOE_EVENTS,
     TABLE_COMMANDS,
@@ -72,7 +75,7 @@ def _sends(*message_types: str) -> tuple[str, ...]:
 def _service_role(service: str) -> Role:
     own = [name for name, source in MESSAGE_SOURCES.items() if source == service]
     return Role(
-        writes=tuple(sorted({*_sends(*own), DEAD_LETTERS, INCIDENTS})),
+        writes=tuple(sorted({*_sends(*own), DEAD_LETTERS, INCIDENTS, SEALS})),
         reads=tuple(sorted(SERVICE_READS[service])),
     )
 

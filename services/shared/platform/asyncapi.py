@@ -31,6 +31,7 @@ from contracts import (
     DEAD_LETTERS,
     INCIDENTS,
     MESSAGE_SOURCES,
+    SEALS,
     TOPIC_MESSAGES,
     TOPIC_OWNERS,
     TOPIC_UNIONS,
@@ -78,9 +79,9 @@ def read_union(topics: Iterable[str]) -> Any:
 
 
 def published_union(service: str, topic: str) -> Any:
-    """The messages ``service`` may publish on ``topic`` (every service writes dead letters
-    and incidents); ValueError when it may publish none there."""
-    if topic in (DEAD_LETTERS, INCIDENTS):
+    """The messages ``service`` may publish on ``topic`` (every service writes dead letters,
+    incidents and its seal anchors); ValueError when it may publish none there."""
+    if topic in (DEAD_LETTERS, INCIDENTS, SEALS):
         return TOPIC_UNIONS[topic]
     models = tuple(m for m in TOPIC_MESSAGES[topic] if MESSAGE_SOURCES.get(m.__name__) == service)
     if not models:

@@ -34,7 +34,7 @@ from faststream.kafka import KafkaBroker
 from faststream.kafka.security import parse_security
 from faststream.security import BaseSecurity
 
-from contracts import BET_COMMANDS, SHOE_EVENTS, TOPIC_MESSAGES
+from contracts import BET_COMMANDS, SEALS, SHOE_EVENTS, TOPIC_MESSAGES
 from services.shared.platform.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,8 @@ TOPIC_CONFIGS: Mapping[str, Mapping[str, str]] = {
     # ... and when the shoe drew a card: settlement refuses a card appended before the coup's
     # CloseBook mark (no genuine card leaves the shoe while bets are taken).
     SHOE_EVENTS: {TIMESTAMP_TYPE: LOG_APPEND_TIME},
+    # The seal anchors are evidence: kept forever, never compacted (services/tools/audit).
+    SEALS: {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"},
 }
 """Configs a logical topic must have (set at creation, altered on existing topics)."""
 

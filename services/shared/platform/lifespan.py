@@ -12,8 +12,9 @@ hooks its FastStream application runs (``service_app.py``):
 - after_startup, the consumer running: the relay, the service's timers, the sealer, the
   stop watcher and the lease watcher as tasks;
 - on_shutdown: ``stopping`` is set and the tasks end (the relay publishes what is pending);
-- after_shutdown, once the consumer has stopped: :meth:`ServiceLifespan.close` stops the
-  producers, seals the store a last time (``sealing.py``), closes it and lets the lease go.
+- after_shutdown, once the consumer has stopped: :meth:`ServiceLifespan.close` seals the
+  store a last time (``sealing.py``), lets the relay publish that seal's anchor
+  (``anchors.py``), stops the producers, closes the store and lets the writer lease go.
   ``close`` also cleans up after a start that failed half way.
 
 A task that crashes stops the service: ``failed`` is set, and so is ``stopping``.
@@ -27,6 +28,7 @@ import logging
 from collections.abc import Awaitable, Sequence
 from typing import Any, Generic, TypeVar
 
+from services.shared.platform.anchors import with_anchors
 from services.shared.platform.application import ServiceApplication
 from services.shared.platform.batch_processor import BatchProcessor
 from services.shared.platform.definition import ServiceContext, ServiceDefinition
@@ -37,7 +39,7 @@ from services.shared.platform.metrics import ServiceMetrics
 from services.shared.platform.persistence import open_application
 from services.shared.platform.readiness import ServiceReadiness
 from services.shared.platform.relay import OutboxRelay
-from services.shared.platform.sealing import seal_periodically, seal_store, without_seals
+from services.shared.platform.sealing import seal_periodically, seal_store
 from services.shared.platform.settings import Settings
 from services.shared.platform.worker import AppWorker
 from services.shared.platform.writer_lease import StoppedAsStandby, WriterLease, writer_lease
@@ -114,8 +116,8 @@ class ServiceLifespan(Generic[TApp]):
             settings.kafka_bootstrap_servers,
         )
         if definition.to_messages is not None:
-            # Seal events are internal; incidents are published for the operators.
-            mapper = with_incidents(without_seals(definition.to_messages))
+            # Seals are anchored outside the store; incidents are published for the operators.
+            mapper = with_incidents(with_anchors(definition.to_messages, self.name))
             options = {"signer": signer, **self.relay_options}
             self.relay = OutboxRelay(self.app, settings, mapper, **options)
             self.relay.on_published = self.metrics.observe_published  # operations hooks
@@ -180,19 +182,26 @@ class ServiceLifespan(Generic[TApp]):
             task.cancel()
         if self.consumer is not None:
             await _quietly(self.consumer.stop(), "stopping the consumer")
-        if self.relay is not None:
-            await _quietly(self.relay.stop(), "stopping the relay")
+        sealed = 0
         if self._app is not None:
             # Tamper evidence: seal everything recorded, now that nothing else writes.
             try:
-                await self.worker.call(seal_store, self._app, self.name)
+                sealed = await self.worker.call(seal_store, self._app, self.name)
             except Exception:
                 log.exception("%s: sealing on shutdown failed", self.name)
+        if self.relay is not None:
+            if sealed and self.relay.started:  # anchor the last seal now, not at the next start
+                await _quietly(self._publish_pending(), "anchoring the last seal")
+            await _quietly(self.relay.stop(), "stopping the relay")
         self.worker.shutdown()
         if self._app is not None:
             self._app.close()
         await _quietly(self.lease.release(), "letting the writer lease go")
         log.info("%s: stopped", self.name)
+
+    async def _publish_pending(self) -> None:
+        if self.relay is not None:
+            await self.relay.publish_pending()
 
     def _spawn(self, name: str, coro: Awaitable[None]) -> None:
         async def guarded() -> None:

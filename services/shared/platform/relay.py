@@ -132,6 +132,11 @@ class OutboxRelay:
         return self.producer.generation
 
     # -- lifecycle ----------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        """Started (and so able to publish), whether or not stopped since."""
+        return self._loop is not None
+
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         await self.producer.start()

@@ -32,6 +32,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from contracts import (
     BET_COMMANDS,
     BOOK_EVENTS,
+    SEALS,
     SHOE_COMMANDS,
     SHOE_EVENTS,
     TABLE_EVENTS,
@@ -64,11 +65,12 @@ MARKERS = BET_COMMANDS
 """The logical topic whose records of a batch go (and are acknowledged) before the others."""
 
 SIGNED_TOPICS: frozenset[str] = frozenset(
-    {TABLE_EVENTS, SHOE_EVENTS, SHOE_COMMANDS, BOOK_EVENTS, BET_COMMANDS}
+    {TABLE_EVENTS, SHOE_EVENTS, SHOE_COMMANDS, BOOK_EVENTS, BET_COMMANDS, SEALS}
 )
-"""Logical topics whose records the relay signs: every owned topic a service reads, and the
-marks on bet-commands. ``BET_EVENTS`` (owned, read by no service: 10,000 BetSettled in one
-coup) is not signed by default; ``OutboxRelay(signed_topics=...)`` can add it."""
+"""Logical topics whose records the relay signs: every owned topic a service reads, the
+marks on bet-commands, and the seal anchors (an unsigned anchor proves nothing).
+``BET_EVENTS`` (owned, read by no service: 10,000 BetSettled in one coup) is not signed by
+default; ``OutboxRelay(signed_topics=...)`` can add it."""
 
 _SIGNATURE_OVERHEAD = len(SIGNATURE_HEADER) + 10
 """Bytes of the ``pb-sig`` header besides its value, at most (the varints of a record header)."""

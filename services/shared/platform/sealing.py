@@ -32,9 +32,11 @@ unsealed tail (normal while a service runs or after a crash): reported as a
 warning, not as tampering.
 
 Threat model: the chain proves that nobody changed sealed rows WITHOUT also
-rewriting every later seal. Someone with write access to the store and this
-code could rewrite the whole chain; to rule that out, keep the head digest
-(``punto-banco audit`` prints it for each store) somewhere they cannot write.
+rewriting every later seal. Someone with write access to the store could rewrite the
+whole chain, so each seal is also anchored outside it: the relay publishes it, signed
+with the service's key, to a topic kept forever (``anchors.py``); ``audit --anchors``
+finds seals that differ from, or lack, their anchor. Only the holder of the service's
+signing key could anchor a rewritten chain (docs/security.md).
 """
 
 from __future__ import annotations
@@ -291,7 +293,8 @@ async def seal_periodically(ctx: ServiceContext[Any]) -> None:
 
 
 def without_seals(mapper: Callable[[Any], Sequence[Any]]) -> Callable[[Any], Sequence[Any]]:
-    """Wrap a service's ``to_messages``: seal events publish nothing."""
+    """Wrap ``to_messages``: seal events publish nothing (the in-process simulation; a running
+    service publishes their anchors instead, ``anchors.with_anchors``)."""
 
     def mapped(event: Any) -> Sequence[Any]:
         if isinstance(event, SealLedger.Started | SealLedger.Sealed):

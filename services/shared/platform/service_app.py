@@ -28,7 +28,7 @@ from faststream.asgi import AsgiFastStream
 from faststream.kafka import KafkaBroker
 from faststream.kafka.subscriber.usecase import BatchSubscriber
 
-from contracts import DEAD_LETTERS, INCIDENTS
+from contracts import DEAD_LETTERS, INCIDENTS, SEALS
 from services.shared.platform.asyncapi import (
     SYSTEM_DESCRIPTION,
     asyncapi_json,
@@ -91,6 +91,11 @@ class KafkaService(ServiceLifespan[TApp]):
         self.publisher(
             INCIDENTS,
             description=f"Facts {definition.name} refused to believe (IncidentRaised).",
+        )
+        self.publisher(
+            SEALS,
+            description=f"{definition.name}'s seal anchors (SealAnchored, key "
+            f"{definition.name}, signed): each seal of its store, kept forever for the audit.",
         )
 
     # ---- declarations (service.py) ---------------------------------------------------------

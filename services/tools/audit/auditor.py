@@ -4,27 +4,28 @@
 order: every row is hashed for the seal chain (``services.tools.audit.seals``),
 checked for gaps in its aggregate's versions, and read into the history
 (``services.tools.history.from_store``); then ``services.tools.audit.checks`` recomputes and
-compares everything. The result is an :class:`AuditReport`.
+compares everything. The result is an :class:`AuditReport` (``result.py``). Given the
+anchors read from Kafka (``anchor_reader.py``), each store's seals are also compared with
+what its service anchored (``anchors.py``).
 """
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import multiprocessing
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from services.shared.platform.sealing import SEALED_TOPIC, STARTED_TOPIC
 from services.shared.platform.supervisors import SupervisorKeyring
+from services.tools.audit.anchor_reader import AnchorRecords
+from services.tools.audit.anchors import AnchorCheck, AnchorSummary
 from services.tools.audit.checks import Checker, Filters
 from services.tools.audit.findings import Code, Finding, Severity
+from services.tools.audit.result import AuditReport, bulk_loading
 from services.tools.audit.seals import SealSummary, SealVerifier
 from services.tools.audit.stores import SERVICES, SPLIT_BYTE, StoreReader
 from services.tools.audit.totals import Totals
@@ -39,66 +40,7 @@ Progress = Callable[[str, int], None]
 _ROW_PREFIX = b"pb-row-v1"
 
 
-@dataclass
-class AuditReport:
-    findings: list[Finding]
-    totals: Totals
-    seals: dict[str, SealSummary]
-    events: dict[str, int]
-    checked: dict[str, int]
-    filters: Filters
-    seconds: float
-    stores: dict[str, str] = field(default_factory=dict)
-    generated_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
-
-    @property
-    def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity is Severity.ERROR]
-
-    @property
-    def warnings(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity is Severity.WARNING]
-
-    @property
-    def passed(self) -> bool:
-        return not self.findings
-
-    @property
-    def total_events(self) -> int:
-        return sum(self.events.values())
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "passed": self.passed,
-            "generated_at": self.generated_at,
-            "filters": self.filters.to_json(),
-            "stores": self.stores,
-            "events": self.events,
-            "seconds": round(self.seconds, 3),
-            "checked": self.checked,
-            "seals": {k: v.to_json() for k, v in self.seals.items()},
-            "errors": len(self.errors),
-            "warnings": len(self.warnings),
-            "findings": [f.to_json() for f in self.findings],
-            "totals": self.totals.to_json(),
-        }
-
-
-@contextmanager
-def bulk_loading() -> Iterator[None]:
-    """Pause the cyclic garbage collector while millions of records are built.
-
-    Every list and dict the reader makes is kept (nothing is garbage), but the
-    collector would scan the ever-growing heap again and again: with it on, reading
-    a million events takes several times longer.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+__all__ = ["AuditReport", "audit", "read_history"]
 
 
 def read_history(
@@ -109,8 +51,16 @@ def read_history(
         return _read_history(stores, progress)
 
 
+def _verifier(service: str, anchors: AnchorRecords | None) -> SealVerifier:
+    """The seal verifier of one store, comparing its seals with its anchors if given."""
+    check = AnchorCheck(anchors.book(service)) if anchors is not None else None
+    return SealVerifier(service, anchors=check)
+
+
 def _read_history(
-    stores: Mapping[str, StoreReader], progress: Progress | None
+    stores: Mapping[str, StoreReader],
+    progress: Progress | None,
+    anchors: AnchorRecords | None = None,
 ) -> tuple[History, list[Finding], dict[str, SealSummary]]:
     history = History()
     feed = StoreFeed(history)
@@ -119,7 +69,7 @@ def _read_history(
     for service in SERVICES:
         if service not in stores:
             continue
-        verifier = SealVerifier(service)
+        verifier = _verifier(service, anchors)
         history.events[service] = _read_store(
             service, stores[service], feed, verifier, findings, progress
         )
@@ -239,6 +189,7 @@ def audit(
     parallel: bool | None = None,
     supervisors: SupervisorKeyring | None = None,
     require_decisions: bool = False,
+    anchors: AnchorRecords | None = None,
 ) -> AuditReport:
     """Read, verify and check; errors first.
 
@@ -247,6 +198,8 @@ def audit(
     this one reads, hashes and verifies every row and checks the other half.
     ``supervisors``: the keyring every void's signed decision is verified with (none: the
     decisions are not verified, and ``require_decisions`` says so in a warning).
+    ``anchors``: the seal anchors read from Kafka (``anchor_reader.read_anchors``), each
+    store's seals are compared with (None: not compared, the report as before).
     """
     started = time.perf_counter()
     filters = filters or Filters()
@@ -255,14 +208,14 @@ def audit(
             parallel = _worth_a_second_process(stores)
         if parallel:
             checker = Checker(History(), filters, supervisors, require_decisions)
-            history, findings, seals = _audit_in_two_processes(stores, checker, progress)
+            history, findings, seals = _audit_in_two_processes(stores, checker, progress, anchors)
         else:
-            history, findings, seals = _read_history(stores, progress)
+            history, findings, seals = _read_history(stores, progress, anchors)
             checker = Checker(history, filters, supervisors, require_decisions)
             checker.run()
         events = dict(history.events)
         totals, checked = checker.totals, dict(checker.checked)
-        findings = findings + checker.findings
+        findings = (anchors.findings if anchors is not None else []) + findings + checker.findings
         # Free the rebuilt history while the collector is still off: it holds no cycles,
         # so reference counting frees it at once; with the collector back on first, its
         # first pass would scan every one of its millions of objects.
@@ -277,7 +230,17 @@ def audit(
         filters=filters,
         seconds=time.perf_counter() - started,
         stores={name: store.description for name, store in stores.items()},
+        anchors=_anchor_summaries(seals, anchors),
+        anchors_topic=anchors.topic if anchors is not None else "",
     )
+
+
+def _anchor_summaries(
+    seals: Mapping[str, SealSummary], anchors: AnchorRecords | None
+) -> dict[str, AnchorSummary] | None:
+    if anchors is None:
+        return None
+    return {name: s.anchors for name, s in seals.items() if s.anchors is not None}
 
 
 # -- a parallel audit ---------------------------------------------------------------------
@@ -298,7 +261,10 @@ def _worth_a_second_process(stores: Mapping[str, StoreReader]) -> bool:
 
 
 def _audit_in_two_processes(
-    stores: Mapping[str, StoreReader], checker: Checker, progress: Progress | None
+    stores: Mapping[str, StoreReader],
+    checker: Checker,
+    progress: Progress | None,
+    anchors: AnchorRecords | None,
 ) -> tuple[History, list[Finding], dict[str, SealSummary]]:
     """Dealing and shoe first (here); then the bet books split between two processes
     (``checker``: the checks to run, on the history read here)."""
@@ -308,7 +274,7 @@ def _audit_in_two_processes(
     summaries: dict[str, SealSummary] = {}
     for service in ("shoe", "dealing"):
         if service in stores:
-            verifier = SealVerifier(service)
+            verifier = _verifier(service, anchors)
             history.events[service] = _read_store(
                 service, stores[service], feed, verifier, findings, progress
             )
@@ -321,7 +287,7 @@ def _audit_in_two_processes(
     try:
         with multiprocessing.get_context("fork").Pool(1) as pool:
             upper = pool.apply_async(_check_upper_half)
-            verifier = SealVerifier("settlement")
+            verifier = _verifier("settlement", anchors)
             history.events["settlement"] = _read_store(
                 "settlement",
                 settlement,

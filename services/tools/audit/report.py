@@ -61,6 +61,8 @@ def to_text(report: AuditReport, *, verbose: bool = False) -> str:
             f"(up to notification {seal.head_to_id}); {seal.unsealed_rows:,} unsealed; "
             f"head digest {seal.head_digest}"
         )
+    if report.anchors is not None:
+        lines.extend(_anchor_lines(report))
     totals = report.totals
     lines.append("Totals (minor units):")
     lines.append(_tally_line("all", totals.overall))
@@ -83,6 +85,22 @@ def to_text(report: AuditReport, *, verbose: bool = False) -> str:
                 "(--json or --html list them all)"
             )
     return "\n".join(lines) + "\n"
+
+
+def _anchor_lines(report: AuditReport) -> list[str]:
+    lines = [f"Anchors (signed seal heads on {report.anchors_topic}):"]
+    for name, anchors in (report.anchors or {}).items():
+        if not anchors.head_seal:
+            lines.append(f"  {name}: no anchor")
+            continue
+        lines.append(
+            f"  {name}: anchored head seal {anchors.head_seal} (up to notification "
+            f"{anchors.head_to_id}, {anchors.head_sealed_at}), digest {anchors.head_digest}; "
+            f"{anchors.matched} of {anchors.anchors} anchored seals match the store; "
+            f"{anchors.before_anchoring} sealed before anchoring began, "
+            f"{anchors.not_anchored_yet} not anchored yet"
+        )
+    return lines
 
 
 def to_json(report: AuditReport) -> str:

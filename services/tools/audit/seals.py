@@ -23,6 +23,7 @@ from services.shared.platform.sealing import (
     expand_runs,
     seal_digest,
 )
+from services.tools.audit.anchors import AnchorCheck, AnchorSummary
 from services.tools.audit.findings import Code, Finding, Severity
 from services.tools.history.from_store import read_json
 
@@ -42,14 +43,17 @@ class SealSummary:
     head_digest: str = ZERO_DIGEST
     unsealed_rows: int = 0
     rows: int = 0
+    anchors: AnchorSummary | None = None  # the report shows it apart (``--anchors``)
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "anchors"}
 
 
 @dataclass
 class SealVerifier:
     store: str
+    anchors: AnchorCheck | None = None
+    """The store's anchors (``audit --anchors``): each seal is compared with its anchor."""
     findings: list[Finding] = field(default_factory=list)
     located: dict[int, bytes] = field(default_factory=dict)  # notification id -> originator
     pending: list[Pending] = field(default_factory=list)
@@ -59,6 +63,8 @@ class SealVerifier:
 
     def __post_init__(self) -> None:
         self.summary = SealSummary(self.store)
+        if self.anchors is not None:
+            self.summary.anchors = self.anchors.summary
 
     def add(self, notification_id: int, hashed: bytes, originator_id: bytes) -> None:
         self.pending.append((notification_id, hashed, originator_id))
@@ -72,7 +78,7 @@ class SealVerifier:
         """A ``Sealed`` row (already :meth:`add`-ed, it is covered by the NEXT seal)."""
         try:
             seal = read_json(state)
-            from_id, to_id = int(seal["from_id"]), int(seal["to_id"])
+            from_id, to_id, count = int(seal["from_id"]), int(seal["to_id"]), int(seal["count"])
             ids = expand_runs(seal["ids"])
             # Decoded now (a damaged seal is unreadable), cut into fingerprints only to
             # locate a change (see _locate).
@@ -118,6 +124,8 @@ class SealVerifier:
             self._error(
                 Code.SEAL_BROKEN, f"{range_text}: ids differ from the seal", notification_id
             )
+        if self.anchors is not None:
+            self.anchors.seal(version - 1, from_id, to_id, count, digest, previous, notification_id)
         summary.seals += 1
         summary.sealed_rows += len(covered)
         summary.head_to_id = max(to_id, summary.head_to_id)
@@ -192,7 +200,9 @@ class SealVerifier:
         return len(self.findings) - before
 
     def finish(self) -> None:
-        """After the last row: report rows no seal covers yet."""
+        """After the last row: report rows no seal covers yet (and the anchors' findings)."""
+        if self.anchors is not None:
+            self.findings.extend(self.anchors.finish())
         tail = [row for row in self.pending if row[0] > self.summary.head_to_id]
         ledger_rows = {n for n, _, oid in tail if oid == _ledger_oid()}
         unsealed = [row for row in tail if row[0] not in ledger_rows]

@@ -2,11 +2,14 @@
 
 All three read the services' stores directly (the SQLite files under
 ``--data-dir``, or PostgreSQL with ``--postgres`` from the same settings the
-services use), never Kafka. See ``services.tools.audit``.
+services use). Only ``audit --anchors`` reads Kafka: the seal anchors the services signed
+(``services.tools.audit.anchor_reader``), to compare each store's seals with. See
+``services.tools.audit``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import Iterator
@@ -26,8 +29,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from services.shared.platform.keys import KeysError, load_keyring
 from services.shared.platform.settings import Settings, SettingsError
 from services.shared.platform.supervisors import SupervisorKeyring, SupervisorKeysError
+from services.tools.audit.anchor_reader import AnchorRecords, AnchorsUnavailable, read_anchors
 from services.tools.audit.auditor import audit as run_audit
 from services.tools.audit.auditor import read_history
 from services.tools.audit.checks import Filters
@@ -93,6 +98,23 @@ def _supervisors(
         return SupervisorKeyring.load(path)
     except SupervisorKeysError as error:
         _err(f"{error} (--supervisors: the keyring dealing verifies voids with)")
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+def _anchors(data_dir: Path | None, postgres: bool) -> AnchorRecords:
+    """The seal anchors on Kafka (PB_TOPIC_PREFIX, KAFKA_BOOTSTRAP_SERVERS), verified with
+    the keyring (PB_KEYRING or <data dir>/keys/keyring.json)."""
+    settings = _settings(data_dir, postgres)
+    try:
+        keyring = load_keyring(settings)
+    except KeysError as error:
+        _err(f"{error} (--anchors: the keyring of the services' public keys)")
+        raise typer.Exit(EXIT_USAGE) from None
+    Console(stderr=True).print(f"reading the seal anchors from {settings.kafka_bootstrap_servers}")
+    try:
+        return asyncio.run(read_anchors(settings, keyring))
+    except AnchorsUnavailable as error:
+        _err(f"cannot read the seal anchors: {error}")
         raise typer.Exit(EXIT_USAGE) from None
 
 
@@ -175,16 +197,26 @@ def audit(
             "(default: PB_SUPERVISOR_KEYRING or <data dir>/keys/supervisors.json, if there).",
         ),
     ] = None,
+    anchors: Annotated[
+        bool,
+        typer.Option(
+            "--anchors",
+            help="Also compare each store's seals with the signed seal anchors on Kafka "
+            "(topic punto-banco.seals; KAFKA_BOOTSTRAP_SERVERS, PB_TOPIC_PREFIX, PB_KEYRING).",
+        ),
+    ] = False,
 ) -> None:
     """Verify every shoe, coup, bet, void and seal in the stores; exit 1 on errors, 3 on warnings.
 
     Recomputes commitments, the tableau, results and payouts with the rules engine,
     checks that dealing and settlement agree, verifies each void's signed decision against
-    the supervisors keyring, verifies each store's seal chain (tamper evidence) and reports
+    the supervisors keyring, verifies each store's seal chain (tamper evidence), with
+    --anchors compares it with the seals each service anchored on Kafka, and reports
     totals per coup, shoe, table and day.
     """
     filters = Filters(table, _moment(since, "--since"), _moment(until, "--until"))
     keyring = _supervisors(supervisors, data_dir, postgres)
+    anchored = _anchors(data_dir, postgres) if anchors else None
     with _stores(data_dir, postgres) as stores, _progress() as (bar, step):
         bar.update(step, total=sum(store.count() for store in stores.values()))
         report = run_audit(
@@ -193,6 +225,7 @@ def audit(
             lambda name, rows: bar.update(step, advance=rows, description=name),
             supervisors=keyring,
             require_decisions=True,
+            anchors=anchored,
         )
     if html_file is not None:
         html_file.parent.mkdir(parents=True, exist_ok=True)

@@ -31,6 +31,12 @@ class Check(StrEnum):
     UNSEALED_TAIL = "unsealed_tail"
     NOT_SEALED = "not_sealed"
     UNREADABLE_EVENT = "unreadable_event"
+    # seal anchors (the audit with --anchors: the stores against the signed seals on Kafka)
+    ANCHOR_MISSING_IN_STORE = "anchor_missing_in_store"  # truncated, or seals deleted
+    ANCHOR_DIGEST_MISMATCH = "anchor_digest_mismatch"  # the chain was recomputed
+    ANCHOR_UNSIGNED = "anchor_unsigned"  # a record on the seals topic without a signature
+    ANCHOR_BAD_SIGNATURE = "anchor_bad_signature"  # a forged or misplaced anchor
+    SEAL_NOT_ANCHORED = "seal_not_anchored"  # a warning: a gap in the anchors, later ones there
     # shoe
     COMMITMENT_MISMATCH = "commitment_mismatch"
     NOT_A_FULL_SHOE = "not_a_full_shoe"

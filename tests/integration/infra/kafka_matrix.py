@@ -9,6 +9,7 @@ from contracts import (
     BOOK_EVENTS,
     DEAD_LETTERS,
     INCIDENTS,
+    SEALS,
     SHOE_COMMANDS,
     SHOE_EVENTS,
     TABLE_COMMANDS,
@@ -19,16 +20,19 @@ from contracts import (
 EVERY_TOPIC = frozenset(TOPIC_MESSAGES)
 
 WRITES: dict[str, frozenset[str]] = {
-    "shoe": frozenset({SHOE_EVENTS, DEAD_LETTERS, INCIDENTS}),
-    "dealing": frozenset({TABLE_EVENTS, SHOE_COMMANDS, BET_COMMANDS, DEAD_LETTERS, INCIDENTS}),
-    "settlement": frozenset({BET_EVENTS, BOOK_EVENTS, DEAD_LETTERS, INCIDENTS}),
+    "shoe": frozenset({SHOE_EVENTS, DEAD_LETTERS, INCIDENTS, SEALS}),
+    "dealing": frozenset(
+        {TABLE_EVENTS, SHOE_COMMANDS, BET_COMMANDS, DEAD_LETTERS, INCIDENTS, SEALS}
+    ),
+    "settlement": frozenset({BET_EVENTS, BOOK_EVENTS, DEAD_LETTERS, INCIDENTS, SEALS}),
     "gateway": frozenset({BET_COMMANDS}),
     "operator": frozenset({TABLE_COMMANDS}),
     "supervisor": frozenset({TABLE_COMMANDS}),
     "auditor": frozenset(),
     "dashboard": frozenset(),
 }
-"""Who may write which topic: written out by hand, from the issue."""
+"""Who may write which topic: written out by hand, from the issue (each service its seal
+anchors too, on the one seals topic: its signature, not the broker, names the service)."""
 
 READS: dict[str, frozenset[str]] = {
     "shoe": frozenset({SHOE_COMMANDS}),

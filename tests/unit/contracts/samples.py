@@ -210,4 +210,15 @@ def samples() -> list[c.Message]:
             error="not JSON: Expecting value: line 1 column 1 (char 0)",
             service="settlement",
         ),
+        c.SealAnchored(
+            occurred_at=WHEN,
+            service="dealing",
+            seal=3,
+            from_id=120,
+            to_id=181,
+            count=61,
+            digest="ab" * 32,
+            previous_digest="cd" * 32,
+            sealed_at=WHEN,
+        ),
     ]

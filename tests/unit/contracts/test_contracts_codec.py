@@ -77,9 +77,19 @@ def test_the_wire_form_carries_type_and_envelope(message: c.Message) -> None:
     assert document["occurred_at"].endswith("Z")
 
 
-@pytest.mark.parametrize("message", SAMPLES, ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize(
+    "message",
+    [m for m in SAMPLES if not isinstance(m, c.SealAnchored)],
+    ids=lambda m: type(m).__name__,
+)
 def test_partition_key_is_the_table_id(message: c.Message) -> None:
     assert c.partition_key(message) == TABLE.encode()
+
+
+def test_a_seal_anchor_is_keyed_by_its_service() -> None:
+    (anchor,) = [m for m in SAMPLES if isinstance(m, c.SealAnchored)]
+    assert c.partition_key(anchor) == b"dealing"
+    assert c.topic_for(anchor) == c.SEALS
 
 
 def test_a_dead_letter_without_key_or_table_has_an_empty_partition_key() -> None:
