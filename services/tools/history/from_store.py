@@ -52,7 +52,7 @@ from services.shared.facts.shoe import (
 )
 from services.tools.history.books import moment
 from services.tools.history.project import Projector
-from services.tools.history.views import BookView, History, Rejected
+from services.tools.history.views import BookView, History, Rejected, bet_key
 
 Reader = Callable[[bytes, int, dict[str, Any]], None]
 """``reader(originator_id, notification_id, state)``."""
@@ -113,10 +113,10 @@ def _fields_of(fact: type[F], state: dict[str, Any], fields: tuple[str, ...]) ->
 
 
 _SETTLED = fact_fields(CoupSettledFact)
-assert "lines" in _SETTLED and CoupSettledFact.class_version == 1, "the CoupSettled reader"
-_ANSWERED = ("table_id", "coup_id", "lines", "placed_at")
+assert "lines" in _SETTLED and CoupSettledFact.class_version == 2, "the CoupSettled reader"
+_ANSWERED = ("table_id", "coup_id", "lines", "placed_at", "operator")
 assert fact_fields(BetsAnsweredFact) == _ANSWERED, "the BetsAnswered reader reads these fields"
-assert BetsAnsweredFact.class_version == 2, "the BetsAnswered reader upcasts version 1 only"
+assert BetsAnsweredFact.class_version == 3, "the BetsAnswered reader upcasts versions 1, 2"
 
 
 class StoreFeed:
@@ -244,9 +244,13 @@ class StoreFeed:
         declared names (``_ANSWERED``) and its lines go to the Projector as stored, unpacked
         there once, rather than built into records first (a third of the audit's time)."""
         book = self._books[oid]
-        if d.pop("class_version", 1) == 1:
+        version = d.pop("class_version", 1)
+        if version == 1:
             BetsAnsweredFact.upcast_v1_v2(d)
-        self._answer(book, d["lines"], d["placed_at"], d["timestamp"]["_data_"], nid)
+        if version < 3:
+            BetsAnsweredFact.upcast_v2_v3(d)
+        at = d["timestamp"]["_data_"]
+        self._answer(book, d["lines"], d["placed_at"], at, nid, d["operator"])
 
     def _bet_accepted(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
         """A retired one-bet event: read as a BetsAnswered of one accepted line."""
@@ -266,6 +270,8 @@ class StoreFeed:
         (``_SETTLED``) and its lines typed in one C-level pass (no Python call per line)."""
         lines = d["lines"]
         d["lines"] = list(map(_new, repeat(SettledLine, len(lines)), lines))
+        if d.pop("class_version", 1) == 1:
+            CoupSettledFact.upcast_v1_v2(d)
         fact = _fields_of(CoupSettledFact, d, _SETTLED)
         self.project.coup_settled(self._books[oid], fact, _at(d), nid)
 
@@ -274,4 +280,5 @@ class StoreFeed:
 
     def _desk_rejected(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
         fact = read_fact(DeskRejectedFact, d)
-        self.project.desk_rejected(fact.table_id, fact.bet_id, _rejected(fact, _at(d), nid))
+        key = bet_key(fact.operator, fact.bet_id)
+        self.project.desk_rejected(fact.table_id, key, _rejected(fact, _at(d), nid))
