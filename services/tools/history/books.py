@@ -42,10 +42,14 @@ _new = tuple.__new__  # a NamedTuple without its Python-level __new__ (as _make 
 
 
 def keyed_lines(lines: list[Any], operator: str) -> list[Any]:
-    """Settled or refunded lines with their bet ids as the views key them (``bet_key``)."""
-    if operator == HOUSE and not any("/" in line[0] for line in lines):
+    """Settled or refunded lines with their bet and bettor ids as the views key them
+    (``bet_key``)."""
+    if operator == HOUSE and not any("/" in line[0] or "/" in line[1] for line in lines):
         return lines  # the house's, as they are: the common case, and a busy one
-    return [line._replace(bet_id=bet_key(operator, line[0])) for line in lines]
+    return [
+        line._replace(bet_id=bet_key(operator, line[0]), bettor_id=bet_key(operator, line[1]))
+        for line in lines
+    ]
 
 
 def moment(value: Any) -> str:
