@@ -37,6 +37,7 @@ from services.shared.facts.settlement import (
     CoupSettledFact,
     DrawnCard,
     Limits,
+    OperatorClosedFact,
     RefundLine,
     SettledLine,
 )
@@ -104,12 +105,11 @@ class BetBook(Aggregate):
 
         operator: str
 
-    class OperatorClosed(Aggregate.Event):
+    class OperatorClosed(OperatorClosedFact, Aggregate.Event):
         """An operator's CloseBook at ``closed_at``, while others' are awaited: its later
         bets are too late. The last operator's closes the book (BettingClosed)."""
 
-        operator: str
-        closed_at: datetime
+        TOPIC = OperatorClosedFact.STORED_TOPIC
 
     class BettingClosed(BookClosedFact, Aggregate.Event):
         """Dealing closed betting at ``closed_at`` (its CloseBook's append time).

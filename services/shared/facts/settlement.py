@@ -135,6 +135,17 @@ class BookClosedFact(Fact):
 
 
 @dataclass(frozen=True)
+class OperatorClosedFact(Fact):
+    """An operator's CloseBook read at ``closed_at`` (its append time) while the book waits
+    for other operators' marks: that operator's later bets are too late. The last operator's
+    mark closes the book (:class:`BookClosedFact`). Not published (the audit reads it)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.settlement.books:BetBook.OperatorClosed"
+    operator: str
+    closed_at: datetime
+
+
+@dataclass(frozen=True)
 class BetsAnsweredFact(Fact):
     """The answers to the bets of one transaction (a line each); ``placed_at[i]`` (ISO 8601
     or None) is when line i's bet was placed. Version 1 did not keep it."""
@@ -237,4 +248,4 @@ BOOK_FACTS: tuple[type[Fact], ...] = (
 )
 """The published facts of the bet books (one aggregate per coup)."""
 
-SETTLEMENT_FACTS: tuple[type[Fact], ...] = (*BOOK_FACTS, DeskRejectedFact)
+SETTLEMENT_FACTS: tuple[type[Fact], ...] = (*BOOK_FACTS, OperatorClosedFact, DeskRejectedFact)

@@ -93,6 +93,12 @@ class BookProjector:
         return book
 
     @staticmethod
+    def operator_closed(book: BookView, operator: str, closed_by: str) -> None:
+        """An operator's close mark while the book waited for others': its later bets are
+        late (stores only: the marks are settlement's own)."""
+        book.marks.setdefault(operator, closed_by)
+
+    @staticmethod
     def book_closed(book: BookView, at: str, closed_by: str | None) -> None:
         book.closed_at = at
         book.closed_by = closed_by
@@ -122,6 +128,7 @@ class BookProjector:
         if closed_by is None and coup is not None and coup.betting_closed_at is not None:
             closed_by = coup.betting_closed_at
         accepted = book.accepted
+        mark = book.marks.get(operator)  # the operator's own close, before the book's
         bounds, sides, staked, table_currency = book.bounds, book.sides, book.staked, book.currency
         for index, line in enumerate(lines):
             bet_id, bettor_id, bet_type, amount, currency, code, message = line[:7]
@@ -135,6 +142,7 @@ class BookProjector:
                     or (placed is not None and deadline and placed >= deadline)
                     or (placed is not None and closed_by is not None and placed >= closed_by)
                     or (placed is not None and closed_at is not None and closed_by is None)
+                    or (placed is not None and mark is not None and placed >= mark)
                 ):
                     book.late.append(bet_id)
                 if bet_id in accepted:

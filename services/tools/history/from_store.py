@@ -42,6 +42,7 @@ from services.shared.facts.settlement import (
     CoupRefundedFact,
     CoupSettledFact,
     DeskRejectedFact,
+    OperatorClosedFact,
     SettledLine,
 )
 from services.shared.facts.shoe import (
@@ -142,6 +143,7 @@ class StoreFeed:
             CoupVoidedFact.STORED_TOPIC: self._voided,
             BookOpenedFact.STORED_TOPIC: self._book_opened,
             BookClosedFact.STORED_TOPIC: self._book_closed,
+            OperatorClosedFact.STORED_TOPIC: self._operator_closed,
             BetsAnsweredFact.STORED_TOPIC: self._bets_answered,
             CoupSettledFact.STORED_TOPIC: self._coup_settled,
             CoupRefundedFact.STORED_TOPIC: self._coup_refunded,
@@ -153,6 +155,7 @@ class StoreFeed:
         self.book_topics = frozenset(
             {
                 *(fact.STORED_TOPIC for fact in BOOK_FACTS),
+                OperatorClosedFact.STORED_TOPIC,
                 BookBetAcceptedFact.STORED_TOPIC,
                 BookBetRejectedFact.STORED_TOPIC,
             }
@@ -238,6 +241,10 @@ class StoreFeed:
         fact = read_fact(BookClosedFact, d)
         closed_by = None if fact.closed_at is None else moment(fact.closed_at)
         self.project.book_closed(self._books[oid], _at(d), closed_by)
+
+    def _operator_closed(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        fact = read_fact(OperatorClosedFact, d)
+        self.project.operator_closed(self._books[oid], fact.operator, moment(fact.closed_at))
 
     def _bets_answered(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
         """The busiest fact (one per transaction of bets): its fields are read by the fact's

@@ -229,6 +229,7 @@ class BookView:
     closes_at: str = ""  # the coup's betting deadline, as the book recorded it
     closed_at: str | None = None  # when settlement recorded dealing's BettingClosed
     closed_by: str | None = None  # when dealing closed betting (stores that record it)
+    marks: dict[str, str] = field(default_factory=dict)  # operator -> its close mark's time
     accepted: dict[str, Accepted] = field(default_factory=dict)
     rejected: dict[str, Rejected] = field(default_factory=dict)
     settlements: list[Settlement] = field(default_factory=list)

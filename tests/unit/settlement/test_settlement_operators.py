@@ -204,3 +204,36 @@ def test_a_bet_cannot_claim_an_operator() -> None:
     document = json.loads(encode(bet("b1")))
     with pytest.raises(ContractError, match="operator"):
         decode(BET_COMMANDS, json.dumps({**document, "operator": "acme"}).encode())
+
+
+def test_the_read_side_finds_a_bet_accepted_after_its_operators_own_mark(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The audit's view: a bet of acme placed after acme's CloseBook but accepted (a
+    settlement gone wrong) is late, though the book still waited for bravo's mark; bravo's
+    bet placed then is in time."""
+    from services.settlement.books import BetBook
+    from services.tools.audit.stores import RecorderStore
+    from services.tools.history import History
+    from services.tools.history.from_store import StoreFeed, read_state
+
+    table = Table(settlement_app(env={**POPO, "PB_OPERATORS": ",".join(OPERATORS)}))
+    table.open_table()
+    for operator in OPERATORS:
+        table.open_for(operator)
+    mark = CLOSES_AT - timedelta(seconds=60)
+    table.close_for("acme", at=mark)
+    monkeypatch.setattr(BetBook, "closed_for", lambda self, placed_at, operator="house": None)
+    after = mark + timedelta(seconds=1)
+    assert table.app.place_bet(bet("late"), placed_at=after, operator="acme").accepted
+    assert table.app.place_bet(bet("ok"), placed_at=after, operator="bravo").accepted
+    history = History()
+    feed = StoreFeed(history)
+    for batch in RecorderStore("settlement", table.app.recorder).rows():
+        for nid, oid, _, topic, state in batch:
+            reader = feed.readers.get(topic)
+            if reader is not None:
+                reader(oid, nid, read_state(state))
+    [book] = history.books.values()
+    assert book.late == ["acme/late"]
+    assert set(book.accepted) == {"acme/late", "bravo/ok"}
