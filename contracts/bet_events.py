@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import (
-    Field,
-    SerializationInfo,
-    SerializerFunctionWrapHandler,
-    StringConstraints,
-    model_serializer,
-)
+from pydantic import Field, StringConstraints
 
 from contracts.envelope import (
     BetId,
@@ -51,16 +45,10 @@ OPERATOR_DESCRIPTION = (
 class OperatorMessage(TableMessage):
     """A message about one operator's bets, on that operator's bet-events topic.
 
-    ``operator`` is left out of the JSON when it is the house's (``"house"``): a deployment
-    with one operator publishes exactly what it did before operators existed, byte for byte
-    (a reader takes a message without it as the house's)."""
-
-    @model_serializer(mode="wrap")
-    def _omit_house(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
-        data = handler(self)
-        if info.mode_is_json() and isinstance(data, dict) and data.get("operator") == "house":
-            del data["operator"]
-        return data
+    ``operator`` is left out of the JSON when it is the house's (``"house"``, see
+    ``contracts.encode``): a deployment with one operator publishes exactly what it did
+    before operators existed, byte for byte (a reader takes a message without it as the
+    house's)."""
 
 
 class BetAccepted(OperatorMessage):
@@ -169,6 +157,9 @@ class CoupRefunded(OperatorMessage):
     currency: Currency = Field(description="Currency of all amounts.")
     operator: OperatorName = Field(default="house", description=OPERATOR_DESCRIPTION)
 
+
+for _model in (BetAccepted, BetRejected, BetSettled, CoupSettled, BetRefunded, CoupRefunded):
+    assert list(_model.model_fields)[-1] == "operator", _model  # contracts.encode cuts it there
 
 BetEvent = Annotated[
     BetAccepted | BetRejected | BetSettled | CoupSettled | BetRefunded | CoupRefunded,
