@@ -215,8 +215,8 @@ class Settings:
         if self.log_format not in ("text", "json"):
             raise SettingsError(f"PB_LOG_FORMAT must be 'text' or 'json', not {self.log_format!r}")
         check_http_host(self.http_host)
-        try:
-            check_operators(self.operators)
+        try:  # none given: the house alone
+            object.__setattr__(self, "operators", check_operators(self.operators))
         except ValueError as error:
             raise SettingsError(f"PB_OPERATORS {error}") from None
         if self.shoe_secret_key and self.shoe_secret_key_file:
