@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from functools import lru_cache
 from types import MappingProxyType, UnionType
-from typing import Annotated, Any, TypeVar, get_args
+from typing import Annotated, Any, TypeVar, cast, get_args
 
 from pydantic import Field
 
@@ -114,6 +115,9 @@ def base_topic(topic: str) -> str:
     return topic if found is None else found[0]
 
 
+_base_of = lru_cache(maxsize=4096)(base_topic)
+
+
 def operator_topics(operators: Iterable[str]) -> tuple[str, ...]:
     """Every operator's own topics (each base topic, operator by operator)."""
     return tuple(operator_topic(base, op) for base in OPERATOR_TOPICS for op in operators)
@@ -122,19 +126,32 @@ def operator_topics(operators: Iterable[str]) -> tuple[str, ...]:
 V = TypeVar("V")
 
 
+_MISSING: Any = object()
+
+
 class _TopicMap(Mapping[str, V]):
     """A read-only topic -> value mapping that answers an operator's topic as its base.
 
-    Iterating it gives the base topics only."""
+    Iterating it gives the base topics only. Lookups are on the consumers' path (a record's
+    topic owner): a miss costs a cached name lookup, no exception."""
 
     def __init__(self, values: Mapping[str, V]) -> None:
         self._values = MappingProxyType(dict(values))
 
+    def get(self, topic: str, default: Any = None) -> Any:
+        found = self._values.get(topic, _MISSING)
+        if found is _MISSING:
+            found = self._values.get(_base_of(topic), _MISSING)
+        return default if found is _MISSING else found
+
     def __getitem__(self, topic: str) -> V:
-        found = self._values.get(topic)
-        if found is None:
-            return self._values[base_topic(topic)]
-        return found
+        found = self.get(topic, _MISSING)
+        if found is _MISSING:
+            raise KeyError(topic)
+        return cast(V, found)
+
+    def __contains__(self, topic: object) -> bool:
+        return isinstance(topic, str) and self.get(topic, _MISSING) is not _MISSING
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
