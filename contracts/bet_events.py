@@ -32,7 +32,26 @@ PLACED_AT_DESCRIPTION = (
 )
 
 
-class BetAccepted(TableMessage):
+OperatorName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
+"""An operator's name (``contracts.topics.OPERATOR_NAME``)."""
+
+OPERATOR_DESCRIPTION = (
+    "The operator whose bettor placed the bet: the operator of the bet-commands topic the "
+    "PlaceBet came by (set by settlement, never taken from the bet). Absent on the house's "
+    "messages (the default operator) and on those published before operators existed."
+)
+
+
+class OperatorMessage(TableMessage):
+    """A message about one operator's bets, on that operator's bet-events topic.
+
+    ``operator`` is left out of the JSON when it is the house's (``"house"``, see
+    ``contracts.encode``): a deployment with one operator publishes exactly what it did
+    before operators existed, byte for byte (a reader takes a message without it as the
+    house's)."""
+
+
+class BetAccepted(OperatorMessage):
     """A bet was accepted; its stake is held until the coup is settled or refunded."""
 
     type: Literal["BetAccepted"] = "BetAccepted"
@@ -43,9 +62,10 @@ class BetAccepted(TableMessage):
     amount: Stake = Field(description="The stake, minor units.")
     currency: Currency = Field(description="Currency of the stake.")
     placed_at: UtcDatetime | None = Field(default=None, description=PLACED_AT_DESCRIPTION)
+    operator: OperatorName = Field(default="house", description=OPERATOR_DESCRIPTION)
 
 
-class BetRejected(TableMessage):
+class BetRejected(OperatorMessage):
     """A bet was refused; the fields echo what was received."""
 
     type: Literal["BetRejected"] = "BetRejected"
@@ -58,6 +78,7 @@ class BetRejected(TableMessage):
     reason_code: RejectionCode = Field(description="Why, as a stable code.")
     message: Text = Field(description="Why, in words a person can act on.")
     placed_at: UtcDatetime | None = Field(default=None, description=PLACED_AT_DESCRIPTION)
+    operator: OperatorName = Field(default="house", description=OPERATOR_DESCRIPTION)
 
 
 class BetsClosed(TableMessage):
@@ -74,7 +95,7 @@ class BetsClosed(TableMessage):
     currency: Currency = Field(description="Currency of the stakes.")
 
 
-class BetSettled(TableMessage):
+class BetSettled(OperatorMessage):
     """A bet was settled against the coup's outcome."""
 
     type: Literal["BetSettled"] = "BetSettled"
@@ -89,9 +110,10 @@ class BetSettled(TableMessage):
         description="Paid back to the bettor: stake + payout on WIN, stake on PUSH, 0 on LOSE."
     )
     currency: Currency = Field(description="Currency of all amounts.")
+    operator: OperatorName = Field(default="house", description=OPERATOR_DESCRIPTION)
 
 
-class CoupSettled(TableMessage):
+class CoupSettled(OperatorMessage):
     """Every accepted bet on the coup is settled; the coup's totals."""
 
     type: Literal["CoupSettled"] = "CoupSettled"
@@ -103,9 +125,10 @@ class CoupSettled(TableMessage):
         description="`staked - paid`: the house's win (negative: a loss)."
     )
     currency: Currency = Field(description="Currency of all amounts.")
+    operator: OperatorName = Field(default="house", description=OPERATOR_DESCRIPTION)
 
 
-class BetRefunded(TableMessage):
+class BetRefunded(OperatorMessage):
     """A bet on a voided coup was refunded."""
 
     type: Literal["BetRefunded"] = "BetRefunded"
@@ -121,9 +144,10 @@ class BetRefunded(TableMessage):
         )
     )
     currency: Currency = Field(description="Currency of all amounts.")
+    operator: OperatorName = Field(default="house", description=OPERATOR_DESCRIPTION)
 
 
-class CoupRefunded(TableMessage):
+class CoupRefunded(OperatorMessage):
     """Every bet on a voided coup was refunded."""
 
     type: Literal["CoupRefunded"] = "CoupRefunded"
@@ -131,7 +155,11 @@ class CoupRefunded(TableMessage):
     bets: Count = Field(description="Number of bets refunded.")
     refunded: MinorUnits = Field(description="Sum of the stakes refunded.")
     currency: Currency = Field(description="Currency of all amounts.")
+    operator: OperatorName = Field(default="house", description=OPERATOR_DESCRIPTION)
 
+
+for _model in (BetAccepted, BetRejected, BetSettled, CoupSettled, BetRefunded, CoupRefunded):
+    assert list(_model.model_fields)[-1] == "operator", _model  # contracts.encode cuts it there
 
 BetEvent = Annotated[
     BetAccepted | BetRejected | BetSettled | CoupSettled | BetRefunded | CoupRefunded,

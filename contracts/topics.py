@@ -2,13 +2,25 @@
 
 Every message about a table is keyed by its table id (UTF-8), so Kafka keeps
 each table's messages in order.
+
+Operators (B2B): one table may serve several operators' bettors. Each operator has its own
+bet-commands topic (:func:`bet_commands_topic`) that only its gateway may write, and its own
+bet-events topic (:func:`bet_events_topic`) that only its gateway (and the house's readers)
+may read: a bet's operator is the topic it came by, never a field it claims. The default
+operator :data:`HOUSE` keeps the original names (``punto-banco.bet-commands`` and
+``punto-banco.bet-events``), so a deployment with one operator is unchanged. An operator's
+topic is the base topic's name, a dot and the operator (``punto-banco.bet-events.acme``);
+the mappings below (``TOPIC_UNIONS``, ``TOPIC_MESSAGES``, ``TOPIC_OWNERS``) answer for it as
+for its base topic.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from functools import lru_cache
 from types import MappingProxyType, UnionType
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, TypeVar, cast, get_args
 
 from pydantic import Field
 
@@ -55,7 +67,108 @@ def _members(union: Any) -> tuple[type[Message], ...]:
     return (inner,)
 
 
-TOPIC_UNIONS: Mapping[str, Any] = MappingProxyType(
+HOUSE = "house"
+"""The default operator: its topics are the original, unsuffixed ones."""
+
+OPERATOR_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+"""An operator's name: a lower case letter, then up to 31 lower case letters, digits, _ or -."""
+
+OPERATOR_TOPICS = (BET_COMMANDS, BET_EVENTS)
+"""The base topics every operator has its own of."""
+
+
+def check_operator(name: str) -> str:
+    """``name`` if it is an operator's name (:data:`OPERATOR_NAME`), else ValueError."""
+    if not OPERATOR_NAME.fullmatch(name):
+        raise ValueError(
+            f"operator name {name!r} must be a lower case letter followed by at most 31 "
+            "lower case letters, digits, _ or -"
+        )
+    return name
+
+
+def operator_topic(base: str, operator: str) -> str:
+    """The operator's own topic of ``base`` (one of :data:`OPERATOR_TOPICS`)."""
+    if base not in OPERATOR_TOPICS:
+        raise ValueError(f"{base} is not a topic operators have their own of")
+    return base if operator == HOUSE else f"{base}.{check_operator(operator)}"
+
+
+def bet_commands_topic(operator: str) -> str:
+    """Where ``operator``'s gateway writes its bettors' PlaceBet (and dealing its marks)."""
+    return operator_topic(BET_COMMANDS, operator)
+
+
+def bet_events_topic(operator: str) -> str:
+    """Where settlement answers and settles ``operator``'s bets."""
+    return operator_topic(BET_EVENTS, operator)
+
+
+def topic_operator(topic: str) -> tuple[str, str] | None:
+    """(base topic, operator) of an operator's topic (logical name), else None."""
+    for base in OPERATOR_TOPICS:
+        if topic == base:
+            return base, HOUSE
+        if topic.startswith(base + ".") and OPERATOR_NAME.fullmatch(topic[len(base) + 1 :]):
+            return base, topic[len(base) + 1 :]
+    return None
+
+
+def base_topic(topic: str) -> str:
+    """The base topic of an operator's topic; any other topic itself."""
+    found = topic_operator(topic)
+    return topic if found is None else found[0]
+
+
+_base_of = lru_cache(maxsize=4096)(base_topic)
+
+
+def operator_topics(operators: Iterable[str]) -> tuple[str, ...]:
+    """Every operator's own topics (each base topic, operator by operator)."""
+    return tuple(operator_topic(base, op) for base in OPERATOR_TOPICS for op in operators)
+
+
+V = TypeVar("V")
+
+
+_MISSING: Any = object()
+
+
+class _TopicMap(Mapping[str, V]):
+    """A read-only topic -> value mapping that answers an operator's topic as its base.
+
+    Iterating it gives the base topics only. Lookups are on the consumers' path (a record's
+    topic owner): a miss costs a cached name lookup, no exception."""
+
+    def __init__(self, values: Mapping[str, V]) -> None:
+        self._values = MappingProxyType(dict(values))
+
+    def get(self, topic: str, default: Any = None) -> Any:
+        found = self._values.get(topic, _MISSING)
+        if found is _MISSING:
+            found = self._values.get(_base_of(topic), _MISSING)
+        return default if found is _MISSING else found
+
+    def __getitem__(self, topic: str) -> V:
+        found = self.get(topic, _MISSING)
+        if found is _MISSING:
+            raise KeyError(topic)
+        return cast(V, found)
+
+    def __contains__(self, topic: object) -> bool:
+        return isinstance(topic, str) and self.get(topic, _MISSING) is not _MISSING
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"TopicMap({dict(self._values)!r})"
+
+
+TOPIC_UNIONS: Mapping[str, Any] = _TopicMap(
     {
         TABLE_COMMANDS: TableCommand,
         BET_COMMANDS: BetCommand,
@@ -71,7 +184,7 @@ TOPIC_UNIONS: Mapping[str, Any] = MappingProxyType(
 )
 """Topic -> the (discriminated union) type of its messages, e.g. for a FastStream subscriber."""
 
-TOPIC_MESSAGES: Mapping[str, tuple[type[Message], ...]] = MappingProxyType(
+TOPIC_MESSAGES: Mapping[str, tuple[type[Message], ...]] = _TopicMap(
     {
         topic: (union,) if isinstance(union, type) else _members(union)
         for topic, union in TOPIC_UNIONS.items()
@@ -87,7 +200,11 @@ MESSAGE_TYPES: Mapping[str, type[Message]] = MappingProxyType(
 MESSAGE_TOPICS: Mapping[str, str] = MappingProxyType(
     {model.__name__: topic for topic, models in TOPIC_MESSAGES.items() for model in models}
 )
-"""Message type name -> the one topic it travels on."""
+"""Message type name -> the one topic it travels on (the house's, for a bet event: see
+:func:`topic_for`)."""
+
+MARKERS: frozenset[str] = frozenset({"OpenBook", "CloseBook"})
+"""Dealing's marks: written to EVERY operator's bet-commands topic (see :func:`topic_for`)."""
 
 
 EXTERNAL = "external"
@@ -111,7 +228,7 @@ MESSAGE_SOURCES: Mapping[str, str] = MappingProxyType(
 Dead letters, quarantine records, incidents and seal anchors are written by every service and
 are not listed: no service acts on them."""
 
-TOPIC_OWNERS: Mapping[str, str] = MappingProxyType(
+TOPIC_OWNERS: Mapping[str, str] = _TopicMap(
     {
         SHOE_COMMANDS: "dealing",
         TABLE_EVENTS: "dealing",
@@ -127,12 +244,28 @@ ignored and records are tracked by their Kafka offset."""
 
 
 def topic_for(message: Message | type[Message]) -> str:
-    """The topic a message (or message class) is published on."""
+    """The topic a message (or message class) is published on.
+
+    A bet event goes to its ``operator``'s bet-events topic (a class: the house's). Dealing's
+    marks (:data:`MARKERS`) go to every operator's bet-commands topic: this is the house's;
+    :func:`topics_for` gives them all."""
     name = message.__name__ if isinstance(message, type) else type(message).__name__
     try:
-        return MESSAGE_TOPICS[name]
+        topic = MESSAGE_TOPICS[name]
     except KeyError:
         raise ValueError(f"{name} is not a registered message type") from None
+    if topic == BET_EVENTS and not isinstance(message, type):
+        return bet_events_topic(getattr(message, "operator", HOUSE))
+    return topic
+
+
+def topics_for(message: Message | type[Message], operators: Iterable[str]) -> tuple[str, ...]:
+    """Every topic a message is published on in a deployment serving ``operators``: a mark
+    (:data:`MARKERS`) on each operator's bet-commands topic, any other message on one."""
+    name = message.__name__ if isinstance(message, type) else type(message).__name__
+    if name in MARKERS:
+        return tuple(bet_commands_topic(operator) for operator in operators)
+    return (topic_for(message),)
 
 
 def partition_key(message: Message) -> bytes:

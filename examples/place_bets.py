@@ -5,16 +5,23 @@ the project. Run the system first (``punto-banco up`` in another terminal), then
 
     .venv/bin/python examples/place_bets.py                 # the table of the latest coup
     .venv/bin/python examples/place_bets.py --table demo-20261130093000-1 --bootstrap 127.0.0.1:9092
+    .venv/bin/python examples/place_bets.py --operator acme   # as operator acme's gateway
 
 What it does, step by step:
 
 1. reads ``table-events`` from the beginning to learn the table's settings (TableOpened: limits,
    currency) and which coup is open for bets (the latest BettingOpened without BettingClosed),
    waiting for the next BettingOpened if betting is closed right now;
-2. sends PlaceBet commands to ``bet-commands`` with the table id as the Kafka key (so they are
-   ordered with everything else of the table), one of them deliberately below the minimum;
-3. prints each answer from ``bet-events`` (BetAccepted / BetRejected with its reason code), then
-   each BetSettled and the coup's CoupSettled, and exits once every accepted bet is settled.
+2. sends PlaceBet commands to its operator's ``bet-commands`` topic with the table id as the
+   Kafka key (so they are ordered with everything else of the table), one of them deliberately
+   below the minimum;
+3. prints each answer from its operator's ``bet-events`` topic (BetAccepted / BetRejected with
+   its reason code), then each BetSettled and the coup's CoupSettled, and exits once every
+   accepted bet is settled.
+
+``--operator``: whose gateway this is (default ``house``: ``punto-banco.bet-commands`` and
+``punto-banco.bet-events``; ``acme``: ``punto-banco.bet-commands.acme`` and
+``punto-banco.bet-events.acme``). The operator is the topic: a bet never names it.
 """
 
 from __future__ import annotations
@@ -29,8 +36,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
 
 from contracts import (
-    BET_COMMANDS,
-    BET_EVENTS,
+    HOUSE,
     TABLE_EVENTS,
     BetAccepted,
     BetRefunded,
@@ -43,6 +49,8 @@ from contracts import (
     Message,
     PlaceBet,
     TableOpened,
+    bet_commands_topic,
+    bet_events_topic,
     decode,
     encode,
     partition_key,
@@ -56,6 +64,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--table", default=None, help="table id (default: the latest coup's)")
     parser.add_argument("--bettor", default=f"example-{uuid.uuid4().hex[:6]}", help="bettor id")
     parser.add_argument("--timeout", type=float, default=60.0, help="give up after seconds")
+    parser.add_argument("--operator", default=HOUSE, help="the operator whose gateway this is")
     return parser.parse_args()
 
 
@@ -65,11 +74,11 @@ class Follower:
     Without a consumer group every partition is read, from the earliest offset.
     """
 
-    def __init__(self, bootstrap: str, prefix: str) -> None:
+    def __init__(self, bootstrap: str, prefix: str, operator: str = HOUSE) -> None:
         self.prefix = prefix
         self.consumer = AIOKafkaConsumer(
             prefix + TABLE_EVENTS,
-            prefix + BET_EVENTS,
+            prefix + bet_events_topic(operator),
             bootstrap_servers=bootstrap,
             group_id=None,
             enable_auto_commit=False,
@@ -93,7 +102,7 @@ class Follower:
 
 
 async def main(args: argparse.Namespace) -> int:
-    follower = Follower(args.bootstrap, args.topic_prefix)
+    follower = Follower(args.bootstrap, args.topic_prefix, args.operator)
     producer = AIOKafkaProducer(bootstrap_servers=args.bootstrap, enable_idempotence=True)
     try:
         await follower.start()
@@ -135,7 +144,7 @@ async def main(args: argparse.Namespace) -> int:
                     resends[message.bet_id] = resends.get(message.bet_id, 0) + 1
                     print(f"resend   {message.bet_id} (settlement did not know the coup yet)")
                     await asyncio.sleep(0.2)
-                    await send(producer, args.topic_prefix, sent[message.bet_id])
+                    await send(producer, args.topic_prefix, sent[message.bet_id], args.operator)
                 elif isinstance(message, BetAccepted | BetRejected) and message.bet_id in sent:
                     report_answer(message)
                     if isinstance(message, BetAccepted):
@@ -198,15 +207,19 @@ async def place_bets(
             amount=amount,
             currency=table.currency,
         )
-        await send(producer, args.topic_prefix, bet)
+        await send(producer, args.topic_prefix, bet, args.operator)
         bets[bet.bet_id] = bet
         print(f"sent     {bet.bet_id}: {bet_type} {amount} {table.currency}")
     return bets
 
 
-async def send(producer: AIOKafkaProducer, prefix: str, bet: PlaceBet) -> None:
-    """PlaceBet on bet-commands, keyed by the table id (ordered with the table's messages)."""
-    await producer.send_and_wait(prefix + BET_COMMANDS, encode(bet), key=partition_key(bet))
+async def send(
+    producer: AIOKafkaProducer, prefix: str, bet: PlaceBet, operator: str = HOUSE
+) -> None:
+    """PlaceBet on the operator's bet-commands topic, keyed by the table id (ordered with the
+    table's messages). The topic is the operator: the bet itself never names one."""
+    topic = prefix + bet_commands_topic(operator)
+    await producer.send_and_wait(topic, encode(bet), key=partition_key(bet))
 
 
 def report_answer(message: BetAccepted | BetRejected) -> None:

@@ -3,16 +3,17 @@
 ``punto-banco serve dealing`` runs :func:`build_service` on the platform: its one batch
 subscriber reads table commands, the shoe's events and settlement's book events; the
 outbox relay publishes the store's events (TABLE_EVENTS, SHOE_COMMANDS for the shoe, and
-OpenBook / CloseBook in the table's partition of BET_COMMANDS, where they mark which bets
-are in time), the consumer applies TABLE_COMMANDS and SHOE_EVENTS a fetched batch per
-transaction (the unit of work checkpoints after each message, so the published
-order of events is exactly the order they happened, as with one transaction per
-message; 100 tables' coups are dealt with one commit per batch) and settlement's BOOK_EVENTS a
-batch per transaction (BetsClosed: after BettingClosed a coup's cards are asked
-for only once settlement has closed its book; that topic carries nothing else,
-so dealing never reads the flood of bets on BET_EVENTS), and the betting clock
-closes betting windows. The clock keeps no state of its own: it reads the open
-coups from the Application each time, so after a restart it re-arms itself.
+OpenBook / CloseBook in the table's partition of every operator's bet-commands topic
+(``PB_OPERATORS``: each operator's bets are ordered against the marks in their own
+partition), where they mark which bets are in time). The consumer applies TABLE_COMMANDS
+and SHOE_EVENTS a fetched batch per transaction (the unit of work checkpoints after each
+message, so the published order of events is exactly the order they happened, as with one
+transaction per message; 100 tables' coups are dealt with one commit per batch) and
+settlement's BOOK_EVENTS a batch per transaction (BetsClosed: after BettingClosed a coup's
+cards are asked for only once settlement has closed its book; that topic carries nothing
+else, so dealing never reads the flood of bets on the bet-events topics), and the betting
+clock closes betting windows. The clock keeps no state of its own: it reads the open coups
+from the Application each time, so after a restart it re-arms itself.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from datetime import UTC, datetime
 from eventsourcing.persistence import Tracking
 
 from contracts import (
-    BET_COMMANDS,
     BOOK_EVENTS,
     SHOE_COMMANDS,
     SHOE_EVENTS,
@@ -34,6 +34,7 @@ from contracts import (
     BetsClosed,
     ShoeEvent,
     TableCommand,
+    bet_commands_topic,
 )
 from services.dealing.application import DealingApplication
 from services.dealing.messages import to_messages
@@ -137,10 +138,11 @@ def build_service(settings: Settings) -> KafkaService[DealingApplication]:
         SHOE_COMMANDS,
         description="Dealing's requests to the shoe: shuffle, burn, draw the coup's cards.",
     )
-    service.publisher(
-        BET_COMMANDS,
-        description="OpenBook / CloseBook: where betting on a coup opens and closes, in the "
-        "table's partition of the bets (sent and acknowledged before the events that "
-        "announce them).",
-    )
+    for operator in settings.operators:
+        service.publisher(
+            bet_commands_topic(operator),
+            description=f"OpenBook / CloseBook: where betting on a coup opens and closes, in "
+            f"the table's partition of operator {operator}'s bets (sent and acknowledged "
+            "before the events that announce them; the same marks on every operator's topic).",
+        )
     return service

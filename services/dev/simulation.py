@@ -7,6 +7,11 @@ the Applications that consume the topic, with the same tracking names and
 positions the platform consumer uses. :func:`play` runs tables through whole
 shoes with many bets, voids and refused bets; its voids are signed by the system's
 supervisor (:data:`SUPERVISOR`, a key made for the system, or the data folder's).
+
+Operators (B2B): settlement's ``PB_OPERATORS`` names the operators; dealing's marks reach
+settlement once per operator (as on each operator's bet-commands topic) and
+:meth:`LocalSystem.place_bets` places bets for one operator (``play(operators=...)``: the
+same bets, same ids, for each).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from eventsourcing.persistence import Tracking
 from contracts import (
     BET_COMMANDS,
     BOOK_EVENTS,
+    HOUSE,
     SHOE_COMMANDS,
     SHOE_EVENTS,
     TABLE_EVENTS,
@@ -36,6 +42,7 @@ from contracts import (
     OpenTable,
     PlaceBet,
     VoidCoup,
+    bet_commands_topic,
     topic_for,
 )
 from services.dealing.application import DealingApplication
@@ -111,7 +118,10 @@ class LocalSystem:
         self._relayed = {
             name: app.tracked_position(f"relay:{name}") for name, app in self.apps.items()
         }
-        self._bet_offset = self.settlement.tracked_position(f"{BET_COMMANDS}:0")
+        self._bet_offsets = {
+            operator: self.settlement.tracked_position(f"{bet_commands_topic(operator)}:0")
+            for operator in self.settlement.operators
+        }
         self.published: list[Message] = []
         self.keep_published = False
 
@@ -133,14 +143,19 @@ class LocalSystem:
         return cls(envs, SupervisorSigner(key.kid, key.supervisor, private))
 
     @classmethod
-    def in_memory(cls, shoe_secret_key: str | None = None) -> LocalSystem:
+    def in_memory(
+        cls, shoe_secret_key: str | None = None, operators: Sequence[str] = (HOUSE,)
+    ) -> LocalSystem:
         """Three in-memory stores; the shoe's secret keys are ``shoe_secret_key``
-        (``PB_SHOE_SECRET_KEY``'s form), by default a key made for this system alone."""
+        (``PB_SHOE_SECRET_KEY``'s form), by default a key made for this system alone;
+        ``operators``: settlement's ``PB_OPERATORS``."""
         popo = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
         if shoe_secret_key is None:
             shoe_secret_key = env_form(SecretKeys(((next_kid(()), new_key()),), "in memory"))
         secret = {"PB_SHOE_SECRET_KEY": shoe_secret_key, "PB_SHOE_SECRET_KEY_FILE": ""}
-        return cls({name: {**popo, **secret} if name == "shoe" else popo for name in SERVICES})
+        envs = {name: {**popo, **secret} if name == "shoe" else popo for name in SERVICES}
+        envs["settlement"] = {**popo, "PB_OPERATORS": ",".join(operators)}
+        return cls(envs)
 
     def close(self) -> None:
         for app in self.apps.values():
@@ -158,12 +173,14 @@ class LocalSystem:
         self.dealing.handle(message)
         self.pump()
 
-    def place_bets(self, bets: Sequence[PlaceBet]) -> None:
-        """A batch of PlaceBet, as one fetched Kafka batch (one transaction)."""
+    def place_bets(self, bets: Sequence[PlaceBet], operator: str = HOUSE) -> None:
+        """A batch of ``operator``'s PlaceBet, as one fetched Kafka batch of its bet-commands
+        topic (one transaction)."""
         if not bets:
             return
-        self._bet_offset += len(bets)
-        self.settlement.handle_batch(list(bets), Tracking(f"{BET_COMMANDS}:0", self._bet_offset))
+        position = self._bet_offsets[operator] = self._bet_offsets.get(operator, 0) + len(bets)
+        tracking = Tracking(f"{bet_commands_topic(operator)}:0", position)
+        self.settlement.handle_batch(list(bets), tracking, operator=operator)
 
     def seal(self) -> None:
         """Seal every store (as the services do periodically and on shutdown)."""
@@ -213,9 +230,12 @@ class LocalSystem:
                     self.dealing.handle(message, tracking)
                     if isinstance(message, CardDrawn):  # settlement checks claims by them
                         self.settlement.handle(message, tracking)
-                elif topic == BET_COMMANDS:  # dealing's OpenBook / CloseBook among the bets
-                    self._bet_offset += 1
-                    self.settlement.handle(message, Tracking(f"{BET_COMMANDS}:0", self._bet_offset))
+                elif topic == BET_COMMANDS:  # dealing's marks, on every operator's topic
+                    for operator in self.settlement.operators:
+                        self._bet_offsets[operator] = self._bet_offsets.get(operator, 0) + 1
+                        position = self._bet_offsets[operator]
+                        tracking = Tracking(f"{bet_commands_topic(operator)}:0", position)
+                        self.settlement.handle(message, tracking, operator=operator)
                 elif topic == TABLE_EVENTS:
                     table_events.append(message)
                 elif topic == BOOK_EVENTS:
@@ -305,6 +325,7 @@ def play(
     seed: int = 1,
     bet_prefix: str = "",
     on_coup: Any = None,
+    operators: Sequence[str] = (HOUSE,),
 ) -> PlayLog:
     """Open ``table_id`` and play ``coups`` coups (new shoes as the cut card comes out).
 
@@ -312,6 +333,7 @@ def play(
     the cards and after the result); ``invalid_every``: bets refused by the limits
     and opposing Player/Banker bets; ``late_every``: a bet sent after betting closed.
     ``batch``: PlaceBet per settlement transaction (0: all of a coup's bets in one).
+    ``operators``: each places the same bets (the same ids: each operator has its own).
     """
     rng = random.Random(seed)
     log = PlayLog()
@@ -357,7 +379,8 @@ def play(
         log.bets[coup_id] = [bet.bet_id for bet in bets]
         size = batch or len(bets) or 1
         for start in range(0, len(bets), size):
-            system.place_bets(bets[start : start + size])
+            for operator in operators:
+                system.place_bets(bets[start : start + size], operator)
         void = bool(void_every) and number % void_every == 0
         if void and (number // void_every) % 2 == 1:
             _void(system, log, table_id, coup_id, "dealer exposed a card")
@@ -376,7 +399,8 @@ def play(
                 currency="EUR",
             )
             log.late_bets.append(late.bet_id)
-            system.place_bets([late])
+            for operator in operators:
+                system.place_bets([late], operator)
         if on_coup is not None:
             on_coup(number)
     return log

@@ -18,6 +18,13 @@ and against the cards the shoe drew for the coup (``CardDrawn`` on shoe-events) 
 anything is paid (see ``verification``); a claim that fails is an incident, and the coup
 stays unsettled until a claim that holds (or a void) comes. Settling a coup is one event on
 its bet book: every bet of a coup is settled in ONE transaction.
+
+Operators (B2B): a bet's operator is the operator of the bet-commands topic it was read from
+(``operator`` of :meth:`SettlementApplication.handle_batch`, given by the service), never a
+field of the bet; its identity is (operator, bet id). Dealing marks every operator's topic:
+a coup's book takes an operator's bets once its OpenBook is read there, refuses them once its
+CloseBook is, and closes when every operator of ``PB_OPERATORS`` (as configured when the book
+opened) has closed it (``books``).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, Tracking
 
 from contracts import (
+    HOUSE,
     CardDrawn,
     CloseBook,
     CoupResolved,
@@ -58,6 +66,7 @@ from services.settlement.domain import (
 )
 from services.settlement.verification import Claim, check_claim
 from services.shared.platform.application import ServiceApplication, UnitOfWork
+from services.shared.platform.environment import check_operators
 from services.shared.platform.incidents import Evidence, Origin, raise_incident
 from services.shared.rules.validation import parse_amount
 
@@ -88,6 +97,8 @@ class SettlementApplication(ServiceApplication):
     ) -> None:
         super().__init__(env)
         self._clock = clock or _utc_now  # "now" for a message handed over without a time
+        # whose CloseBook a new book waits for (PB_OPERATORS, in settlement's environment)
+        self.operators = check_operators(self.env.get("PB_OPERATORS") or HOUSE)
         self._index = BetIndex()
         # books with answers, desks with refusals, to record in this unit (flush)
         self._drafted: dict[UUID, BetBook | BetDesk] = {}
@@ -125,11 +136,13 @@ class SettlementApplication(ServiceApplication):
         tracking: Tracking | None = None,
         placed_at: datetime | None = None,
         origin: Origin | None = None,
+        operator: str = HOUSE,
     ) -> BetAnswer | None:
         """Apply one message in its own transaction; a PlaceBet's answer.
 
         ``placed_at``: when the message's record was appended (a PlaceBet: when it was
-        placed; a CloseBook: when betting closed); default now.
+        placed; a CloseBook: when betting closed); default now. ``operator``: whose
+        bet-commands topic it was read from.
         """
         if tracking is not None and self.process_recorder.has_tracking_id(
             tracking.application_name, tracking.notification_id
@@ -137,7 +150,7 @@ class SettlementApplication(ServiceApplication):
             return None  # already processed: no second effect
         try:
             with self.unit_of_work(tracking) as uow:
-                return self.apply(uow, message, placed_at, origin)
+                return self.apply(uow, message, placed_at, origin, operator)
         except IntegrityError:
             if tracking is None or not self.process_recorder.has_tracking_id(
                 tracking.application_name, tracking.notification_id
@@ -151,11 +164,13 @@ class SettlementApplication(ServiceApplication):
         tracking: Tracking | None,
         placed_at: Sequence[datetime | None] | None = None,
         origins: Sequence[Origin | None] | None = None,
+        operator: str = HOUSE,
     ) -> None:
         """Apply messages of one partition, in order, in ONE transaction with ``tracking``.
 
         ``placed_at[i]``: when ``messages[i]``'s record was appended; default: now, once for
         the whole batch (the time it was received). ``origins[i]``: where it was read.
+        ``operator``: whose bet-commands topic the partition is of (the bets' operator).
         """
         for extra in (placed_at, origins):
             if extra is not None and len(extra) != len(messages):
@@ -165,10 +180,12 @@ class SettlementApplication(ServiceApplication):
             for index, message in enumerate(messages):
                 placed = None if placed_at is None else placed_at[index]
                 origin = None if origins is None else origins[index]
-                self.apply(uow, message, placed or received, origin)
+                self.apply(uow, message, placed or received, origin, operator)
 
-    def place_bet(self, command: PlaceBet, placed_at: datetime | None = None) -> BetAnswer:
-        answer = self.handle(command, placed_at=placed_at)
+    def place_bet(
+        self, command: PlaceBet, placed_at: datetime | None = None, operator: str = HOUSE
+    ) -> BetAnswer:
+        answer = self.handle(command, placed_at=placed_at, operator=operator)
         assert answer is not None
         return answer
 
@@ -178,22 +195,30 @@ class SettlementApplication(ServiceApplication):
         message: Message,
         placed_at: datetime | None = None,
         origin: Origin | None = None,
+        operator: str = HOUSE,
     ) -> BetAnswer | None:
-        """Apply one message inside ``uow`` (a batch shares one unit of work)."""
+        """Apply one message inside ``uow`` (a batch shares one unit of work); ``operator``:
+        whose bet-commands topic it was read from."""
         when = placed_at or self._clock()
         if when.tzinfo is None:
             raise ValueError(f"placed_at must be timezone-aware, got {when!r}")
         if isinstance(message, PlaceBet):
-            return self._place_bet(uow, message, when)
+            return self._place_bet(uow, message, when, operator)
+        if isinstance(message, OpenBook):
+            self._on_open_book(uow, message, when, operator)
+            return None
+        if isinstance(message, CloseBook):
+            self._on_close_book(uow, message, when, operator)
+            return None
         handler = self._handlers.get(type(message))
         if handler is not None:
             handler(self, uow, message, when, origin)
         return None
 
     # -- queries -------------------------------------------------------------------
-    def bet_answer(self, bet_id: str) -> BetAnswer | None:
-        """The answer recorded for a bet id (None: never answered, or free again)."""
-        return self._index.answer(bet_id)
+    def bet_answer(self, bet_id: str, operator: str = HOUSE) -> BetAnswer | None:
+        """The answer recorded for an operator's bet id (None: never answered, or free)."""
+        return self._index.answer(operator, bet_id)
 
     def get_book(self, table_id: str, coup_id: str) -> BetBook | None:
         """The coup's bet book as recorded (read only: it may be the cached object)."""
@@ -210,7 +235,9 @@ class SettlementApplication(ServiceApplication):
         return found if isinstance(found, kind) else None
 
     # -- bets ----------------------------------------------------------------------
-    def _place_bet(self, uow: UnitOfWork, command: PlaceBet, placed_at: datetime) -> BetAnswer:
+    def _place_bet(
+        self, uow: UnitOfWork, command: PlaceBet, placed_at: datetime, operator: str
+    ) -> BetAnswer:
         request = BetRequest(
             command.table_id,
             command.coup_id,
@@ -221,9 +248,12 @@ class SettlementApplication(ServiceApplication):
             command.currency,
             placed_at,  # never command.occurred_at: the client writes that
             parse_amount(command.amount),  # the one parse of the amount
+            operator,  # the topic's, never a field of the bet
         )
-        previous = self._index.get(request.bet_id)
+        previous = self._index.get(operator, request.bet_id)
         book = uow.get(book_aggregate_id(request.table_id, request.coup_id), BetBook)
+        if book is not None and not book.opened_for(operator):
+            book = None  # not open for this operator's bets yet: its OpenBook is still to come
         if previous is not None:
             if previous.key == request.key:
                 return replace(previous.answer, repeated=True)
@@ -267,6 +297,7 @@ class SettlementApplication(ServiceApplication):
             request.amount,
             request.currency,
             request.placed_at or self._clock(),
+            request.operator,
         )
         if rejection is not None:
             return self._refuse(uow, book, request, rejection.reason.value, rejection.message)
@@ -278,6 +309,7 @@ class SettlementApplication(ServiceApplication):
             request.stake,
             request.currency,
             request.placed_at,
+            request.operator,
         )
         self._drafted[book.id] = book
         answer = BetAnswer(request.bet_id, True)
@@ -303,6 +335,7 @@ class SettlementApplication(ServiceApplication):
                 code,
                 message,
                 request.placed_at,
+                request.operator,
             )
             self._drafted[book.id] = book
         else:
@@ -328,10 +361,12 @@ class SettlementApplication(ServiceApplication):
 
     # -- dealing's marks in the bets' partition -------------------------------------
     def _on_open_book(
-        self, uow: UnitOfWork, message: OpenBook, appended: datetime, origin: Origin | None
+        self, uow: UnitOfWork, message: OpenBook, appended: datetime, operator: str
     ) -> None:
         book = uow.get(book_aggregate_id(message.table_id, message.coup_id), BetBook)
-        if book is None:  # a republished OpenBook finds its book: nothing changes
+        if book is not None:  # another operator's mark, or a republished one (no change)
+            book.open_for(operator)
+        else:
             uow.add(
                 BetBook(
                     table_id=message.table_id,
@@ -345,6 +380,8 @@ class SettlementApplication(ServiceApplication):
                     closes_at=message.closes_at,
                     coup_number=message.coup_number,
                     shoe_id=message.shoe_id,
+                    operator=operator,
+                    operators=list(dict.fromkeys((*self.operators, operator))),
                 )
             )
         self._refuse_held(
@@ -355,11 +392,11 @@ class SettlementApplication(ServiceApplication):
         )
 
     def _on_close_book(
-        self, uow: UnitOfWork, message: CloseBook, appended: datetime, origin: Origin | None
+        self, uow: UnitOfWork, message: CloseBook, appended: datetime, operator: str
     ) -> None:
         book = uow.get(book_aggregate_id(message.table_id, message.coup_id), BetBook)
-        if book is not None and book.status is BookStatus.BETTING:
-            book.close_betting(closed_at=appended)  # every bet after this mark is too late
+        # every bet of the operator after its mark is too late; the last mark closes the book
+        if book is not None and book.close_mark(operator, appended):
             early = book.early_cards()  # cards read before the mark, appended before it
             for position in early:
                 self._early_card(uow, book, position, book.drawn[position][0], None)
@@ -519,8 +556,6 @@ class SettlementApplication(ServiceApplication):
     _handlers: ClassVar[
         dict[type[Message], Callable[[Any, UnitOfWork, Any, datetime, Origin | None], None]]
     ] = {
-        OpenBook: _on_open_book,
-        CloseBook: _on_close_book,
         TableOpened: _on_table_opened,
         TableClosed: _on_table_closed,
         CardDrawn: _on_card_drawn,

@@ -1,4 +1,7 @@
-"""Every bet id settlement has answered, in memory, rebuilt from the store at start.
+"""Every bet settlement has answered, in memory, rebuilt from the store at start.
+
+A bet is known by (operator, bet id): each operator has its own bet ids, so one operator
+cannot squat another's (``contracts.topics``: the operator is the topic's).
 
 A resend of a bet (same id, same content) gets the recorded answer and records
 nothing; the same id with other content is a DUPLICATE_BET_ID. Changes made
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 
-from services.shared.facts.settlement import HeldLine
+from services.shared.facts.settlement import HOUSE, HeldLine
 
 NON_BINDING = frozenset({"NO_SUCH_TABLE", "NO_SUCH_COUP"})
 """Refusals that leave the bet id free: a resend is judged afresh."""
@@ -54,6 +57,8 @@ class BetRequest:
     # ``amount`` parsed (``parse_amount``), once, where the bet entered: None when it is not
     # a positive whole number. Requests rebuilt from the store are never judged: None.
     stake: int | None = None
+    # Whose bet: the operator of the bet-commands topic it came by (never a field of it).
+    operator: str = HOUSE
 
     @property
     def key(self) -> ContentKey:
@@ -84,6 +89,7 @@ class BetRequest:
             "bet_type": self.bet_type,
             "amount": self.amount,
             "currency": self.currency,
+            "operator": self.operator,
         }
 
 
@@ -103,12 +109,16 @@ class Answered:
     answer: BetAnswer
 
 
+BetKey = tuple[str, str]
+"""(operator, bet id)."""
+
+
 class BetIndex:
-    """bet id -> the content it was placed with and its answer."""
+    """(operator, bet id) -> the content it was placed with and its answer."""
 
     def __init__(self) -> None:
-        self._answered: dict[str, Answered] = {}
-        self._pending: dict[str, Answered | None] = {}
+        self._answered: dict[BetKey, Answered] = {}
+        self._pending: dict[BetKey, Answered | None] = {}
 
     def __len__(self) -> int:
         return len(self._answered)
@@ -118,41 +128,43 @@ class BetIndex:
         self._pending = {}
 
     def commit(self) -> None:
-        for bet_id, answered in self._pending.items():
+        for key, answered in self._pending.items():
             if answered is None:
-                self._answered.pop(bet_id, None)
+                self._answered.pop(key, None)
             else:
-                self._answered[bet_id] = answered
+                self._answered[key] = answered
         self._pending = {}
 
     def rollback(self) -> None:
         self._pending = {}
 
     # -- reading and writing ---------------------------------------------------------
-    def get(self, bet_id: str) -> Answered | None:
-        if bet_id in self._pending:
-            return self._pending[bet_id]
-        return self._answered.get(bet_id)
+    def get(self, operator: str, bet_id: str) -> Answered | None:
+        key = (operator, bet_id)
+        if key in self._pending:
+            return self._pending[key]
+        return self._answered.get(key)
 
-    def answer(self, bet_id: str) -> BetAnswer | None:
-        answered = self._answered.get(bet_id)
+    def answer(self, operator: str, bet_id: str) -> BetAnswer | None:
+        answered = self._answered.get((operator, bet_id))
         return None if answered is None else answered.answer
 
     def record(self, request: BetRequest, answer: BetAnswer) -> None:
         """Note the answer given to ``request`` (a binding one, or 'held')."""
         if answer.reason_code == DUPLICATE:
             return  # the original stays the answer
+        key = (request.operator, request.bet_id)
         if not answer.accepted and answer.reason_code in NON_BINDING:
-            current = self.get(request.bet_id)
+            current = self.get(*key)
             if current is not None and current.answer.held:
-                self._pending[request.bet_id] = None  # released and refused: free again
+                self._pending[key] = None  # released and refused: free again
             return
-        self._pending[request.bet_id] = Answered(request.key, answer)
+        self._pending[key] = Answered(request.key, answer)
 
     # -- rebuilding from stored events -----------------------------------------------
     def replay(self, request: BetRequest, answer: BetAnswer) -> None:
         """Apply one answer found in the store (in store order)."""
-        current = self._answered.get(request.bet_id)
+        current = self._answered.get((request.operator, request.bet_id))
         if current is not None and not current.answer.held:
             return  # answered for good already
         self.begin()

@@ -10,6 +10,7 @@ from eventsourcing.utils import get_topic
 
 from services.settlement.bet_index import BetAnswer, BetIndex, BetRequest
 from services.settlement.domain import BetBook, BetDesk
+from services.shared.facts.settlement import HOUSE
 
 
 def load_bet_index(index: BetIndex, recorder: ApplicationRecorder, mapper: Mapper[UUID]) -> None:
@@ -38,6 +39,7 @@ def load_bet_index(index: BetIndex, recorder: ApplicationRecorder, mapper: Mappe
                         line.bet_type,
                         str(line.amount),
                         line.currency,
+                        operator=answers.operator,
                     )
                     code = line.reason_code
                     index.replay(request, BetAnswer(line.bet_id, code is None, code, line.message))
@@ -56,6 +58,7 @@ def load_bet_index(index: BetIndex, recorder: ApplicationRecorder, mapper: Mappe
                     desk_event.bet_type,
                     desk_event.amount,
                     desk_event.currency,
+                    operator=getattr(desk_event, "operator", HOUSE),  # BetHeld: the house's
                 )
                 if notification.topic == held:
                     answer = BetAnswer(request.bet_id, False, held=True)

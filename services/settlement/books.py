@@ -7,6 +7,13 @@ one (each sees the ones before it, e.g. for OPPOSING_BETS) and recorded as ONE
 BetAccepted / BetRejected per line. Settling the coup is likewise ONE event
 (``CoupSettled``, a line per bet: one BetSettled message each, then
 CoupSettled), and a void one ``CoupRefunded`` event.
+
+Operators (B2B): one book takes the bets of every operator at the table. A bet's identity in
+the book is (operator, bet id); answers, settlements and refunds are recorded one event per
+operator (its bets, for its bet-events topic). Dealing marks every operator's bet-commands
+topic: the book takes an operator's bets once that operator's OpenBook is read
+(:meth:`BetBook.opened_for`), refuses them once its CloseBook is read, and closes (BetsClosed,
+which lets dealing deal) only when the CloseBook of every operator it waits for is read.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from eventsourcing.domain import Aggregate, event
 
 from services.shared.facts.settlement import (
+    HOUSE,
     AnswerLine,
     BetsAnsweredFact,
     BookClosedFact,
@@ -29,6 +37,7 @@ from services.shared.facts.settlement import (
     CoupSettledFact,
     DrawnCard,
     Limits,
+    OperatorClosedFact,
     RefundLine,
     SettledLine,
 )
@@ -60,6 +69,11 @@ class Bet(NamedTuple):
     bettor_id: str
     bet_type: str
     amount: int
+    operator: str = HOUSE
+
+
+BetKey = tuple[str, str]
+"""A bet's identity: (operator, bet id)."""
 
 
 class CoupFacts(NamedTuple):
@@ -86,6 +100,17 @@ class BetBook(Aggregate):
 
         TOPIC = BookOpenedFact.STORED_TOPIC
 
+    class OperatorOpened(Aggregate.Event):
+        """Another operator's OpenBook: its bets are taken from now on."""
+
+        operator: str
+
+    class OperatorClosed(OperatorClosedFact, Aggregate.Event):
+        """An operator's CloseBook at ``closed_at``, while others' are awaited: its later
+        bets are too late. The last operator's closes the book (BettingClosed)."""
+
+        TOPIC = OperatorClosedFact.STORED_TOPIC
+
     class BettingClosed(BookClosedFact, Aggregate.Event):
         """Dealing closed betting at ``closed_at`` (its CloseBook's append time).
 
@@ -108,7 +133,7 @@ class BetBook(Aggregate):
             # Live, the accepted lines were taken when drafted; taking them again is harmless.
             for line in self.lines:
                 if line.reason_code is None:
-                    book._take(line)
+                    book._take(line, self.operator)
 
     class CardsDrawn(Aggregate.Event):
         """Cards the shoe drew for the coup (its CardDrawn), each with when the broker
@@ -138,7 +163,9 @@ class BetBook(Aggregate):
 
         def apply(self, book: BetBook) -> None:
             book.status = BookStatus.SETTLED
-            book.returned = {line.bet_id: line.returned for line in self.lines}
+            book.returned.update(
+                {(self.operator, line.bet_id): line.returned for line in self.lines}
+            )
             book.facts = CoupFacts(self.outcome, self.player_pair, self.banker_pair)
             book.claims = []
 
@@ -164,8 +191,14 @@ class BetBook(Aggregate):
         closes_at: datetime,
         coup_number: int | None = None,
         shoe_id: str | None = None,
+        operator: str = HOUSE,
+        operators: list[str] | None = None,
     ) -> None:
         self.table_id = table_id
+        self.operator = operator
+        self.operators = [HOUSE] if operators is None else list(operators)
+        self.opened = {operator}  # operators whose OpenBook was read
+        self.marks: dict[str, datetime] = {}  # operator -> its CloseBook's time (book open)
         self.coup_id = coup_id
         self.paytable = paytable
         self.limits = limits
@@ -179,12 +212,41 @@ class BetBook(Aggregate):
         self.staked = 0
         self.status = BookStatus.BETTING
         self.closed_at: datetime | None = None  # dealing's BettingClosed.occurred_at
-        self.bets: dict[str, Bet] = {}
-        self.bettor_types: dict[str, set[BetType]] = {}
-        self.returned: dict[str, int] = {}
+        self.bets: dict[BetKey, Bet] = {}
+        self.bettor_types: dict[tuple[str, str], set[BetType]] = {}  # (operator, bettor)
+        self.returned: dict[BetKey, int] = {}
         self.facts: CoupFacts | None = None  # what it was settled on
-        self._draft: list[AnswerLine] = []
-        self._draft_placed: list[str | None] = []
+        # this unit's answers, per operator: its lines and their placed_at
+        self._draft: dict[str, tuple[list[AnswerLine], list[str | None]]] = {}
+
+    # -- operators' marks -----------------------------------------------------------
+    def opened_for(self, operator: str) -> bool:
+        """Whether ``operator``'s OpenBook was read: its bets are judged by the book."""
+        return operator in self.opened
+
+    def open_for(self, operator: str) -> None:
+        """Another operator's OpenBook (nothing if read before, or the book is closed)."""
+        if operator not in self.opened and self.status is BookStatus.BETTING:
+            self._open_for(operator=operator)
+
+    @event(OperatorOpened)
+    def _open_for(self, operator: str) -> None:
+        self.opened.add(operator)
+
+    def close_mark(self, operator: str, closed_at: datetime) -> bool:
+        """``operator``'s CloseBook at ``closed_at``; True when it closed the book (every
+        operator's mark is in: BettingClosed), False while others' are awaited."""
+        if self.status is not BookStatus.BETTING or operator in self.marks:
+            return False
+        if set(self.operators) <= {*self.marks, operator}:
+            self.close_betting(closed_at)
+            return True
+        self._close_mark(operator=operator, closed_at=closed_at)
+        return False
+
+    @event(OperatorClosed)
+    def _close_mark(self, operator: str, closed_at: datetime) -> None:
+        self.marks[operator] = closed_at
 
     # -- bets ----------------------------------------------------------------------
     def check(
@@ -195,6 +257,7 @@ class BetBook(Aggregate):
         amount: object,
         currency: str,
         placed_at: datetime,
+        operator: str = HOUSE,
     ) -> Rejection | None:
         """Why this bet cannot be accepted, or None (see rules.validation).
 
@@ -203,7 +266,7 @@ class BetBook(Aggregate):
         was placed: the Kafka broker's append time of the PlaceBet (never a time the
         client wrote). See :meth:`closed_for`.
         """
-        closed = self.closed_for(placed_at)
+        closed = self.closed_for(placed_at, operator)
         if closed is not None:
             return Rejection(
                 RejectionReason.BETTING_CLOSED,
@@ -217,7 +280,7 @@ class BetBook(Aggregate):
             self._bet_limits(),
             currency,
             self.currency,
-            self.bettor_types.get(bettor_id, set()),
+            self.bettor_types.get((operator, bettor_id), set()),
         )
         if refused is None and self.staked + (stake or 0) > MAX_BOOK_STAKE:
             return Rejection(
@@ -227,14 +290,15 @@ class BetBook(Aggregate):
             )
         return refused
 
-    def closed_for(self, placed_at: datetime) -> str | None:
+    def closed_for(self, placed_at: datetime, operator: str = HOUSE) -> str | None:
         """Why a bet placed at ``placed_at`` is too late for this coup, or None.
 
         A bet is in time if it was placed before the coup's ``closes_at`` and the book
         is still open here: once dealing's BettingClosed is applied (betting may close
         early) the book is closed and BetsClosed tells dealing it may deal, so every
         bet judged after that is too late, whenever it was placed. A bet placed too
-        late is refused even before BettingClosed is applied.
+        late is refused even before BettingClosed is applied. An operator's bet judged after
+        that operator's CloseBook is too late too (the book may wait for others' marks).
         """
         if self.status is BookStatus.SETTLED:
             return "the coup is resolved and settled"
@@ -243,6 +307,12 @@ class BetBook(Aggregate):
         if placed_at >= self.closes_at:
             return f"bet placed at {placed_at.isoformat()}, betting closed at " + (
                 self.closes_at.isoformat()
+            )
+        mark = self.__dict__.get("marks", {}).get(operator)
+        if mark is not None:
+            return (
+                f"bet placed at {placed_at.isoformat()}, betting closed at {mark.isoformat()} "
+                "(the CloseBook mark is before it)"
             )
         if self.status is BookStatus.CLOSED:
             closed_at = "an unknown time" if self.closed_at is None else self.closed_at.isoformat()
@@ -270,12 +340,17 @@ class BetBook(Aggregate):
         amount: int,
         currency: str,
         placed_at: datetime | None = None,
+        operator: str = HOUSE,
     ) -> None:
         """Accept a bet; recorded with the others of this transaction by :meth:`flush`."""
         line = AnswerLine(bet_id, bettor_id, bet_type, amount, currency, None, "")
-        self._take(line)
-        self._draft.append(line)
-        self._draft_placed.append(None if placed_at is None else placed_at.isoformat())
+        self._take(line, operator)
+        self._drafted(operator, line, placed_at)
+
+    def _drafted(self, operator: str, line: AnswerLine, placed_at: datetime | None) -> None:
+        lines, placed = self._draft.setdefault(operator, ([], []))
+        lines.append(line)
+        placed.append(None if placed_at is None else placed_at.isoformat())
 
     def draft_reject(
         self,
@@ -287,33 +362,34 @@ class BetBook(Aggregate):
         reason_code: str,
         message: str,
         placed_at: datetime | None = None,
+        operator: str = HOUSE,
     ) -> None:
         """Refuse a bet; recorded with the others of this transaction by :meth:`flush`."""
-        self._draft.append(
-            AnswerLine(bet_id, bettor_id, bet_type, amount, currency, reason_code, message)
-        )
-        self._draft_placed.append(None if placed_at is None else placed_at.isoformat())
+        line = AnswerLine(bet_id, bettor_id, bet_type, amount, currency, reason_code, message)
+        self._drafted(operator, line, placed_at)
 
     @property
     def has_draft(self) -> bool:
         return bool(self._draft)
 
     def flush(self) -> None:
-        """Record the drafted answers as one BetsAnswered event."""
+        """Record the drafted answers as one BetsAnswered event per operator."""
         if self._draft:
-            lines, self._draft = self._draft, []
-            placed, self._draft_placed = self._draft_placed, []
-            answered = BetsAnsweredFact(self.table_id, self.coup_id, lines, placed)
-            record(self, self.BetsAnswered, answered)
+            drafts, self._draft = self._draft, {}
+            for operator, (lines, placed) in drafts.items():
+                answered = BetsAnsweredFact(self.table_id, self.coup_id, lines, placed, operator)
+                record(self, self.BetsAnswered, answered)
 
-    def _take(self, line: AnswerLine) -> None:
+    def _take(self, line: AnswerLine, operator: str) -> None:
         """Count an accepted line's bet (its ``amount`` is the stake, an int)."""
         bet_id, amount = line.bet_id, line.amount
         assert type(amount) is int
-        if bet_id not in self.bets:
+        key = (operator, bet_id)
+        if key not in self.bets:
             self.staked += amount
-        self.bets[bet_id] = Bet(bet_id, line.bettor_id, line.bet_type, amount)
-        self.bettor_types.setdefault(line.bettor_id, set()).add(BetType(line.bet_type))
+        self.bets[key] = Bet(bet_id, line.bettor_id, line.bet_type, amount, operator)
+        types = self.bettor_types.setdefault((operator, line.bettor_id), set())
+        types.add(BetType(line.bet_type))
 
     def close_betting(self, closed_at: datetime) -> None:
         """Dealing closed betting at ``closed_at`` (its CloseBook's append time)."""
@@ -403,13 +479,29 @@ class BetBook(Aggregate):
         return facts
 
     # -- settlement and refund -----------------------------------------------------
+    def _by_operator(self) -> dict[str, list[Bet]]:
+        """The accepted bets per operator: every operator the book waits for (none: no bets),
+        then any other whose bets it holds."""
+        found: dict[str, list[Bet]] = {operator: [] for operator in self.operators}
+        for bet in self.bets.values():
+            found.setdefault(bet.operator, []).append(bet)
+        return found
+
     def settle(self, coup: CoupFacts) -> None:
-        """Settle every accepted bet against the coup: one event for the whole coup."""
+        """Settle every accepted bet against the coup: one event per operator (its bets)."""
         self.flush()
         paytable = get_paytable(self.paytable)
+        settled = [
+            self._settled(coup, paytable, operator, bets)
+            for operator, bets in self._by_operator().items()
+        ]
+        for fact in settled:
+            record(self, self.CoupSettled, fact)
+
+    def _settled(self, coup: CoupFacts, paytable: Any, operator: str, bets: list[Bet]) -> Any:
         lines: list[SettledLine] = []
         staked = paid = 0
-        for bet in self.bets.values():
+        for bet in bets:
             result = settle_bet(BetType(bet.bet_type), bet.amount, coup, paytable)
             lines.append(
                 _new_tuple(  # SettledLine(...) without its Python-level __new__: 10,000 a coup
@@ -427,7 +519,7 @@ class BetBook(Aggregate):
             )
             staked += result.stake
             paid += result.returned
-        settled = CoupSettledFact(
+        return CoupSettledFact(
             table_id=self.table_id,
             coup_id=self.coup_id,
             outcome=coup.outcome,
@@ -437,36 +529,44 @@ class BetBook(Aggregate):
             staked=staked,
             paid=paid,
             currency=self.currency,
+            operator=operator,
         )
-        record(self, self.CoupSettled, settled)
 
     def refund(self, supervisor_id: str, reason: str) -> None:
-        """Refund every bet's stake; the adjustment is relative to what was already paid."""
+        """Refund every bet's stake, one event per operator (its bets); the adjustment is
+        relative to what was already paid."""
         self.flush()
-        lines: list[RefundLine] = []
-        refunded = 0
-        for bet in self.bets.values():
-            paid = self.returned.get(bet.bet_id, 0) if self.status is BookStatus.SETTLED else 0
-            lines.append(RefundLine(bet.bet_id, bet.bettor_id, bet.amount, bet.amount - paid))
-            refunded += bet.amount
-        refund = CoupRefundedFact(
-            table_id=self.table_id,
-            coup_id=self.coup_id,
-            supervisor_id=supervisor_id,
-            reason=reason,
-            lines=lines,
-            refunded=refunded,
-            currency=self.currency,
-        )
-        record(self, self.CoupRefunded, refund)
+        settled = self.status is BookStatus.SETTLED
+        refunds = []
+        for operator, bets in self._by_operator().items():
+            lines: list[RefundLine] = []
+            refunded = 0
+            for bet in bets:
+                paid = self.returned.get((operator, bet.bet_id), 0) if settled else 0
+                lines.append(RefundLine(bet.bet_id, bet.bettor_id, bet.amount, bet.amount - paid))
+                refunded += bet.amount
+            refunds.append(
+                CoupRefundedFact(
+                    table_id=self.table_id,
+                    coup_id=self.coup_id,
+                    supervisor_id=supervisor_id,
+                    reason=reason,
+                    lines=lines,
+                    refunded=refunded,
+                    currency=self.currency,
+                    operator=operator,
+                )
+            )
+        for refund in refunds:
+            record(self, self.CoupRefunded, refund)
 
     @property
     def bet_count(self) -> int:
         return len(self.bets)
 
-    def settled_amounts(self) -> Mapping[str, int]:
-        """bet id -> amount returned to the bettor (after settlement)."""
-        return dict(self.returned)
+    def settled_amounts(self, operator: str = HOUSE) -> Mapping[str, int]:
+        """bet id -> amount returned to the bettor (after settlement), of one operator."""
+        return {bet_id: paid for (op, bet_id), paid in self.returned.items() if op == operator}
 
 
 register_stored_topics(BetBook)

@@ -9,7 +9,8 @@ refusals that have no book to go to (no such table, no such coup).
 Bets held in one unit of work are recorded as ONE ``BetsHeld`` event (``draft_hold``
 then ``flush``, as a book records its answers): a flood of bets that overtook its
 coup's ``BettingOpened`` costs one event, not one per bet. ``BetHeld`` (one bet) is
-what earlier stores hold; it is still read.
+what earlier stores hold; it is still read. Held bets are the house's (they predate
+operators); a refusal names the bet's operator.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from eventsourcing.domain import Aggregate, event
 
 from services.shared.facts.legacy import DeskBetHeldFact
-from services.shared.facts.settlement import DeskRejectedFact, HeldLine
+from services.shared.facts.settlement import HOUSE, DeskRejectedFact, HeldLine
 from services.shared.facts.topics import record, register_stored_topics
 
 
@@ -134,6 +135,7 @@ class BetDesk(Aggregate):
         reason_code: str,
         message: str,
         placed_at: datetime | None = None,
+        operator: str = HOUSE,
     ) -> None:
         rejected = DeskRejectedFact(
             table_id=table_id,
@@ -146,6 +148,7 @@ class BetDesk(Aggregate):
             reason_code=reason_code,
             message=message,
             placed_at=placed_at,
+            operator=operator,
         )
         record(self, self.BetRejected, rejected)
 

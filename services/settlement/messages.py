@@ -5,7 +5,9 @@ Each published fact becomes its contracts by field name (see
 becomes one ``BetSettled`` per line and then ``CoupSettled``; a refund likewise
 ``BetRefunded`` per line and ``CoupRefunded``; one transaction's answers a ``BetAccepted``
 or ``BetRejected`` per line. Message ids are derived from the stored event (originator
-id, version, line), so a republished message keeps its ``event_id``.
+id, version, line), so a republished message keeps its ``event_id``. A fact about bets
+names their operator: its messages say so and go to that operator's bet-events topic
+(``contracts.topic_for``).
 """
 
 from __future__ import annotations
@@ -52,7 +54,9 @@ def _book_closed(event: BetBook.BettingClosed) -> list[Message]:
     return [publish_one(BetsClosed, event)]
 
 
-_ACCEPTED = line_shape(BetAccepted, AnswerLine, ("table_id", "coup_id"), extra=("placed_at",))
+_ACCEPTED = line_shape(
+    BetAccepted, AnswerLine, ("table_id", "coup_id", "operator"), extra=("placed_at",)
+)
 
 
 @to_messages.register(BetBook.BetsAnswered)
@@ -62,7 +66,7 @@ def _bets_answered(event: BetBook.BetsAnswered) -> list[Message]:
     accepted), a BetRejected per refused one (validated: it echoes what was received)."""
     ids = line_ids(event, len(event.lines))
     occurred_at = event.timestamp
-    common = (event.table_id, event.coup_id)
+    common = (event.table_id, event.coup_id, event.operator)
     placed_at = event.placed_at
     accepted = _ACCEPTED.make
     messages: list[Message] = []
@@ -84,7 +88,12 @@ def _coup_settled(event: BetBook.CoupSettled) -> list[Message]:
     bet was accepted and settled), then CoupSettled."""
     count = len(event.lines)
     ids = line_ids(event, count + 1)
-    common = {"table_id": event.table_id, "coup_id": event.coup_id, "currency": event.currency}
+    common = {
+        "table_id": event.table_id,
+        "coup_id": event.coup_id,
+        "currency": event.currency,
+        "operator": event.operator,
+    }
     messages: list[Message] = []
     messages += publish_lines(BetSettled, event, event.lines, SettledLine, common=common, ids=ids)
     total = publish_one(

@@ -12,6 +12,10 @@ append time (``Delivery.appended_at``: the bet-commands topic is created with
 ``message.timestamp.type=LogAppendTime``); a record with a producer timestamp
 (CreateTime, e.g. a topic created elsewhere and not altered) counts from when
 settlement received it. The client's ``occurred_at`` is never used.
+
+Operators (B2B): settlement reads every configured operator's bet-commands topic
+(``PB_OPERATORS``; ``contracts.bet_commands_topic``) and a bet's operator is the topic it was
+read from; its answers and settlement go to that operator's bet-events topic.
 """
 
 from __future__ import annotations
@@ -22,14 +26,16 @@ from datetime import UTC, datetime
 from eventsourcing.persistence import Tracking
 
 from contracts import (
-    BET_COMMANDS,
-    BET_EVENTS,
     BOOK_EVENTS,
+    HOUSE,
     SHOE_EVENTS,
     TABLE_EVENTS,
     BetCommand,
     ShoeEvent,
     TableEvent,
+    bet_commands_topic,
+    bet_events_topic,
+    topic_operator,
 )
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages
@@ -44,7 +50,9 @@ from services.shared.platform import (
 from services.shared.platform.incidents import Origin
 
 
-def batch_handler(app: SettlementApplication) -> BatchHandler:
+def batch_handler(app: SettlementApplication, operator: str = HOUSE) -> BatchHandler:
+    """A subscription's handler; ``operator``: whose bet-commands topic it reads."""
+
     def handle(deliveries: Sequence[Delivery], tracking: Tracking) -> None:
         received = datetime.now(UTC)
         app.handle_batch(
@@ -52,6 +60,7 @@ def batch_handler(app: SettlementApplication) -> BatchHandler:
             tracking,
             [placed_at(delivery, received) for delivery in deliveries],
             [Origin(d.topic, d.partition, d.offset) for d in deliveries],
+            operator,
         )
 
     return handle
@@ -62,14 +71,29 @@ def placed_at(delivery: Delivery, received: datetime) -> datetime:
     return delivery.appended_at or received
 
 
-def _subscriptions(app: SettlementApplication) -> Sequence[Subscription]:
+def _subscriptions(
+    app: SettlementApplication, operators: Sequence[str] = (HOUSE,)
+) -> Sequence[Subscription]:
     # The platform applies one fetch's partitions in this order: the shoe's cards before
     # dealing's claim of a result (a claim whose cards are not in yet waits for them).
     return [
         Subscription(SHOE_EVENTS, batch_handler(app)),
         Subscription(TABLE_EVENTS, batch_handler(app)),
-        Subscription(BET_COMMANDS, batch_handler(app)),
+        *(
+            Subscription(topic, batch_handler(app, _operator(topic)))
+            for topic in _bet_commands(operators)
+        ),
     ]
+
+
+def _bet_commands(operators: Sequence[str]) -> list[str]:
+    return [bet_commands_topic(operator) for operator in operators]
+
+
+def _operator(topic: str) -> str:
+    found = topic_operator(topic)
+    assert found is not None, topic
+    return found[1]
 
 
 def _application(env: dict[str, str]) -> SettlementApplication:
@@ -83,7 +107,7 @@ def build_service(settings: Settings) -> KafkaService[SettlementApplication]:
             name="settlement",
             application=_application,
             to_messages=to_messages,
-            subscriptions=_subscriptions,
+            subscriptions=lambda app: _subscriptions(app, settings.operators),
         ),
         settings,
         description="Settlement: takes the bets, and settles each coup's book.",
@@ -92,20 +116,21 @@ def build_service(settings: Settings) -> KafkaService[SettlementApplication]:
     @service.subscriber(
         SHOE_EVENTS,
         TABLE_EVENTS,
-        BET_COMMANDS,
-        description="The shoe's cards, dealing's table events (both signed) and the bets "
-        "with dealing's signed OpenBook / CloseBook marks among them: a fetched batch of a "
-        "partition is applied in one transaction.",
+        *_bet_commands(settings.operators),
+        description="The shoe's cards, dealing's table events (both signed) and each "
+        "operator's bets with dealing's signed OpenBook / CloseBook marks among them: a "
+        "fetched batch of a partition is applied in one transaction.",
     )
     async def settlement_inputs(batch: list[ShoeEvent | TableEvent | BetCommand]) -> None:
         # The raw records of one fetch (the type says what they carry): see consumer.py.
         await service.consume(batch)
 
-    service.publisher(
-        BET_EVENTS,
-        description="Each bet accepted or rejected, and settled (one BetSettled per bet of a "
-        "settled coup, then CoupSettled).",
-    )
+    for operator in settings.operators:
+        service.publisher(
+            bet_events_topic(operator),
+            description=f"Each bet of operator {operator} accepted or rejected, and settled "
+            "(one BetSettled per bet of a settled coup, then the operator's CoupSettled).",
+        )
     service.publisher(
         BOOK_EVENTS,
         description="BetsClosed: a coup's book is closed, its cards may be dealt.",

@@ -104,6 +104,59 @@ async def test_up_plays_n_coups_checks_the_books_and_stops_everything(
 
 
 @pytest.mark.timeout(240)
+async def test_up_with_two_operators_plays_both_gateways_at_one_table_with_clean_books(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """PB_OPERATORS=acme,bravo: the simulated bettors bet through both operators' gateway
+    topics at one table; every answer and settlement comes back on its operator's topic
+    (the books check clean), and the house's topics stay empty."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from contracts import BET_COMMANDS, BET_EVENTS, bet_commands_topic, bet_events_topic
+
+    prefix = created_under(f"e2e-up-{uuid.uuid4().hex[:10]}.")
+    env = {**up_env({}), "PB_OPERATORS": "acme,bravo", "PB_HTTP_PORT_DASHBOARD": "off"}
+    process = await asyncio.create_subprocess_exec(
+        *up_command(kafka_bootstrap, prefix, tmp_path / "var", "--coups", "4"),
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), 180)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    text = output.decode(errors="replace")
+    assert process.returncode == 0, text
+    assert "OK: " in text and "0 errors" in text
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        await consumer._client.force_metadata_update()
+        counts = {}
+        for logical in (
+            BET_COMMANDS,
+            BET_EVENTS,
+            *(bet_commands_topic(op) for op in ("acme", "bravo")),
+            *(bet_events_topic(op) for op in ("acme", "bravo")),
+        ):
+            topic = prefix + logical
+            partitions = consumer.partitions_for_topic(topic) or set()
+            ends = await consumer.end_offsets([TopicPartition(topic, p) for p in partitions])
+            counts[logical] = sum(ends.values())
+    finally:
+        await consumer.stop()
+    assert counts[BET_COMMANDS] == counts[BET_EVENTS] == 0, counts
+    for operator in ("acme", "bravo"):  # both gateways bet, and both got answers
+        assert counts[bet_commands_topic(operator)] > 0, counts
+        assert counts[bet_events_topic(operator)] > 0, counts
+    assert not leftovers(prefix)
+
+
+@pytest.mark.timeout(240)
 async def test_ctrl_c_stops_up_cleanly_with_its_summary(
     kafka_bootstrap: str, store: Mapping[str, str], tmp_path: Path
 ) -> None:

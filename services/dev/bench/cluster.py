@@ -65,6 +65,9 @@ class Cluster:
             "PB_HTTP_PORT": "off",
             "PB_LOG_LEVEL": "INFO",
             "PB_POSTGRES_SCHEMA_PREFIX": self.schema_prefix,
+            # The bench drives the house's gateway topics (one operator): whatever the shell
+            # says, the services it measures serve the house alone.
+            "PB_OPERATORS": "house",
         }
         return ServiceSettings(
             bootstrap=self.bootstrap,

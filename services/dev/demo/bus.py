@@ -3,6 +3,10 @@
 Everything goes through :mod:`contracts`: :func:`contracts.encode` / :func:`contracts.decode`,
 the message's topic (:func:`contracts.topic_for`) behind the run's topic prefix, and its table
 id as the key (:func:`contracts.partition_key`), so a table's messages stay in order.
+
+Operators (``PB_OPERATORS``): each simulated bettor is one operator's (:func:`operator_of`,
+by its id), so the run's bets go through every operator's gateway topic at the same tables,
+and the demo follows every operator's bet-events topic.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -19,37 +24,60 @@ from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.partitioner import DefaultPartitioner
 
 from contracts import (
-    BET_EVENTS,
     BOOK_EVENTS,
     DEAD_LETTERS,
+    HOUSE,
     SHOE_EVENTS,
     TABLE_EVENTS,
     TOPIC_MESSAGES,
     ContractError,
     Message,
+    PlaceBet,
+    bet_commands_topic,
+    bet_events_topic,
     decode,
     encode,
+    operator_topics,
     partition_key,
     topic_for,
 )
 
 log = logging.getLogger(__name__)
 
-EVENT_TOPICS: tuple[str, ...] = (SHOE_EVENTS, TABLE_EVENTS, BET_EVENTS, BOOK_EVENTS, DEAD_LETTERS)
-"""What the demo follows: every service's events, and the dead letters."""
+
+def event_topics(operators: Sequence[str] = (HOUSE,)) -> tuple[str, ...]:
+    """What the demo follows: every service's events (every operator's bet events), and the
+    dead letters."""
+    bets = tuple(bet_events_topic(operator) for operator in operators)
+    return (SHOE_EVENTS, TABLE_EVENTS, *bets, BOOK_EVENTS, DEAD_LETTERS)
+
+
+EVENT_TOPICS: tuple[str, ...] = event_topics()
+"""The house's alone."""
+
+
+def operator_of(bettor_id: str, operators: Sequence[str]) -> str:
+    """The operator a simulated bettor plays through (stable: by a checksum of its id)."""
+    return operators[zlib.crc32(bettor_id.encode()) % len(operators)]
 
 
 async def ensure_topics(
-    bootstrap: str, prefix: str, partitions: int = 3, timeout: float = 30.0
+    bootstrap: str,
+    prefix: str,
+    partitions: int = 3,
+    timeout: float = 30.0,
+    operators: Sequence[str] = (HOUSE,),
 ) -> None:
-    """Create the run's (prefixed) project topics that are missing."""
+    """Create the run's (prefixed) project topics that are missing (every operator's too:
+    the services set their configs when they start)."""
     admin = AIOKafkaAdminClient(
         bootstrap_servers=bootstrap, client_id="pb-demo-admin", request_timeout_ms=10_000
     )
     await asyncio.wait_for(admin.start(), timeout)
     try:
         existing = set(await asyncio.wait_for(admin.list_topics(), timeout))
-        missing = [prefix + topic for topic in TOPIC_MESSAGES if prefix + topic not in existing]
+        topics = dict.fromkeys((*TOPIC_MESSAGES, *operator_topics(operators)))
+        missing = [prefix + topic for topic in topics if prefix + topic not in existing]
         if missing:
             with contextlib.suppress(TopicAlreadyExistsError):
                 await asyncio.wait_for(
@@ -111,8 +139,15 @@ class Received:
 class CommandSender:
     """An idempotent producer for commands (and, in tests, raw bytes)."""
 
-    def __init__(self, bootstrap: str, prefix: str = "", client_id: str = "pb-demo") -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        prefix: str = "",
+        client_id: str = "pb-demo",
+        operators: Sequence[str] = (HOUSE,),
+    ) -> None:
         self.prefix = prefix
+        self.operators = tuple(operators)
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
             client_id=client_id,
@@ -134,10 +169,16 @@ class CommandSender:
         finally:
             await self._producer.stop()
 
+    def topic(self, message: Message) -> str:
+        """The (prefixed) topic of ``message``: a bet its bettor's operator's (the gateway's)."""
+        if isinstance(message, PlaceBet):
+            return self.prefix + bet_commands_topic(operator_of(message.bettor_id, self.operators))
+        return self.prefix + topic_for(message)
+
     async def send(self, message: Message) -> None:
         """Queue ``message`` on its topic, key = table id; :meth:`flush` waits for delivery."""
         future = await self._producer.send(
-            self.prefix + topic_for(message), encode(message), key=partition_key(message)
+            self.topic(message), encode(message), key=partition_key(message)
         )
         self._pending.append(future)
 
@@ -159,7 +200,7 @@ class CommandSender:
         :meth:`send` would. :meth:`flush` waits for delivery."""
         groups: dict[tuple[str, bytes], list[Message]] = {}
         for message in messages:
-            group = (self.prefix + topic_for(message), partition_key(message))
+            group = (self.topic(message), partition_key(message))
             groups.setdefault(group, []).append(message)
         for (topic, key), members in groups.items():
             partitions = sorted(await self._producer.partitions_for(topic))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from contracts import Message
-from services.dev.demo.bus import CommandSender, EventFeed, Received, ensure_topics
+from services.dev.demo.bus import CommandSender, EventFeed, Received, ensure_topics, event_topics
 from services.dev.demo.ledger import Ledger
 from services.dev.demo.processes import (
     SERVICES,
@@ -26,6 +26,7 @@ from services.dev.demo.processes import (
     service_env,
     stop_all,
 )
+from services.shared.platform.environment import check_operators
 
 M = TypeVar("M", bound=Message)
 
@@ -58,8 +59,14 @@ class LocalSystem:
         }
         self.ledger = ledger if ledger is not None else Ledger()
         self.accept = accept
-        self.sender = CommandSender(settings.bootstrap, settings.topic_prefix)
-        self.feed = EventFeed(settings.bootstrap, settings.topic_prefix)
+        # PB_OPERATORS (the services inherit it): each bettor plays through one operator
+        self.operators = check_operators(env.get("PB_OPERATORS", ""))
+        self.sender = CommandSender(
+            settings.bootstrap, settings.topic_prefix, operators=self.operators
+        )
+        self.feed = EventFeed(
+            settings.bootstrap, settings.topic_prefix, event_topics(self.operators)
+        )
         self.reactors: list[Callable[[Message], Awaitable[None]]] = []
         """Called with every decoded message, after the ledger saw it (e.g. the table driver)."""
         self.history: list[Received] = []
@@ -73,7 +80,9 @@ class LocalSystem:
         start following."""
         self._started = True
         await asyncio.to_thread(prepare_keys, self.settings)
-        await ensure_topics(self.settings.bootstrap, self.settings.topic_prefix)
+        await ensure_topics(
+            self.settings.bootstrap, self.settings.topic_prefix, operators=self.operators
+        )
         await self.feed.start(from_beginning=False)
         await self.sender.start()
         for child in self.services.values():

@@ -23,11 +23,21 @@ need. Nobody but the admin creates, deletes or alters topics, configs or ACLs.
 
 A principal added later (``punto-banco infra credentials gateway-acme --add``) gets the
 role its name begins with (``gateway``), under its own name.
+
+Operators (B2B, ``PB_OPERATORS``): each operator has its own bet-commands and bet-events
+topics (``contracts.topics``; the house keeps the unsuffixed ones). A gateway principal is one
+operator's: ``gateway`` the house's, ``gateway-<operator>`` that operator's; it WRITEs only its
+operator's bet-commands topic and READs only its operator's bet-events topic (and
+table-events): a bet's operator is the topic it came by, so no gateway can place bets for
+another operator or read another operator's answers. Dealing WRITEs its marks to every
+operator's bet-commands topic; settlement READs every operator's bet-commands topic and
+WRITEs every operator's bet-events topic; auditor and dashboard READ them all
+(:func:`role_for`: the matrix above, per deployment).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -36,6 +46,7 @@ from contracts import (
     BET_EVENTS,
     BOOK_EVENTS,
     DEAD_LETTERS,
+    HOUSE,
     INCIDENTS,
     MESSAGE_SOURCES,
     MESSAGE_TOPICS,
@@ -45,6 +56,11 @@ from contracts import (
     TABLE_COMMANDS,
     TABLE_EVENTS,
     TOPIC_MESSAGES,
+    base_topic,
+    bet_commands_topic,
+    bet_events_topic,
+    operator_topics,
+    topic_operator,
 )
 from services.dev.infra.kafka_admin import AclBinding, AdminSession, acl_filter, create_topics
 from services.dev.infra.kafka_login import KafkaLogin
@@ -107,17 +123,56 @@ def role_of(principal: str) -> str | None:
     return head if head in ROLES and head != principal else None
 
 
+def gateway_operator(principal: str) -> str:
+    """The operator a gateway principal serves: ``gateway`` the house, ``gateway-<op>`` op."""
+    if principal == "gateway":
+        return HOUSE
+    if principal.startswith("gateway-"):
+        return principal.removeprefix("gateway-")
+    raise ValueError(f"a gateway principal is named gateway-<operator>, not {principal!r}")
+
+
+def _each_operator(topics: Iterable[str], operators: Iterable[str]) -> tuple[str, ...]:
+    """``topics`` with each operator topic (bet-commands, bet-events) as every operator's."""
+    chosen = tuple(operators)
+    found: set[str] = set()
+    for topic in topics:
+        if topic_operator(topic) is None:
+            found.add(topic)
+        else:
+            found.update(t for t in operator_topics(chosen) if base_topic(t) == topic)
+    return tuple(sorted(found))
+
+
+def role_for(principal: str, role: str, operators: Iterable[str] = (HOUSE,)) -> Role:
+    """What ``principal`` acting in ``role`` may do in a deployment serving ``operators``:
+    a gateway its operator's topics only (:func:`gateway_operator`), any other role the
+    matrix with the operator topics as every operator's."""
+    if role == "gateway":
+        operator = gateway_operator(principal)
+        return Role(
+            writes=(bet_commands_topic(operator),),
+            reads=tuple(sorted({bet_events_topic(operator), TABLE_EVENTS})),
+        )
+    allowed = ROLES[role]
+    return Role(_each_operator(allowed.writes, operators), _each_operator(allowed.reads, operators))
+
+
 def consumer_group(principal: str, group_prefix: str = "") -> str:
     """The consumer group a principal may use (and ``<it>.<anything>``)."""
     return f"{group_prefix}punto-banco-{principal}"
 
 
 def principal_acls(
-    principal: str, role: str, topic_prefix: str = "", group_prefix: str = ""
+    principal: str,
+    role: str,
+    topic_prefix: str = "",
+    group_prefix: str = "",
+    operators: Iterable[str] = (HOUSE,),
 ) -> list[AclBinding]:
-    """The ALLOW bindings of one principal acting in ``role``."""
+    """The ALLOW bindings of one principal acting in ``role`` (:func:`role_for`)."""
     user = f"User:{principal}"
-    allowed = ROLES[role]
+    allowed = role_for(principal, role, operators)
     bindings = [
         AclBinding(ResourceType.TOPIC, topic_prefix + topic, PatternType.LITERAL, user, operation)
         for operation, topics in (
@@ -137,31 +192,46 @@ def principal_acls(
     return bindings
 
 
+def project_principals(operators: Iterable[str] = (HOUSE,)) -> dict[str, str]:
+    """Every role as itself, and ``gateway-<operator>`` for each operator but the house."""
+    gateways = {f"gateway-{op}": "gateway" for op in operators if op != HOUSE}
+    return {**{name: name for name in ROLES}, **gateways}
+
+
 def project_acls(
-    topic_prefix: str = "", group_prefix: str = "", principals: Mapping[str, str] | None = None
+    topic_prefix: str = "",
+    group_prefix: str = "",
+    principals: Mapping[str, str] | None = None,
+    operators: Iterable[str] = (HOUSE,),
 ) -> list[AclBinding]:
-    """The whole matrix: ``principals`` (name -> role; default every role as itself)."""
-    chosen = principals if principals is not None else {name: name for name in ROLES}
+    """The whole matrix: ``principals`` (name -> role; default :func:`project_principals`)."""
+    served = tuple(operators)
+    chosen = principals if principals is not None else project_principals(served)
     return [
         binding
         for name, role in chosen.items()
-        for binding in principal_acls(name, role, topic_prefix, group_prefix)
+        for binding in principal_acls(name, role, topic_prefix, group_prefix, served)
     ]
 
 
 async def ensure_project_topics(
-    bootstrap: str, admin: KafkaLogin, topic_prefix: str = "", partitions: int = 3
+    bootstrap: str,
+    admin: KafkaLogin,
+    topic_prefix: str = "",
+    partitions: int = 3,
+    operators: Iterable[str] = (HOUSE,),
 ) -> list[str]:
     """As the admin, create the project topics named ``<topic_prefix><topic>`` that are
-    missing, with their configs (``TOPIC_CONFIGS``: LogAppendTime on bet-commands and
-    shoe-events); returns the names created."""
-    from services.shared.platform.kafka import PROJECT_TOPICS, TOPIC_CONFIGS
+    missing (every operator's own too), with their configs (``TOPIC_CONFIGS``: LogAppendTime
+    on the bet-commands topics and shoe-events); returns the names created."""
+    from services.shared.platform.kafka import PROJECT_TOPICS, topic_config
 
+    topics = list(dict.fromkeys((*PROJECT_TOPICS, *operator_topics(operators))))
     return await create_topics(
         bootstrap,
         admin,
-        [topic_prefix + topic for topic in PROJECT_TOPICS],
-        {topic_prefix + topic: configs for topic, configs in TOPIC_CONFIGS.items()},
+        [topic_prefix + topic for topic in topics],
+        {topic_prefix + t: topic_config(t) for t in topics if topic_config(t)},
         partitions,
     )
 
@@ -172,11 +242,12 @@ async def grant_project_acls(
     topic_prefix: str = "",
     group_prefix: str = "",
     principals: Mapping[str, str] | None = None,
+    operators: Iterable[str] = (HOUSE,),
 ) -> list[AclBinding]:
     """Grant the matrix for topics named ``<topic_prefix><topic>`` and consumer groups under
     ``group_prefix`` (tests and the bench use a per-run prefix for both); idempotent.
     Returns the bindings granted."""
-    bindings = project_acls(topic_prefix, group_prefix, principals)
+    bindings = project_acls(topic_prefix, group_prefix, principals, operators)
     async with AdminSession(bootstrap, admin) as session:
         await session.create_acls(bindings)
     return bindings
@@ -188,9 +259,10 @@ async def revoke_project_acls(
     topic_prefix: str = "",
     group_prefix: str = "",
     principals: Mapping[str, str] | None = None,
+    operators: Iterable[str] = (HOUSE,),
 ) -> int:
     """Delete the bindings :func:`grant_project_acls` made (a run's clean-up); how many."""
-    bindings = project_acls(topic_prefix, group_prefix, principals)
+    bindings = project_acls(topic_prefix, group_prefix, principals, operators)
     filters = list(
         dict.fromkeys(  # one filter per resource pattern and principal
             acl_filter(

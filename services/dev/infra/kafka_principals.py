@@ -23,6 +23,7 @@ from services.dev.infra.kafka_acls import (
     ensure_project_topics,
     principal_acls,
     project_acls,
+    project_principals,
     role_of,
 )
 from services.dev.infra.kafka_admin import AdminSession
@@ -31,6 +32,12 @@ from services.dev.infra.kafka_login import ADMIN, KafkaLogin
 from services.dev.infra.kafka_tls import TlsFiles
 from services.dev.infra.processes import progress, run_async
 from services.dev.infra.state import load_state, save_state
+from services.shared.platform.environment import check_operators
+
+
+def served_operators() -> tuple[str, ...]:
+    """The operators of the deployment (``PB_OPERATORS``): their topics and gateways."""
+    return check_operators(os.environ.get("PB_OPERATORS", ""))
 
 
 def topic_partitions() -> int:
@@ -94,7 +101,7 @@ class BrokerPrincipals:
     def roles(self) -> dict[str, str]:
         """Every principal -> its role: the matrix's (each its own), then those added."""
         extra = load_state(self._state_file).get("extra_principals", {})
-        return {**{name: name for name in ROLES}, **extra}
+        return {**project_principals(served_operators()), **extra}
 
     def passwords(self) -> dict[str, str]:
         """The admin's and every principal's password (made where missing)."""
@@ -105,11 +112,13 @@ class BrokerPrincipals:
         every principal (idempotent)."""
         admin = self.admin_login()
         roles = self.roles()
+        operators = served_operators()
 
         async def secure() -> list[str]:
-            created = await ensure_project_topics(bootstrap, admin, "", topic_partitions())
+            partitions = topic_partitions()
+            created = await ensure_project_topics(bootstrap, admin, "", partitions, operators)
             async with AdminSession(bootstrap, admin) as session:
-                await session.create_acls(project_acls("", "", roles))
+                await session.create_acls(project_acls("", "", roles, operators))
             return created
 
         created = run_async(secure())
@@ -134,7 +143,8 @@ class BrokerPrincipals:
         async def add() -> bool:
             async with AdminSession(bootstrap, admin) as session:
                 await session.upsert_scram_users({name: password})
-                await session.create_acls(principal_acls(name, chosen))
+                acls = principal_acls(name, chosen, operators=served_operators())
+                await session.create_acls(acls)
             return await _logs_in(bootstrap, login, wait=15)
 
         if not run_async(add()):

@@ -3,6 +3,11 @@ book (``.desk``), and the line records of their batch fields.
 
 A line record is a ``NamedTuple`` stored as a JSON array in its field order: never reorder
 its fields, only append (readers accept older, shorter lines and keep longer ones whole).
+
+Operators (B2B): a bet is one operator's (the operator of the bet-commands topic it came by,
+``contracts.topics``), and its identity is (operator, bet id). The facts about bets name their
+``operator`` (one fact per operator: the lines of a fact are that operator's bets); facts
+recorded before operators existed are the house's (``HOUSE``, by their upcasters).
 """
 
 from __future__ import annotations
@@ -12,6 +17,9 @@ from datetime import datetime
 from typing import Any, ClassVar, NamedTuple
 
 from services.shared.facts.base import Fact
+
+HOUSE = "house"
+"""The default operator (``contracts.HOUSE``): whose every fact recorded before operators is."""
 
 Limits = dict[str, dict[str, int]]
 """Per bet type name: {"minimum": int, "maximum": int} in minor units."""
@@ -80,7 +88,7 @@ class BookOpenedFact(Fact):
     (opened from BettingOpened) knew neither ``coup_number`` nor ``shoe_id``."""
 
     STORED_TOPIC: ClassVar[str] = "services.settlement.books:BetBook.Opened"
-    class_version: ClassVar[int] = 2
+    class_version: ClassVar[int] = 3
     table_id: str
     coup_id: str
     paytable: str
@@ -89,10 +97,16 @@ class BookOpenedFact(Fact):
     closes_at: datetime
     coup_number: int | None
     shoe_id: str | None
+    operator: str  # whose OpenBook opened the book (the others': BookOpenedFor)
+    operators: list[str]  # whose CloseBook the book waits for before it closes
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
         state.update(coup_number=None, shoe_id=None)  # opened from BettingOpened, before
+
+    @staticmethod
+    def upcast_v2_v3(state: dict[str, Any]) -> None:
+        state.update(operator=HOUSE, operators=[HOUSE])  # before operators: the house alone
 
 
 @dataclass(frozen=True)
@@ -121,20 +135,36 @@ class BookClosedFact(Fact):
 
 
 @dataclass(frozen=True)
+class OperatorClosedFact(Fact):
+    """An operator's CloseBook read at ``closed_at`` (its append time) while the book waits
+    for other operators' marks: that operator's later bets are too late. The last operator's
+    mark closes the book (:class:`BookClosedFact`). Not published (the audit reads it)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.settlement.books:BetBook.OperatorClosed"
+    operator: str
+    closed_at: datetime
+
+
+@dataclass(frozen=True)
 class BetsAnsweredFact(Fact):
     """The answers to the bets of one transaction (a line each); ``placed_at[i]`` (ISO 8601
     or None) is when line i's bet was placed. Version 1 did not keep it."""
 
     STORED_TOPIC: ClassVar[str] = "services.settlement.books:BetBook.BetsAnswered"
-    class_version: ClassVar[int] = 2
+    class_version: ClassVar[int] = 3
     table_id: str
     coup_id: str
     lines: list[AnswerLine]
     placed_at: list[str | None]
+    operator: str  # whose bets the lines are (version 2: the house's)
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
         state["placed_at"] = [None] * len(state["lines"])  # recorded before it was kept
+
+    @staticmethod
+    def upcast_v2_v3(state: dict[str, Any]) -> None:
+        state["operator"] = HOUSE
 
 
 @dataclass(frozen=True)
@@ -143,6 +173,7 @@ class CoupSettledFact(Fact):
     (``staked``, ``paid`` and the house's result)."""
 
     STORED_TOPIC: ClassVar[str] = "services.settlement.books:BetBook.CoupSettled"
+    class_version: ClassVar[int] = 2
     table_id: str
     coup_id: str
     outcome: str  # contracts.OutcomeName
@@ -152,6 +183,11 @@ class CoupSettledFact(Fact):
     staked: int
     paid: int
     currency: str
+    operator: str  # one fact per operator of the book: its bets (version 1: the house's)
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["operator"] = HOUSE
 
 
 @dataclass(frozen=True)
@@ -160,6 +196,7 @@ class CoupRefundedFact(Fact):
     ``CoupRefunded``."""
 
     STORED_TOPIC: ClassVar[str] = "services.settlement.books:BetBook.CoupRefunded"
+    class_version: ClassVar[int] = 2
     table_id: str
     coup_id: str
     supervisor_id: str
@@ -167,6 +204,11 @@ class CoupRefundedFact(Fact):
     lines: list[RefundLine]
     refunded: int
     currency: str
+    operator: str  # one fact per operator of the book: its bets (version 1: the house's)
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["operator"] = HOUSE
 
 
 @dataclass(frozen=True)
@@ -175,7 +217,7 @@ class DeskRejectedFact(Fact):
     Version 1 did not keep ``placed_at``."""
 
     STORED_TOPIC: ClassVar[str] = "services.settlement.desk:BetDesk.BetRejected"
-    class_version: ClassVar[int] = 2
+    class_version: ClassVar[int] = 3
     table_id: str
     coup_id: str
     bet_id: str
@@ -186,10 +228,15 @@ class DeskRejectedFact(Fact):
     reason_code: str
     message: str
     placed_at: datetime | None
+    operator: str  # whose bet (version 2: the house's)
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
         state["placed_at"] = None  # recorded before the time was kept
+
+    @staticmethod
+    def upcast_v2_v3(state: dict[str, Any]) -> None:
+        state["operator"] = HOUSE
 
 
 BOOK_FACTS: tuple[type[Fact], ...] = (
@@ -201,4 +248,4 @@ BOOK_FACTS: tuple[type[Fact], ...] = (
 )
 """The published facts of the bet books (one aggregate per coup)."""
 
-SETTLEMENT_FACTS: tuple[type[Fact], ...] = (*BOOK_FACTS, DeskRejectedFact)
+SETTLEMENT_FACTS: tuple[type[Fact], ...] = (*BOOK_FACTS, OperatorClosedFact, DeskRejectedFact)

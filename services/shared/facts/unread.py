@@ -16,6 +16,7 @@ UNREAD: dict[str, str] = {
     "services.settlement.books:BetBook.CardsRefused": _BOOK,
     "services.settlement.books:BetBook.ResultClaimed": _BOOK,
     "services.settlement.books:BetBook.ClaimsDropped": _BOOK,
+    "services.settlement.books:BetBook.OperatorOpened": _BOOK,
     "services.settlement.desk:BetDesk.Started": "opens a table's desk",
     "services.settlement.desk:BetDesk.BetsHeld": "bets held by earlier versions (refused later)",
     "services.settlement.desk:BetDesk.BetsReleased": "held bets taken out to be judged",

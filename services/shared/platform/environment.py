@@ -32,6 +32,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from contracts import HOUSE, check_operator
+
 
 class SettingsError(ValueError):
     """A setting is missing or malformed; the message names the variable to fix."""
@@ -117,6 +119,18 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)", re.IGNORECASE)
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}
 
 
+def check_operators(entries: str | Iterable[str]) -> tuple[str, ...]:
+    """``PB_OPERATORS``: comma separated operator names (``contracts.check_operator``),
+    each once; none means the house alone."""
+    parts = entries.split(",") if isinstance(entries, str) else list(entries)
+    names = tuple(part.strip() for part in parts if part.strip())
+    for name in names:
+        check_operator(name)
+    if len(set(names)) != len(names):
+        raise ValueError(f"names an operator twice: {', '.join(names)}")
+    return names or (HOUSE,)
+
+
 def parse_duration(text: str) -> float:
     """Seconds from ``86400``, ``90s``, ``30m``, ``24h`` or ``7d`` (more than 0, at most 10
     years); ValueError naming the forms otherwise."""
@@ -191,6 +205,10 @@ class Environment(BaseSettings):
     supervisor_keyring: Stripped = Field("", alias="PB_SUPERVISOR_KEYRING")
     void_window: Annotated[float, BeforeValidator(duration_seconds)] = Field(
         DEFAULT_VOID_WINDOW, alias="PB_VOID_WINDOW"
+    )
+    # Operators (B2B): whose gateways' topics dealing marks and settlement reads.
+    operators: Annotated[tuple[str, ...], NoDecode, BeforeValidator(check_operators)] = Field(
+        (HOUSE,), alias="PB_OPERATORS"
     )
 
     @classmethod

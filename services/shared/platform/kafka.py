@@ -34,7 +34,14 @@ from faststream.kafka import KafkaBroker
 from faststream.kafka.security import parse_security
 from faststream.security import BaseSecurity
 
-from contracts import BET_COMMANDS, SEALS, SHOE_EVENTS, TOPIC_MESSAGES
+from contracts import (
+    BET_COMMANDS,
+    SEALS,
+    SHOE_EVENTS,
+    TOPIC_MESSAGES,
+    base_topic,
+    operator_topics,
+)
 from services.shared.platform.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -48,7 +55,18 @@ SIGNATURE_HEADER = "pb-sig"
 """The writer's signature of the record (``signing.py``): a detached JWS."""
 
 PROJECT_TOPICS: tuple[str, ...] = tuple(TOPIC_MESSAGES)
-"""Every logical topic of the project (commands, events, dead letters)."""
+"""Every logical topic of the project (commands, events, dead letters): the house's."""
+
+
+def project_topics(settings: Settings) -> tuple[str, ...]:
+    """The logical topics of a deployment: the project's and its operators' own."""
+    return tuple(dict.fromkeys((*PROJECT_TOPICS, *operator_topics(settings.operators))))
+
+
+def topic_config(logical: str) -> Mapping[str, str]:
+    """The configs a logical topic must have (an operator's topic: its base topic's)."""
+    return TOPIC_CONFIGS.get(base_topic(logical), {})
+
 
 TIMESTAMP_TYPE = "message.timestamp.type"
 LOG_APPEND_TIME = "LogAppendTime"
@@ -145,13 +163,14 @@ def _admin(settings: Settings) -> AIOKafkaAdminClient:
     )
 
 
-async def ensure_topics(settings: Settings, topics: Iterable[str] = PROJECT_TOPICS) -> list[str]:
+async def ensure_topics(settings: Settings, topics: Iterable[str] | None = None) -> list[str]:
     """Create the (prefixed) project topics that do not exist yet; returns the ones created.
 
+    ``topics``: default :func:`project_topics` (every configured operator's own too).
     Topics in ``TOPIC_CONFIGS`` get their configs at creation; an existing one whose
     config differs is altered (see the module docstring).
     """
-    logical = list(dict.fromkeys(topics))
+    logical = list(dict.fromkeys(project_topics(settings) if topics is None else topics))
     admin = _admin(settings)
     await admin.start()
     try:
@@ -159,9 +178,9 @@ async def ensure_topics(settings: Settings, topics: Iterable[str] = PROJECT_TOPI
         missing = [t for t in logical if settings.topic(t) not in existing]
         if missing:
             await _create(admin, settings, missing)
-        present = [t for t in logical if t in TOPIC_CONFIGS and t not in missing]
+        present = [t for t in logical if topic_config(t) and t not in missing]
         if present:
-            await _align_configs(admin, {settings.topic(t): TOPIC_CONFIGS[t] for t in present})
+            await _align_configs(admin, {settings.topic(t): topic_config(t) for t in present})
         return [settings.topic(t) for t in missing]
     finally:
         await admin.close()
@@ -175,7 +194,7 @@ async def _create(admin: AIOKafkaAdminClient, settings: Settings, logical: list[
                 name=settings.topic(t),
                 num_partitions=settings.topic_partitions,
                 replication_factor=settings.topic_replication_factor,
-                topic_configs=dict(TOPIC_CONFIGS.get(t, {})),
+                topic_configs=dict(topic_config(t)),
             )
             for t in logical
         ]
@@ -184,7 +203,7 @@ async def _create(admin: AIOKafkaAdminClient, settings: Settings, logical: list[
     for name, code, *rest in response.topic_errors:
         # 36 = TOPIC_ALREADY_EXISTS: created concurrently by another service.
         if code == TopicAlreadyExistsError.errno:
-            wanted = TOPIC_CONFIGS.get(settings.logical_topic(name))
+            wanted = topic_config(settings.logical_topic(name))
             if wanted:
                 concurrent[name] = wanted
         elif code != 0:

@@ -14,9 +14,13 @@ chunk while the next is encoded):
   key and position. Made while the chunk is encoded, in the worker thread (Ed25519 signing
   releases the GIL): about 35 us per record;
 - the key is the table id (``contracts.partition_key``): a table keeps its partition;
-- markers first: a notification's records for :data:`MARKERS` (dealing's ``OpenBook`` /
-  ``CloseBook``) come before its other records, and once a chunk with other records was handed
-  out, a later notification with markers starts the next relay batch instead;
+- dealing's marks (``OpenBook`` / ``CloseBook``: ``contracts.MARKERS``) go to EVERY configured
+  operator's bet-commands topic (``contracts.topics_for``), one record each with the same key,
+  index and value, so each operator's bets are ordered against the mark in their own partition;
+  a bet event goes to its operator's bet-events topic (``contracts.topic_for``);
+- markers first: a notification's records for the bet-commands topics (the marks) come before
+  its other records, and once a chunk with other records was handed out, a later notification
+  with markers starts the next relay batch instead;
 - a record larger than ``max_record_bytes`` is replaced at once by its quarantine record
   (``relay_refusals.py``).
 """
@@ -37,9 +41,11 @@ from contracts import (
     SHOE_EVENTS,
     TABLE_EVENTS,
     Message,
+    base_topic,
+    bet_commands_topic,
     encode,
     partition_key,
-    topic_for,
+    topics_for,
 )
 from services.shared.platform.kafka import (
     INDEX_HEADER,
@@ -62,18 +68,23 @@ MAX_RECORD_BYTES = 1024 * 1024
 under the broker's default ``max.message.bytes`` (1 MiB + 12 bytes)."""
 
 MARKERS = BET_COMMANDS
-"""The logical topic whose records of a batch go (and are acknowledged) before the others."""
+"""The (base) logical topic whose records of a batch go (and are acknowledged) before the
+others: every operator's bet-commands topic."""
 
 SIGNED_TOPICS: frozenset[str] = frozenset(
     {TABLE_EVENTS, SHOE_EVENTS, SHOE_COMMANDS, BOOK_EVENTS, BET_COMMANDS, SEALS}
 )
 """Logical topics whose records the relay signs: every owned topic a service reads, the
-marks on bet-commands, and the seal anchors (an unsigned anchor proves nothing).
+marks on bet-commands (an operator's topic is signed as its base topic is, its signature bound
+to the operator's topic), and the seal anchors (an unsigned anchor proves nothing).
 ``BET_EVENTS`` (owned, read by no service: 10,000 BetSettled in one coup) is not signed by
 default; ``OutboxRelay(signed_topics=...)`` can add it."""
 
 _SIGNATURE_OVERHEAD = len(SIGNATURE_HEADER) + 10
 """Bytes of the ``pb-sig`` header besides its value, at most (the varints of a record header)."""
+
+Targets = tuple[tuple[str, bytes, str | None], ...]
+"""Where one message goes: per record, its topic, ``pb-type`` and logical topic if signed."""
 
 EventMapper = Callable[[Any], Sequence[Message]]
 """Stored domain event -> the contract messages to publish (empty: an internal event)."""
@@ -122,7 +133,9 @@ class RecordEncoder:
         self.signer = signer  # None: nothing is signed (tests of the relay alone)
         self.signed_topics = signed_topics  # logical topics
         self.max_record_bytes = MAX_RECORD_BYTES  # larger records are quarantined unsent
-        self.marker_topic = settings.topic(MARKERS)
+        self.marker_topics = frozenset(
+            settings.topic(bet_commands_topic(operator)) for operator in settings.operators
+        )
 
     def chunks(self, events: Sequence[tuple[int, Any]], done: list[int]) -> Iterator[Chunk]:
         """The records of ``events`` in chunks; ``done[0]``: the last notification mapped.
@@ -133,9 +146,9 @@ class RecordEncoder:
         (markers first: that notification opens the next batch). A notification's
         markers are encoded before its other records.
         """
-        # message class -> topic, pb-type, logical topic if its records are signed
-        kinds: dict[type[Any], tuple[str, bytes, str | None]] = {}
-        marker_topic = self.marker_topic
+        # (message class, operator) -> its targets: topic, pb-type, logical topic if signed
+        kinds: dict[tuple[type[Any], str | None], Targets] = {}
+        marker_topics = self.marker_topics
         source = (SOURCE_HEADER, self.settings.service.encode())
         overhead = self.record_overhead
         largest = self.max_record_bytes
@@ -147,34 +160,42 @@ class RecordEncoder:
             if count >= MAX_MESSAGES_PER_BATCH:
                 break
             messages = self.mapper(event)
-            where = [kinds.get(type(m)) or self._kind(m, kinds) for m in messages]
+            where = [
+                kinds.get((type(m), getattr(m, "operator", None))) or self._kind(m, kinds)
+                for m in messages
+            ]
             order: Sequence[int] = range(len(messages))
-            if any(topic == marker_topic for topic, _, _ in where):
+            if any(targets[0][0] in marker_topics for targets in where):
                 if released:
                     break
-                order = sorted(order, key=lambda i: where[i][0] != marker_topic)  # stable
+                order = sorted(order, key=lambda i: where[i][0][0] not in marker_topics)
             position = (NOTIFICATION_HEADER, str(notification_id).encode())
             for index in order:
                 message = messages[index]
-                topic, kind, signed = where[index]
                 key = partition_key(message)
                 value = encode(message)
-                headers = [source, position, (INDEX_HEADER, b"%d" % index), (TYPE_HEADER, kind)]
-                size = len(key) + len(value) + overhead
-                if signed is not None and sign is not None:
-                    signature = sign(signed, key, value, notification_id, index)
-                    headers.append((SIGNATURE_HEADER, signature))
-                    size += len(signature) + _SIGNATURE_OVERHEAD
-                record = OutgoingRecord(
-                    notification_id, index, topic, key, value, headers, size, message
-                )
-                if record.size > largest:
-                    record = self.checked(record)
-                if topic == marker_topic and record.replaces is None:
-                    chunk.markers.append(record)
-                else:
-                    chunk.others.append(record)
-                count += 1
+                for topic, kind, signed in where[index]:
+                    headers = [
+                        source,
+                        position,
+                        (INDEX_HEADER, b"%d" % index),
+                        (TYPE_HEADER, kind),
+                    ]
+                    size = len(key) + len(value) + overhead
+                    if signed is not None and sign is not None:
+                        signature = sign(signed, key, value, notification_id, index)
+                        headers.append((SIGNATURE_HEADER, signature))
+                        size += len(signature) + _SIGNATURE_OVERHEAD
+                    record = OutgoingRecord(
+                        notification_id, index, topic, key, value, headers, size, message
+                    )
+                    if record.size > largest:
+                        record = self.checked(record)
+                    if topic in marker_topics and record.replaces is None:
+                        chunk.markers.append(record)
+                    else:
+                        chunk.others.append(record)
+                    count += 1
                 if len(chunk.markers) + len(chunk.others) >= CHUNK_MESSAGES:
                     released = released or bool(chunk.others)
                     yield chunk
@@ -184,15 +205,17 @@ class RecordEncoder:
             yield chunk
 
     def _kind(
-        self, message: Message, kinds: dict[type[Any], tuple[str, bytes, str | None]]
-    ) -> tuple[str, bytes, str | None]:
-        logical = topic_for(message)
-        kind = kinds[type(message)] = (
-            self.settings.topic(logical),
-            message.type.encode(),
-            logical if logical in self.signed_topics else None,
+        self, message: Message, kinds: dict[tuple[type[Any], str | None], Targets]
+    ) -> Targets:
+        targets = kinds[(type(message), getattr(message, "operator", None))] = tuple(
+            (
+                self.settings.topic(logical),
+                message.type.encode(),
+                logical if base_topic(logical) in self.signed_topics else None,
+            )
+            for logical in topics_for(message, self.settings.operators)
         )
-        return kind
+        return targets
 
     @property
     def record_overhead(self) -> int:

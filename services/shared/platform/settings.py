@@ -42,6 +42,12 @@ public keys of the supervisors who may sign a void (default
 ``<PB_DATA_DIR>/keys/supervisors.json``, made by ``punto-banco supervisor keygen``), and
 ``PB_VOID_WINDOW``, how long after a coup opened it may be voided (``24h`` by default; seconds
 or ``90m``, ``7d``...). Only dealing's eventsourcing environment carries them.
+
+Operators (B2B): ``PB_OPERATORS``, the operators whose bettors the tables serve (comma
+separated names ``[a-z][a-z0-9_-]{0,31}``; default ``house``). Dealing marks every operator's
+bet-commands topic, settlement reads each and answers on each operator's bet-events topic
+(``contracts.topics``); settlement's eventsourcing environment carries the list (a coup's
+book waits for each operator's close mark).
 """
 
 from __future__ import annotations
@@ -53,12 +59,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from contracts import HOUSE
 from services.shared.platform.environment import (
     DEFAULT_VOID_WINDOW,
     Environment,
     SettingsError,
     check_allowed_hosts,
     check_http_host,
+    check_operators,
     default_allowed_hosts,
 )
 
@@ -78,6 +86,9 @@ __all__ = [
 Persistence = Literal["sqlite", "postgres"]
 
 SERVICE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
+
+OPERATORS_ENV = "PB_OPERATORS"
+"""The variable naming the operators (also in settlement's eventsourcing environment)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +206,8 @@ class Settings:
     # Supervisors' decisions (supervisors.py, decisions.py): dealing's keyring and void window.
     supervisor_keyring: str = ""  # PB_SUPERVISOR_KEYRING; "": <data dir>/keys/supervisors.json
     void_window: float = DEFAULT_VOID_WINDOW  # PB_VOID_WINDOW, in seconds
+    # Operators (B2B): PB_OPERATORS, checked by environment.check_operators.
+    operators: tuple[str, ...] = (HOUSE,)
 
     def __post_init__(self) -> None:
         if not SERVICE_NAME.match(self.service):
@@ -204,6 +217,10 @@ class Settings:
         if self.log_format not in ("text", "json"):
             raise SettingsError(f"PB_LOG_FORMAT must be 'text' or 'json', not {self.log_format!r}")
         check_http_host(self.http_host)
+        try:  # none given: the house alone
+            object.__setattr__(self, "operators", check_operators(self.operators))
+        except ValueError as error:
+            raise SettingsError(f"PB_OPERATORS {error}") from None
         if self.shoe_secret_key and self.shoe_secret_key_file:
             raise SettingsError(
                 "PB_SHOE_SECRET_KEY and PB_SHOE_SECRET_KEY_FILE are both set: give the shoe's "
@@ -249,6 +266,7 @@ class Settings:
             "shoe_secret_key": read.shoe_secret_key.get_secret_value().strip(),
             "supervisor_keyring": read.supervisor_keyring,
             "void_window": read.void_window,
+            "operators": read.operators,
         }
         for name in ("topic_partitions", "relay_batch_size", "consumer_max_records"):
             if getattr(read, name) is not None:
@@ -348,6 +366,8 @@ class Settings:
             env.update(self.secret_key_env())
         if self.service == "dealing":
             env.update(self.decision_env())
+        if self.service == "settlement":
+            env[OPERATORS_ENV] = ",".join(self.operators)
         return env
 
     def _store_env(self) -> dict[str, str]:

@@ -40,8 +40,15 @@ def dashboard_command(
         envvar="PB_HTTP_ALLOWED_HOSTS",
         help="Host header values answered, comma separated (default: the address, localhost).",
     ),
+    operators: str = typer.Option(
+        "",
+        "--operators",
+        envvar="PB_OPERATORS",
+        help="The operators whose bet events to follow, comma separated (default: house).",
+    ),
 ) -> None:
     """Serve the live dashboard of every table (roads, shoe, edges, money) from Kafka."""
+    from services.shared.platform.environment import check_operators
     from services.shared.platform.settings import check_allowed_hosts
     from services.tools.dashboard.server import Dashboard
 
@@ -52,7 +59,10 @@ def dashboard_command(
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(signum, stop.set)
         hosts = check_allowed_hosts(allowed_hosts)
-        async with Dashboard(kafka, topic_prefix, host, port, allowed_hosts=hosts) as dashboard:
+        served = check_operators(operators)
+        async with Dashboard(
+            kafka, topic_prefix, host, port, allowed_hosts=hosts, operators=served
+        ) as dashboard:
             typer.echo(f"dashboard: {dashboard.url} (Ctrl-C to stop)")
             await stop.wait()
 

@@ -30,7 +30,7 @@ from contracts import (
 )
 from services.shared.rules.cards import RANKS
 from services.tools.dashboard.roads import Outcome, RoadCoup
-from services.tools.history.views import History, TableSettings
+from services.tools.history.views import History, TableSettings, bet_key
 
 LATENCIES_KEPT = 200
 COUPS_KEPT = 200  # coups per table kept in the views (and their settled bets)
@@ -258,9 +258,10 @@ class TableView:
             coup = self.settled_bets[m.coup_id] = {}
             while len(self.settled_bets) > COUPS_KEPT:
                 self.settled_bets.popitem(last=False)
-        if m.bet_id in coup:
+        key = bet_key(m.operator, m.bet_id)  # each operator has its own bet ids
+        if key in coup:
             return  # settled twice: counted once (the audit reports it)
-        coup[m.bet_id] = (m.bet_type, m.stake, m.returned)
+        coup[key] = (m.bet_type, m.stake, m.returned)
         self.bets_settled += 1
         money = self.by_bet.setdefault(m.bet_type, Money())
         money.staked += m.stake
@@ -283,7 +284,7 @@ class TableView:
     @count.register
     def _bet_refunded(self, m: BetRefunded, timestamp: float, now: float) -> None:
         self.bets_refunded += 1
-        settled = self.settled_bets.get(m.coup_id, {}).pop(m.bet_id, None)
+        settled = self.settled_bets.get(m.coup_id, {}).pop(bet_key(m.operator, m.bet_id), None)
         if settled is not None:
             bet_type, stake, returned = settled
             money = self.by_bet.get(bet_type)

@@ -30,7 +30,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from contracts import BET_EVENTS, DEAD_LETTERS, SHOE_EVENTS, TABLE_EVENTS, ContractError, decode
+from contracts import (
+    DEAD_LETTERS,
+    HOUSE,
+    SHOE_EVENTS,
+    TABLE_EVENTS,
+    ContractError,
+    bet_events_topic,
+    decode,
+)
+from services.shared.platform.environment import check_operators
 from services.shared.platform.settings import (
     SettingsError,
     check_allowed_hosts,
@@ -43,7 +52,14 @@ from services.tools.dashboard.model import DashboardModel
 
 log = logging.getLogger(__name__)
 
-TOPICS = (SHOE_EVENTS, TABLE_EVENTS, BET_EVENTS, DEAD_LETTERS)
+
+def event_topics(operators: Sequence[str] = (HOUSE,)) -> tuple[str, ...]:
+    """What the dashboard follows: the shoe's and tables' events, every operator's bet
+    events (``PB_OPERATORS``) and the dead letters."""
+    return (SHOE_EVENTS, TABLE_EVENTS, *map(bet_events_topic, operators), DEAD_LETTERS)
+
+
+TOPICS = event_topics()
 DEFAULT_PORT = 8100
 RETRY_MS = 2000  # how long a browser waits before it reconnects to /events
 PING_S = 15  # an SSE comment line that keeps idle proxies from closing the stream
@@ -53,8 +69,15 @@ NO_STORE = {"Cache-Control": "no-store"}
 class EventFollower:
     """Apply every record of the event topics (from the beginning) to ``model``."""
 
-    def __init__(self, model: DashboardModel, bootstrap: str, topic_prefix: str = "") -> None:
+    def __init__(
+        self,
+        model: DashboardModel,
+        bootstrap: str,
+        topic_prefix: str = "",
+        operators: Sequence[str] = (HOUSE,),
+    ) -> None:
         self.model = model
+        self.topics = event_topics(operators)
         self.bootstrap = bootstrap
         self.prefix = topic_prefix
         self.undecodable = 0
@@ -82,7 +105,7 @@ class EventFollower:
             return
         await consumer._client.force_metadata_update()
         partitions = set(self._assigned)
-        for topic in TOPICS:
+        for topic in self.topics:
             found = consumer.partitions_for_topic(self.prefix + topic)
             for partition in found or ():
                 partitions.add(TopicPartition(self.prefix + topic, partition))
@@ -109,7 +132,7 @@ class EventFollower:
         loop = asyncio.get_running_loop()
         next_check = loop.time() + 2.0
         while not stopping.is_set():
-            missing = len(TOPICS) > len({tp.topic for tp in self._assigned})
+            missing = len(self.topics) > len({tp.topic for tp in self._assigned})
             if missing and loop.time() > next_check:
                 await self._assign()
                 next_check = loop.time() + 2.0
@@ -191,10 +214,11 @@ class Dashboard:
         port: int = DEFAULT_PORT,
         push_interval: float = 0.5,
         allowed_hosts: Sequence[str] = (),
+        operators: Sequence[str] = (HOUSE,),
     ) -> None:
         host = check_http_host(host)
         self.model = DashboardModel()
-        self.follower = EventFollower(self.model, bootstrap, topic_prefix)
+        self.follower = EventFollower(self.model, bootstrap, topic_prefix, operators)
         self.push_interval = push_interval
         self.stopping = asyncio.Event()
         hosts = check_allowed_hosts(allowed_hosts) or default_allowed_hosts(host)
@@ -245,13 +269,16 @@ async def start_for_up(
         wanted = http_port("dashboard", {k: v for k, v in env.items() if k != "PB_HTTP_PORT"})
         host = check_http_host(env.get("PB_HTTP_HOST") or "127.0.0.1")
         allowed = check_allowed_hosts(env.get("PB_HTTP_ALLOWED_HOSTS", ""))
-    except SettingsError as error:
+        operators = check_operators(env.get("PB_OPERATORS", ""))
+    except (SettingsError, ValueError) as error:
         say(f"dashboard not started: {error}")
         return None
     if wanted is None:
         return None
     for port in dict.fromkeys((wanted, 0)):
-        dashboard = Dashboard(bootstrap, topic_prefix, host, port, allowed_hosts=allowed)
+        dashboard = Dashboard(
+            bootstrap, topic_prefix, host, port, allowed_hosts=allowed, operators=operators
+        )
         try:
             await dashboard.start()
         except OSError:

@@ -4,6 +4,9 @@ A book's bets are screened as they are read, in one pass (late, accepted twice, 
 the table's terms, staked per bet type), for the checks. On Kafka one message carries one
 bet: BetSettled and BetRefunded gather into the book's open settlement or refund, which
 its CoupSettled or CoupRefunded closes.
+
+Operators: each answer, settlement or refund fact is one operator's; its bets are keyed by
+``views.bet_key``, and a coup's per-operator settlements (refunds) join into one.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from services.shared.facts.settlement import (
+    HOUSE,
     AnswerLine,
     BookOpenedFact,
     CoupRefundedFact,
@@ -28,12 +32,24 @@ from services.tools.history.views import (
     Rejected,
     Settlement,
     Void,
+    bet_key,
 )
 
 OPPOSING = frozenset({"player", "banker"})
 """One bettor may not back both in one coup (services.shared.rules.validation)."""
 
 _new = tuple.__new__  # a NamedTuple without its Python-level __new__ (as _make does)
+
+
+def keyed_lines(lines: list[Any], operator: str) -> list[Any]:
+    """Settled or refunded lines with their bet and bettor ids as the views key them
+    (``bet_key``)."""
+    if operator == HOUSE and not any("/" in line[0] or "/" in line[1] for line in lines):
+        return lines  # the house's, as they are: the common case, and a busy one
+    return [
+        line._replace(bet_id=bet_key(operator, line[0]), bettor_id=bet_key(operator, line[1]))
+        for line in lines
+    ]
 
 
 def moment(value: Any) -> str:
@@ -77,6 +93,12 @@ class BookProjector:
         return book
 
     @staticmethod
+    def operator_closed(book: BookView, operator: str, closed_by: str) -> None:
+        """An operator's close mark while the book waited for others': its later bets are
+        late (stores only: the marks are settlement's own)."""
+        book.marks.setdefault(operator, closed_by)
+
+    @staticmethod
     def book_closed(book: BookView, at: str, closed_by: str | None) -> None:
         book.closed_at = at
         book.closed_by = closed_by
@@ -88,6 +110,7 @@ class BookProjector:
         placed_list: Sequence[str | None] | None,
         at: str,
         nid: int,
+        operator: str = HOUSE,
     ) -> None:
         """One transaction's answers (a BetsAnsweredFact's ``lines`` and ``placed_at``):
         lines (bet_id, bettor, type, amount, currency, code, message), + placed_at as an 8th
@@ -97,7 +120,7 @@ class BookProjector:
         or it was placed at/after the betting deadline or the book's close (the broker's
         append time of dealing's CloseBook mark; before the marks existed, dealing's
         BettingClosed); for stores that do not record when bets were placed, when it was
-        accepted after the book noted its close.
+        accepted after the book noted its close. ``operator``: whose bets (and bettors).
         """
         decided = bool(book.settlements) or bool(book.refunds)
         closed_at, closed_by, deadline = book.closed_at, book.closed_by, book.closes_at
@@ -105,9 +128,12 @@ class BookProjector:
         if closed_by is None and coup is not None and coup.betting_closed_at is not None:
             closed_by = coup.betting_closed_at
         accepted = book.accepted
+        mark = book.marks.get(operator)  # the operator's own close, before the book's
         bounds, sides, staked, table_currency = book.bounds, book.sides, book.staked, book.currency
         for index, line in enumerate(lines):
             bet_id, bettor_id, bet_type, amount, currency, code, message = line[:7]
+            if operator != HOUSE or "/" in bet_id or "/" in bettor_id:
+                bet_id, bettor_id = bet_key(operator, bet_id), bet_key(operator, bettor_id)
             placed = line[7] if len(line) > 7 else placed_list[index] if placed_list else None
             if code is None:
                 if (
@@ -116,6 +142,7 @@ class BookProjector:
                     or (placed is not None and deadline and placed >= deadline)
                     or (placed is not None and closed_by is not None and placed >= closed_by)
                     or (placed is not None and closed_at is not None and closed_by is None)
+                    or (placed is not None and mark is not None and placed >= mark)
                 ):
                     book.late.append(bet_id)
                 if bet_id in accepted:
@@ -154,73 +181,137 @@ class BookProjector:
 
     @staticmethod
     def coup_settled(book: BookView, fact: CoupSettledFact, at: str, nid: int) -> None:
+        """One operator's part of a coup's settlement: joins the last settlement when that
+        has no part of this operator's yet and was on the same facts, else a new one."""
+        operator = fact.operator
+        lines = keyed_lines(fact.lines, operator)
+        staked, paid = int(fact.staked), int(fact.paid)
+        facts = (fact.outcome, bool(fact.player_pair), bool(fact.banker_pair))
+        last = book.settlements[-1] if book.settlements else None
+        if (
+            last is not None
+            and operator not in last.operators
+            and (last.outcome, last.player_pair, last.banker_pair) == facts
+            and last.staked is not None
+            and last.paid is not None
+        ):
+            last.lines = [*last.lines, *lines]
+            last.staked, last.paid = last.staked + staked, last.paid + paid
+            last.bets = (last.bets or 0) + len(lines)
+            last.house_result = last.staked - last.paid
+            last.operators.append(operator)
+            return
         book.settlements.append(
             Settlement(
-                fact.outcome,
-                bool(fact.player_pair),
-                bool(fact.banker_pair),
-                fact.lines,
-                int(fact.staked),
-                int(fact.paid),
+                *facts,
+                lines,
+                staked,
+                paid,
                 at,
                 nid,
-                len(fact.lines),
-                int(fact.staked) - int(fact.paid),
+                len(lines),
+                staked - paid,
+                [operator],
             )
         )
 
     @staticmethod
-    def settled_line(book: BookView, line: SettledLine, at: str, nid: int) -> None:
-        """One bet's settlement (Kafka): into the book's open settlement (one whose totals
-        have not been seen yet), or a new one."""
+    def _part(book: BookView, operator: str, at: str, nid: int) -> Settlement:
+        """The settlement an operator's message joins (Kafka): the last one, unless this
+        operator's totals are in it already."""
         settlements = book.settlements
-        if settlements and settlements[-1].staked is None:
-            settlements[-1].lines.append(line)
-        else:
-            settlements.append(Settlement(None, None, None, [line], None, None, at, nid))
-
-    @staticmethod
-    def settlement_totals(
-        book: BookView, bets: int, staked: int, paid: int, house_result: int, at: str, nid: int
-    ) -> None:
-        """A coup's settlement totals (Kafka's CoupSettled): they close the open settlement
-        (a second CoupSettled with no bets of its own is a second settlement)."""
-        settlements = book.settlements
-        if not settlements or settlements[-1].staked is not None:
+        if not settlements or operator in settlements[-1].operators:
             settlements.append(Settlement(None, None, None, [], None, None, at, nid))
-        settlement = settlements[-1]
-        settlement.staked, settlement.paid = staked, paid
-        settlement.bets, settlement.house_result = bets, house_result
+        return settlements[-1]
+
+    def settled_line(
+        self, book: BookView, line: SettledLine, at: str, nid: int, operator: str = HOUSE
+    ) -> None:
+        """One bet's settlement (Kafka): into the book's open settlement (one whose totals
+        for the operator have not been seen yet), or a new one."""
+        settlement = self._part(book, operator, at, nid)
+        settlement.lines.append(keyed_lines([line], operator)[0])
+        settlement.pending.add(operator)
+
+    def settlement_totals(
+        self,
+        book: BookView,
+        bets: int,
+        staked: int,
+        paid: int,
+        house_result: int,
+        at: str,
+        nid: int,
+        operator: str = HOUSE,
+    ) -> None:
+        """An operator's settlement totals of a coup (Kafka's CoupSettled): they close its
+        part of the open settlement (a second CoupSettled of one operator with no bets of its
+        own is a second settlement)."""
+        settlement = self._part(book, operator, at, nid)
+        settlement.staked = (settlement.staked or 0) + staked
+        settlement.paid = (settlement.paid or 0) + paid
+        settlement.bets = (settlement.bets or 0) + bets
+        settlement.house_result = (settlement.house_result or 0) + house_result
         settlement.at, settlement.notification_id = at, nid
+        settlement.operators.append(operator)
+        settlement.pending.discard(operator)
 
     @staticmethod
     def coup_refunded(book: BookView, fact: CoupRefundedFact, at: str, nid: int) -> None:
-        book.refunds.append(
-            Refund(
-                str(fact.supervisor_id),
-                str(fact.reason),
-                fact.lines,
-                int(fact.refunded),
-                at,
-                nid,
+        """One operator's part of a coup's refund: joins the last refund when that has no
+        part of this operator's yet, else a new one."""
+        operator = fact.operator
+        lines = keyed_lines(fact.lines, operator)
+        last = book.refunds[-1] if book.refunds else None
+        if last is not None and last.refunded is not None and operator not in last.operators:
+            book.refunds[-1] = last._replace(
+                lines=[*last.lines, *lines],
+                refunded=last.refunded + int(fact.refunded),
+                operators=(*last.operators, operator),
             )
-        )
+            return
+        who, why = str(fact.supervisor_id), str(fact.reason)
+        book.refunds.append(Refund(who, why, lines, int(fact.refunded), at, nid, (operator,)))
 
     @staticmethod
-    def refund_line(book: BookView, line: RefundLine, void: Void | None, at: str, nid: int) -> None:
+    def refund_line(
+        book: BookView,
+        line: RefundLine,
+        void: Void | None,
+        at: str,
+        nid: int,
+        operator: str = HOUSE,
+    ) -> None:
         """One bet's refund (Kafka): into the book's open refund (one whose total has not
         been seen yet), or a new one; who voided the coup and why come from its void."""
         refunds = book.refunds
+        line = keyed_lines([line], operator)[0]
         if refunds and refunds[-1].refunded is None:
             refunds[-1].lines.append(line)
         else:
             who, why = ("", "") if void is None else (void.supervisor_id, void.reason)
-            refunds.append(Refund(who, why, [line], None, at, nid))
+            refunds.append(Refund(who, why, [line], None, at, nid, ()))
 
     @staticmethod
-    def refund_total(book: BookView, refunded: int, void: Void | None, at: str, nid: int) -> None:
-        """A coup's refund total (Kafka): it closes the open refund."""
+    def refund_total(
+        book: BookView,
+        refunded: int,
+        void: Void | None,
+        at: str,
+        nid: int,
+        operator: str = HOUSE,
+    ) -> None:
+        """An operator's refund total of a coup (Kafka): it closes the open refund, or joins
+        the last closed one that has no part of this operator's yet."""
         refunds = book.refunds
         lines = refunds.pop().lines if refunds and refunds[-1].refunded is None else []
+        last = refunds[-1] if refunds else None
+        if last is not None and last.refunded is not None and operator not in last.operators:
+            refunds[-1] = last._replace(
+                lines=[*last.lines, *lines],
+                refunded=last.refunded + refunded,
+                operators=(*last.operators, operator),
+            )
+            return
         who, why = ("", "") if void is None else (void.supervisor_id, void.reason)
-        refunds.append(Refund(who, why, lines, refunded, at, nid))
+        refunds.append(Refund(who, why, lines, refunded, at, nid, (operator,)))

@@ -51,10 +51,16 @@ from services.shared.facts.dealing import (
     TableOpenedFact,
     TableReopenedFact,
 )
-from services.shared.facts.settlement import AnswerLine, BookOpenedFact, RefundLine, SettledLine
+from services.shared.facts.settlement import (
+    HOUSE,
+    AnswerLine,
+    BookOpenedFact,
+    RefundLine,
+    SettledLine,
+)
 from services.shared.facts.shoe import CardsBurnedFact, ShoeRevealedFact
 from services.tools.history.project import Projector
-from services.tools.history.views import BookView, History, Limits, Rejected, Void
+from services.tools.history.views import BookView, History, Limits, Rejected, Void, bet_key
 
 
 class EventIds:
@@ -213,14 +219,17 @@ class MessageFeed:
     def _open_book(self, m: OpenBook, at: str, nid: int) -> None:
         """Dealing's mark opening a coup's book, with its terms (on the bets' topic: read
         only by those who follow it)."""
-        self.project.book_opened(fact_from(BookOpenedFact, m, limits=_limits(m.limits)), at, nid)
+        fact = fact_from(
+            BookOpenedFact, m, limits=_limits(m.limits), operator=HOUSE, operators=[HOUSE]
+        )  # the operators are settlement's to know: the views need them not
+        self.project.book_opened(fact, at, nid)
 
     @_apply.register
     def _bet_accepted(self, m: BetAccepted, at: str, nid: int) -> None:
         line = AnswerLine(m.bet_id, m.bettor_id, m.bet_type, m.amount, m.currency, None, "")
         placed = None if m.placed_at is None else m.placed_at.isoformat()
         book = self.book(m.table_id, m.coup_id, at, nid)
-        self.project.bets_answered(book, [line], [placed], at, nid)
+        self.project.bets_answered(book, [line], [placed], at, nid, m.operator)
 
     @_apply.register
     def _bet_rejected(self, m: BetRejected, at: str, nid: int) -> None:
@@ -232,12 +241,13 @@ class MessageFeed:
                 m.bet_id, m.bettor_id, m.bet_type, m.amount, m.currency, m.reason_code, m.message
             )
             placed = None if m.placed_at is None else m.placed_at.isoformat()
-            self.project.bets_answered(self.book(*key, at, nid), [line], [placed], at, nid)
+            book = self.book(*key, at, nid)
+            self.project.bets_answered(book, [line], [placed], at, nid, m.operator)
         else:
             rejected = Rejected(
                 m.bettor_id, m.bet_type, m.amount, m.reason_code, m.message, at, nid
             )
-            self.project.desk_rejected(m.table_id, m.bet_id, rejected)
+            self.project.desk_rejected(m.table_id, bet_key(m.operator, m.bet_id), rejected)
 
     @_apply.register
     def _bets_closed(self, m: BetsClosed, at: str, nid: int) -> None:
@@ -246,20 +256,23 @@ class MessageFeed:
     @_apply.register
     def _bet_settled(self, m: BetSettled, at: str, nid: int) -> None:
         book = self.book(m.table_id, m.coup_id, at, nid)
-        self.project.settled_line(book, line_from(SettledLine, m), at, nid)
+        self.project.settled_line(book, line_from(SettledLine, m), at, nid, m.operator)
 
     @_apply.register
     def _coup_settled(self, m: CoupSettled, at: str, nid: int) -> None:
         book = self.book(m.table_id, m.coup_id, at, nid)
-        self.project.settlement_totals(book, m.bets, m.staked, m.paid, m.house_result, at, nid)
+        totals = (m.bets, m.staked, m.paid, m.house_result)
+        self.project.settlement_totals(book, *totals, at, nid, m.operator)
 
     @_apply.register
     def _bet_refunded(self, m: BetRefunded, at: str, nid: int) -> None:
         book = self.book(m.table_id, m.coup_id, at, nid)
         line = RefundLine(m.bet_id, m.bettor_id, m.stake, m.adjustment)
-        self.project.refund_line(book, line, self._void(m.table_id, m.coup_id), at, nid)
+        void = self._void(m.table_id, m.coup_id)
+        self.project.refund_line(book, line, void, at, nid, m.operator)
 
     @_apply.register
     def _coup_refunded(self, m: CoupRefunded, at: str, nid: int) -> None:
         book = self.book(m.table_id, m.coup_id, at, nid)
-        self.project.refund_total(book, m.refunded, self._void(m.table_id, m.coup_id), at, nid)
+        void = self._void(m.table_id, m.coup_id)
+        self.project.refund_total(book, m.refunded, void, at, nid, m.operator)

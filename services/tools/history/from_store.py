@@ -42,6 +42,7 @@ from services.shared.facts.settlement import (
     CoupRefundedFact,
     CoupSettledFact,
     DeskRejectedFact,
+    OperatorClosedFact,
     SettledLine,
 )
 from services.shared.facts.shoe import (
@@ -52,7 +53,7 @@ from services.shared.facts.shoe import (
 )
 from services.tools.history.books import moment
 from services.tools.history.project import Projector
-from services.tools.history.views import BookView, History, Rejected
+from services.tools.history.views import BookView, History, Rejected, bet_key
 
 Reader = Callable[[bytes, int, dict[str, Any]], None]
 """``reader(originator_id, notification_id, state)``."""
@@ -113,10 +114,10 @@ def _fields_of(fact: type[F], state: dict[str, Any], fields: tuple[str, ...]) ->
 
 
 _SETTLED = fact_fields(CoupSettledFact)
-assert "lines" in _SETTLED and CoupSettledFact.class_version == 1, "the CoupSettled reader"
-_ANSWERED = ("table_id", "coup_id", "lines", "placed_at")
+assert "lines" in _SETTLED and CoupSettledFact.class_version == 2, "the CoupSettled reader"
+_ANSWERED = ("table_id", "coup_id", "lines", "placed_at", "operator")
 assert fact_fields(BetsAnsweredFact) == _ANSWERED, "the BetsAnswered reader reads these fields"
-assert BetsAnsweredFact.class_version == 2, "the BetsAnswered reader upcasts version 1 only"
+assert BetsAnsweredFact.class_version == 3, "the BetsAnswered reader upcasts versions 1, 2"
 
 
 class StoreFeed:
@@ -142,6 +143,7 @@ class StoreFeed:
             CoupVoidedFact.STORED_TOPIC: self._voided,
             BookOpenedFact.STORED_TOPIC: self._book_opened,
             BookClosedFact.STORED_TOPIC: self._book_closed,
+            OperatorClosedFact.STORED_TOPIC: self._operator_closed,
             BetsAnsweredFact.STORED_TOPIC: self._bets_answered,
             CoupSettledFact.STORED_TOPIC: self._coup_settled,
             CoupRefundedFact.STORED_TOPIC: self._coup_refunded,
@@ -153,6 +155,7 @@ class StoreFeed:
         self.book_topics = frozenset(
             {
                 *(fact.STORED_TOPIC for fact in BOOK_FACTS),
+                OperatorClosedFact.STORED_TOPIC,
                 BookBetAcceptedFact.STORED_TOPIC,
                 BookBetRejectedFact.STORED_TOPIC,
             }
@@ -239,14 +242,22 @@ class StoreFeed:
         closed_by = None if fact.closed_at is None else moment(fact.closed_at)
         self.project.book_closed(self._books[oid], _at(d), closed_by)
 
+    def _operator_closed(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        fact = read_fact(OperatorClosedFact, d)
+        self.project.operator_closed(self._books[oid], fact.operator, moment(fact.closed_at))
+
     def _bets_answered(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
         """The busiest fact (one per transaction of bets): its fields are read by the fact's
         declared names (``_ANSWERED``) and its lines go to the Projector as stored, unpacked
         there once, rather than built into records first (a third of the audit's time)."""
         book = self._books[oid]
-        if d.pop("class_version", 1) == 1:
+        version = d.pop("class_version", 1)
+        if version == 1:
             BetsAnsweredFact.upcast_v1_v2(d)
-        self._answer(book, d["lines"], d["placed_at"], d["timestamp"]["_data_"], nid)
+        if version < 3:
+            BetsAnsweredFact.upcast_v2_v3(d)
+        at = d["timestamp"]["_data_"]
+        self._answer(book, d["lines"], d["placed_at"], at, nid, d["operator"])
 
     def _bet_accepted(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
         """A retired one-bet event: read as a BetsAnswered of one accepted line."""
@@ -266,6 +277,8 @@ class StoreFeed:
         (``_SETTLED``) and its lines typed in one C-level pass (no Python call per line)."""
         lines = d["lines"]
         d["lines"] = list(map(_new, repeat(SettledLine, len(lines)), lines))
+        if d.pop("class_version", 1) == 1:
+            CoupSettledFact.upcast_v1_v2(d)
         fact = _fields_of(CoupSettledFact, d, _SETTLED)
         self.project.coup_settled(self._books[oid], fact, _at(d), nid)
 
@@ -274,4 +287,5 @@ class StoreFeed:
 
     def _desk_rejected(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
         fact = read_fact(DeskRejectedFact, d)
-        self.project.desk_rejected(fact.table_id, fact.bet_id, _rejected(fact, _at(d), nid))
+        key = bet_key(fact.operator, fact.bet_id)
+        self.project.desk_rejected(fact.table_id, key, _rejected(fact, _at(d), nid))

@@ -5,6 +5,12 @@ feed: the stored rows (:mod:`~services.tools.history.from_store`, complete and s
 the messages on Kafka (:mod:`~services.tools.history.from_messages`, where what Kafka does
 not carry is ``None``: a shoe's order before its reveal, a settlement's outcome). Nothing
 here is taken from the services' code.
+
+Operators (B2B): a bet is known by (operator, bet id). The views key bets, bettors and
+settled or refunded lines by :func:`bet_key`: the bet id itself for the house's (the default
+operator: the views of a one-operator deployment are unchanged), ``<operator>/<bet id>`` for
+the others'. A coup's settlement is recorded per operator; the views join those parts into
+one :class:`Settlement` (or :class:`Refund`) of the coup.
 """
 
 from __future__ import annotations
@@ -13,7 +19,16 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from services.shared.facts.dealing import CoupResolvedFact
-from services.shared.facts.settlement import RefundLine, SettledLine
+from services.shared.facts.settlement import HOUSE, RefundLine, SettledLine
+
+
+def bet_key(operator: str, bet_id: str) -> str:
+    """How the views know an operator's bet (or bettor): one to one, since an operator's
+    name holds no ``/`` (a house bet id with a ``/`` gets the prefix too)."""
+    if operator == HOUSE and "/" not in bet_id:
+        return bet_id
+    return f"{operator}/{bet_id}"
+
 
 Limits = dict[str, dict[str, int]]
 """bet type -> {"minimum": ..., "maximum": ...} in minor units."""
@@ -186,6 +201,8 @@ class Settlement:
     notification_id: int
     bets: int | None = None  # as its CoupSettled declares (stored: the lines)
     house_result: int | None = None  # as its CoupSettled declares (stored: staked - paid)
+    operators: list[str] = field(default_factory=list)  # whose parts (totals) are in
+    pending: set[str] = field(default_factory=set)  # Kafka: lines in, totals not yet
 
 
 class Refund(NamedTuple):
@@ -195,6 +212,7 @@ class Refund(NamedTuple):
     refunded: int | None  # None: read from Kafka, its CoupRefunded not seen yet
     at: str
     notification_id: int
+    operators: tuple[str, ...] = (HOUSE,)  # whose parts are in
 
 
 @dataclass(slots=True)
@@ -211,6 +229,7 @@ class BookView:
     closes_at: str = ""  # the coup's betting deadline, as the book recorded it
     closed_at: str | None = None  # when settlement recorded dealing's BettingClosed
     closed_by: str | None = None  # when dealing closed betting (stores that record it)
+    marks: dict[str, str] = field(default_factory=dict)  # operator -> its close mark's time
     accepted: dict[str, Accepted] = field(default_factory=dict)
     rejected: dict[str, Rejected] = field(default_factory=dict)
     settlements: list[Settlement] = field(default_factory=list)

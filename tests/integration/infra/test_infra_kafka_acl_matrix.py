@@ -21,7 +21,10 @@ from contracts import (
     MESSAGE_SOURCES,
     MESSAGE_TOPICS,
     TABLE_COMMANDS,
+    TABLE_EVENTS,
     TOPIC_OWNERS,
+    bet_commands_topic,
+    bet_events_topic,
 )
 from services.dev.infra.errors import InfraError
 from services.dev.infra.kafka_acls import (
@@ -30,6 +33,7 @@ from services.dev.infra.kafka_acls import (
     consumer_group,
     principal_acls,
     project_acls,
+    role_for,
     role_of,
 )
 from services.dev.infra.kafka_admin import salted_password
@@ -183,3 +187,36 @@ def test_the_broker_certificate_is_issued_again_for_a_new_host_by_the_same_ca(
     assert broker_names(leaf) == {"localhost", "127.0.0.1", "10.1.2.3", "casino.example"}
     ca = x509.load_pem_x509_certificate(ca_before)
     leaf.verify_directly_issued_by(ca)
+
+
+def test_an_operators_gateway_has_its_own_topics_and_no_other_operators() -> None:
+    """PB_OPERATORS=acme,bravo: gateway-acme writes acme's bets and reads acme's answers
+    only; the services and readers get every operator's topics."""
+    operators = ("acme", "bravo")
+    acme = role_for("gateway-acme", "gateway", operators)
+    assert acme.writes == (bet_commands_topic("acme"),)
+    assert set(acme.reads) == {bet_events_topic("acme"), TABLE_EVENTS}
+    assert role_for("gateway", "gateway", operators).writes == (BET_COMMANDS,)  # the house's
+    every = {bet_commands_topic(op) for op in operators} | {
+        bet_events_topic(op) for op in operators
+    }
+    settlement = role_for("settlement", "settlement", operators)
+    assert {bet_commands_topic(op) for op in operators} <= set(settlement.reads)
+    assert {bet_events_topic(op) for op in operators} <= set(settlement.writes)
+    assert BET_COMMANDS not in settlement.reads  # the house is not served here
+    assert {bet_commands_topic(op) for op in operators} <= set(
+        role_for("dealing", "dealing", operators).writes
+    )
+    assert every <= set(role_for("dashboard", "dashboard", operators).reads)
+    granted = project_acls("", "", operators=operators)
+    by_principal: dict[str, set[tuple[str, AclOperation]]] = {}
+    for binding in granted:
+        if binding.resource_type is ResourceType.TOPIC:
+            by_principal.setdefault(binding.principal, set()).add((binding.name, binding.operation))
+    assert by_principal["User:gateway-bravo"] == {
+        (bet_commands_topic("bravo"), AclOperation.WRITE),
+        (bet_events_topic("bravo"), AclOperation.READ),
+        (TABLE_EVENTS, AclOperation.READ),
+    }
+    with pytest.raises(ValueError, match="gateway-<operator>"):
+        role_for("croupier", "gateway", operators)

@@ -33,7 +33,14 @@ from aiokafka.errors import (
 )
 from aiokafka.protocol.metadata import MetadataRequest
 
-from contracts import BET_COMMANDS, SHOE_EVENTS, TABLE_EVENTS, TOPIC_MESSAGES
+from contracts import (
+    BET_COMMANDS,
+    SHOE_EVENTS,
+    TABLE_EVENTS,
+    TOPIC_MESSAGES,
+    bet_commands_topic,
+    bet_events_topic,
+)
 from services.dev.infra.errors import InfraError
 from services.dev.infra.kafka import KafkaBroker
 from services.dev.infra.kafka_acls import (
@@ -449,7 +456,14 @@ async def test_credentials_add_makes_an_operators_gateway_with_the_gateway_role(
     assert login.username == "gateway-acme"
     path = secured.broker.credentials.path("gateway-acme")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    await _produce(secured.bootstrap, login, BET_COMMANDS, idempotent=True)
+    # acme's gateway writes acme's bets (the topic created as the admin: PB_OPERATORS=acme
+    # makes `infra up` create it), and neither the house's bets nor table events.
+    await ensure_project_topics(
+        secured.bootstrap, secured.broker.admin_login(), "", 1, operators=("acme",)
+    )
+    await _produce(secured.bootstrap, login, bet_commands_topic("acme"), idempotent=True)
+    with pytest.raises(TopicAuthorizationFailedError):
+        await _produce(secured.bootstrap, login, BET_COMMANDS)
     with pytest.raises(TopicAuthorizationFailedError):
         await _produce(secured.bootstrap, login, TABLE_EVENTS)
     with pytest.raises(TopicAuthorizationFailedError):
@@ -464,6 +478,44 @@ async def test_credentials_add_makes_an_operators_gateway_with_the_gateway_role(
         _cli, "credentials", "croupier", "--add", "--data-dir", data_dir
     )
     assert nameless.returncode == 1 and "--role" in nameless.stderr
+
+
+async def test_an_operators_gateway_cannot_write_another_operators_bets_nor_read_its_answers(
+    secured: Secured,
+) -> None:
+    """Two operators at one deployment (PB_OPERATORS=a,b): each gateway writes its own
+    bet-commands topic and reads its own bet-events topic, never the other's; settlement
+    reads both operators' bets and answers on both; the dashboard reads both."""
+    prefix = f"ops{secrets.token_hex(3)}."
+    admin = secured.broker.admin_login()
+    operators = ("a", "b")
+    principals = {"gateway-a": "gateway", "gateway-b": "gateway", "settlement": "settlement"}
+    principals["dashboard"] = "dashboard"
+    await ensure_project_topics(secured.bootstrap, admin, prefix, 1, operators)
+    await grant_project_acls(secured.bootstrap, admin, prefix, prefix, principals, operators)
+    own = {op: (prefix + bet_commands_topic(op), prefix + bet_events_topic(op)) for op in "ab"}
+    await _seed(secured.bootstrap, admin, [topic for pair in own.values() for topic in pair])
+    for name in ("gateway-a", "gateway-b"):
+        await asyncio.to_thread(secured.broker.principals.add, secured.bootstrap, name)
+    try:
+        for mine, theirs in (("a", "b"), ("b", "a")):
+            login = secured.login(f"gateway-{mine}")
+            commands, events = own[mine]
+            await _produce(secured.bootstrap, login, commands, idempotent=True)
+            assert await _read_first(secured.bootstrap, login, events) == b"seed"
+            for topic in (own[theirs][0], prefix + BET_COMMANDS, events):
+                with pytest.raises(TopicAuthorizationFailedError):
+                    await _produce(secured.bootstrap, login, topic)
+            for topic in (own[theirs][1], own[theirs][0], commands):
+                with pytest.raises(TopicAuthorizationFailedError):
+                    await _read_first(secured.bootstrap, login, topic)
+        settlement, dashboard = secured.login("settlement"), secured.login("dashboard")
+        for commands, events in own.values():
+            assert await _read_first(secured.bootstrap, settlement, commands) == b"seed"
+            await _produce(secured.bootstrap, settlement, events, idempotent=True)
+            assert await _read_first(secured.bootstrap, dashboard, events) == b"seed"
+    finally:
+        await revoke_project_acls(secured.bootstrap, admin, prefix, prefix, principals, operators)
 
 
 async def test_revoking_a_runs_acls_denies_its_topics_again(secured: Secured) -> None:

@@ -12,7 +12,15 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from contracts import BET_COMMANDS, TABLE_COMMANDS, TABLE_EVENTS, PlaceBet, encode
+from contracts import (
+    BET_COMMANDS,
+    TABLE_COMMANDS,
+    TABLE_EVENTS,
+    PlaceBet,
+    bet_commands_topic,
+    bet_events_topic,
+    encode,
+)
 from services.shared.platform.consumer import LOG_APPEND_TIME, Delivery, Subscription
 from services.shared.platform.kafka import (
     LOG_APPEND_TIME as LOG_APPEND_TIME_CONFIG,
@@ -55,6 +63,19 @@ async def test_bet_commands_are_created_with_log_append_time(kafka_bootstrap: st
     await ensure_topics(settings)
     assert await timestamp_type_of(settings, BET_COMMANDS) == LOG_APPEND_TIME_CONFIG
     assert await timestamp_type_of(settings, TABLE_EVENTS) == "CreateTime"
+
+
+async def test_every_operators_topics_are_created_and_its_bets_get_log_append_time(
+    kafka_bootstrap: str,
+) -> None:
+    """PB_OPERATORS=acme,bravo: each operator's bet-commands topic stamps its bets with the
+    broker's time, as the house's does; its bet-events topic is made too."""
+    settings = settings_for("settlement", kafka_bootstrap, operators=("acme", "bravo"))
+    created = await ensure_topics(settings)
+    for operator in ("acme", "bravo"):
+        assert settings.topic(bet_events_topic(operator)) in created
+        commands = bet_commands_topic(operator)
+        assert await timestamp_type_of(settings, commands) == LOG_APPEND_TIME_CONFIG
 
 
 async def test_an_existing_bet_commands_topic_is_altered_and_keeps_its_other_configs(

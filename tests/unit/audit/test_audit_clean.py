@@ -97,3 +97,27 @@ def test_read_models_rebuilt_twice_are_byte_identical() -> None:
     assert first == second
     assert set(first) == {"table-history.json", "bettor-history.json"}
     assert b'"t1"' in first["table-history.json"]
+
+
+def test_two_operators_at_one_table_with_the_same_bet_ids_audit_clean() -> None:
+    """Operators (B2B): each operator's bets are its own (same ids at both), settled once
+    per operator; the audit reads them apart and every total counts both."""
+    from services.dev.simulation import LocalSystem, play
+    from tests.unit.audit.helpers import Played
+
+    system = LocalSystem.in_memory(operators=("acme", "bravo"))
+    log = play(system, "t1", 10, bets_per_coup=5, decks=1, void_every=4, invalid_every=3,
+               late_every=3, batch=3, operators=("acme", "bravo"))  # fmt: skip
+    system.pump()
+    system.seal()
+    report = audit_rows(Played(system, {"t1": log}).rows())
+    assert report.findings == [], [str(f) for f in report.findings]
+    alone = LocalSystem.in_memory(operators=("acme",))
+    play(alone, "t1", 10, bets_per_coup=5, decks=1, void_every=4, invalid_every=3,
+         late_every=3, batch=3, operators=("acme",))  # fmt: skip
+    alone.pump()
+    alone.seal()
+    single = audit_rows(Played(alone, {}).rows())
+    # the same bets (seeded) at each operator; the cards differ (shuffled afresh)
+    assert report.totals.overall.staked == 2 * single.totals.overall.staked
+    assert report.totals.overall.bets == 2 * single.totals.overall.bets

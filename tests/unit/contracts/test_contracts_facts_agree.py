@@ -38,6 +38,7 @@ from services.shared.facts.settlement import (
     BookOpenedFact,
     CoupRefundedFact,
     CoupSettledFact,
+    OperatorClosedFact,
     RefundLine,
     SettledLine,
 )
@@ -126,7 +127,8 @@ ONE_TO_ONE = [
 
 def test_every_published_fact_has_a_publication_that_names_its_contracts() -> None:
     published = {fact_of(event_class) for event_class, _ in PUBLICATIONS}
-    unpublished = {BookOpenedFact}  # settlement's copy of dealing's OpenBook
+    # settlement's copy of dealing's OpenBook; an operator's close mark (the audit reads it)
+    unpublished = {BookOpenedFact, OperatorClosedFact}
     facts = {*SHOE_FACTS, *DEALING_FACTS, *SETTLEMENT_FACTS, IncidentRaisedFact}
     assert published == facts - unpublished
     for event_class, translate in PUBLICATIONS:
@@ -253,12 +255,16 @@ def _lines_of(contract: type[c.Message], data: st.DataObject, **same: Any) -> li
 
 
 AT = datetime(2026, 12, 1, 10, 0, 0, 123456, tzinfo=UTC)
+OPERATORS = st.sampled_from([c.HOUSE, "acme"])
+"""A fact about bets is one operator's: its messages say whose (the house's: left out)."""
 
 
 @SETTINGS
 @given(data=st.data())
 def test_settled_bets_round_trip_through_their_lines(data: st.DataObject) -> None:
-    bets = _lines_of(c.BetSettled, data, table_id="t-1", coup_id="t-1.c1", currency="EUR")
+    operator = data.draw(OPERATORS)
+    same = {"table_id": "t-1", "coup_id": "t-1.c1", "currency": "EUR", "operator": operator}
+    bets = _lines_of(c.BetSettled, data, **same)
     staked, paid = sum(m.stake for m in bets), sum(m.returned for m in bets)  # type: ignore[attr-defined]
     assume(paid <= c.MAX_MINOR_UNITS)
     fact = CoupSettledFact(
@@ -271,6 +277,7 @@ def test_settled_bets_round_trip_through_their_lines(data: st.DataObject) -> Non
         staked=staked,
         paid=paid,
         currency="EUR",
+        operator=operator,
     )
     event = _stored_and_read(BetBook.CoupSettled, fact, AT)
     ids = line_ids(event, len(bets) + 1)
@@ -283,14 +290,17 @@ def test_settled_bets_round_trip_through_their_lines(data: st.DataObject) -> Non
     total = published[-1]
     assert isinstance(total, c.CoupSettled)
     assert (total.bets, total.staked, total.paid) == (len(bets), staked, paid)
+    assert total.operator == operator
 
 
 @SETTINGS
 @given(data=st.data())
 def test_refunded_bets_round_trip_through_their_lines(data: st.DataObject) -> None:
+    operator = data.draw(OPERATORS)
+    same = {"table_id": "t-1", "coup_id": "t-1.c1", "currency": "EUR", "operator": operator}
     bets = [
         m.model_copy(update={"refunded": m.stake})  # type: ignore[attr-defined]
-        for m in _lines_of(c.BetRefunded, data, table_id="t-1", coup_id="t-1.c1", currency="EUR")
+        for m in _lines_of(c.BetRefunded, data, **same)
     ]
     refunded = sum(m.stake for m in bets)  # type: ignore[attr-defined]
     fact = CoupRefundedFact(
@@ -301,6 +311,7 @@ def test_refunded_bets_round_trip_through_their_lines(data: st.DataObject) -> No
         lines=[line_from(RefundLine, m) for m in bets],
         refunded=refunded,
         currency="EUR",
+        operator=operator,
     )
     event = _stored_and_read(BetBook.CoupRefunded, fact, AT)
     ids = line_ids(event, len(bets) + 1)
@@ -316,7 +327,8 @@ def test_refunded_bets_round_trip_through_their_lines(data: st.DataObject) -> No
 @SETTINGS
 @given(data=st.data())
 def test_answered_bets_round_trip_through_their_lines(data: st.DataObject) -> None:
-    same = {"table_id": "t-1", "coup_id": "t-1.c1"}
+    operator = data.draw(OPERATORS)
+    same = {"table_id": "t-1", "coup_id": "t-1.c1", "operator": operator}
     accepted = _lines_of(c.BetAccepted, data, **same)
     refused = _lines_of(c.BetRejected, data, **same)
     answers = data.draw(st.permutations([*accepted, *refused]))
@@ -327,7 +339,9 @@ def test_answered_bets_round_trip_through_their_lines(data: st.DataObject) -> No
         for m in answers
     ]
     placed = [None if m.placed_at is None else m.placed_at.isoformat() for m in answers]  # type: ignore[attr-defined]
-    fact = BetsAnsweredFact(table_id="t-1", coup_id="t-1.c1", lines=lines, placed_at=placed)
+    fact = BetsAnsweredFact(
+        table_id="t-1", coup_id="t-1.c1", lines=lines, placed_at=placed, operator=operator
+    )
     event = _stored_and_read(BetBook.BetsAnswered, fact, AT)
     ids = line_ids(event, len(answers))
     expected = [

@@ -38,6 +38,7 @@ def _settled(values: dict[str, Any]) -> dict[str, Any]:
         "payout": values["payout"],
         "returned": values["returned"],
         "currency": "EUR",
+        "operator": values.get("operator", "house"),
     }
 
 
@@ -75,6 +76,7 @@ def test_a_trusted_bet_accepted_given_in_any_order_encodes_in_the_model_order(
     event_id: UUID, occurred_at: datetime, placed_at: datetime | None, bet_type: str, amount: int
 ) -> None:
     fields = {
+        "operator": "house",
         "placed_at": placed_at,
         "amount": amount,
         "currency": "EUR",

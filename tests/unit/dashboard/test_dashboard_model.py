@@ -305,3 +305,38 @@ def test_a_voided_coup_takes_its_money_back_out() -> None:
     assert all(b["staked"] == 0 for b in table["bets"])
     assert table["coups_voided"] == 1 and table["coup"]["phase"] == "voided"
     assert table["bets_refunded"] == 2
+
+
+def test_two_operators_settling_the_same_bet_id_are_two_bets() -> None:
+    """Operators (B2B): bet ids are per operator; the dashboard follows every operator's
+    bet-events topic and counts each operator's bet and coup totals."""
+    from services.tools.dashboard.server import event_topics
+
+    assert event_topics(("acme", "bravo")) == (
+        "punto-banco.shoe-events",
+        "punto-banco.table-events",
+        "punto-banco.bet-events.acme",
+        "punto-banco.bet-events.bravo",
+        "punto-banco.dead-letters",
+    )
+    clock = Clock()
+    model = DashboardModel(clock=clock)
+    for message in opened():
+        model.apply(message)  # type: ignore[arg-type]
+    for operator, returned in (("acme", 2000), ("bravo", 0)):
+        model.apply(
+            BetSettled(
+                table_id=T, bet_id="b1", coup_id="c1", bettor_id="x", bet_type="player",
+                result="WIN" if returned else "LOSE", stake=1000, payout=returned // 2,
+                returned=returned, currency="EUR", operator=operator,
+            )
+        )  # fmt: skip
+        model.apply(
+            CoupSettled(
+                table_id=T, coup_id="c1", bets=1, staked=1000, paid=returned,
+                house_result=1000 - returned, currency="EUR", operator=operator,
+            )
+        )  # fmt: skip
+    [table] = model.snapshot()["tables"]
+    assert table["bets_settled"] == 2
+    assert (table["staked"], table["paid"]) == (2000, 2000)

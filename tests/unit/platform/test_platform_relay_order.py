@@ -7,7 +7,7 @@ import logging
 import pytest
 from aiokafka.errors import InvalidTimestampError, KafkaTimeoutError, UnknownError
 
-from contracts import BET_COMMANDS, DEAD_LETTERS, TABLE_EVENTS
+from contracts import BET_COMMANDS, DEAD_LETTERS, TABLE_EVENTS, bet_commands_topic
 from tests.unit.platform.fakes import CounterApp, popo_env
 from tests.unit.platform.relay_fakes import (
     PREFIX,
@@ -160,3 +160,38 @@ async def test_a_transient_failure_is_retried_and_quarantines_nothing(
     assert broker.appended(PREFIX + DEAD_LETTERS) == []
     assert [r.position for r in broker.appended(PREFIX + TABLE_EVENTS)] == [(2, 0), (3, 0), (4, 0)]
     assert "QUARANTINED" not in caplog.text
+
+
+async def test_a_marker_goes_to_every_operators_topic_before_the_other_records() -> None:
+    """Operators (B2B): dealing's marks are written to each configured operator's
+    bet-commands topic (same key, value and index), all acknowledged before the rest."""
+    from services.shared.platform.relay import OutboxRelay
+    from services.shared.platform.settings import Settings
+
+    plan = Plan(CounterApp(env=popo_env()))
+    a = table_on(0)
+    for n in range(3):
+        plan.add(closed(a, f"opened {n}"), close_book(a))
+    broker = FakeBroker(batch_capacity=3)
+    settings = Settings.from_env(
+        "counter", {"PB_TOPIC_PREFIX": PREFIX, "PB_OPERATORS": "acme,bravo"}
+    )
+    relay = OutboxRelay(plan.app, settings, plan.mapper, producer_factory=broker.producer)
+    await relay.start()
+    assert await relay.publish_pending() == 9  # 3 table events, 3 marks on each of 2 topics
+    topics = [PREFIX + bet_commands_topic(op) for op in ("acme", "bravo")]
+    assert not broker.appended(PREFIX + BET_COMMANDS)  # the house is not served here
+    copies = [
+        [(r.key, r.value, r.headers["pb-message-index"]) for r in broker.appended(t)]
+        for t in topics
+    ]
+    assert len(copies[0]) == 3 and copies[0] == copies[1]
+    marker_acks = [
+        n for n, (what, tp, _) in enumerate(broker.journal) if tp[0] in topics and what == "ack"
+    ]
+    other_sends = [
+        n
+        for n, (what, tp, _) in enumerate(broker.journal)
+        if tp[0] not in topics and what == "send"
+    ]
+    assert max(marker_acks) < min(other_sends)

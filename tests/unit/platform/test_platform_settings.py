@@ -154,3 +154,18 @@ def test_every_variable_is_in_the_readme_settings_table() -> None:
         if f"`{field.alias}`" not in table
     ]
     assert not missing, f"not in the README's settings table: {missing}"
+
+
+def test_operators_are_named_once_each_and_default_to_the_house() -> None:
+    """PB_OPERATORS: the operators whose gateway topics dealing marks and settlement reads."""
+    assert Settings.from_env("settlement", {}).operators == ("house",)
+    assert Settings.from_env("settlement", {"PB_OPERATORS": " acme, bravo-2 "}).operators == (
+        "acme",
+        "bravo-2",
+    )
+    assert Settings(service="dealing", operators=()).operators == ("house",)
+    env = Settings.from_env("settlement", {"PB_OPERATORS": "acme,bravo"}).eventsourcing_env()
+    assert env["PB_OPERATORS"] == "acme,bravo"  # a new book waits for both close marks
+    for bad in ("Acme", "acme,acme", "9lives", "a" * 33, "acme.eu"):
+        with pytest.raises(SettingsError, match="PB_OPERATORS"):
+            Settings.from_env("settlement", {"PB_OPERATORS": bad})

@@ -187,11 +187,11 @@ def test_a_failed_batch_records_nothing_and_leaves_no_trace_in_memory(
     assert app.bet_answer("b1") is None
     monkeypatch.undo()
     book = app.get_book("t1", "c1")
-    assert book is not None and sorted(book.bets) == ["b0"]
+    assert book is not None and sorted(book.bets) == [("house", "b0")]
     assert app.place_bet(bet("b1")).accepted  # not a "repeat": the failed batch left nothing
     assert app.place_bet(bet("b1")).repeated
     book = app.get_book("t1", "c1")
-    assert book is not None and sorted(book.bets) == ["b0", "b1"]
+    assert book is not None and sorted(book.bets) == [("house", "b0"), ("house", "b1")]
 
 
 def test_restart_carries_on_from_the_store(store_env: dict[str, str]) -> None:
