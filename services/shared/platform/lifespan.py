@@ -99,10 +99,11 @@ class ServiceLifespan(Generic[TApp]):
             await ensure_topics(settings)
         self._app = await self.worker.call(open_application, definition.application, settings)
         log.info(
-            "%s: store %s, kafka %s",
+            "%s: store %s, kafka %s (%s)",
             self.name,
             settings.describe_store(),
             settings.kafka_bootstrap_servers,
+            settings.kafka_auth.describe(),
         )
         if definition.to_messages is not None:
             # Seal events are internal; incidents are published for the operators.
