@@ -26,11 +26,27 @@ from services.dev.demo.processes import (
     service_env,
     stop_all,
 )
+from services.dev.infra.kafka_clients import ADMIN, AUDITOR
 
 M = TypeVar("M", bound=Message)
 
 READY_MARKER = "{name}: serving"
 """What a service logs once it runs (services/shared/platform/runner.py)."""
+
+
+async def secure_run(settings: ServiceSettings) -> None:
+    """The run's topics, and on the local authenticating broker the ACL matrix for them (as
+    its admin); elsewhere the topics as the run's one login (who must be allowed to)."""
+    logins = settings.logins
+    if not await logins.secure_run(settings.bootstrap, settings.topic_prefix):
+        await ensure_topics(settings.bootstrap, settings.topic_prefix, auth=logins.auth(ADMIN))
+
+
+async def end_run(settings: ServiceSettings) -> None:
+    """Revoke the ACLs :func:`secure_run` granted for a run's own prefix (never the project's
+    unprefixed ones, which `infra up` grants)."""
+    if settings.topic_prefix:
+        await settings.logins.end_run(settings.bootstrap, settings.topic_prefix)
 
 
 class SystemTimeout(TimeoutError):
@@ -52,14 +68,16 @@ class LocalSystem:
         accept: Callable[[Message], bool] | None = None,
     ) -> None:
         self.settings = settings
-        env = service_env(settings)
         self.services = {
-            name: ServiceProcess(name, env, log_dir / f"{name}.log") for name in services
+            name: ServiceProcess(name, service_env(settings, service=name), log_dir / f"{name}.log")
+            for name in services
         }
         self.ledger = ledger if ledger is not None else Ledger()
         self.accept = accept
-        self.sender = CommandSender(settings.bootstrap, settings.topic_prefix)
-        self.feed = EventFeed(settings.bootstrap, settings.topic_prefix)
+        logins = settings.logins
+        self.sender = CommandSender(settings.bootstrap, settings.topic_prefix, logins=logins)
+        # The ledger reads every event topic, as the auditor may.
+        self.feed = EventFeed(settings.bootstrap, settings.topic_prefix, auth=logins.auth(AUDITOR))
         self.reactors: list[Callable[[Message], Awaitable[None]]] = []
         """Called with every decoded message, after the ledger saw it (e.g. the table driver)."""
         self.history: list[Received] = []
@@ -73,7 +91,7 @@ class LocalSystem:
         start following."""
         self._started = True
         await asyncio.to_thread(prepare_keys, self.settings)
-        await ensure_topics(self.settings.bootstrap, self.settings.topic_prefix)
+        await secure_run(self.settings)
         await self.feed.start(from_beginning=False)
         await self.sender.start()
         for child in self.services.values():
@@ -84,7 +102,7 @@ class LocalSystem:
         """Stop the services (SIGTERM, wait, SIGKILL) and the Kafka clients; returns the names
         of services that had to be killed."""
         killed = await asyncio.to_thread(stop_all, self.services.values(), timeout)
-        for closing in (self.sender.stop(), self.feed.stop()):
+        for closing in (self.sender.stop(), self.feed.stop(), end_run(self.settings)):
             with contextlib.suppress(Exception):  # best effort while shutting down
                 await asyncio.wait_for(closing, 20)
         return killed

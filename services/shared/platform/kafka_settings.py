@@ -62,16 +62,11 @@ class KafkaAuth:
                     f"KAFKA_SECURITY_PROTOCOL={self.protocol} needs {' and '.join(missing)} "
                     f"(the principal this process logs in as; {_CREDENTIALS_HINT})"
                 )
-        elif self.username or self.password:
+        elif self.password:  # a name alone may stay in a shared config; a password may not
             raise SettingsError(
-                f"KAFKA_SASL_USERNAME / KAFKA_SASL_PASSWORD are set but KAFKA_SECURITY_PROTOCOL "
-                f"is {self.protocol}, which sends no credentials: set it to SASL_PLAINTEXT (or "
-                "SASL_SSL beyond this machine)"
-            )
-        if self.tls and self.cafile and not Path(self.cafile).is_file():
-            raise SettingsError(
-                f"KAFKA_SSL_CAFILE={self.cafile!r} is not a file: give the CA certificate (PEM) "
-                "that signed the broker's (`punto-banco infra up` prints the local one)"
+                f"KAFKA_SASL_PASSWORD is set but KAFKA_SECURITY_PROTOCOL is {self.protocol}, "
+                "which sends no credentials: set it to SASL_PLAINTEXT (or SASL_SSL beyond this "
+                "machine)"
             )
 
     @classmethod
@@ -93,7 +88,15 @@ class KafkaAuth:
         return self.protocol.endswith("SSL")
 
     def ssl_context(self) -> ssl.SSLContext:
-        """TLS checked against ``cafile`` (else the system's CAs), the broker's name included."""
+        """TLS checked against ``cafile`` (else the system's CAs), the broker's name included.
+
+        The file is read here, when a client is made (as the service's keys are read when it
+        starts), not with the settings: a mounted secret may appear after they are read."""
+        if self.cafile and not Path(self.cafile).is_file():
+            raise SettingsError(
+                f"KAFKA_SSL_CAFILE={self.cafile!r} is not a file: give the CA certificate (PEM) "
+                "that signed the broker's (`punto-banco infra up` prints the local one)"
+            )
         return ssl.create_default_context(cafile=self.cafile or None)
 
     def security(self) -> BaseSecurity | None:

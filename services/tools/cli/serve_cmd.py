@@ -68,7 +68,11 @@ def serve_command(
     except KeysError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
-    kafka_service = module.build_service(settings)
+    try:  # the Kafka login is made here too: a KAFKA_SSL_CAFILE that is not there
+        kafka_service = module.build_service(settings)
+    except SettingsError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
     raise typer.Exit(serve(kafka_service, settings))
 
 

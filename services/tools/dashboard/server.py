@@ -31,6 +31,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from contracts import BET_EVENTS, DEAD_LETTERS, SHOE_EVENTS, TABLE_EVENTS, ContractError, decode
+from services.shared.platform.kafka_settings import KafkaAuth
 from services.shared.platform.settings import (
     SettingsError,
     check_allowed_hosts,
@@ -43,6 +44,8 @@ from services.tools.dashboard.model import DashboardModel
 
 log = logging.getLogger(__name__)
 
+NOBODY = KafkaAuth()
+
 TOPICS = (SHOE_EVENTS, TABLE_EVENTS, BET_EVENTS, DEAD_LETTERS)
 DEFAULT_PORT = 8100
 RETRY_MS = 2000  # how long a browser waits before it reconnects to /events
@@ -53,9 +56,16 @@ NO_STORE = {"Cache-Control": "no-store"}
 class EventFollower:
     """Apply every record of the event topics (from the beginning) to ``model``."""
 
-    def __init__(self, model: DashboardModel, bootstrap: str, topic_prefix: str = "") -> None:
+    def __init__(
+        self,
+        model: DashboardModel,
+        bootstrap: str,
+        topic_prefix: str = "",
+        auth: KafkaAuth = NOBODY,
+    ) -> None:
         self.model = model
         self.bootstrap = bootstrap
+        self.auth = auth  # the ``dashboard`` principal: reads every topic, writes none
         self.prefix = topic_prefix
         self.undecodable = 0
         self.changed = asyncio.Event()
@@ -66,6 +76,7 @@ class EventFollower:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
             client_id="pb-dashboard",
+            **self.auth.client_options(),
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
@@ -191,10 +202,11 @@ class Dashboard:
         port: int = DEFAULT_PORT,
         push_interval: float = 0.5,
         allowed_hosts: Sequence[str] = (),
+        auth: KafkaAuth = NOBODY,
     ) -> None:
         host = check_http_host(host)
         self.model = DashboardModel()
-        self.follower = EventFollower(self.model, bootstrap, topic_prefix)
+        self.follower = EventFollower(self.model, bootstrap, topic_prefix, auth)
         self.push_interval = push_interval
         self.stopping = asyncio.Event()
         hosts = check_allowed_hosts(allowed_hosts) or default_allowed_hosts(host)
@@ -236,7 +248,11 @@ class Dashboard:
 
 
 async def start_for_up(
-    bootstrap: str, topic_prefix: str, say: Callable[[str], None], env: Mapping[str, str]
+    bootstrap: str,
+    topic_prefix: str,
+    say: Callable[[str], None],
+    env: Mapping[str, str],
+    auth: KafkaAuth = NOBODY,
 ) -> Dashboard | None:
     """The dashboard of `punto-banco up`: port ``PB_HTTP_PORT_DASHBOARD`` (default 8100, any free
     port if that one is taken, ``off`` for none) on ``PB_HTTP_HOST``, answering the Host names of
@@ -251,7 +267,7 @@ async def start_for_up(
     if wanted is None:
         return None
     for port in dict.fromkeys((wanted, 0)):
-        dashboard = Dashboard(bootstrap, topic_prefix, host, port, allowed_hosts=allowed)
+        dashboard = Dashboard(bootstrap, topic_prefix, host, port, allowed_hosts=allowed, auth=auth)
         try:
             await dashboard.start()
         except OSError:

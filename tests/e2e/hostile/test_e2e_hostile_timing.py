@@ -41,6 +41,7 @@ from contracts import (
     TableOpened,
     VoidCoup,
 )
+from tests import kafka_logins
 from tests.e2e.helpers import LIMITS, answers, bet, betting_opened, supervisor
 from tests.e2e.hostile.attacker import INDEX, LOG_APPEND_TIME, HostileSystem, Raw, incidents
 from tests.e2e.hostile.play import (
@@ -314,7 +315,9 @@ async def test_a_command_topic_deleted_and_created_again_is_read_from_its_start(
         "the old topic's commands handled",
     )
     topic = hostile.settings.topic_prefix + TABLE_COMMANDS
-    admin = AIOKafkaAdminClient(bootstrap_servers=hostile.settings.bootstrap)
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=hostile.settings.bootstrap, **kafka_logins.options()
+    )
     await admin.start()
     try:
         await admin.delete_topics([topic])

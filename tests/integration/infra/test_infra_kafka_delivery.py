@@ -9,6 +9,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
+from tests import kafka_logins
+
 pytestmark = pytest.mark.kafka
 
 
@@ -29,6 +31,7 @@ def _consumer(bootstrap: str, topic: str, group: str, **options: object) -> AIOK
     return AIOKafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
+        **kafka_logins.options(),
         group_id=group,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
@@ -40,7 +43,9 @@ async def test_idempotent_producer_and_a_group_that_resumes_from_its_committed_o
     kafka_bootstrap: str, unique_topic: Callable[[str], str]
 ) -> None:
     topic, group = unique_topic("orders"), unique_topic("group")
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap, **kafka_logins.options(), enable_idempotence=True
+    )
     await producer.start()
     try:
         for number in range(10):
@@ -57,7 +62,9 @@ async def test_idempotent_producer_and_a_group_that_resumes_from_its_committed_o
         await first.stop()
     assert received == [f"first-{number}".encode() for number in range(10)]
 
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap, **kafka_logins.options(), enable_idempotence=True
+    )
     await producer.start()
     try:
         for number in range(5):
@@ -82,7 +89,9 @@ async def test_read_committed_consumer_sees_committed_transactions_only(
 ) -> None:
     topic = unique_topic("tx")
     producer = AIOKafkaProducer(
-        bootstrap_servers=kafka_bootstrap, transactional_id=unique_topic("tx-id")
+        bootstrap_servers=kafka_bootstrap,
+        **kafka_logins.options(),
+        transactional_id=unique_topic("tx-id"),
     )
     await producer.start()
     try:

@@ -84,17 +84,13 @@ def test_ssl_without_sasl_is_tls_only() -> None:
         ({**SASL, "KAFKA_SASL_PASSWORD": ""}, "needs KAFKA_SASL_PASSWORD"),
         (
             {"KAFKA_SASL_USERNAME": "shoe", "KAFKA_SASL_PASSWORD": "x"},
-            "KAFKA_SECURITY_PROTOCOL is PLAINTEXT",
+            "KAFKA_SASL_PASSWORD is set but KAFKA_SECURITY_PROTOCOL is PLAINTEXT",
         ),
         (
             {"KAFKA_SECURITY_PROTOCOL": "TLS"},
             "KAFKA_SECURITY_PROTOCOL must be PLAINTEXT, SASL_PLAINTEXT",
         ),
         ({**SASL, "KAFKA_SASL_MECHANISM": "PLAIN"}, "KAFKA_SASL_MECHANISM must be SCRAM-SHA-512"),
-        (
-            {**SASL, "KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "KAFKA_SSL_CAFILE": "/no/such/ca.pem"},
-            "KAFKA_SSL_CAFILE='/no/such/ca.pem' is not a file",
-        ),
     ],
 )
 def test_bad_kafka_security_settings_say_what_to_fix(env: dict[str, str], message: str) -> None:
@@ -103,10 +99,23 @@ def test_bad_kafka_security_settings_say_what_to_fix(env: dict[str, str], messag
     assert message in str(raised.value)
 
 
+def test_a_missing_ca_file_is_named_when_a_client_is_made() -> None:
+    env = {**SASL, "KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "KAFKA_SSL_CAFILE": "/no/such/ca.pem"}
+    settings = Settings.from_env("shoe", env)  # read before a mounted secret may be there
+    with pytest.raises(SettingsError, match=r"KAFKA_SSL_CAFILE='/no/such/ca\.pem' is not a file"):
+        client_options(settings)
+
+
 def test_the_ca_file_is_not_needed_without_tls() -> None:
     """`infra up` prints KAFKA_SSL_CAFILE beside SASL_PLAINTEXT (for the TLS listener)."""
     env = {**SASL, "KAFKA_SSL_CAFILE": "/no/such/ca.pem"}
     assert client_options(Settings.from_env("shoe", env))["ssl_context"] is None
+
+
+def test_a_principals_name_alone_may_stay_in_a_plaintext_config() -> None:
+    """A shared config (compose) names each service's principal; PLAINTEXT just ignores it."""
+    settings = Settings.from_env("shoe", {"KAFKA_SASL_USERNAME": "shoe"})
+    assert kafka_security(settings) is None
 
 
 def test_the_password_is_never_shown() -> None:
