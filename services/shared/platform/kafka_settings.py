@@ -48,21 +48,9 @@ class KafkaAuth:
             raise SettingsError(
                 f"KAFKA_SASL_MECHANISM must be {' or '.join(MECHANISMS)}, got {self.mechanism!r}"
             )
-        if self.sasl:
-            missing = [
-                name
-                for name, value in (
-                    ("KAFKA_SASL_USERNAME", self.username),
-                    ("KAFKA_SASL_PASSWORD", self.password),
-                )
-                if not value
-            ]
-            if missing:
-                raise SettingsError(
-                    f"KAFKA_SECURITY_PROTOCOL={self.protocol} needs {' and '.join(missing)} "
-                    f"(the principal this process logs in as; {_CREDENTIALS_HINT})"
-                )
-        elif self.password:  # a name alone may stay in a shared config; a password may not
+        # A principal's name alone may stay in a shared config; a password that would not
+        # be sent may not.
+        if self.password and not self.sasl:
             raise SettingsError(
                 f"KAFKA_SASL_PASSWORD is set but KAFKA_SECURITY_PROTOCOL is {self.protocol}, "
                 "which sends no credentials: set it to SASL_PLAINTEXT (or SASL_SSL beyond this "
@@ -99,10 +87,30 @@ class KafkaAuth:
             )
         return ssl.create_default_context(cafile=self.cafile or None)
 
+    def check_principal(self) -> None:
+        """SettingsError unless a SASL protocol has its username and password. Checked when a
+        client is made, not with the settings: a command that never connects (``keys init``,
+        ``audit``) runs in a shell that has the broker's settings but no principal's."""
+        missing = [
+            name
+            for name, value in (
+                ("KAFKA_SASL_USERNAME", self.username),
+                ("KAFKA_SASL_PASSWORD", self.password),
+            )
+            if not value
+        ]
+        if self.sasl and missing:
+            raise SettingsError(
+                f"KAFKA_SECURITY_PROTOCOL={self.protocol} needs {' and '.join(missing)} "
+                f"(the principal this process logs in as; {_CREDENTIALS_HINT})"
+            )
+
     def security(self) -> BaseSecurity | None:
-        """FastStream's security object for this login (None: PLAINTEXT)."""
+        """FastStream's security object for this login (None: PLAINTEXT); SettingsError when
+        the principal or the CA file is missing."""
         from faststream.security import BaseSecurity, SASLScram256, SASLScram512
 
+        self.check_principal()
         context = self.ssl_context() if self.tls else None
         if self.sasl:
             scram = SASLScram512 if self.mechanism == "SCRAM-SHA-512" else SASLScram256

@@ -21,7 +21,12 @@ from contracts import (
     partition_key,
 )
 from services.dev.infra.kafka_clients import ADMIN
-from services.shared.platform.kafka import SIGNATURE_HEADER, client_options, ensure_topics
+from services.shared.platform.kafka import (
+    PROJECT_TOPICS,
+    SIGNATURE_HEADER,
+    client_options,
+    ensure_topics,
+)
 from services.shared.platform.keys import load_keyring, signer_for
 from services.shared.platform.settings import Settings
 from services.shared.platform.signing import Signer
@@ -72,6 +77,8 @@ def settings_for(
 def as_admin(settings: Settings) -> Settings:
     """``settings`` logged in as the broker's admin: what a test's own set-up and probes use
     (it writes as any service, reads every topic, makes topics)."""
+    if not settings.kafka_auth.sasl:  # a broker without authentication (a test's own)
+        return settings
     return replace(settings, kafka_auth=kafka_logins.auth(ADMIN))
 
 
@@ -103,7 +110,11 @@ async def send_records(
     logical_topic: str,
     records: Sequence[tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]],
 ) -> None:
-    """Send ``records`` (key, value, headers) to the topic, in order."""
+    """Send ``records`` (key, value, headers) to the topic, in order (as the admin; a project
+    topic is made first as the service would make it: an authenticating broker creates no
+    topic on use)."""
+    if logical_topic in PROJECT_TOPICS:
+        await ensure_topics(as_admin(settings), [logical_topic])
     producer = AIOKafkaProducer(**client_options(as_admin(settings)), acks="all")
     await producer.start()
     try:

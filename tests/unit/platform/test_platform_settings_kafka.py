@@ -95,8 +95,17 @@ def test_ssl_without_sasl_is_tls_only() -> None:
 )
 def test_bad_kafka_security_settings_say_what_to_fix(env: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError) as raised:
-        Settings.from_env("shoe", env)
+        client_options(Settings.from_env("shoe", env))  # at the latest when a client is made
     assert message in str(raised.value)
+
+
+def test_a_command_that_never_connects_needs_no_principal() -> None:
+    """`eval "$(punto-banco infra up)"` sets the broker's protocol, not a principal: `keys
+    init` or `audit` in that shell still run; a Kafka client would be refused its start."""
+    settings = Settings.from_env("shoe", {"KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT"})
+    assert settings.kafka_auth.protocol == "SASL_PLAINTEXT"
+    with pytest.raises(SettingsError, match="needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD"):
+        kafka_security(settings)
 
 
 def test_a_missing_ca_file_is_named_when_a_client_is_made() -> None:
