@@ -1,11 +1,17 @@
 """Place a few bets on the open coup of a table and print the answers and the settlements.
 
 A minimal integrator's client: plain aiokafka and the ``contracts`` package, nothing else of
-the project. Run the system first (``punto-banco up`` in another terminal), then::
+the project. It logs in as the ``gateway`` principal, which may send bets and read their
+answers and the table's events, nothing else: the same variables as the services
+(``KAFKA_BOOTSTRAP_SERVERS``, ``KAFKA_SECURITY_PROTOCOL``, ``KAFKA_SASL_MECHANISM``,
+``KAFKA_SASL_USERNAME``, ``KAFKA_SASL_PASSWORD``, ``KAFKA_SSL_CAFILE``). Run the system first
+(``punto-banco up`` in another terminal), then::
 
+    eval "$(.venv/bin/punto-banco infra status)"            # the broker and its protocol
+    eval "$(.venv/bin/punto-banco infra credentials gateway)"  # the gateway's login
     .venv/bin/python examples/place_bets.py                 # the table of the latest coup
     .venv/bin/python examples/place_bets.py --table demo-20261130093000-1 --bootstrap 127.0.0.1:9092
-    .venv/bin/python examples/place_bets.py --operator acme   # as operator acme's gateway
+    .venv/bin/python examples/place_bets.py --operator acme   # as gateway-acme (its credentials)
 
 What it does, step by step:
 
@@ -28,12 +34,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.errors import KafkaConnectionError
+from aiokafka.errors import KafkaConnectionError, KafkaError
+from aiokafka.helpers import create_ssl_context
 
 from contracts import (
     HOUSE,
@@ -59,13 +68,31 @@ from contracts import (
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bootstrap", default="127.0.0.1:9092", help="Kafka bootstrap servers")
+    parser.add_argument(
+        "--bootstrap",
+        default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or "127.0.0.1:9092",
+        help="Kafka bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS)",
+    )
     parser.add_argument("--topic-prefix", default="", help="PB_TOPIC_PREFIX of the system")
     parser.add_argument("--table", default=None, help="table id (default: the latest coup's)")
     parser.add_argument("--bettor", default=f"example-{uuid.uuid4().hex[:6]}", help="bettor id")
     parser.add_argument("--timeout", type=float, default=60.0, help="give up after seconds")
     parser.add_argument("--operator", default=HOUSE, help="the operator whose gateway this is")
     return parser.parse_args()
+
+
+def login() -> dict[str, Any]:
+    """How to log in, from the environment: SASL/SCRAM as the gateway (``KAFKA_SASL_*``), over
+    TLS checked against ``KAFKA_SSL_CAFILE`` with ``SASL_SSL``; nothing for PLAINTEXT."""
+    protocol = (os.environ.get("KAFKA_SECURITY_PROTOCOL") or "PLAINTEXT").upper()
+    options: dict[str, Any] = {"security_protocol": protocol}
+    if protocol.startswith("SASL_"):
+        options["sasl_mechanism"] = os.environ.get("KAFKA_SASL_MECHANISM") or "SCRAM-SHA-512"
+        options["sasl_plain_username"] = os.environ.get("KAFKA_SASL_USERNAME", "")
+        options["sasl_plain_password"] = os.environ.get("KAFKA_SASL_PASSWORD", "")
+    if protocol.endswith("SSL"):
+        options["ssl_context"] = create_ssl_context(cafile=os.environ.get("KAFKA_SSL_CAFILE"))
+    return options
 
 
 class Follower:
@@ -80,6 +107,7 @@ class Follower:
             prefix + TABLE_EVENTS,
             prefix + bet_events_topic(operator),
             bootstrap_servers=bootstrap,
+            **login(),
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
@@ -103,7 +131,9 @@ class Follower:
 
 async def main(args: argparse.Namespace) -> int:
     follower = Follower(args.bootstrap, args.topic_prefix, args.operator)
-    producer = AIOKafkaProducer(bootstrap_servers=args.bootstrap, enable_idempotence=True)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=args.bootstrap, **login(), enable_idempotence=True
+    )
     try:
         await follower.start()
         await producer.start()
@@ -111,6 +141,15 @@ async def main(args: argparse.Namespace) -> int:
         await follower.consumer.stop()
         await producer.stop()
         print(f"no Kafka at {args.bootstrap}: is `punto-banco up` running?", file=sys.stderr)
+        return 2
+    except KafkaError as error:  # refused credentials, or none given to a broker that wants them
+        await follower.consumer.stop()
+        await producer.stop()
+        print(
+            f"Kafka at {args.bootstrap} refused us ({error}): log in as the gateway, "
+            '`eval "$(punto-banco infra credentials gateway)"` for the local broker',
+            file=sys.stderr,
+        )
         return 2
     loop = asyncio.get_running_loop()
     deadline = loop.time() + args.timeout

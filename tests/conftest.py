@@ -3,7 +3,8 @@
 Where the servers come from, in this order (the same for Kafka and PostgreSQL):
 
 1. the environment: ``KAFKA_BOOTSTRAP_SERVERS`` / ``POSTGRES_HOST`` (+ the other
-   ``POSTGRES_*``), as ``eval "$(punto-banco infra up)"`` sets them (`make test` does);
+   ``POSTGRES_*``), as ``eval "$(punto-banco infra up)"`` sets them (`make test` does); an
+   authenticating broker's principals are read from its folder (``PB_DATA_DIR``);
 2. testcontainers, when a Docker engine answers (``PB_TEST_NO_DOCKER=1`` skips this);
 3. the project's own local server if `punto-banco infra up` left one running,
    else a throw-away one started by ``services.dev.infra`` in a temporary folder on a
@@ -13,6 +14,10 @@ Nothing depends on an earlier run: PostgreSQL tests get a database created for
 this session (``pb_test_<pid>_<random>``, dropped at the end), Kafka tests use
 topic and group names under a per-session prefix (``topic_prefix``/``unique_topic``),
 so parallel runs on one machine never collide.
+
+Kafka clients log in as tests/kafka_logins.py says: a service as its own principal (the ACL
+matrix granted for its test's topic prefix), the tests' own producers, readers and admin
+clients as the broker's admin.
 """
 
 from __future__ import annotations
@@ -34,8 +39,11 @@ from psycopg import sql
 
 from services.dev.infra.jars import KAFKA_VERSION
 from services.dev.infra.kafka import KafkaBroker, broker_answers
+from services.dev.infra.kafka_clients import KafkaLogins
 from services.dev.infra.ports import LOOPBACK, free_port
 from services.dev.infra.postgres import PostgresServer
+from services.shared.platform.kafka_settings import KafkaAuth
+from tests import kafka_logins
 from tests.kafka_cleanup import created_under, delete_created_topics
 from tests.signing_keys import key_env
 
@@ -151,33 +159,63 @@ def _conninfo(env: dict[str, str]) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def _logged_in(bootstrap: str, logins: KafkaLogins, *, outlives: bool) -> Iterator[str]:
+    """The session's broker: its logins recorded (tests/kafka_logins.py); at the end this
+    session's grants revoked and, on a broker that outlives it, its topics deleted."""
+    kafka_logins.use(bootstrap, logins)
+    try:
+        yield bootstrap
+    finally:
+        kafka_logins.revoke_all()
+        if outlives:
+            delete_created_topics(bootstrap)
+
+
+def _configured_logins(bootstrap: str) -> KafkaLogins:
+    """The logins of the broker the environment names: its principals' when it is a local
+    authenticating broker (PB_KAFKA_HOME or PB_DATA_DIR finds its folder), nobody's for
+    PLAINTEXT; never an authenticating broker without credentials."""
+    try:
+        logins = KafkaLogins.for_bootstrap(bootstrap)
+    except ValueError:  # SettingsError: SASL said, and no principal given
+        logins = KafkaLogins(shared=KafkaAuth("SASL_PLAINTEXT", username="-", password="-"))
+    if logins.authenticated and logins.home is None:
+        pytest.fail(
+            f"KAFKA_BOOTSTRAP_SERVERS={bootstrap} authenticates (KAFKA_SECURITY_PROTOCOL="
+            f"{os.environ.get('KAFKA_SECURITY_PROTOCOL')}) but the session cannot find its "
+            "principals: set PB_DATA_DIR (or PB_KAFKA_HOME) to the folder of the `infra up` "
+            "that started it"
+        )
+    return logins
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
-    """``host:port`` of a real Kafka broker for this test session."""
+    """``host:port`` of a real Kafka broker for this test session (how each client logs in to
+    it: tests/kafka_logins.py)."""
     configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if configured:
-        try:
-            yield configured
-        finally:
-            delete_created_topics(configured)  # the broker outlives the session
+        with _logged_in(configured, _configured_logins(configured), outlives=True) as bootstrap:
+            yield bootstrap
         return
     if _docker_answers():
-        with _kafka_container() as bootstrap:
+        with _kafka_container() as bootstrap, _logged_in(bootstrap, KafkaLogins(), outlives=False):
             yield bootstrap
         return
     project = KafkaBroker.for_project(port=None)
     if project.status().running:
         running = project.bootstrap()
         assert running is not None
-        try:
+        with _logged_in(running, KafkaLogins.of_broker(project), outlives=True):
             yield running
-        finally:
-            delete_created_topics(running)
         return
     with tempfile.TemporaryDirectory(prefix="pb-test-kafka-") as home:
         broker = KafkaBroker(home=Path(home), preferred_port=None)
         try:
-            yield broker.start()
+            bootstrap = broker.start()
+            with _logged_in(bootstrap, KafkaLogins.of_broker(broker), outlives=False):
+                yield bootstrap
         finally:
             broker.stop()
 

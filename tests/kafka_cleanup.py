@@ -23,7 +23,9 @@ def created_under(prefix: str) -> str:
 
 
 async def _delete(bootstrap: str, prefixes: tuple[str, ...]) -> int:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=60_000)
+    from tests.kafka_logins import options
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=60_000, **options())
     await asyncio.wait_for(admin.start(), 30)
     try:
         names = [t for t in await admin.list_topics() if t.startswith(prefixes)]

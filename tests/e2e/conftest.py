@@ -18,6 +18,7 @@ from psycopg import sql
 
 from services.dev.demo.processes import ServiceSettings
 from services.dev.demo.system import LocalSystem
+from tests import kafka_logins
 from tests.kafka_cleanup import created_under
 
 FAST_SETTINGS = {"PB_RELAY_POLL_INTERVAL": "0.05", "PB_LOG_LEVEL": "INFO"}
@@ -68,6 +69,7 @@ def system_settings(
     return ServiceSettings(
         bootstrap=kafka_bootstrap,
         data_dir=tmp_path / "data",
+        logins=kafka_logins.logins(),
         topic_prefix=created_under(f"e2e-{uuid.uuid4().hex[:12]}."),
         postgres=dict(store),
         extra=FAST_SETTINGS,

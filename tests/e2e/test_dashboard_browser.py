@@ -25,8 +25,10 @@ import pytest
 from contracts import BetAccepted, BetRejected, BetSettled, CoupResolved, CoupSettled
 from services.dev.demo.processes import ServiceSettings
 from services.dev.demo.system import LocalSystem
+from services.dev.infra.kafka_clients import DASHBOARD
 from services.dev.infra.ports import free_port
 from services.tools.dashboard.server import Dashboard
+from tests import kafka_logins
 from tests.e2e.conftest import FAST_SETTINGS
 from tests.e2e.helpers import crowd_driver, wait
 from tests.kafka_cleanup import created_under
@@ -79,6 +81,7 @@ async def table_system(kafka_bootstrap: str, tmp_path: Path) -> AsyncIterator[Lo
     settings = ServiceSettings(
         bootstrap=kafka_bootstrap,
         data_dir=tmp_path / "data",
+        logins=kafka_logins.logins(),
         topic_prefix=created_under(f"dash-{uuid.uuid4().hex[:12]}."),
         extra={
             **FAST_SETTINGS,
@@ -146,7 +149,12 @@ async def test_the_dashboard_follows_a_running_table(
     table_system: LocalSystem, browser: Any
 ) -> None:
     system = table_system
-    async with Dashboard(system.settings.bootstrap, system.settings.topic_prefix, port=0) as dash:
+    async with Dashboard(
+        system.settings.bootstrap,
+        system.settings.topic_prefix,
+        port=0,
+        auth=system.settings.logins.auth(DASHBOARD),  # reads every topic, writes none
+    ) as dash:
         driver = crowd_driver(
             system, bettors=12, wildness=0.3, decks=6, cut_card_from_end=16, betting_window_ms=250
         )

@@ -40,6 +40,7 @@ from contracts import (
 )
 from services.dev.demo.processes import LOCAL_SUPERVISOR
 from services.dev.demo.system import LocalSystem
+from services.dev.infra.kafka_clients import SUPERVISOR
 from services.shared.platform.decisions import SupervisorSigner
 from services.shared.rules.cards import Card
 from services.shared.rules.shoe import verify_commitment
@@ -277,6 +278,7 @@ async def test_a_signed_void_refunds_every_bet_and_a_forged_or_unsigned_one_is_r
         "KAFKA_BOOTSTRAP_SERVERS": system.settings.bootstrap,
         "PB_TOPIC_PREFIX": system.settings.topic_prefix,
         "PB_DATA_DIR": str(system.settings.data_dir.resolve()),
+        **system.settings.logins.env(SUPERVISOR),  # logged in as the supervisor principal
     }
     key = keys / "supervisors" / f"{LOCAL_SUPERVISOR}.pem"
     args = ["supervisor", "void", "--table", table, "--coup", second, "--reason", "misdeal",

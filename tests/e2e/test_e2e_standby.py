@@ -26,7 +26,7 @@ async def test_a_second_settlement_waits_as_a_standby_and_takes_over_when_the_fi
 ) -> None:
     standby = ServiceProcess(
         "settlement",
-        service_env(system.settings),
+        service_env(system.settings, service="settlement"),
         system.services["settlement"].log_path.with_name("settlement-standby.log"),
     )
     system.services["settlement-standby"] = standby  # stopped with the others

@@ -15,6 +15,7 @@ import pytest
 
 from services.dev.demo.processes import PROJECT_ROOT
 from services.dev.demo.system import LocalSystem
+from services.dev.infra.kafka_clients import GATEWAY
 from tests.e2e.helpers import assert_books_clean, open_table, wait
 from tests.kafka_cleanup import created_under
 
@@ -206,6 +207,7 @@ async def test_the_example_client_places_bets_and_gets_its_settlements(
         "--timeout",
         "90",
         cwd=PROJECT_ROOT,
+        env={**os.environ, **system.settings.logins.env(GATEWAY)},  # as an integrator logs in
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )

@@ -28,7 +28,8 @@ from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
 
 from services.dev.bench.stats import rate
-from services.dev.demo.bus import delete_topics
+from services.dev.demo.bus import NOBODY, delete_topics
+from services.shared.platform.kafka_settings import KafkaAuth
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ async def kafka_ceiling(
     count: int,
     partitions: int = 3,
     batched: bool = False,
+    auth: KafkaAuth = NOBODY,
 ) -> Ceiling:
     """Produce ``count`` copies of ``payload`` and consume them (a new topic each time).
 
@@ -57,7 +59,8 @@ async def kafka_ceiling(
     batches and sent with ``send_batch`` to explicit partitions (no per-message future or hash).
     """
     topic = f"{prefix}ceiling-{'batched' if batched else 'each'}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="pb-bench-admin")
+    options = auth.client_options()  # the admin's on the local broker: a topic of its own
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="pb-bench-admin", **options)
     await asyncio.wait_for(admin.start(), 60)
     try:
         await asyncio.wait_for(
@@ -67,6 +70,7 @@ async def kafka_ceiling(
         await admin.close()
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
+        **options,
         client_id="pb-bench-ceiling",
         enable_idempotence=True,
         acks="all",
@@ -75,6 +79,7 @@ async def kafka_ceiling(
     )
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
+        **options,
         client_id="pb-bench-ceiling-reader",
         group_id=None,
         enable_auto_commit=False,
@@ -138,7 +143,7 @@ async def kafka_ceiling(
         with contextlib.suppress(Exception):
             await asyncio.wait_for(consumer.stop(), 30)
         with contextlib.suppress(Exception):
-            await delete_topics(bootstrap, topic)  # this run's topic only
+            await delete_topics(bootstrap, topic, auth=auth)  # this run's topic only
     how = "send_batch" if batched else "send() per message"
     return Ceiling(f"{len(payload)}-byte messages, {how}", count, seconds)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from services.dev.demo.bus import delete_topics, ensure_topics
+from services.dev.demo.bus import delete_topics
 from services.dev.demo.processes import (
     SERVICES,
     ServiceProcess,
@@ -28,6 +28,8 @@ from services.dev.demo.processes import (
     stop_all,
     wait_for,
 )
+from services.dev.demo.system import end_run, secure_run
+from services.dev.infra.kafka_clients import ADMIN, KafkaLogins
 
 START_TIMEOUT = 120.0
 """Seconds each service may take to log ``<name>: serving`` (a busy 2-core machine is slow)."""
@@ -47,6 +49,7 @@ class Cluster:
     postgres: Mapping[str, str] = field(default_factory=dict)
     tag: str = field(default_factory=run_id)
     processes: list[ServiceProcess] = field(default_factory=list)
+    logins: KafkaLogins = field(default_factory=KafkaLogins)
 
     @property
     def topic_prefix(self) -> str:
@@ -75,19 +78,21 @@ class Cluster:
             topic_prefix=self.topic_prefix,
             postgres=dict(self.postgres),
             extra=extra,
+            logins=self.logins,
         )
 
-    def env(self) -> dict[str, str]:
-        return service_env(self.service_settings())
+    def env(self, service: str | None = None) -> dict[str, str]:
+        """A service's environment (with ``service``: its principal's Kafka login)."""
+        return service_env(self.service_settings(), service=service)
 
     async def start(self) -> None:
         """Create the run's topics and keys, start the three services, wait until each serves."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(prepare_keys, self.service_settings())
-        await ensure_topics(self.bootstrap, self.topic_prefix)
-        env = self.env()
+        await secure_run(self.service_settings())
         self.processes = [
-            ServiceProcess(name, env, self.data_dir / "logs" / f"{name}.log") for name in SERVICES
+            ServiceProcess(name, self.env(name), self.data_dir / "logs" / f"{name}.log")
+            for name in SERVICES
         ]
         for process in self.processes:
             process.start()
@@ -122,9 +127,13 @@ class Cluster:
         """Stop every child, delete the run's topics and drop its PostgreSQL schemas."""
         stop_all(self.processes, timeout=20.0)
         with contextlib.suppress(Exception):  # best effort: the figures are already taken
-            asyncio.run(delete_topics(self.bootstrap, self.topic_prefix))
+            asyncio.run(self._forget_topics())
         if self.postgres:
             drop_schemas(self.postgres, self.schema_prefix)
+
+    async def _forget_topics(self) -> None:
+        await delete_topics(self.bootstrap, self.topic_prefix, auth=self.logins.auth(ADMIN))
+        await end_run(self.service_settings())
 
 
 def drop_schemas(postgres: Mapping[str, str], prefix: str) -> None:

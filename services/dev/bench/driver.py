@@ -40,6 +40,7 @@ from contracts import (
     OpenTable,
     encode,
 )
+from services.dev.infra.kafka_clients import AUDITOR, GATEWAY, OPERATOR, KafkaLogins
 
 BET_TYPES = ("player", "banker", "tie", "player_pair", "banker_pair")
 FLOODS_AT_ONCE = 4
@@ -106,10 +107,14 @@ def _epoch(stamp: str) -> float:
 class Driver:
     """Produces the load and follows TABLE_EVENTS and BET_EVENTS of one run (one topic prefix)."""
 
-    def __init__(self, bootstrap: str, prefix: str) -> None:
+    def __init__(self, bootstrap: str, prefix: str, logins: KafkaLogins | None = None) -> None:
         self.prefix = prefix
+        logins = logins if logins is not None else KafkaLogins()
+        # Bets as the gateway; the table commands as the operator (the same producer when
+        # everyone logs in alike).
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
+            **logins.options(GATEWAY),
             client_id="pb-bench-driver",
             enable_idempotence=True,
             acks="all",
@@ -119,8 +124,19 @@ class Driver:
             # on a busy machine (30 s was too short for 10 tables x 10,000 bets at load 5).
             request_timeout_ms=300_000,
         )
+        self._operator = self._producer
+        if logins.home is not None:
+            self._operator = AIOKafkaProducer(
+                bootstrap_servers=bootstrap,
+                **logins.options(OPERATOR),
+                client_id="pb-bench-operator",
+                enable_idempotence=True,
+                acks="all",
+                request_timeout_ms=60_000,
+            )
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap,
+            **logins.options(AUDITOR),
             client_id="pb-bench-follower",
             group_id=None,
             enable_auto_commit=False,
@@ -158,6 +174,8 @@ class Driver:
 
     async def start(self, timeout: float = 60.0) -> None:
         await asyncio.wait_for(self._producer.start(), timeout)
+        if self._operator is not self._producer:
+            await asyncio.wait_for(self._operator.start(), timeout)
         await asyncio.wait_for(self._consumer.start(), timeout)
         partitions: list[TopicPartition] = []
         for topic in (TABLE_EVENTS, BET_EVENTS):
@@ -182,6 +200,9 @@ class Driver:
                 await self._follow_task
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._producer.stop(), 30)
+        if self._operator is not self._producer:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._operator.stop(), 30)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._consumer.stop(), 30)
 
@@ -263,10 +284,10 @@ class Driver:
                 betting_window_ms=WINDOW_MS,
                 cut_card_from_end=16,
             )
-            await self._producer.send(
+            await self._operator.send(
                 self.prefix + TABLE_COMMANDS, encode(command), key=table_id.encode()
             )
-        await self._producer.flush()
+        await self._operator.flush()
 
     def _bets(self, table_id: str, coup_id: str, count: int) -> list[bytes]:
         stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
@@ -317,7 +338,7 @@ class Driver:
                 await self._send_bulk(self.prefix + BET_COMMANDS, table_id.encode(), values)
             await self._wait(run.all_answered, timeout, f"answer to every bet of {coup_id}")
             close = CloseBetting(table_id=table_id, coup_id=coup_id)
-            await self._producer.send_and_wait(
+            await self._operator.send_and_wait(
                 self.prefix + TABLE_COMMANDS, encode(close), key=table_id.encode()
             )
         return runs

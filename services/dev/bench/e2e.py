@@ -53,6 +53,7 @@ from services.dev.bench.report import (
     memory_table,
 )
 from services.dev.bench.stats import fraction_of, percentile, rate
+from services.dev.infra.kafka_clients import ADMIN, KafkaLogins
 
 Cell = tuple[int, int, int]  # tables, bets per coup, coups per table
 
@@ -100,6 +101,7 @@ class E2EReport:
     kafka: Ceiling | None = None
     kafka_each: Ceiling | None = None
     kafka_version: str = ""
+    kafka_login: str = ""  # how the clients logged in: PLAINTEXT or SASL/SCRAM
     postgres_version: str | None = None
     stores: list[StoreRun] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -172,7 +174,7 @@ async def _run_store(
     progress: Callable[[str], None],
 ) -> bytes | None:
     await cluster.start()
-    driver = Driver(cluster.bootstrap, cluster.topic_prefix)
+    driver = Driver(cluster.bootstrap, cluster.topic_prefix, cluster.logins)
     driver.check = cluster.check_alive
     await driver.start()
     largest = max(cells, key=lambda cell: cell[0] * cell[1])
@@ -236,6 +238,8 @@ def measure(quick: bool, progress: Callable[[str], None], workdir: Path) -> E2ER
         kafka_version=KAFKA_VERSION,
     )
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or "127.0.0.1:9092"
+    logins = KafkaLogins.for_bootstrap(bootstrap)  # each client its own principal
+    report.kafka_login = "SASL/SCRAM-SHA-512" if logins.authenticated else "PLAINTEXT"
     postgres = postgres_settings()
     stores: list[tuple[str, dict[str, str]]] = [("sqlite", {})]
     if postgres:
@@ -258,7 +262,7 @@ def measure(quick: bool, progress: Callable[[str], None], workdir: Path) -> E2ER
         report.stores.append(run)
         tag = run_id()
         data_dir = workdir / f"e2e-{tag}-{store}"
-        cluster = Cluster(bootstrap, data_dir, pg, tag)
+        cluster = Cluster(bootstrap, data_dir, pg, tag, logins=logins)
         try:
             captured = asyncio.run(_run_store(run, cluster, cells, progress))
             sample = sample or captured
@@ -308,8 +312,11 @@ def measure(quick: bool, progress: Callable[[str], None], workdir: Path) -> E2ER
     count = 50_000 if quick else 300_000
     payload = sample or sample_bet_settled()
     prefix = f"bench-{run_id()}."
-    report.kafka_each = asyncio.run(kafka_ceiling(bootstrap, prefix, payload, count))
-    report.kafka = asyncio.run(kafka_ceiling(bootstrap, prefix, payload, count, batched=True))
+    admin = logins.auth(ADMIN)
+    report.kafka_each = asyncio.run(kafka_ceiling(bootstrap, prefix, payload, count, auth=admin))
+    report.kafka = asyncio.run(
+        kafka_ceiling(bootstrap, prefix, payload, count, batched=True, auth=admin)
+    )
     return report
 
 
@@ -466,6 +473,8 @@ def details(report: E2EReport, command: str) -> str:
         "",
         *machine_lines(report.kafka_version, report.postgres_version, report.load_at_start),
     ]
+    if report.kafka_login:
+        parts.append(f"- Kafka clients: {report.kafka_login} (each service its own principal).")
     for skipped in report.skipped:
         parts.append(f"- Not measured: {skipped}.")
     parts += ["", "### Matrix", "", cells_table(rows), ""]

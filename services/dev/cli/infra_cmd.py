@@ -1,9 +1,9 @@
 """`punto-banco infra up|down|status|credentials`: the local Kafka broker and PostgreSQL server.
 
 `up` and `status` print the connection settings as shell lines on stdout, so
-``eval "$(punto-banco infra up)"`` sets them; progress and errors go to stderr. With
-``PB_KAFKA_AUTH=scram`` the broker authenticates (SASL/SCRAM, TLS, ACLs: see
-services/dev/infra/kafka_auth.py); `up` then also prints ``KAFKA_SECURITY_PROTOCOL``,
+``eval "$(punto-banco infra up)"`` sets them; progress and errors go to stderr. The broker
+authenticates and authorizes (SASL/SCRAM, TLS, ACLs: see services/dev/infra/kafka_auth.py)
+unless ``PB_KAFKA_AUTH=none``; `up` then also prints ``KAFKA_SECURITY_PROTOCOL``,
 ``KAFKA_SASL_MECHANISM``, ``KAFKA_TLS_BOOTSTRAP_SERVERS`` and ``KAFKA_SSL_CAFILE``, and
 `credentials PRINCIPAL` prints a principal's ``KAFKA_SASL_USERNAME`` / ``KAFKA_SASL_PASSWORD``.
 """
@@ -108,7 +108,8 @@ def up(
 ) -> None:
     """Start what is not running (reusing what is), wait until it answers, print its settings.
 
-    PB_KAFKA_AUTH=scram: the broker authenticates and authorizes (see `infra credentials`).
+    The broker authenticates and authorizes every client (see `infra credentials`);
+    PB_KAFKA_AUTH=none starts it without (PLAINTEXT, no ACLs).
     """
     kafka, postgres = _guarded(lambda: _parts(only, data_dir, kafka_port, postgres_port))
     env: dict[str, str] = {}
@@ -166,7 +167,7 @@ def credentials(
     data_dir: Path | None = DATA_DIR,
     export: bool = EXPORT,
 ) -> None:
-    """Print a principal's KAFKA_SASL_USERNAME / KAFKA_SASL_PASSWORD (PB_KAFKA_AUTH=scram)."""
+    """Print a principal's KAFKA_SASL_USERNAME / KAFKA_SASL_PASSWORD as export lines."""
     home = data_dir.resolve() if data_dir else layout.data_dir()
     kafka = KafkaBroker(home=home / "kafka")
 

@@ -24,10 +24,12 @@ from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.partitioner import DefaultPartitioner
 
 from contracts import (
+    BET_COMMANDS,
     BOOK_EVENTS,
     DEAD_LETTERS,
     HOUSE,
     SHOE_EVENTS,
+    TABLE_COMMANDS,
     TABLE_EVENTS,
     TOPIC_MESSAGES,
     ContractError,
@@ -41,6 +43,8 @@ from contracts import (
     partition_key,
     topic_for,
 )
+from services.dev.infra.kafka_clients import ADMIN, GATEWAY, OPERATOR, KafkaLogins, sender_of
+from services.shared.platform.kafka_settings import KafkaAuth
 
 log = logging.getLogger(__name__)
 
@@ -61,17 +65,30 @@ def operator_of(bettor_id: str, operators: Sequence[str]) -> str:
     return operators[zlib.crc32(bettor_id.encode()) % len(operators)]
 
 
+RAW_SENDERS = {BET_COMMANDS: GATEWAY, TABLE_COMMANDS: OPERATOR}
+"""Who writes raw bytes to a topic in a test (anything else: the admin)."""
+
+
+NOBODY = KafkaAuth()
+"""PLAINTEXT: a broker without authentication."""
+
+
 async def ensure_topics(
     bootstrap: str,
     prefix: str,
     partitions: int = 3,
     timeout: float = 30.0,
     operators: Sequence[str] = (HOUSE,),
+    auth: KafkaAuth = NOBODY,
 ) -> None:
-    """Create the run's (prefixed) project topics that are missing (every operator's too:
-    the services set their configs when they start)."""
+    """Create the run's (prefixed) project topics that are missing (every operator's too: the
+    services set their configs when they start), as ``auth``, who must be allowed to (on the
+    local authenticating broker the admin does it, see ``KafkaLogins.secure_run``)."""
     admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap, client_id="pb-demo-admin", request_timeout_ms=10_000
+        bootstrap_servers=bootstrap,
+        client_id="pb-demo-admin",
+        request_timeout_ms=10_000,
+        **auth.client_options(),
     )
     await asyncio.wait_for(admin.start(), timeout)
     try:
@@ -93,7 +110,9 @@ async def ensure_topics(
         await admin.close()
 
 
-async def delete_topics(bootstrap: str, prefix: str, timeout: float = 30.0) -> int:
+async def delete_topics(
+    bootstrap: str, prefix: str, timeout: float = 30.0, auth: KafkaAuth = NOBODY
+) -> int:
     """Delete every topic whose name starts with ``prefix`` (a run's own); how many.
 
     A reused local broker otherwise keeps every run's topics: thousands of partitions
@@ -102,7 +121,10 @@ async def delete_topics(bootstrap: str, prefix: str, timeout: float = 30.0) -> i
     if not prefix:
         raise ValueError("refusing to delete every topic: give a run's own prefix")
     admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap, client_id="pb-demo-admin", request_timeout_ms=30_000
+        bootstrap_servers=bootstrap,
+        client_id="pb-demo-admin",
+        request_timeout_ms=30_000,
+        **auth.client_options(),
     )
     await asyncio.wait_for(admin.start(), timeout)
     try:
@@ -116,9 +138,11 @@ async def delete_topics(bootstrap: str, prefix: str, timeout: float = 30.0) -> i
         await admin.close()
 
 
-async def cluster_id(bootstrap: str, timeout: float = 30.0) -> str:
+async def cluster_id(bootstrap: str, timeout: float = 30.0, auth: KafkaAuth = NOBODY) -> str:
     """The Kafka cluster's id (a new broker data folder gets a new one)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="pb-demo-admin")
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, client_id="pb-demo-admin", **auth.client_options()
+    )
     await asyncio.wait_for(admin.start(), timeout)
     try:
         described = await asyncio.wait_for(admin.describe_cluster(), timeout)
@@ -137,7 +161,9 @@ class Received:
 
 
 class CommandSender:
-    """An idempotent producer for commands (and, in tests, raw bytes)."""
+    """Idempotent producers for commands (and, in tests, raw bytes), one per principal that
+    sends them (``kafka_clients.sender_of``: the gateway's bets, the operator's table
+    commands, the supervisor's voids); a single one when everyone logs in alike."""
 
     def __init__(
         self,
@@ -145,29 +171,46 @@ class CommandSender:
         prefix: str = "",
         client_id: str = "pb-demo",
         operators: Sequence[str] = (HOUSE,),
+        logins: KafkaLogins | None = None,
     ) -> None:
         self.prefix = prefix
         self.operators = tuple(operators)
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap,
-            client_id=client_id,
-            enable_idempotence=True,
-            acks="all",
-            linger_ms=5,
-            max_batch_size=512 * 1024,
-            request_timeout_ms=15_000,
-        )
+        self._bootstrap = bootstrap
+        self._client_id = client_id
+        self._logins = logins if logins is not None else KafkaLogins()
+        self._producers: dict[str, AIOKafkaProducer] = {}
         self._partitioner = DefaultPartitioner()
         self._pending: list[asyncio.Future[object]] = []
 
     async def start(self, timeout: float = 30.0) -> None:
-        await asyncio.wait_for(self._producer.start(), timeout)
+        for principal in (GATEWAY, OPERATOR):  # the usual senders: fail early
+            await asyncio.wait_for(self._producer(principal), timeout)
+
+    async def _producer(self, principal: str) -> AIOKafkaProducer:
+        """``principal``'s producer, started on first use."""
+        slot = principal if self._logins.home is not None else "shared"
+        producer = self._producers.get(slot)
+        if producer is None:
+            producer = AIOKafkaProducer(
+                bootstrap_servers=self._bootstrap,
+                client_id=self._client_id if slot == "shared" else f"{self._client_id}-{slot}",
+                enable_idempotence=True,
+                acks="all",
+                linger_ms=5,
+                max_batch_size=512 * 1024,
+                request_timeout_ms=15_000,
+                **self._logins.options(principal),
+            )
+            self._producers[slot] = producer
+            await producer.start()
+        return producer
 
     async def stop(self) -> None:
         try:
             await asyncio.wait_for(self.flush(), 15)
         finally:
-            await self._producer.stop()
+            for producer in self._producers.values():
+                await producer.stop()
 
     def topic(self, message: Message) -> str:
         """The (prefixed) topic of ``message``: a bet its bettor's operator's (the gateway's)."""
@@ -175,9 +218,18 @@ class CommandSender:
             return self.prefix + bet_commands_topic(operator_of(message.bettor_id, self.operators))
         return self.prefix + topic_for(message)
 
+    def sender(self, message: Message) -> str:
+        """The principal that sends ``message``: a bet its operator's gateway (``gateway`` for
+        the house, ``gateway-<operator>``), else ``kafka_clients.sender_of``."""
+        if isinstance(message, PlaceBet):
+            operator = operator_of(message.bettor_id, self.operators)
+            return GATEWAY if operator == HOUSE else f"{GATEWAY}-{operator}"
+        return sender_of(type(message).__name__)
+
     async def send(self, message: Message) -> None:
         """Queue ``message`` on its topic, key = table id; :meth:`flush` waits for delivery."""
-        future = await self._producer.send(
+        producer = await self._producer(self.sender(message))
+        future = await producer.send(
             self.topic(message), encode(message), key=partition_key(message)
         )
         self._pending.append(future)
@@ -189,35 +241,35 @@ class CommandSender:
     async def send_raw(
         self, topic: str, value: bytes, key: bytes | None = None, timeout: float = 15.0
     ) -> None:
-        """Send raw bytes to the logical ``topic`` (for malformed-message tests)."""
-        await asyncio.wait_for(
-            self._producer.send_and_wait(self.prefix + topic, value, key=key), timeout
-        )
+        """Send raw bytes to the logical ``topic`` (for malformed-message tests), as the
+        principal that writes it: the gateway on bet-commands, the operator on table-commands,
+        else the admin (a test posing as a service)."""
+        producer = await self._producer(RAW_SENDERS.get(topic, ADMIN))
+        await asyncio.wait_for(producer.send_and_wait(self.prefix + topic, value, key=key), timeout)
 
     async def send_many(self, messages: Sequence[Message]) -> None:
         """Queue many messages with few round trips: one batch per topic and key (so per table,
         in order), on the partition the default partitioner picks for that key, as
         :meth:`send` would. :meth:`flush` waits for delivery."""
-        groups: dict[tuple[str, bytes], list[Message]] = {}
+        groups: dict[tuple[str, str, bytes], list[Message]] = {}
         for message in messages:
-            group = (self.topic(message), partition_key(message))
+            group = (self.sender(message), self.topic(message), partition_key(message))
             groups.setdefault(group, []).append(message)
-        for (topic, key), members in groups.items():
-            partitions = sorted(await self._producer.partitions_for(topic))
+        for (sender, topic, key), members in groups.items():
+            producer = await self._producer(sender)
+            partitions = sorted(await producer.partitions_for(topic))
             partition = self._partitioner(key, partitions, partitions)
-            batch = self._producer.create_batch()
+            batch = producer.create_batch()
             for message in members:
                 value = encode(message)
                 if batch.append(key=key, value=value, timestamp=None) is None:
                     self._pending.append(
-                        await self._producer.send_batch(batch, topic, partition=partition)
+                        await producer.send_batch(batch, topic, partition=partition)
                     )
-                    batch = self._producer.create_batch()
+                    batch = producer.create_batch()
                     batch.append(key=key, value=value, timestamp=None)
             if batch.record_count():
-                self._pending.append(
-                    await self._producer.send_batch(batch, topic, partition=partition)
-                )
+                self._pending.append(await producer.send_batch(batch, topic, partition=partition))
 
     async def flush(self) -> None:
         pending, self._pending = self._pending, []
@@ -234,11 +286,13 @@ class EventFeed:
         prefix: str = "",
         topics: Sequence[str] = EVENT_TOPICS,
         client_id: str = "pb-demo-feed",
+        auth: KafkaAuth = NOBODY,
     ) -> None:
         self.prefix = prefix
         self.topics = tuple(topics)
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap,
+            **auth.client_options(),
             client_id=client_id,
             group_id=None,
             enable_auto_commit=False,

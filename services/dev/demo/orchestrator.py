@@ -42,6 +42,8 @@ from services.dev.demo.bus import cluster_id
 from services.dev.demo.ledger import Ledger
 from services.dev.demo.processes import SERVICES, ServiceSettings, stop_all
 from services.dev.demo.system import LocalSystem, SystemTimeout
+from services.dev.infra.kafka_clients import ADMIN, DASHBOARD, KafkaLogins
+from services.shared.platform.kafka_settings import KafkaAuth
 
 MAX_RESENDS = 3
 
@@ -265,9 +267,10 @@ View = Callable[[Ledger, TableDriver], None]
 @contextlib.contextmanager
 def _servers(
     config: DemoConfig, say: Callable[[str], None]
-) -> Iterator[tuple[str, dict[str, str]]]:
+) -> Iterator[tuple[str, KafkaLogins, dict[str, str]]]:
     """Kafka (and PostgreSQL) for the run: given, already running, or started (and stopped
-    afterwards) through services.dev.infra."""
+    afterwards) through services.dev.infra; with how each client logs in to that Kafka (the
+    local broker: each its own principal; a given one: the environment's login)."""
     from services.dev.infra.kafka import KafkaBroker
     from services.dev.infra.postgres import PostgresServer
 
@@ -275,10 +278,13 @@ def _servers(
     try:
         bootstrap = config.bootstrap
         if bootstrap is None:
-            broker = KafkaBroker(home=config.data_dir.resolve() / "kafka")
+            broker = KafkaBroker.for_project(home=config.data_dir.resolve() / "kafka", port=None)
             if broker.pid() is None:
                 started.append(broker.stop)
             bootstrap = broker.start()
+            logins = KafkaLogins.of_broker(broker)
+        else:
+            logins = KafkaLogins.for_bootstrap(bootstrap, config.data_dir / "kafka")
         postgres: dict[str, str] = {}
         if config.postgres_env is not None:
             postgres = dict(config.postgres_env)
@@ -287,7 +293,7 @@ def _servers(
             if server.pid() is None:
                 started.append(server.stop)
             postgres = server.start()
-        yield bootstrap, postgres
+        yield bootstrap, logins, postgres
     finally:
         if started:
             say("stopping the servers this run started ...")
@@ -299,7 +305,11 @@ STORE_MARKER = "up-kafka.json"
 
 
 async def check_store_matches_kafka(
-    data_dir: Path, bootstrap: str, prefix: str, postgres: Mapping[str, str]
+    data_dir: Path,
+    bootstrap: str,
+    prefix: str,
+    postgres: Mapping[str, str],
+    logins: KafkaLogins | None = None,
 ) -> str | None:
     """A warning when the SQLite stores under ``data_dir`` were written against another Kafka
     cluster or topic prefix than this run's. The services remember how far they read each
@@ -308,7 +318,8 @@ async def check_store_matches_kafka(
     if postgres:
         return None
     marker = data_dir / STORE_MARKER
-    current = {"cluster_id": await cluster_id(bootstrap), "topic_prefix": prefix}
+    auth = (logins or KafkaLogins()).auth(ADMIN)
+    current = {"cluster_id": await cluster_id(bootstrap, auth=auth), "topic_prefix": prefix}
     stores = [data_dir / f"{name}.sqlite" for name in SERVICES]
     previous: dict[str, str] | None = None
     with contextlib.suppress(OSError, ValueError):
@@ -334,12 +345,13 @@ async def run_demo(
     run_id = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
     data_dir = config.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    with _servers(config, say) as (bootstrap, postgres):
+    with _servers(config, say) as (bootstrap, logins, postgres):
         settings = ServiceSettings(
             bootstrap=bootstrap,
             data_dir=data_dir,
             topic_prefix=config.topic_prefix,
             postgres=postgres,
+            logins=logins,
         )
         if postgres:
             where = f"{postgres.get('POSTGRES_HOST', '?')}:{postgres.get('POSTGRES_PORT', '5432')}"
@@ -356,13 +368,15 @@ async def run_demo(
         dashboard = None
         try:
             prefix = config.topic_prefix
-            warning = await check_store_matches_kafka(data_dir, bootstrap, prefix, postgres)
+            warning = await check_store_matches_kafka(data_dir, bootstrap, prefix, postgres, logins)
             if warning:
                 say(warning)
             say(f"starting the services (logs in {data_dir / 'logs'}) ...")
             await system.start(ready_timeout=config.ready_timeout)
             say("services ready; opening the table" + ("s" if config.tables > 1 else ""))
-            dashboard = await _start_dashboard(bootstrap, config.topic_prefix, say)  # issue 6
+            dashboard = await _start_dashboard(  # issue 6
+                bootstrap, config.topic_prefix, say, logins.auth(DASHBOARD)
+            )
             await driver.start()
             driver.started = driver.last_progress = time.monotonic()
             await _play(config, system, driver, stop, view)
@@ -392,13 +406,15 @@ async def run_demo(
         return result
 
 
-async def _start_dashboard(bootstrap: str, prefix: str, say: Callable[[str], None]) -> Any:
+async def _start_dashboard(
+    bootstrap: str, prefix: str, say: Callable[[str], None], auth: KafkaAuth
+) -> Any:
     """The live dashboard (services.tools.dashboard) on loopback; its URL is said. None if off."""
     import os
 
     from services.tools.dashboard.server import start_for_up
 
-    return await start_for_up(bootstrap, prefix, say, os.environ)
+    return await start_for_up(bootstrap, prefix, say, os.environ, auth)
 
 
 async def _play(

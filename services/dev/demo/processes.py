@@ -1,6 +1,7 @@
 """The three services as child processes: `punto-banco serve shoe|dealing|settlement`.
 
-Each child gets the same settings through its environment (:func:`service_env`), the run's
+Each child gets the same settings through its environment (:func:`service_env`), its own
+Kafka principal's login, the run's
 signing keys and the shoe's secret key (:func:`prepare_keys`: ``<data dir>/keys/``, made when
 missing), its output in
 a log file, its own session (so a Ctrl-C reaches only us and we stop the children in order) and,
@@ -21,6 +22,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from services.dev.infra.kafka_clients import KafkaLogins
 
 if TYPE_CHECKING:
     from services.shared.platform.decisions import SupervisorSigner
@@ -43,10 +46,16 @@ class ServiceSettings:
     topic_prefix: str = ""
     postgres: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, str] = field(default_factory=dict)
+    logins: KafkaLogins = field(default_factory=KafkaLogins)
+    """How each process logs in to Kafka: every service as its own principal."""
 
 
-def service_env(settings: ServiceSettings, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a service process: ``base`` (default ours) plus the run's settings.
+def service_env(
+    settings: ServiceSettings, base: Mapping[str, str] | None = None, service: str | None = None
+) -> dict[str, str]:
+    """The environment of a service process: ``base`` (default ours) plus the run's settings,
+    and with ``service`` its principal's Kafka login (``KAFKA_SECURITY_PROTOCOL``,
+    ``KAFKA_SASL_*``: all of them, so none of ours leaks in).
 
     SQLite unless ``settings.postgres`` holds ``POSTGRES_*`` variables. Inherited PostgreSQL,
     persistence or key variables are dropped so that a run uses exactly what it was given (its
@@ -77,6 +86,8 @@ def service_env(settings: ServiceSettings, base: Mapping[str, str] | None = None
     )
     env.update(settings.postgres)
     env.update(settings.extra)
+    if service is not None:
+        env.update(settings.logins.env(service))
     return env
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from contracts import Message
+from contracts import HOUSE, Message
 from services.dev.demo.bus import CommandSender, EventFeed, Received, ensure_topics, event_topics
 from services.dev.demo.ledger import Ledger
 from services.dev.demo.processes import (
@@ -26,12 +26,36 @@ from services.dev.demo.processes import (
     service_env,
     stop_all,
 )
+from services.dev.infra.kafka_clients import ADMIN, AUDITOR
 from services.shared.platform.environment import check_operators
 
 M = TypeVar("M", bound=Message)
 
 READY_MARKER = "{name}: serving"
 """What a service logs once it runs (services/shared/platform/runner.py)."""
+
+
+async def secure_run(settings: ServiceSettings, operators: Sequence[str] = (HOUSE,)) -> None:
+    """The run's topics (every operator's), and on the local authenticating broker the
+    operators' gateway principals and the ACL matrix for them (as its admin); elsewhere the
+    topics as the run's one login (who must be allowed to)."""
+    logins = settings.logins
+    if not await logins.secure_run(settings.bootstrap, settings.topic_prefix, operators=operators):
+        await ensure_topics(
+            settings.bootstrap,
+            settings.topic_prefix,
+            operators=operators,
+            auth=logins.auth(ADMIN),
+        )
+
+
+async def end_run(settings: ServiceSettings, operators: Sequence[str] = (HOUSE,)) -> None:
+    """Revoke the ACLs :func:`secure_run` granted for a run's own prefix (never the project's
+    unprefixed ones, which `infra up` grants)."""
+    if settings.topic_prefix:
+        await settings.logins.end_run(
+            settings.bootstrap, settings.topic_prefix, operators=operators
+        )
 
 
 class SystemTimeout(TimeoutError):
@@ -53,19 +77,24 @@ class LocalSystem:
         accept: Callable[[Message], bool] | None = None,
     ) -> None:
         self.settings = settings
-        env = service_env(settings)
         self.services = {
-            name: ServiceProcess(name, env, log_dir / f"{name}.log") for name in services
+            name: ServiceProcess(name, service_env(settings, service=name), log_dir / f"{name}.log")
+            for name in services
         }
         self.ledger = ledger if ledger is not None else Ledger()
         self.accept = accept
         # PB_OPERATORS (the services inherit it): each bettor plays through one operator
-        self.operators = check_operators(env.get("PB_OPERATORS", ""))
+        self.operators = check_operators(service_env(settings).get("PB_OPERATORS", ""))
+        logins = settings.logins
         self.sender = CommandSender(
-            settings.bootstrap, settings.topic_prefix, operators=self.operators
+            settings.bootstrap, settings.topic_prefix, operators=self.operators, logins=logins
         )
+        # The ledger reads every event topic, as the auditor may.
         self.feed = EventFeed(
-            settings.bootstrap, settings.topic_prefix, event_topics(self.operators)
+            settings.bootstrap,
+            settings.topic_prefix,
+            event_topics(self.operators),
+            auth=logins.auth(AUDITOR),
         )
         self.reactors: list[Callable[[Message], Awaitable[None]]] = []
         """Called with every decoded message, after the ledger saw it (e.g. the table driver)."""
@@ -80,9 +109,7 @@ class LocalSystem:
         start following."""
         self._started = True
         await asyncio.to_thread(prepare_keys, self.settings)
-        await ensure_topics(
-            self.settings.bootstrap, self.settings.topic_prefix, operators=self.operators
-        )
+        await secure_run(self.settings, self.operators)
         await self.feed.start(from_beginning=False)
         await self.sender.start()
         for child in self.services.values():
@@ -93,7 +120,11 @@ class LocalSystem:
         """Stop the services (SIGTERM, wait, SIGKILL) and the Kafka clients; returns the names
         of services that had to be killed."""
         killed = await asyncio.to_thread(stop_all, self.services.values(), timeout)
-        for closing in (self.sender.stop(), self.feed.stop()):
+        for closing in (
+            self.sender.stop(),
+            self.feed.stop(),
+            end_run(self.settings, self.operators),
+        ):
             with contextlib.suppress(Exception):  # best effort while shutting down
                 await asyncio.wait_for(closing, 20)
         return killed

@@ -5,8 +5,8 @@ from them with Java 17+ (``kafka.tools.StorageTool format``, then ``kafka.Kafka`
 Every internal topic has replication factor 1 and the transaction log a minimum
 ISR of 1, so idempotent and transactional producers work on the single node.
 
-``auth`` (``PB_KAFKA_AUTH``): ``none``, one PLAINTEXT listener on loopback; ``scram``,
-SASL/SCRAM on loopback and over TLS, deny-by-default ACLs (``kafka_auth.py``). With
+``auth`` (``PB_KAFKA_AUTH``): ``scram`` (the default), SASL/SCRAM on loopback and over TLS,
+deny-by-default ACLs (``kafka_auth.py``); ``none``, one PLAINTEXT listener on loopback. With
 ``scram`` the storage is formatted with the SCRAM users; a data folder formatted without
 them is moved aside (``data.before-auth-<time>``) and formatted afresh. Each start then
 creates the project topics (prefix "") with their configs and grants the ACL matrix
@@ -122,7 +122,7 @@ class KafkaBroker:
 
     ``port``/``controller_port``: ports asked for (must be free); otherwise the ports
     of the last start, then ``preferred_port`` (None: any free port).
-    ``auth``: ``none`` or ``scram`` (``kafka_auth.py``); with ``scram`` also a TLS
+    ``auth``: ``scram`` (default) or ``none`` (``kafka_auth.py``); with ``scram`` also a TLS
     listener on ``tls_host`` (port ``tls_port``, else as above from 9094).
     """
 
@@ -135,7 +135,7 @@ class KafkaBroker:
     mvn: str | None = None
     cache: Path | None = None
     heap: str = "1g"
-    auth: str = AUTH_NONE
+    auth: str = AUTH_SCRAM
     tls_host: str = LOOPBACK
     tls_port: int | None = None
 
@@ -147,7 +147,8 @@ class KafkaBroker:
         kwargs.setdefault("auth", auth_from_env())
         kwargs.setdefault("tls_host", tls_host_from_env())
         kwargs.setdefault("tls_port", layout.env_port(TLS_PORT_OPTION))
-        return cls(home=layout.data_dir() / "kafka", **kwargs)
+        home = kwargs.pop("home", None) or layout.data_dir() / "kafka"
+        return cls(home=home, **kwargs)
 
     @property
     def config_file(self) -> Path:
@@ -208,7 +209,7 @@ class KafkaBroker:
             if self.pid() is None or bootstrap is None or self.running_auth() != AUTH_SCRAM:
                 raise InfraError(
                     "adding a Kafka principal needs the broker up with authentication.",
-                    "run `PB_KAFKA_AUTH=scram punto-banco infra up` first",
+                    "run `punto-banco infra up` first (without PB_KAFKA_AUTH=none)",
                 )
             return self.principals.add(bootstrap, name, role)
 

@@ -1,8 +1,10 @@
-"""Authentication and authorization of the local broker (opt-in: ``PB_KAFKA_AUTH=scram``).
+"""Authentication and authorization of the local broker (by default; ``PB_KAFKA_AUTH=none``
+opts out).
 
-With ``PB_KAFKA_AUTH=none`` (the default) the broker has one PLAINTEXT listener on loopback,
-as before. With ``scram`` (Kafka's "Authentication using SASL/SCRAM", "Encryption and
-Authentication using SSL" and "Authorization and ACLs" with KRaft's StandardAuthorizer):
+With ``PB_KAFKA_AUTH=none`` the broker has one PLAINTEXT listener on loopback and no ACLs
+(anyone on the machine may do anything). With ``scram``, the default (Kafka's "Authentication
+using SASL/SCRAM", "Encryption and Authentication using SSL" and "Authorization and ACLs" with
+KRaft's StandardAuthorizer):
 
 - ``CLIENT``: SASL_PLAINTEXT on 127.0.0.1 (the usual port), SCRAM-SHA-512, for processes on
   this machine; also the inter-broker listener, where the broker logs in as ``admin``.
@@ -55,14 +57,14 @@ _HOST_NAME = re.compile(
 
 
 def auth_from_env(env: Mapping[str, str] | None = None) -> str:
-    """``PB_KAFKA_AUTH``: ``none`` (default) or ``scram``."""
+    """``PB_KAFKA_AUTH``: ``scram`` (default) or ``none``."""
     value = (os.environ if env is None else env).get("PB_KAFKA_AUTH", "").strip().lower()
-    value = value or AUTH_NONE
+    value = value or AUTH_SCRAM
     if value not in AUTH_MODES:
         raise InfraError(
             f"PB_KAFKA_AUTH={value!r} is not a Kafka authentication mode.",
-            "set PB_KAFKA_AUTH to none (no authentication, the default) or scram "
-            "(SASL/SCRAM, TLS and ACLs)",
+            "set PB_KAFKA_AUTH to scram (SASL/SCRAM, TLS and ACLs: the default) or none "
+            "(no authentication: anyone on this machine may do anything)",
         )
     return value
 
@@ -153,7 +155,7 @@ class Credentials:
             raise InfraError(
                 f"the local broker has no credentials for {name!r} ({self.path(name)}).",
                 f"`punto-banco infra credentials {name} --add` creates them "
-                "(with PB_KAFKA_AUTH=scram and the broker up)",
+                "(with the broker up, started without PB_KAFKA_AUTH=none)",
             )
         return KafkaLogin(name, password, cafile)
 

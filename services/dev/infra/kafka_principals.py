@@ -52,7 +52,7 @@ def topic_partitions() -> int:
         ) from None
 
 
-async def _logs_in(bootstrap: str, login: KafkaLogin, wait: float) -> bool:
+async def logs_in(bootstrap: str, login: KafkaLogin, wait: float) -> bool:
     """True once ``login`` is accepted (a new credential reaches the broker a moment after
     the controller stored it); False after ``wait`` seconds."""
     loop = asyncio.get_running_loop()
@@ -145,7 +145,7 @@ class BrokerPrincipals:
                 await session.upsert_scram_users({name: password})
                 acls = principal_acls(name, chosen, operators=served_operators())
                 await session.create_acls(acls)
-            return await _logs_in(bootstrap, login, wait=15)
+            return await logs_in(bootstrap, login, wait=15)
 
         if not run_async(add()):
             raise InfraError(

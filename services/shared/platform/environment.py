@@ -159,6 +159,7 @@ def _one_of(shown: str, *choices: str, word: str = "got") -> Any:
 
 Stripped = Annotated[str, StringConstraints(strip_whitespace=True)]
 Lower = Annotated[str, StringConstraints(strip_whitespace=True, to_lower=True)]
+Upper = Annotated[str, StringConstraints(strip_whitespace=True, to_upper=True)]
 
 
 class Environment(BaseSettings):
@@ -180,6 +181,19 @@ class Environment(BaseSettings):
     postgres_schema_prefix: str = Field("", alias="PB_POSTGRES_SCHEMA_PREFIX")
     postgres_create_tables: bool = Field(True, alias="PB_POSTGRES_CREATE_TABLES")
     kafka_bootstrap_servers: Stripped = Field("127.0.0.1:9092", alias="KAFKA_BOOTSTRAP_SERVERS")
+    kafka_security_protocol: Annotated[
+        Upper,
+        _one_of(
+            "PLAINTEXT, SASL_PLAINTEXT, SASL_SSL or SSL",
+            *("", "PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL", "SSL"),
+        ),
+    ] = Field("", alias="KAFKA_SECURITY_PROTOCOL")
+    kafka_sasl_mechanism: Annotated[
+        Upper, _one_of("SCRAM-SHA-512 or SCRAM-SHA-256", "", "SCRAM-SHA-512", "SCRAM-SHA-256")
+    ] = Field("", alias="KAFKA_SASL_MECHANISM")
+    kafka_sasl_username: Stripped = Field("", alias="KAFKA_SASL_USERNAME")
+    kafka_sasl_password: SecretStr = Field(SecretStr(""), alias="KAFKA_SASL_PASSWORD")
+    kafka_ssl_cafile: Stripped = Field("", alias="KAFKA_SSL_CAFILE")
     topic_prefix: str = Field("", alias="PB_TOPIC_PREFIX")
     consumer_group: str = Field("", alias="PB_CONSUMER_GROUP")
     topic_partitions: int | None = Field(None, alias="PB_TOPIC_PARTITIONS")

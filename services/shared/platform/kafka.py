@@ -29,9 +29,13 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from aiokafka.errors import (
+    KafkaError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+)
 from faststream.kafka import KafkaBroker
-from faststream.kafka.security import parse_security
 from faststream.security import BaseSecurity
 
 from contracts import (
@@ -95,16 +99,17 @@ def kafka_security(settings: Settings) -> BaseSecurity | None:
     """The security of every Kafka connection of the service (None: PLAINTEXT).
 
     The one place TLS and SASL settings become client options (FastStream's security object,
-    which :func:`client_options` turns into aiokafka's options and AsyncAPI documents).
+    which :func:`client_options` turns into aiokafka's options and AsyncAPI documents):
+    ``KAFKA_SECURITY_PROTOCOL`` and the principal's ``KAFKA_SASL_*`` (``kafka_settings.py``).
     """
-    return None
+    return settings.kafka_auth.security()
 
 
 def client_options(settings: Settings) -> dict[str, Any]:
     """What every aiokafka client of the service connects with: servers and security."""
     return {
         "bootstrap_servers": settings.kafka_bootstrap_servers,
-        **parse_security(kafka_security(settings)),
+        **settings.kafka_auth.client_options(),
     }
 
 
@@ -200,16 +205,26 @@ async def _create(admin: AIOKafkaAdminClient, settings: Settings, logical: list[
         ]
     )
     concurrent: dict[str, Mapping[str, str]] = {}
+    denied: list[str] = []
     for name, code, *rest in response.topic_errors:
         # 36 = TOPIC_ALREADY_EXISTS: created concurrently by another service.
         if code == TopicAlreadyExistsError.errno:
             wanted = topic_config(settings.logical_topic(name))
             if wanted:
                 concurrent[name] = wanted
+        elif code == TopicAuthorizationFailedError.errno:
+            denied.append(name)  # a principal without CREATE: the admin makes the topics
         elif code != 0:
             message = rest[0] if rest else ""
             raise RuntimeError(f"cannot create Kafka topic {name}: error {code} {message}")
-    log.info("created topics %s", ", ".join(names))
+    if denied:
+        log.info(
+            "not allowed to create Kafka topics %s (nor to see them if they exist): this "
+            "principal may not, the administrator creates them (`punto-banco infra up` does)",
+            ", ".join(denied),
+        )
+    if len(denied) < len(names):
+        log.info("created topics %s", ", ".join(n for n in names if n not in denied))
     if concurrent:  # created by someone else at the same moment: check its configs too
         await _align_configs(admin, concurrent)
 
@@ -237,6 +252,10 @@ class _UnknownTopic(RuntimeError):
     pass
 
 
+class _NotAllowed(RuntimeError):
+    """The principal may not describe or alter a topic's configs (no DESCRIBE_CONFIGS)."""
+
+
 async def _topic_configs(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, Any]:
     resources = [ConfigResource(ConfigResourceType.TOPIC, name) for name in names]
     found: dict[str, dict[str, tuple[str | None, int]]] = {}
@@ -244,6 +263,8 @@ async def _topic_configs(admin: AIOKafkaAdminClient, names: list[str]) -> dict[s
         for resource in response.to_object()["resources"]:
             if resource["error_code"] == UnknownTopicOrPartitionError.errno:
                 raise _UnknownTopic(f"Kafka topic {resource['resource_name']} is unknown")
+            if resource["error_code"] == TopicAuthorizationFailedError.errno:
+                raise _NotAllowed(resource["resource_name"])
             if resource["error_code"]:
                 raise RuntimeError(
                     f"cannot read the config of Kafka topic {resource['resource_name']}: "
@@ -285,6 +306,12 @@ async def _align_configs(
         log.warning(
             "changed the config of existing topics: %s",
             "; ".join(f"{c.name} {c.configs}" for c in changes),
+        )
+    except _NotAllowed:
+        # A least-privileged principal: the administrator set the configs with the topics.
+        log.info(
+            "not allowed to check the configs of Kafka topics %s: the administrator sets them",
+            ", ".join(wanted),
         )
     except (KafkaError, RuntimeError) as error:
         # Settlement still works: it falls back to the time it received each bet.

@@ -110,10 +110,11 @@ class ServiceLifespan(Generic[TApp]):
             open_application, definition.application, settings, self.lease.fence_env()
         )
         log.info(
-            "%s: store %s, kafka %s",
+            "%s: store %s, kafka %s (%s)",
             self.name,
             settings.describe_store(),
             settings.kafka_bootstrap_servers,
+            settings.kafka_auth.describe(),
         )
         if definition.to_messages is not None:
             # Seals are anchored outside the store; incidents are published for the operators.

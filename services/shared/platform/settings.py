@@ -19,7 +19,8 @@ Persistence is handed to eventsourcing as *its* environment (``PERSISTENCE_MODUL
 
 Kafka: ``KAFKA_BOOTSTRAP_SERVERS`` (default ``127.0.0.1:9092``) and ``PB_TOPIC_PREFIX``
 (default ``""``), put in front of every project topic name so tests and parallel runs can
-isolate their topics.
+isolate their topics; who the process logs in as (``KAFKA_SECURITY_PROTOCOL``,
+``KAFKA_SASL_*``, ``KAFKA_SSL_CAFILE``) in ``kafka_settings.py``.
 
 HTTP (``endpoints.py``, ``webserver.py``): ``PB_HTTP_HOST``, the address the endpoints bind
 (default ``127.0.0.1``; ``0.0.0.0`` in a container, so probes and Prometheus reach it);
@@ -69,6 +70,7 @@ from services.shared.platform.environment import (
     check_operators,
     default_allowed_hosts,
 )
+from services.shared.platform.kafka_settings import KafkaAuth
 
 __all__ = [
     "HTTP_PORTS",
@@ -181,6 +183,7 @@ class Settings:
     persistence: Persistence = "sqlite"
     postgres: PostgresSettings = field(default_factory=PostgresSettings)
     kafka_bootstrap_servers: str = "127.0.0.1:9092"
+    kafka_auth: KafkaAuth = field(default_factory=KafkaAuth)  # KAFKA_SECURITY_PROTOCOL, ...
     topic_prefix: str = ""
     postgres_schema_prefix: str = ""
     postgres_create_tables: bool = True  # PB_POSTGRES_CREATE_TABLES; no: provisioned store
@@ -250,6 +253,7 @@ class Settings:
             "persistence": "postgres" if wants_postgres else "sqlite",
             "postgres": PostgresSettings.from_environment(read),
             "kafka_bootstrap_servers": read.kafka_bootstrap_servers,
+            "kafka_auth": KafkaAuth.from_environment(read),
             "topic_prefix": read.topic_prefix,
             "postgres_schema_prefix": read.postgres_schema_prefix,
             "postgres_create_tables": read.postgres_create_tables,

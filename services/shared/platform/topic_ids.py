@@ -42,6 +42,7 @@ from aiokafka.protocol.types import (
     TaggedFields,
 )
 
+from services.shared.platform.kafka import client_options
 from services.shared.platform.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -228,7 +229,7 @@ class TopicIdReader:
 
     async def start(self) -> None:
         client = AIOKafkaClient(
-            bootstrap_servers=self.settings.kafka_bootstrap_servers,
+            **client_options(self.settings),
             client_id=f"pb-{self.settings.service}-topic-ids",
         )
         await client.bootstrap()

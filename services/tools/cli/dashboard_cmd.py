@@ -1,6 +1,7 @@
 """``punto-banco dashboard``: the live tables page.
 
-The dashboard follows the event topics from the beginning and serves
+The dashboard follows the event topics from the beginning (as the ``dashboard`` principal,
+``KAFKA_SASL_*``) and serves
 ``http://127.0.0.1:8100/`` until Ctrl-C: ``--port`` (env ``PB_HTTP_PORT_DASHBOARD``),
 ``--host`` (env ``PB_HTTP_HOST``; ``0.0.0.0`` in a container), ``--allowed-hosts`` (env
 ``PB_HTTP_ALLOWED_HOSTS``: the Host header values it answers).
@@ -47,9 +48,11 @@ def dashboard_command(
         help="The operators whose bet events to follow, comma separated (default: house).",
     ),
 ) -> None:
-    """Serve the live dashboard of every table (roads, shoe, edges, money) from Kafka."""
+    """Serve the live dashboard of every table (roads, shoe, edges, money) from Kafka, logged
+    in as the ``dashboard`` principal (``KAFKA_SECURITY_PROTOCOL``, ``KAFKA_SASL_*``)."""
     from services.shared.platform.environment import check_operators
-    from services.shared.platform.settings import check_allowed_hosts
+    from services.shared.platform.kafka_settings import KafkaAuth
+    from services.shared.platform.settings import Environment, check_allowed_hosts
     from services.tools.dashboard.server import Dashboard
 
     async def main() -> None:
@@ -60,15 +63,16 @@ def dashboard_command(
                 loop.add_signal_handler(signum, stop.set)
         hosts = check_allowed_hosts(allowed_hosts)
         served = check_operators(operators)
+        auth = KafkaAuth.from_environment(Environment.read())
         async with Dashboard(
-            kafka, topic_prefix, host, port, allowed_hosts=hosts, operators=served
+            kafka, topic_prefix, host, port, allowed_hosts=hosts, operators=served, auth=auth
         ) as dashboard:
             typer.echo(f"dashboard: {dashboard.url} (Ctrl-C to stop)")
             await stop.wait()
 
     try:
         asyncio.run(main())
-    except ValueError as error:  # a bad --host or --allowed-hosts (SettingsError)
+    except ValueError as error:  # a bad --host, --allowed-hosts or KAFKA_* (SettingsError)
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
     except OSError as error:

@@ -68,17 +68,28 @@ def serve_command(
     except KeysError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
-    kafka_service = module.build_service(settings)
+    try:  # the Kafka login is made here too: a KAFKA_SSL_CAFILE that is not there
+        kafka_service = module.build_service(settings)
+    except SettingsError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
     raise typer.Exit(serve(kafka_service, settings))
 
 
 def services_for_documents(kafka: str) -> list[Any]:
-    """The three services (built, never started) whose brokers the documents describe."""
+    """The three services (built, never started) whose brokers the documents describe: each
+    logs in as its own principal with SASL/SCRAM-SHA-512, as by default (no password)."""
+    from services.shared.platform.kafka_settings import KafkaAuth
     from services.shared.platform.settings import Settings
 
     return [
         importlib.import_module(f"services.{name.value}.service").build_service(
-            Settings.from_env(name.value, {}, kafka_bootstrap_servers=kafka)
+            Settings.from_env(
+                name.value,
+                {},
+                kafka_bootstrap_servers=kafka,
+                kafka_auth=KafkaAuth("SASL_PLAINTEXT", username=name.value, password="-"),
+            )
         )
         for name in ServiceName
     ]

@@ -40,6 +40,7 @@ from contracts import (
     decode,
 )
 from services.shared.platform.environment import check_operators
+from services.shared.platform.kafka_settings import KafkaAuth
 from services.shared.platform.settings import (
     SettingsError,
     check_allowed_hosts,
@@ -59,6 +60,8 @@ def event_topics(operators: Sequence[str] = (HOUSE,)) -> tuple[str, ...]:
     return (SHOE_EVENTS, TABLE_EVENTS, *map(bet_events_topic, operators), DEAD_LETTERS)
 
 
+NOBODY = KafkaAuth()
+
 TOPICS = event_topics()
 DEFAULT_PORT = 8100
 RETRY_MS = 2000  # how long a browser waits before it reconnects to /events
@@ -75,10 +78,12 @@ class EventFollower:
         bootstrap: str,
         topic_prefix: str = "",
         operators: Sequence[str] = (HOUSE,),
+        auth: KafkaAuth = NOBODY,
     ) -> None:
         self.model = model
         self.topics = event_topics(operators)
         self.bootstrap = bootstrap
+        self.auth = auth  # the ``dashboard`` principal: reads every topic, writes none
         self.prefix = topic_prefix
         self.undecodable = 0
         self.changed = asyncio.Event()
@@ -89,6 +94,7 @@ class EventFollower:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
             client_id="pb-dashboard",
+            **self.auth.client_options(),
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
@@ -215,10 +221,11 @@ class Dashboard:
         push_interval: float = 0.5,
         allowed_hosts: Sequence[str] = (),
         operators: Sequence[str] = (HOUSE,),
+        auth: KafkaAuth = NOBODY,
     ) -> None:
         host = check_http_host(host)
         self.model = DashboardModel()
-        self.follower = EventFollower(self.model, bootstrap, topic_prefix, operators)
+        self.follower = EventFollower(self.model, bootstrap, topic_prefix, operators, auth)
         self.push_interval = push_interval
         self.stopping = asyncio.Event()
         hosts = check_allowed_hosts(allowed_hosts) or default_allowed_hosts(host)
@@ -260,7 +267,11 @@ class Dashboard:
 
 
 async def start_for_up(
-    bootstrap: str, topic_prefix: str, say: Callable[[str], None], env: Mapping[str, str]
+    bootstrap: str,
+    topic_prefix: str,
+    say: Callable[[str], None],
+    env: Mapping[str, str],
+    auth: KafkaAuth = NOBODY,
 ) -> Dashboard | None:
     """The dashboard of `punto-banco up`: port ``PB_HTTP_PORT_DASHBOARD`` (default 8100, any free
     port if that one is taken, ``off`` for none) on ``PB_HTTP_HOST``, answering the Host names of
@@ -277,7 +288,13 @@ async def start_for_up(
         return None
     for port in dict.fromkeys((wanted, 0)):
         dashboard = Dashboard(
-            bootstrap, topic_prefix, host, port, allowed_hosts=allowed, operators=operators
+            bootstrap,
+            topic_prefix,
+            host,
+            port,
+            allowed_hosts=allowed,
+            operators=operators,
+            auth=auth,
         )
         try:
             await dashboard.start()

@@ -53,7 +53,9 @@ from contracts import (
 from services.dev.demo.bus import EVENT_TOPICS, EventFeed, Received
 from services.dev.demo.processes import ServiceSettings
 from services.dev.demo.system import LocalSystem, SystemTimeout
+from services.dev.infra.kafka_clients import ADMIN, AUDITOR
 from services.shared.platform.kafka import SIGNATURE_HEADER
+from services.shared.platform.kafka_settings import KafkaAuth
 from services.shared.platform.keys import load_keyring, signer_for
 from services.shared.platform.settings import Settings
 from services.shared.platform.signing import Signer
@@ -154,11 +156,17 @@ def relay_position(headers: Iterable[tuple[str, bytes | None]]) -> tuple[str, in
 class Attacker:
     """A raw producer for any record, and a spy on the topics the services write."""
 
-    def __init__(self, bootstrap: str, prefix: str, data_dir: Any = None) -> None:
+    def __init__(
+        self, bootstrap: str, prefix: str, data_dir: Any = None, login: KafkaAuth | None = None
+    ) -> None:
+        """``login``: a malicious insider's broker credentials (the tests: the admin's, who
+        may write any topic; the services' signatures, not the ACLs, are what is tested)."""
         self.prefix = prefix
+        options = (login or KafkaAuth()).client_options()
         self.data_dir = data_dir  # the run's: its keys/ is what a key thief would hold
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
+            **options,
             client_id="pb-attacker",
             acks="all",
             linger_ms=0,
@@ -168,6 +176,7 @@ class Attacker:
         )
         self._spy = AIOKafkaConsumer(
             bootstrap_servers=bootstrap,
+            **options,
             client_id="pb-attacker-spy",
             group_id=None,
             enable_auto_commit=False,
@@ -365,9 +374,17 @@ class HostileSystem(LocalSystem):
         super().__init__(settings, log_dir)
         self._unused_feed = self.feed
         self.feed = EventFeed(
-            settings.bootstrap, settings.topic_prefix, topics=(*EVENT_TOPICS, INCIDENTS)
+            settings.bootstrap,
+            settings.topic_prefix,
+            topics=(*EVENT_TOPICS, INCIDENTS),
+            auth=settings.logins.auth(AUDITOR),
         )
-        self.attacker = Attacker(settings.bootstrap, settings.topic_prefix, settings.data_dir)
+        self.attacker = Attacker(
+            settings.bootstrap,
+            settings.topic_prefix,
+            settings.data_dir,
+            settings.logins.auth(ADMIN),
+        )
         self.forged_echoes: list[Received] = []
         self.http: dict[str, str] = {}
         """Service name -> base URL of its HTTP endpoints (/ready, /metrics), when known."""

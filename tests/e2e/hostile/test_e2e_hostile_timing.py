@@ -42,8 +42,10 @@ from contracts import (
     TableOpened,
     VoidCoup,
 )
+from services.dev.infra.kafka_clients import ADMIN
 from services.shared.platform.settings import Settings
 from services.shared.platform.topic_ids import TopicIdReader
+from tests import kafka_logins
 from tests.e2e.helpers import LIMITS, answers, bet, betting_opened, supervisor
 from tests.e2e.hostile.attacker import INDEX, LOG_APPEND_TIME, HostileSystem, Raw, incidents
 from tests.e2e.hostile.play import (
@@ -350,8 +352,9 @@ async def _delete_and_create_again(bootstrap: str, topic: str, partitions: int) 
     UnknownTopicOrPartition until its send times out (seen once on a loaded machine)); and
     where the broker creates topics on a client's metadata request, a consumer may make it
     first, with one partition."""
-    ids = TopicIdReader(Settings.from_env("dealing", {"KAFKA_BOOTSTRAP_SERVERS": bootstrap}))
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    env = {"KAFKA_BOOTSTRAP_SERVERS": bootstrap, **kafka_logins.env(ADMIN)}
+    ids = TopicIdReader(Settings.from_env("dealing", env))
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kafka_logins.options())
     await ids.start()
     await admin.start()
     try:

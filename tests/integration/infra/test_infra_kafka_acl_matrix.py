@@ -135,7 +135,8 @@ def test_format_arguments_create_every_user_with_sha512() -> None:
 
 
 def test_authentication_mode_and_tls_host_are_checked() -> None:
-    assert auth_from_env({}) == "none"
+    assert auth_from_env({}) == "scram"  # authentication by default
+    assert auth_from_env({"PB_KAFKA_AUTH": " NONE "}) == "none"  # the opt-out
     assert auth_from_env({"PB_KAFKA_AUTH": " SCRAM "}) == "scram"
     with pytest.raises(InfraError) as caught:
         auth_from_env({"PB_KAFKA_AUTH": "plain"})

@@ -1,9 +1,12 @@
-"""The authenticating broker (PB_KAFKA_AUTH=scram) allows each principal what the matrix says
-and nothing else; clients without valid credentials, or TLS without the broker's CA, fail.
+"""The broker as `infra up` starts it by default (SASL/SCRAM, TLS, StandardAuthorizer) allows
+each principal what the matrix says and nothing else: the gateway cannot write table-events,
+the dashboard and the auditor write nothing; clients without valid credentials, or TLS without
+the broker's CA, fail.
 
 One broker of its own for the module (temporary folder, free ports; about 35 s with its two
-starts and stops): it is first started WITHOUT authentication (a data folder as older
-versions left it), then with it, which moves that folder aside. The matrix is checked on a
+starts and stops): it is first started WITHOUT authentication (``PB_KAFKA_AUTH=none``, a data
+folder as older versions left it), then with the default configuration, which moves that
+folder aside. The matrix is checked on a
 per-run topic and group prefix granted with :func:`grant_project_acls`, as tests and the
 bench do; `infra up` itself granted the unprefixed project topics.
 """
@@ -95,7 +98,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     except InfraError as error:
         pytest.skip(f"no local Java for a broker of our own: {error.problem}")
     home = tmp_path_factory.mktemp("auth") / "kafka"
-    before = KafkaBroker(home=home, preferred_port=None, heap="512m")
+    before = KafkaBroker(home=home, preferred_port=None, heap="512m", auth="none")
     try:
         plaintext = before.start()
 
@@ -111,7 +114,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     finally:
         before.stop()
 
-    broker = KafkaBroker(home=home, preferred_port=None, heap="512m", auth="scram")
+    broker = KafkaBroker(home=home, preferred_port=None, heap="512m")  # the default: scram
+    assert broker.auth == "scram"
     try:
         bootstrap = broker.start()
         prefix = f"auth{secrets.token_hex(3)}."
@@ -412,7 +416,7 @@ def test_infra_cli_prints_the_shared_settings_and_a_principals_credentials(
     secured: Secured,
 ) -> None:
     data_dir = str(secured.broker.home.parent)
-    up = _cli("up", "--only", "kafka", "--data-dir", data_dir, env={"PB_KAFKA_AUTH": "scram"})
+    up = _cli("up", "--only", "kafka", "--data-dir", data_dir)  # authentication by default
     assert up.returncode == 0, up.stderr
     settings = _exports(up.stdout)
     assert settings == {

@@ -7,7 +7,10 @@ from collections.abc import Callable
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import TopicPartition
+
+from tests import kafka_logins
 
 pytestmark = pytest.mark.kafka
 
@@ -25,10 +28,22 @@ async def _read(consumer: AIOKafkaConsumer, count: int, timeout: float = 30.0) -
     return received
 
 
+async def _new_topic(bootstrap: str, name: str) -> str:
+    """One partition, made by the admin (the authenticating broker creates no topic on use)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kafka_logins.options())
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])
+    finally:
+        await admin.close()
+    return name
+
+
 def _consumer(bootstrap: str, topic: str, group: str, **options: object) -> AIOKafkaConsumer:
     return AIOKafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
+        **kafka_logins.options(),
         group_id=group,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
@@ -39,8 +54,10 @@ def _consumer(bootstrap: str, topic: str, group: str, **options: object) -> AIOK
 async def test_idempotent_producer_and_a_group_that_resumes_from_its_committed_offset(
     kafka_bootstrap: str, unique_topic: Callable[[str], str]
 ) -> None:
-    topic, group = unique_topic("orders"), unique_topic("group")
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True)
+    topic, group = await _new_topic(kafka_bootstrap, unique_topic("orders")), unique_topic("group")
+    producer = AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap, **kafka_logins.options(), enable_idempotence=True
+    )
     await producer.start()
     try:
         for number in range(10):
@@ -57,7 +74,9 @@ async def test_idempotent_producer_and_a_group_that_resumes_from_its_committed_o
         await first.stop()
     assert received == [f"first-{number}".encode() for number in range(10)]
 
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap, **kafka_logins.options(), enable_idempotence=True
+    )
     await producer.start()
     try:
         for number in range(5):
@@ -80,9 +99,11 @@ async def test_idempotent_producer_and_a_group_that_resumes_from_its_committed_o
 async def test_read_committed_consumer_sees_committed_transactions_only(
     kafka_bootstrap: str, unique_topic: Callable[[str], str]
 ) -> None:
-    topic = unique_topic("tx")
+    topic = await _new_topic(kafka_bootstrap, unique_topic("tx"))
     producer = AIOKafkaProducer(
-        bootstrap_servers=kafka_bootstrap, transactional_id=unique_topic("tx-id")
+        bootstrap_servers=kafka_bootstrap,
+        **kafka_logins.options(),
+        transactional_id=unique_topic("tx-id"),
     )
     await producer.start()
     try:

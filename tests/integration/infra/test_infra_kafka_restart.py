@@ -31,7 +31,8 @@ def own_broker(tmp_path: Path) -> Iterator[KafkaBroker]:
         checked_java()
     except InfraError as error:
         pytest.skip(f"no local Java for a broker of our own: {error.problem}")
-    broker = KafkaBroker(home=tmp_path / "kafka", preferred_port=None)
+    # Restarts and ports, not logins: the PLAINTEXT broker (PB_KAFKA_AUTH=none) is enough.
+    broker = KafkaBroker(home=tmp_path / "kafka", preferred_port=None, auth="none")
     try:
         yield broker
     finally:

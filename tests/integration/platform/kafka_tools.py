@@ -6,7 +6,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -20,10 +20,17 @@ from contracts import (
     encode,
     partition_key,
 )
-from services.shared.platform.kafka import SIGNATURE_HEADER, ensure_topics
+from services.dev.infra.kafka_clients import ADMIN
+from services.shared.platform.kafka import (
+    PROJECT_TOPICS,
+    SIGNATURE_HEADER,
+    client_options,
+    ensure_topics,
+)
 from services.shared.platform.keys import load_keyring, signer_for
 from services.shared.platform.settings import Settings
 from services.shared.platform.signing import Signer
+from tests import kafka_logins
 from tests.kafka_cleanup import created_under
 from tests.signing_keys import ensure_key, key_env
 
@@ -35,25 +42,44 @@ def settings_for(
     data_dir: Any = None,
     postgres_env: dict[str, str] | None = None,
     prefix: str | None = None,
+    principal: str | None = None,
     **overrides: Any,
 ) -> Settings:
     """Settings with a unique topic prefix (and PostgreSQL schema prefix) for one test, and
-    the session's signing keys (tests/signing_keys.py; ``service`` gets one if it has none)."""
+    the session's signing keys (tests/signing_keys.py; ``service`` gets one if it has none).
+
+    Kafka: as ``principal`` (default: the service's own, the admin for a test's own service,
+    tests/kafka_logins.py); on an authenticating broker the prefix's project topics are made
+    and the ACL matrix granted for them first, as `infra up` does for the unprefixed ones.
+    """
     tag = prefix or f"t{secrets.token_hex(4)}"
     created_under(f"{tag}.")  # deleted at the end of the session
     ensure_key(service)
+    login = principal or kafka_logins.principal_of(service)
     env: dict[str, str] = {
         "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
         "PB_TOPIC_PREFIX": f"{tag}.",
         "PB_POSTGRES_SCHEMA_PREFIX": f"{tag}_",
         "PB_PERSISTENCE": "postgres" if postgres_env else "sqlite",
         **key_env(),
+        **kafka_logins.env(login),
     }
     if postgres_env:
         env.update(postgres_env)
     if data_dir is not None:
         env["PB_DATA_DIR"] = str(data_dir)
-    return Settings.from_env(service, env, **overrides)
+    settings = Settings.from_env(service, env, **overrides)
+    if login != ADMIN:  # the admin makes its topics itself
+        kafka_logins.secure(settings.topic_prefix, settings.topic_partitions)
+    return settings
+
+
+def as_admin(settings: Settings) -> Settings:
+    """``settings`` logged in as the broker's admin: what a test's own set-up and probes use
+    (it writes as any service, reads every topic, makes topics)."""
+    if not settings.kafka_auth.sasl:  # a broker without authentication (a test's own)
+        return settings
+    return replace(settings, kafka_auth=kafka_logins.auth(ADMIN))
 
 
 @dataclass(frozen=True)
@@ -84,8 +110,12 @@ async def send_records(
     logical_topic: str,
     records: Sequence[tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]],
 ) -> None:
-    """Send ``records`` (key, value, headers) to the topic, in order."""
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, acks="all")
+    """Send ``records`` (key, value, headers) to the topic, in order (as the admin; a project
+    topic is made first as the service would make it: an authenticating broker creates no
+    topic on use)."""
+    if logical_topic in PROJECT_TOPICS:
+        await ensure_topics(as_admin(settings), [logical_topic])
+    producer = AIOKafkaProducer(**client_options(as_admin(settings)), acks="all")
     await producer.start()
     try:
         futures = [
@@ -190,10 +220,10 @@ async def read_topic(
     timeout: float = 30.0,
 ) -> list[Received]:
     """Everything on the topic from the beginning, until ``until(records)`` or the timeout."""
-    await ensure_topics(settings)
+    await ensure_topics(as_admin(settings))
     topic = settings.topic(logical_topic)
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap_servers,
+        **client_options(as_admin(settings)),
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         group_id=None,

@@ -35,12 +35,13 @@ from contracts import (
 from services.shared.platform import kafka as kafka_module
 from services.shared.platform.application import UnitOfWork
 from services.shared.platform.consumer import Delivery, Subscription, with_unit_of_work
-from services.shared.platform.kafka import cluster_id
+from services.shared.platform.kafka import client_options, cluster_id
 from services.shared.platform.persistence import open_application
 from services.shared.platform.runner import ServiceDefinition, ServiceHost
 from services.shared.platform.settings import Settings
 from services.shared.platform.topic_ids import TopicIdReader
 from tests.integration.platform.kafka_tools import (
+    as_admin,
     read_topic,
     relay_headers,
     send_raw,
@@ -246,7 +247,7 @@ async def test_an_overflowing_notification_id_on_bet_commands_is_tracked_by_offs
 async def _recreate(settings: Settings, logical: str) -> None:
     """Delete a topic and create it again under the same name."""
     name = settings.topic(logical)
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    admin = AIOKafkaAdminClient(**client_options(as_admin(settings)))
     await admin.start()
     try:
         await admin.delete_topics([name])

@@ -19,9 +19,10 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from contracts import DEAD_LETTERS, TABLE_COMMANDS, DeadLetter, decode
+from services.shared.platform.kafka import client_options
 from services.shared.platform.runner import ServiceHost
 from services.shared.platform.settings import Settings
-from tests.integration.platform.kafka_tools import read_topic, send_records, settings_for
+from tests.integration.platform.kafka_tools import as_admin, read_topic, send_records, settings_for
 from tests.integration.platform.test_platform_consumer_kafka import (
     close,
     definition,
@@ -34,7 +35,7 @@ pytestmark = [pytest.mark.kafka]
 
 async def committed(settings: Settings) -> dict[int, int]:
     """The service's committed offsets of table-commands, by partition."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    admin = AIOKafkaAdminClient(**client_options(as_admin(settings)))
     await admin.start()
     try:
         offsets = await admin.list_consumer_group_offsets(settings.consumer_group)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from contracts import TABLE_EVENTS, TableClosed
+from services.shared.platform.kafka import ensure_topics
 from services.shared.platform.persistence import open_application
 from services.shared.platform.relay import OutboxRelay
 from services.shared.platform.settings import Settings
@@ -92,6 +93,7 @@ async def test_relay_killed_mid_batch_resumes_without_losing_events(
     settings = settings_for(
         "counter", kafka_bootstrap, data_dir=tmp_path, postgres_env=store_env, relay_batch_size=100
     )
+    await ensure_topics(settings)  # the broker creates no topic on use
     app = open_application(lambda env: CounterApp(env=env), settings)
     fill(app, tables=40, adds=250)  # 10,000 messages
     total = 40 * 250
@@ -103,6 +105,7 @@ async def test_relay_killed_mid_batch_resumes_without_losing_events(
         "PB_DATA_DIR": str(tmp_path),
         "PB_PERSISTENCE": settings.persistence,
         "PB_RELAY_BATCH_SIZE": "100",
+        **settings.kafka_auth.env(),  # the child logs in as the test's process does
         **(store_env or {}),
     }
     process = subprocess.Popen(
@@ -152,6 +155,7 @@ async def test_relay_publishes_a_coup_sized_fan_out_quickly(
     from tests.unit.platform.test_platform_relay import to_messages as fan_out
 
     settings = settings_for("counter", kafka_bootstrap, data_dir=tmp_path)
+    await ensure_topics(settings)  # the broker creates no topic on use
     app = open_application(lambda env: CounterApp(env=env), settings)
     relay = OutboxRelay(app, settings, fan_out)
     await relay.start()

@@ -18,6 +18,7 @@ from services.dev.infra.errors import InfraError
 from services.dev.infra.kafka import KafkaBroker
 from services.dev.infra.tools import checked_java
 from services.shared.platform.kafka import ensure_topics
+from services.shared.platform.kafka_settings import KafkaAuth
 from services.shared.platform.persistence import open_application
 from services.shared.platform.relay import OutboxRelay
 from tests.integration.platform.kafka_tools import Received, read_topic, settings_for
@@ -32,7 +33,8 @@ def own_broker(tmp_path: Path) -> Iterator[KafkaBroker]:
         checked_java()
     except InfraError as error:
         pytest.skip(f"no local Java for a broker of our own: {error.problem}")
-    broker = KafkaBroker(home=tmp_path / "kafka", preferred_port=None, heap="512m")
+    # An outage, not logins: the PLAINTEXT broker (PB_KAFKA_AUTH=none) is enough.
+    broker = KafkaBroker(home=tmp_path / "kafka", preferred_port=None, heap="512m", auth="none")
     try:
         yield broker
     finally:
@@ -68,7 +70,9 @@ async def test_a_broker_briefly_unreachable_loses_nothing(
     own_broker: KafkaBroker, tmp_path: Path
 ) -> None:
     bootstrap = await asyncio.to_thread(own_broker.start)
-    settings = settings_for("counter", bootstrap, data_dir=tmp_path / "store")
+    settings = settings_for(
+        "counter", bootstrap, data_dir=tmp_path / "store", kafka_auth=KafkaAuth()
+    )
     await ensure_topics(settings)
     app = open_application(lambda env: CounterApp(env=env), settings)
     counters = [Counter(table_id=f"t{n}") for n in range(6)]

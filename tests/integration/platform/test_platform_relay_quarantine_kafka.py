@@ -11,11 +11,12 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from contracts import DEAD_LETTERS, TABLE_EVENTS, MessageQuarantined
-from services.shared.platform.kafka import ensure_topics
+from services.shared.platform.kafka import client_options, ensure_topics
 from services.shared.platform.persistence import open_application
 from services.shared.platform.relay import InvalidRecordError, OutboxRelay
 from services.shared.platform.settings import Settings
-from tests.integration.platform.kafka_tools import Received, read_topic, settings_for
+from tests import kafka_logins
+from tests.integration.platform.kafka_tools import Received, as_admin, read_topic, settings_for
 from tests.unit.platform.fakes import CounterApp
 from tests.unit.platform.relay_fakes import Plan, closed
 
@@ -39,7 +40,7 @@ def quarantined(records: list[Received]) -> list[MessageQuarantined]:
 
 
 async def create_topic(settings: Settings, logical: str, configs: dict[str, str]) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    admin = AIOKafkaAdminClient(**client_options(as_admin(settings)))
     await admin.start()
     try:
         await admin.create_topics(
@@ -140,7 +141,7 @@ async def test_kafka_invalid_record_refusal_is_told_apart_from_a_server_error(
     """A record without a key on a compacted topic: Kafka answers INVALID_RECORD (87), which
     aiokafka alone reports as an UnknownError; with the relay's registration it is a refusal."""
     topic = unique_topic("compacted")
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap, **kafka_logins.options())
     await admin.start()
     try:
         await admin.create_topics(
@@ -148,7 +149,9 @@ async def test_kafka_invalid_record_refusal_is_told_apart_from_a_server_error(
         )
     finally:
         await admin.close()
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap, **kafka_logins.options(), enable_idempotence=True
+    )
     await producer.start()
     try:
         with pytest.raises(InvalidRecordError):

@@ -21,19 +21,22 @@ from contracts import (
     bet_events_topic,
     encode,
 )
+from services.dev.infra.kafka_clients import ADMIN
 from services.shared.platform.consumer import LOG_APPEND_TIME, Delivery, Subscription
 from services.shared.platform.kafka import (
     LOG_APPEND_TIME as LOG_APPEND_TIME_CONFIG,
 )
 from services.shared.platform.kafka import (
     TIMESTAMP_TYPE,
+    client_options,
     cluster_id,
     ensure_topics,
     topic_configs,
 )
 from services.shared.platform.runner import ServiceDefinition, ServiceHost
 from services.shared.platform.settings import Settings
-from tests.integration.platform.kafka_tools import send_raw, settings_for
+from tests import kafka_logins
+from tests.integration.platform.kafka_tools import as_admin, send_raw, settings_for
 from tests.integration.platform.test_platform_consumer_kafka import (
     close,
     definition,
@@ -47,7 +50,7 @@ pytestmark = [pytest.mark.kafka]
 
 
 async def timestamp_type_of(settings: Settings, logical_topic: str) -> str | None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    admin = AIOKafkaAdminClient(**client_options(as_admin(settings)))
     await admin.start()
     try:
         name = settings.topic(logical_topic)
@@ -59,7 +62,7 @@ async def timestamp_type_of(settings: Settings, logical_topic: str) -> str | Non
 
 
 async def test_bet_commands_are_created_with_log_append_time(kafka_bootstrap: str) -> None:
-    settings = settings_for("settlement", kafka_bootstrap)
+    settings = settings_for("settlement", kafka_bootstrap, principal=ADMIN)  # makes topics
     await ensure_topics(settings)
     assert await timestamp_type_of(settings, BET_COMMANDS) == LOG_APPEND_TIME_CONFIG
     assert await timestamp_type_of(settings, TABLE_EVENTS) == "CreateTime"
@@ -81,8 +84,8 @@ async def test_every_operators_topics_are_created_and_its_bets_get_log_append_ti
 async def test_an_existing_bet_commands_topic_is_altered_and_keeps_its_other_configs(
     kafka_bootstrap: str,
 ) -> None:
-    settings = settings_for("settlement", kafka_bootstrap)
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    settings = settings_for("settlement", kafka_bootstrap, principal=ADMIN)  # makes topics
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap, **kafka_logins.options())
     await admin.start()
     try:
         await admin.create_topics(
@@ -103,7 +106,7 @@ async def test_an_existing_bet_commands_topic_is_altered_and_keeps_its_other_con
     while await timestamp_type_of(settings, BET_COMMANDS) != LOG_APPEND_TIME_CONFIG:
         assert time.monotonic() < deadline, "bet-commands still has CreateTime"
         await asyncio.sleep(0.1)
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap, **kafka_logins.options())
     await admin.start()
     try:
         name = settings.topic(BET_COMMANDS)

@@ -35,9 +35,9 @@ from contracts import (
 from services.dealing.service import build_service as build_dealing
 from services.settlement.service import build_service as build_settlement
 from services.shared.platform import ServiceHost, Settings
-from services.shared.platform.kafka import ensure_topics
+from services.shared.platform.kafka import client_options, ensure_topics
 from services.shoe.service import build_service as build_shoe
-from tests.integration.platform.kafka_tools import send_messages, settings_for
+from tests.integration.platform.kafka_tools import as_admin, send_messages, settings_for
 from tests.unit.settlement.harness import expected_returned
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -59,7 +59,7 @@ class TopicReader:
 
     async def __aenter__(self) -> TopicReader:
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.settings.kafka_bootstrap_servers,
+            **client_options(as_admin(self.settings)),
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             group_id=None,

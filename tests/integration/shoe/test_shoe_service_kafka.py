@@ -116,6 +116,7 @@ def start_shoe_process(settings: Settings, env_extra: dict[str, str]) -> subproc
         "PB_SIGNING_KEY": settings.signing_key,  # the test session's keys (settings_for)
         "PB_KEYRING": settings.keyring,
         "PB_SHOE_SECRET_KEY_FILE": settings.shoe_secret_key_file,  # its orders are encrypted
+        **settings.kafka_auth.env(),  # the shoe's own Kafka login
         **env_extra,
     }
     command = [str(Path(sys.executable).parent / "punto-banco"), "serve", "shoe"]

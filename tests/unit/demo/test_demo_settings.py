@@ -1,4 +1,5 @@
-"""Every service of a run gets the same settings; `up` picks the store the way the services do."""
+"""Every service of a run gets the same settings but its own Kafka login; `up` picks the store
+the way the services do."""
 
 from __future__ import annotations
 
@@ -7,11 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from contracts import EXTERNAL, MESSAGE_SOURCES, MESSAGE_TOPICS
 from services.dev.cli.up_cmd import postgres_settings
 from services.dev.demo import orchestrator
 from services.dev.demo.live import money, percent
 from services.dev.demo.orchestrator import DemoConfig
 from services.dev.demo.processes import ServiceSettings, service_env
+from services.dev.infra.kafka_acls import ROLES
+from services.dev.infra.kafka_auth import Credentials
+from services.dev.infra.kafka_clients import KafkaLogins, sender_of
+from services.shared.platform.settings import Settings
 
 INHERITED = {
     "PATH": "/usr/bin",
@@ -30,6 +36,40 @@ def test_services_get_the_runs_settings_and_not_inherited_persistence() -> None:
     assert env["PB_TOPIC_PREFIX"] == "run1."
     assert env["PB_PERSISTENCE"] == "sqlite"
     assert not any(key.startswith(("POSTGRES_", "PB_POSTGRES")) for key in env)
+
+
+def test_each_service_logs_in_as_its_own_principal_with_the_brokers_password(
+    tmp_path: Path,
+) -> None:
+    credentials = Credentials(tmp_path / "kafka" / "secrets")  # as the local broker keeps them
+    passwords = {name: credentials.ensure(name) for name in ("shoe", "dealing", "settlement")}
+    logins = KafkaLogins(home=tmp_path / "kafka")
+    settings = ServiceSettings("127.0.0.1:9092", tmp_path, logins=logins)
+    inherited = {**INHERITED, "KAFKA_SASL_USERNAME": "admin", "KAFKA_SASL_PASSWORD": "leaked"}
+    for name, password in passwords.items():
+        env = service_env(settings, base=inherited, service=name)
+        assert env["KAFKA_SECURITY_PROTOCOL"] == "SASL_PLAINTEXT"
+        assert (env["KAFKA_SASL_USERNAME"], env["KAFKA_SASL_PASSWORD"]) == (name, password)
+        auth = Settings.from_env(name, env).kafka_auth  # what the service reads
+        assert (auth.username, auth.mechanism) == (name, "SCRAM-SHA-512")
+
+
+def test_without_authentication_no_inherited_credentials_reach_a_service() -> None:
+    settings = ServiceSettings("127.0.0.1:9092", Path("var"))
+    inherited = {**INHERITED, "KAFKA_SASL_USERNAME": "admin", "KAFKA_SASL_PASSWORD": "leaked"}
+    env = service_env(settings, base=inherited, service="shoe")
+    assert env["KAFKA_SECURITY_PROTOCOL"] == "PLAINTEXT"
+    assert env["KAFKA_SASL_USERNAME"] == env["KAFKA_SASL_PASSWORD"] == ""
+
+
+def test_the_gateway_bets_a_supervisor_voids_and_an_operator_runs_the_table() -> None:
+    assert sender_of("PlaceBet") == "gateway"
+    assert sender_of("VoidCoup") == "supervisor"
+    for command in ("OpenTable", "CloseTable", "CloseBetting"):
+        assert sender_of(command) == "operator"
+    from_outside = [name for name, source in MESSAGE_SOURCES.items() if source == EXTERNAL]
+    for command in from_outside:  # the ACL matrix lets each sender write what it sends
+        assert MESSAGE_TOPICS[command] in ROLES[sender_of(command)].writes
 
 
 def test_postgres_settings_are_passed_whole() -> None:
@@ -86,7 +126,7 @@ async def test_up_warns_when_the_stores_were_written_with_another_kafka(
 ) -> None:
     cluster = {"id": "cluster-a"}
 
-    async def fake_cluster_id(bootstrap: str, timeout: float = 30.0) -> str:
+    async def fake_cluster_id(bootstrap: str, timeout: float = 30.0, auth: object = None) -> str:
         return cluster["id"]
 
     monkeypatch.setattr(orchestrator, "cluster_id", fake_cluster_id)

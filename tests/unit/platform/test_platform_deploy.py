@@ -72,9 +72,8 @@ def environment_of(service: str) -> dict[str, str]:
     for source in main.get("envFrom", []):
         if "configMapRef" in source:
             env.update(find("ConfigMap", source["configMapRef"]["name"])["data"])
-        else:
-            assert source["secretRef"]["name"] == "punto-banco-postgres"
-            env.update(dotenv(K8S / "postgres.env.example"))
+        else:  # a generated Secret: its .env file's example
+            env.update(secret_env(source["secretRef"]["name"]))
     for variable in main["env"]:
         if "valueFrom" in variable:
             assert variable["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
@@ -83,6 +82,15 @@ def environment_of(service: str) -> dict[str, str]:
             env[variable["name"]] = re.sub(
                 r"\$\((\w+)\)", lambda m: env[m.group(1)], variable["value"]
             )
+    return env
+
+
+def secret_env(name: str) -> dict[str, str]:
+    """The variables of a Secret kustomization.yaml generates from a .env file (its example)."""
+    [item] = [i for i in kustomization()["secretGenerator"] if i["name"] == name]
+    env: dict[str, str] = {}
+    for envs in item["envs"]:
+        env.update(dotenv(K8S / (envs + ".example")))
     return env
 
 
@@ -261,6 +269,28 @@ def test_the_supervisors_keyring_reaches_dealing_alone_and_updates_in_place() ->
 
 
 @pytest.mark.parametrize("service", SERVICES)
+def test_each_service_logs_in_to_kafka_as_its_own_principal_over_tls(service: str) -> None:
+    settings = Settings.from_env(service, environment_of(service))
+    auth = settings.kafka_auth
+    assert (auth.protocol, auth.mechanism, auth.username) == ("SASL_SSL", "SCRAM-SHA-512", service)
+    # The brokers' CA: a ConfigMap mounted where KAFKA_SSL_CAFILE points.
+    cafile = PurePosixPath(auth.cafile)
+    assert cafile.parent == mount_of(container(service), "kafka-ca")
+    config_map = volume(service, "kafka-ca")["configMap"]["name"]
+    assert cafile.name in generated("configMapGenerator")[config_map]
+    # Its own credentials only: no other service's Secret reaches its pod.
+    secrets = {s["secretRef"]["name"] for s in container(service)["envFrom"] if "secretRef" in s}
+    assert secrets == {"punto-banco-postgres", f"punto-banco-kafka-{service}"}
+    compose = {k: str(v) for k, v in compose_services()[service]["environment"].items()}
+    assert compose["KAFKA_SASL_USERNAME"] == service
+    assert all(
+        compose["KAFKA_SASL_USERNAME"] != str(other["environment"].get("KAFKA_SASL_USERNAME"))
+        for name, other in compose_services().items()
+        if name in SERVICES and name != service
+    )
+
+
+@pytest.mark.parametrize("service", SERVICES)
 def test_every_container_has_requests_and_a_memory_limit(service: str) -> None:
     spec = pod_spec(service)
     for each in [*spec["initContainers"], *spec["containers"]]:
@@ -286,9 +316,20 @@ def test_the_in_cluster_prometheus_scrapes_the_annotated_pods_of_the_namespace()
 
 
 def compose_services() -> dict[str, Any]:
+    """compose.yaml's services, ``${NAME:-default}`` read as compose does without a .env."""
     [compose] = load_all(DEPLOY / "compose.yaml")
-    services: dict[str, Any] = compose["services"]
+    services: dict[str, Any] = _interpolated(compose["services"])
     return services
+
+
+def _interpolated(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _interpolated(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_interpolated(item) for item in value]
+    if isinstance(value, str):
+        return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", value)
+    return value
 
 
 @pytest.mark.parametrize("service", SERVICES)
