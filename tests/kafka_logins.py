@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 from typing import Any
 
+from contracts import HOUSE
 from services.dev.infra.kafka_acls import ROLES
 from services.dev.infra.kafka_clients import ADMIN, KAFKA_HOME, KafkaLogins
 from services.dev.infra.processes import run_async
 from services.shared.platform.kafka_settings import KafkaAuth
 
 _session: dict[str, Any] = {"bootstrap": None, "logins": KafkaLogins()}
-_secured: set[str] = set()
+_secured: set[tuple[str, ...]] = set()  # (prefix, *operators)
 
 
 def use(bootstrap: str, logins: KafkaLogins) -> None:
@@ -65,19 +67,20 @@ def env(principal: str) -> dict[str, str]:
     return logins().env(principal)
 
 
-def secure(prefix: str, partitions: int = 3) -> None:
-    """Make the project topics under ``prefix`` and grant the matrix for them (once)."""
+def secure(prefix: str, partitions: int = 3, operators: Sequence[str] = (HOUSE,)) -> None:
+    """Make the project topics under ``prefix`` (every operator's) and grant the matrix for
+    them, the operators' gateways included (once per prefix and operators)."""
     bootstrap = _session["bootstrap"]
-    if prefix in _secured or bootstrap is None or logins().admin_login() is None:
+    if (prefix, *operators) in _secured or bootstrap is None or logins().admin_login() is None:
         return
-    run_async(logins().secure_run(bootstrap, prefix, partitions))
-    _secured.add(prefix)
+    run_async(logins().secure_run(bootstrap, prefix, partitions, operators=operators))
+    _secured.add((prefix, *operators))
 
 
 def revoke_all() -> None:
     """Revoke every grant of this session (best effort: never fails a run)."""
     bootstrap = _session["bootstrap"]
-    for prefix in sorted(_secured):
+    for prefix, *operators in sorted(_secured):
         with contextlib.suppress(Exception):
-            run_async(logins().end_run(bootstrap, prefix))
+            run_async(logins().end_run(bootstrap, prefix, operators=operators))
     _secured.clear()

@@ -16,6 +16,7 @@ import pytest
 from services.dev.demo.processes import PROJECT_ROOT
 from services.dev.demo.system import LocalSystem
 from services.dev.infra.kafka_clients import GATEWAY
+from tests import kafka_logins
 from tests.e2e.helpers import assert_books_clean, open_table, wait
 from tests.kafka_cleanup import created_under
 
@@ -133,7 +134,9 @@ async def test_up_with_two_operators_plays_both_gateways_at_one_table_with_clean
     text = output.decode(errors="replace")
     assert process.returncode == 0, text
     assert "OK: " in text and "0 errors" in text
-    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=None)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=kafka_bootstrap, group_id=None, **kafka_logins.options()
+    )
     await consumer.start()
     try:
         await consumer._client.force_metadata_update()

@@ -28,6 +28,7 @@ from typer.testing import CliRunner
 
 from contracts import SEALS
 from services.dealing.messages import to_messages as dealing_messages
+from services.dev.infra.kafka_clients import ADMIN, AUDITOR
 from services.dev.simulation import LocalSystem, play
 from services.settlement.messages import to_messages as settlement_messages
 from services.shared.platform.anchors import with_anchors
@@ -44,6 +45,7 @@ from services.tools.audit.auditor import AuditReport, audit
 from services.tools.audit.findings import Code
 from services.tools.audit.stores import Row, SqliteStore, open_stores
 from services.tools.cli.main import app
+from tests import kafka_logins
 from tests.integration.platform.kafka_tools import settings_for
 from tests.kafka_cleanup import created_under
 from tests.signing_keys import key_env
@@ -63,7 +65,9 @@ def env(request: pytest.FixtureRequest, tmp_path: Path, kafka_bootstrap: str) ->
     """The settings' environment of one test: its own topic prefix, stores and keys."""
     tag = f"anchors{secrets.token_hex(3)}"
     created_under(f"{tag}.")
+    kafka_logins.secure(f"{tag}.")  # on an authenticating broker: topics and ACLs per prefix
     values = {
+        **kafka_logins.env(ADMIN),  # the test's own set-up (its relays write as any service)
         "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
         "PB_TOPIC_PREFIX": f"{tag}.",
         "PB_DATA_DIR": str(tmp_path),
@@ -132,7 +136,9 @@ def test_untampered_stores_match_the_anchors_on_kafka(
         assert (anchors.anchors, anchors.matched, anchors.head_seal) == (2, 2, 2), name
         assert anchors.head_digest == report.seals[name].head_digest
     where = ["--postgres"] if env["PB_PERSISTENCE"] == "postgres" else []
-    result = CliRunner().invoke(app, ["audit", "--anchors", "--json", *where], env=env)
+    result = CliRunner().invoke(
+        app, ["audit", "--anchors", "--json", *where], env={**env, **kafka_logins.env(AUDITOR)}
+    )
     assert result.exit_code == 0, result.output
     shown = json.loads(result.stdout)["anchors"]
     assert shown["topic"] == settings.topic(SEALS)
@@ -141,7 +147,9 @@ def test_untampered_stores_match_the_anchors_on_kafka(
 
 def test_the_seals_topic_keeps_every_record_forever(settings: Settings) -> None:
     async def configs() -> dict[str, str]:
-        admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=settings.kafka_bootstrap_servers, **kafka_logins.options()
+        )
         await admin.start()
         try:
             resource = ConfigResource(ConfigResourceType.TOPIC, settings.topic(SEALS))
@@ -185,7 +193,9 @@ def test_a_rewritten_chain_and_a_truncated_store_are_found(
     (missing,) = [f for f in report.errors if f.code is Code.ANCHOR_MISSING_IN_STORE]
     assert missing.store == "shoe" and "truncated" in missing.message
     where = ["--postgres"] if env["PB_PERSISTENCE"] == "postgres" else []
-    result = CliRunner().invoke(app, ["audit", "--anchors", *where], env=env)
+    result = CliRunner().invoke(
+        app, ["audit", "--anchors", *where], env={**env, **kafka_logins.env(AUDITOR)}
+    )
     assert result.exit_code == 1, result.output
     assert "ERROR anchor_missing_in_store: shoe store" in result.stdout
 

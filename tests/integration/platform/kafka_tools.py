@@ -70,7 +70,7 @@ def settings_for(
         env["PB_DATA_DIR"] = str(data_dir)
     settings = Settings.from_env(service, env, **overrides)
     if login != ADMIN:  # the admin makes its topics itself
-        kafka_logins.secure(settings.topic_prefix, settings.topic_partitions)
+        kafka_logins.secure(settings.topic_prefix, settings.topic_partitions, settings.operators)
     return settings
 
 

@@ -73,8 +73,10 @@ async def test_every_operators_topics_are_created_and_its_bets_get_log_append_ti
 ) -> None:
     """PB_OPERATORS=acme,bravo: each operator's bet-commands topic stamps its bets with the
     broker's time, as the house's does; its bet-events topic is made too."""
-    settings = settings_for("settlement", kafka_bootstrap, operators=("acme", "bravo"))
-    created = await ensure_topics(settings)
+    settings = as_admin(
+        settings_for("settlement", kafka_bootstrap, principal=ADMIN, operators=("acme", "bravo"))
+    )
+    created = await ensure_topics(settings)  # as the admin: made here, not by the test set-up
     for operator in ("acme", "bravo"):
         assert settings.topic(bet_events_topic(operator)) in created
         commands = bet_commands_topic(operator)
