@@ -30,7 +30,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,6 +141,25 @@ def public_key_pem(key: Ed25519PublicKey) -> str:
     ).decode("ascii")
 
 
+def key_entries(
+    text: str, source: str, error: type[Exception]
+) -> Iterator[tuple[str, object, str]]:
+    """The entries of a keyring's JSON (``{"<key id>": {...}, ...}``): each key id (checked
+    against :data:`KEY_ID`), its entry (for the caller to check) and where it is, for error
+    messages; ``error`` says what is wrong with the document as a whole."""
+    try:
+        document = json.loads(text)
+    except ValueError as problem:
+        raise error(f"{source} is not JSON: {problem}") from None
+    if not isinstance(document, dict):
+        raise error(f"{source} must be a JSON object: key id -> entry")
+    for kid, entry in document.items():
+        where = f"{source}, key {kid!r}"
+        if KEY_ID.fullmatch(kid) is None:
+            raise error(f"{where}: a key id is 1-64 letters, digits, '.', '_' or '-'")
+        yield kid, entry, where
+
+
 def parse_public_key(text: str) -> Ed25519PublicKey:
     """An Ed25519 public key from PEM (SubjectPublicKeyInfo) or base64 of its 32 raw bytes."""
     if "-----BEGIN" in text:
@@ -170,17 +189,8 @@ class Keyring:
     @classmethod
     def parse(cls, text: str, source: str = "keyring", path: Path | None = None) -> Keyring:
         """A keyring from its JSON: ``{"<kid>": {"service": ..., "public_key": ...}, ...}``."""
-        try:
-            document = json.loads(text)
-        except ValueError as error:
-            raise KeyringError(f"{source} is not JSON: {error}") from None
-        if not isinstance(document, dict):
-            raise KeyringError(f"{source} must be a JSON object: key id -> entry")
         entries: dict[str, KeyringEntry] = {}
-        for kid, entry in document.items():
-            where = f"{source}, key {kid!r}"
-            if KEY_ID.fullmatch(kid) is None:
-                raise KeyringError(f"{where}: a key id is 1-64 letters, digits, '.', '_' or '-'")
+        for kid, entry, where in key_entries(text, source, KeyringError):
             if not isinstance(entry, dict):
                 raise KeyringError(f"{where}: must be an object with service and public_key")
             service, public = entry.get("service"), entry.get("public_key")

@@ -43,7 +43,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from services.shared.platform.key_files import create_private, replace_file
 from services.shared.platform.keys import KeysError, load_private_key
 from services.shared.platform.signing import (
-    KEY_ID,
+    key_entries,
     parse_public_key,
     public_key_pem,
     raw_public_key,
@@ -103,19 +103,8 @@ class SupervisorKeyring:
     def parse(
         cls, text: str, source: str = "supervisors keyring", path: Path | None = None
     ) -> SupervisorKeyring:
-        try:
-            document = json.loads(text)
-        except ValueError as error:
-            raise SupervisorKeysError(f"{source} is not JSON: {error}") from None
-        if not isinstance(document, dict):
-            raise SupervisorKeysError(f"{source} must be a JSON object: key id -> entry")
         keys: dict[str, SupervisorKey] = {}
-        for kid, entry in document.items():
-            where = f"{source}, key {kid!r}"
-            if KEY_ID.fullmatch(kid) is None:
-                raise SupervisorKeysError(
-                    f"{where}: a key id is 1-64 letters, digits, '.', '_' or '-'"
-                )
+        for kid, entry, where in key_entries(text, source, SupervisorKeysError):
             if not isinstance(entry, dict) or not {"supervisor", "public_key"} <= set(entry):
                 raise SupervisorKeysError(f"{where}: must be an object with supervisor, public_key")
             unknown = set(entry) - {"supervisor", "public_key", "retired_at"}
