@@ -3,7 +3,9 @@
 :func:`ops_app` builds it from what the running service knows (the runner mounts it and serves
 it with :class:`~services.shared.platform.webserver.AsgiServer`):
 
-- ``/health``   200 while the process runs (``{"status": "alive", "service", "uptime_s"}``);
+- ``/health``   200 while the process runs (``{"status": "alive", "service", "uptime_s"}``),
+  503 ``{"status": "stuck", "why": ...}`` when the Readiness has an ``alive()`` that says why
+  the process should be restarted (a store call that never returns: ``worker.py``);
 - ``/ready``    200 when every check of the :class:`Readiness` passes, else 503; the body
   names each check, ``"ok"`` or why not (a stopped partition, the broker, the store...).
   Checks that fail or do not answer within ``ready_timeout`` make it 503 too;
@@ -73,8 +75,14 @@ def ops_app(
     started = time.monotonic()
     cache: dict[str, str] = {}
 
+    alive: Callable[[], str | None] | None = getattr(checks, "alive", None)
+
     async def health(request: Request) -> Response:
         uptime = round(time.monotonic() - started, 1)
+        why = alive() if alive is not None else None
+        if why is not None:
+            body = {"status": "stuck", "service": service, "uptime_s": uptime, "why": why}
+            return JSONResponse(body, 503, headers=NO_STORE)
         body = {"status": "alive", "service": service, "uptime_s": uptime}
         return JSONResponse(body, headers=NO_STORE)
 

@@ -10,7 +10,7 @@ hooks its FastStream application runs (``service_app.py``):
   producer, the batch processor (the cluster's and the topics' ids, the dead letters'
   producer);
 - after_startup, the consumer running: the relay, the service's timers, the sealer, the
-  stop watcher and the lease watcher as tasks;
+  stop watcher, the lease watcher and the worker's watchdog (``worker.py``) as tasks;
 - on_shutdown: ``stopping`` is set and the tasks end (the relay publishes what is pending);
 - after_shutdown, once the consumer has stopped: :meth:`ServiceLifespan.close` seals the
   store a last time (``sealing.py``), lets the relay publish that seal's anchor
@@ -41,7 +41,7 @@ from services.shared.platform.readiness import ServiceReadiness
 from services.shared.platform.relay import OutboxRelay
 from services.shared.platform.sealing import seal_periodically, seal_store
 from services.shared.platform.settings import Settings
-from services.shared.platform.worker import AppWorker
+from services.shared.platform.worker import AppWorker, watch_worker
 from services.shared.platform.writer_lease import StoppedAsStandby, WriterLease, writer_lease
 
 log = logging.getLogger(__name__)
@@ -158,6 +158,8 @@ class ServiceLifespan(Generic[TApp]):
         if self.consumer is not None:
             self._spawn("stops", self.consumer.watch_stops(self.stopping))
         self._spawn("lease", self.lease.watch(self.stopping))
+        self.worker.watching = True  # from now on a call that never returns is reported
+        self._spawn("worker", watch_worker(self.worker, self.stopping))
 
     async def _on_shutdown(self) -> None:
         self.stopping.set()

@@ -9,7 +9,8 @@
 - ``store``: the event store answers a query;
 - ``partitions``: the consumer has its partitions (a service without inputs has none to wait for);
 - ``handling``: no partition is stopped (``stops.py``: a handler failing on an internal
-  message), else each stopped partition, its record and the error;
+  message), else each stopped partition, its record and the error; and no store call has
+  run too long (``worker.py``: stuck, which also fails ``/health`` through :meth:`alive`);
 - ``running``: the service is not stopping.
 """
 
@@ -25,6 +26,7 @@ from services.shared.platform.application import ServiceApplication
 from services.shared.platform.batch_processor import BatchProcessor
 from services.shared.platform.kafka import client_options
 from services.shared.platform.settings import Settings
+from services.shared.platform.worker import AppWorker
 from services.shared.platform.writer_lease import WriterLease
 
 READY_TIMEOUT = 3.0
@@ -49,6 +51,9 @@ class RunningService(Protocol):
     @property
     def lease(self) -> WriterLease: ...
 
+    @property
+    def worker(self) -> AppWorker: ...
+
 
 class ServiceReadiness:
     """The real checks of one running service (see the module docstring)."""
@@ -56,6 +61,10 @@ class ServiceReadiness:
     def __init__(self, service: RunningService) -> None:
         self.service = service
         self._client: AIOKafkaClient | None = None
+
+    def alive(self) -> str | None:
+        """Why the process should be restarted (a store call that never returns), else None."""
+        return self.service.worker.stuck()
 
     async def checks(self) -> dict[str, str | None]:
         standby = self.service.lease.standby_reason()
@@ -71,6 +80,9 @@ class ServiceReadiness:
             partitions = "no Kafka partitions assigned yet"
         if consumer is not None and len(consumer.stops):
             handling = "; ".join(stopped.describe() for stopped in consumer.stops)
+        stuck = self.service.worker.stuck()
+        if stuck is not None:
+            handling = stuck if handling is None else f"{stuck}; {handling}"
         return {
             "writer": standby,
             "broker": broker,

@@ -185,6 +185,7 @@ async def test_readiness_names_a_stopped_partition() -> None:
 
     from services.shared.platform.readiness import ServiceReadiness
     from services.shared.platform.stops import PartitionStops
+    from services.shared.platform.worker import AppWorker
     from services.shared.platform.writer_lease import WriterLease
 
     class Checks(ServiceReadiness):
@@ -202,6 +203,7 @@ async def test_readiness_names_a_stopped_partition() -> None:
         consumer=SimpleNamespace(ready=ready, stops=stops),
         stopping=asyncio.Event(),
         lease=WriterLease("sqlite var/settlement.db"),
+        worker=AppWorker("settlement"),
     )
     readiness = Checks(host)
     standby = await readiness.checks()  # another instance writes the store: not ready

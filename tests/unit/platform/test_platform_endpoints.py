@@ -177,3 +177,22 @@ def test_only_get_and_head_and_known_paths() -> None:
     assert web.head("/health").status_code == 200
     assert web.post("/ready").status_code == 405
     assert web.get("/nothing").status_code == 404
+
+
+class StuckChecks(Checks):
+    """A Readiness that also says whether the process is alive (as ServiceReadiness does)."""
+
+    def __init__(self, why: str | None) -> None:
+        super().__init__(handling=why)
+        self.why = why
+
+    def alive(self) -> str | None:
+        return self.why
+
+
+def test_health_is_503_with_the_reason_when_the_process_is_stuck() -> None:
+    why = "settlement: the store call handle has run for 130 s (more than 120 s): stuck"
+    response = client(StuckChecks(why)).get("/health")
+    assert response.status_code == 503
+    assert response.json()["status"] == "stuck" and response.json()["why"] == why
+    assert client(StuckChecks(None)).get("/health").status_code == 200
