@@ -41,6 +41,7 @@ from services.dev.bench.cluster import (
     postgres_conninfo,
     run_id,
 )
+from services.dev.bench.cpu import CpuCell, CpuMeter, capacity_text, cpu_table
 from services.dev.bench.driver import CellResult, Driver
 from services.dev.bench.profiling import PySpy, profiler_folder
 from services.dev.bench.report import (
@@ -87,6 +88,7 @@ class StoreRun:
     cells: list[CellResult] = field(default_factory=list)
     memory: dict[str, int] = field(default_factory=dict)
     memory_load: str = ""
+    cpu: list[CpuCell] = field(default_factory=list)  # CPU seconds per part, per cell
     single: Ceiling | None = None
     batched: Ceiling | None = None
 
@@ -178,6 +180,12 @@ async def _run_store(
     driver.check = cluster.check_alive
     await driver.start()
     largest = max(cells, key=lambda cell: cell[0] * cell[1])
+    postgres_port = cluster.postgres.get("POSTGRES_PORT")
+    meter = CpuMeter.for_system(
+        cluster.pids(),
+        kafka_port=int(cluster.bootstrap.split(",")[0].rsplit(":", 1)[1]),
+        postgres_port=int(postgres_port) if postgres_port else None,
+    )
     try:
         for tables, bets, coups in cells:
             progress(f"{run.store}: {tables} tables x {bets:,} bets x {coups} coups")
@@ -190,8 +198,13 @@ async def _run_store(
                 if folder is not None:
                     spy = PySpy(folder, run.store, cluster.pids())
             tag = f"{cluster.tag}.{run.store}.T{tables}xB{bets}"
+            meter.start()
             try:
                 result = await driver.run_cell(tag, tables, bets, coups, _timeout(tables, bets))
+                cpu = meter.stop()
+                run.cpu.append(
+                    CpuCell(run.store, tables, bets, result.settled, result.seconds, cpu)
+                )
             finally:
                 if spy is not None:
                     spy.stop()
@@ -482,8 +495,32 @@ def details(report: E2EReport, command: str) -> str:
     if memory:
         loads = {run.memory_load for run in report.stores if run.memory}
         parts += [memory_table(memory, " / ".join(sorted(loads))), ""]
-    parts += [where_the_time_goes(report), "", METHOD, FINDINGS]
+    parts += [cpu_section(report), where_the_time_goes(report), "", METHOD, FINDINGS]
     return "\n".join(parts)
+
+
+def cpu_section(report: E2EReport) -> str:
+    """CPU microseconds per settled bet per part, and the capacity model of the largest cell."""
+    cells = [cell for run in report.stores for cell in run.cpu]
+    if not cells:
+        return ""
+    largest = max(cells, key=lambda cell: (cell.settled, cell.store == "postgres"))
+    return "\n".join(
+        [
+            "### CPU per bet and the capacity model",
+            "",
+            "CPU time (user + system, psutil) each part spent during a cell, over the bets "
+            "settled in it, in microseconds per bet: the services, the Kafka broker, the "
+            "PostgreSQL server with its backends (PostgreSQL rows only), and the driver (which "
+            "stands in for the gateways and is not counted in the system). Other work on the "
+            "machine that uses the same broker or database is counted in theirs.",
+            "",
+            cpu_table(cells),
+            "",
+            capacity_text(largest),
+            "",
+        ]
+    )
 
 
 def where_the_time_goes(report: E2EReport) -> str:

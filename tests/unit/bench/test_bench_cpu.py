@@ -1,0 +1,90 @@
+"""The benchmark's CPU accounting: what each part of the system spent, per bet."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from services.dev.bench.cpu import CpuCell, CpuMeter, capacity_text, cpu_table
+
+BURN = (
+    "import sys\n"
+    "print('ready', flush=True)\n"
+    "sys.stdin.readline()\n"
+    "total = sum(i * i for i in range(3_000_000))\n"
+    "print('done', flush=True)\n"
+    "sys.stdin.read()\n"
+)
+IDLE = "import sys\nprint('ready', flush=True)\nsys.stdin.read()\n"
+
+
+def test_the_meter_counts_the_cpu_a_process_spent_and_not_an_idle_ones() -> None:
+    idle = subprocess.Popen(
+        [sys.executable, "-c", IDLE], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    burner = subprocess.Popen(
+        [sys.executable, "-c", BURN], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert burner.stdin is not None and burner.stdout is not None and idle.stdout is not None
+    try:
+        assert idle.stdout.readline() == burner.stdout.readline() == b"ready\n"
+        meter = CpuMeter({"idle": idle.pid, "burner": burner.pid})
+        meter.start()  # both have started (Python's start-up is before this); both wait
+        burner.stdin.write(b"go\n")
+        burner.stdin.flush()
+        assert burner.stdout.readline() == b"done\n"  # its fixed work is done
+        spent = meter.stop()
+    finally:
+        for process in (idle, burner):
+            process.kill()
+            process.wait()
+    assert spent["burner"] > 0.05  # three million squares take well over 50 ms of CPU
+    assert spent["idle"] <= 0.02  # it only waited (at most a clock tick or two is charged)
+
+
+def test_per_bet_figures_and_the_capacity_model_follow_from_the_cpu_seconds() -> None:
+    cell = CpuCell(
+        "postgres",
+        tables=100,
+        bets=1_000,
+        settled=100_000,
+        seconds=40.0,
+        cpu={
+            "shoe": 1.0,
+            "dealing": 4.0,
+            "settlement": 30.0,
+            "kafka": 10.0,
+            "postgres": 5.0,
+            "driver": 20.0,
+        },
+    )
+    assert cell.micros_per_bet("settlement") == 300.0
+    assert cell.system_micros_per_bet == 500.0  # the driver is not the system
+    table = cpu_table([cell])
+    assert "| postgres | 100 x 1,000 | 10 | 40 | 300 | 100 | 50 | 200 | 500 | 2,000 |" in table
+    text = capacity_text(cell, bets_per_coup=600, coup_seconds=60.0)
+    assert "one core carries about 2,000 bets/s" in text
+    assert "one settlement process tops out near 3,333 bets/s" in text
+    # 100 tables x 600 bets a minute = 1,000 bets/s = 0.5 cores at 500 us per bet
+    assert "1,000 bets/s: about 0.5 cores in all, 0.30 of them settlement's" in text
+
+
+def test_the_driver_is_charged_its_own_time_not_the_services_it_started() -> None:
+    burner = subprocess.Popen(
+        [sys.executable, "-c", BURN], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert burner.stdin is not None and burner.stdout is not None
+    try:
+        assert burner.stdout.readline() == b"ready\n"
+        meter = CpuMeter({"driver": os.getpid(), "burner": burner.pid})
+        meter.start()
+        burner.stdin.write(b"go\n")
+        burner.stdin.flush()
+        assert burner.stdout.readline() == b"done\n"  # the driver only waited meanwhile
+        spent = meter.stop()
+    finally:
+        burner.kill()
+        burner.wait()
+    assert spent["burner"] > 0.05
+    assert spent["driver"] < spent["burner"] / 2
