@@ -19,11 +19,9 @@ from services.shared.platform.settings import Settings
 
 SERVICES = ("shoe", "dealing", "settlement")
 BATCH = 5000
-SPLIT_BYTE = 0x50
-"""A parallel audit's second process takes the bet books whose id starts with a byte >= this
-(about 11/16 of them: the first process also reads and hashes every row for the seals)."""
-BOOK_TOPICS = "services.settlement.books:"
-"""Topic prefix of the bet books' events (split between processes by a parallel audit)."""
+MMAP_BYTES = 0
+"""SQLite memory-maps this much of a store (its mapped pages count in the process's resident
+memory: a store of any length is read through the page cache instead)."""
 
 
 class Row(NamedTuple):
@@ -48,6 +46,11 @@ class StoreReader(Protocol):
 
     def rows(self) -> Iterator[list[Row]]: ...
 
+    def rows_of(self, originator_id: bytes, before: int) -> Iterator[Row]:
+        """One aggregate's rows with a notification id below ``before``, in order (the
+        streaming audit reads a checked coup again when a late event concerns it)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -64,8 +67,7 @@ class SqliteStore:
         self.path = path
         self.description = f"sqlite {path}"
         self._connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        # Read through a memory map: the whole log is read once, front to back.
-        self._connection.execute("PRAGMA mmap_size=1073741824")
+        self._connection.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
 
     def count(self) -> int:
         if not self._has_table():
@@ -79,23 +81,13 @@ class SqliteStore:
         ).fetchone()
         return found is not None
 
-    def reopen(self) -> SqliteStore:
-        """A reader of its own on the same store (e.g. for another process)."""
-        return SqliteStore(self.service, self.path)
-
-    def rows(self, upper_half: bool = False) -> Iterator[list[Row]]:
-        """All rows in notification order; ``upper_half``: only the bet books whose id
-        starts with a byte >= :data:`SPLIT_BYTE` (and every row that is not a bet book's)."""
+    def rows(self) -> Iterator[list[Row]]:
+        """All rows in notification order."""
         if not self._has_table():
             return
-        where = (
-            f"WHERE originator_id >= '{SPLIT_BYTE:02x}' OR topic NOT LIKE '{BOOK_TOPICS}%' "
-            if upper_half
-            else ""
-        )
         cursor = self._connection.execute(
             "SELECT rowid, originator_id, originator_version, topic, state "
-            f"FROM stored_events {where}ORDER BY rowid"
+            "FROM stored_events ORDER BY rowid"
         )
         fromhex = bytes.fromhex
         while True:
@@ -109,6 +101,17 @@ class SqliteStore:
                 else Row(nid, _oid_bytes(oid), v, topic, _as_bytes(state))
                 for nid, oid, v, topic, state in batch
             ]
+
+    def rows_of(self, originator_id: bytes, before: int) -> Iterator[Row]:
+        if not self._has_table():
+            return
+        cursor = self._connection.execute(
+            "SELECT rowid, originator_id, originator_version, topic, state FROM stored_events "
+            "WHERE originator_id = ? AND rowid < ? ORDER BY rowid",
+            (originator_id.hex(), before),
+        )
+        for nid, oid, v, topic, state in cursor:
+            yield Row(nid, _oid_bytes(oid), v, topic, _as_bytes(state))
 
     def close(self) -> None:
         self._connection.close()
@@ -170,21 +173,11 @@ class PostgresStore:
         found = self._connection.execute(query).fetchone()
         return int(found[0]) if found else 0
 
-    def reopen(self) -> PostgresStore:
-        """A reader of its own on the same store (e.g. for another process)."""
-        return PostgresStore(self.settings)
-
-    def rows(self, upper_half: bool = False) -> Iterator[list[Row]]:
-        """As :meth:`SqliteStore.rows`."""
-        where = (
-            f"WHERE originator_id >= '{SPLIT_BYTE:02x}000000-0000-0000-0000-000000000000'::uuid "
-            f"OR topic NOT LIKE '{BOOK_TOPICS}%' "
-            if upper_half
-            else ""
-        )
+    def rows(self) -> Iterator[list[Row]]:
+        """As :meth:`SqliteStore.rows` (in one transaction: :meth:`rows_of` reads in it)."""
         query = self._sql.SQL(
             "SELECT notification_id, originator_id, originator_version, topic, state "
-            "FROM {} " + where + "ORDER BY notification_id"
+            "FROM {} ORDER BY notification_id"
         ).format(self._name)
         with (
             self._connection.transaction(),
@@ -200,6 +193,18 @@ class PostgresStore:
                     Row(nid, oid.bytes, v, topic, bytes(state))
                     for nid, oid, v, topic, state in batch
                 ]
+
+    def rows_of(self, originator_id: bytes, before: int) -> Iterator[Row]:
+        """As :meth:`SqliteStore.rows_of` (in the transaction :meth:`rows` reads in)."""
+        from uuid import UUID
+
+        query = self._sql.SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM {} "
+            "WHERE originator_id = %s AND notification_id < %s ORDER BY notification_id"
+        ).format(self._name)
+        found = self._connection.execute(query, (UUID(bytes=originator_id), before)).fetchall()
+        for nid, oid, v, topic, state in found:
+            yield Row(nid, oid.bytes, v, topic, bytes(state))
 
     def close(self) -> None:
         self._connection.close()
@@ -245,6 +250,14 @@ class RecorderStore:
             ]
             start = batch[-1].id + 1
 
+    def rows_of(self, originator_id: bytes, before: int) -> Iterator[Row]:
+        for batch in self.rows():
+            for row in batch:
+                if row[0] >= before:
+                    return
+                if row[1] == originator_id:
+                    yield row
+
     def close(self) -> None:
         """Nothing to close: the Application owns its recorder."""
 
@@ -264,6 +277,14 @@ class ListStore:
         ordered = sorted(self.rows_list, key=lambda row: row.notification_id)
         for start in range(0, len(ordered), BATCH):
             yield ordered[start : start + BATCH]
+
+    def rows_of(self, originator_id: bytes, before: int) -> Iterator[Row]:
+        for batch in self.rows():
+            for row in batch:
+                if row[0] >= before:
+                    return
+                if row[1] == originator_id:
+                    yield row
 
     def close(self) -> None:
         """Nothing to close."""

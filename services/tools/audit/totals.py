@@ -67,6 +67,16 @@ class Tally:
         self.refunded += other.refunded
         self.expected += other.expected
 
+    def take(self, other: Tally) -> None:
+        """Take another tally back out (a coup checked again)."""
+        self.coups -= other.coups
+        self.voided -= other.voided
+        self.bets -= other.bets
+        self.staked -= other.staked
+        self.paid -= other.paid
+        self.refunded -= other.refunded
+        self.expected -= other.expected
+
     def to_json(self) -> dict[str, Any]:
         return {
             "coups": self.coups,
@@ -131,17 +141,22 @@ class Totals:
             level.setdefault(key, Tally()).add(tally)
         self.overall.add(tally)
 
-    def merge(self, other: Totals) -> None:
-        """Add another share's totals (a parallel audit checks the books in two halves)."""
-        self.coups.update(other.coups)
-        for mine, theirs in (
-            (self.shoes, other.shoes),
-            (self.tables, other.tables),
-            (self.days, other.days),
+    def remove_coup(self, table_id: str, shoe_id: str, coup_id: str, day: str) -> None:
+        """Take a coup's tally back out of every level (it is checked again)."""
+        tally = self.coups.pop(f"{table_id}/{coup_id}", None)
+        if tally is None:
+            return
+        for level, key in (
+            (self.shoes, f"{table_id}/{shoe_id}"),
+            (self.tables, table_id),
+            (self.days, day),
         ):
-            for key, tally in theirs.items():
-                mine.setdefault(key, Tally()).add(tally)
-        self.overall.add(other.overall)
+            left = level.get(key)
+            if left is not None:
+                left.take(tally)
+                if left.coups <= 0:
+                    del level[key]
+        self.overall.take(tally)
 
     def to_json(self) -> dict[str, Any]:
         return {
