@@ -16,6 +16,7 @@ import resource
 import shutil
 import sqlite3
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ QUICK_EVENTS = 100_000
 BASE_EVENTS = 100_000
 COPY_NAMESPACE = UUID("5b2f3c1e-8d7a-4e6b-9c0d-1a2b3c4d5e6f")
 FORMAT = 4  # bump when the generated history changes
+MEMORY_LIMIT_MIB = 1024
+"""The audit's memory must stay under this whatever the history's length (issue 15)."""
 SEAL_EVERY = 20_000
 """Rows between two seals of a generated store (a running service seals every few seconds)."""
 TARGET_EVENTS_PER_SECOND = 50_000
@@ -49,6 +52,8 @@ class Figures:
     generated_in: float | None
     folder: Path
     report: AuditReport
+    peak_rss_mib: float
+    """The audit process's peak resident memory while auditing (MiB)."""
 
     @property
     def events_per_second(self) -> float:
@@ -56,7 +61,7 @@ class Figures:
 
     @property
     def events_per_cpu_second(self) -> float:
-        """Events per second of CPU time (both processes): what a machine to itself gives."""
+        """Events per second of CPU time: what a machine to itself gives."""
         return self.events / statistics.median(self.cpu_seconds)
 
     @property
@@ -206,15 +211,18 @@ def run(quick: bool, progress: Callable[[str], None]) -> Figures:
     seconds: list[float] = []
     cpu_seconds: list[float] = []
     report: AuditReport | None = None
+    peak = 0.0
     for attempt in range(1 if quick else 3):
         progress(f"auditing (run {attempt + 1})")
         stores = open_stores(settings)
         try:
-            cpu = _cpu_seconds()
-            started = time.perf_counter()
-            report = audit(stores)
-            seconds.append(time.perf_counter() - started)
-            cpu_seconds.append(_cpu_seconds() - cpu)
+            with PeakMemory() as memory:
+                cpu = _cpu_seconds()
+                started = time.perf_counter()
+                report = audit(stores)
+                seconds.append(time.perf_counter() - started)
+                cpu_seconds.append(_cpu_seconds() - cpu)
+            peak = max(peak, memory.peak_mib)
         finally:
             for store in stores.values():
                 store.close()
@@ -228,4 +236,39 @@ def run(quick: bool, progress: Callable[[str], None]) -> Figures:
         generated_in=generated_in,
         folder=folder,
         report=report,
+        peak_rss_mib=peak,
     )
+
+
+class PeakMemory:
+    """The peak resident memory (VmRSS, Linux) of this process while in the ``with``,
+    sampled every 20 ms by a thread (0 where /proc is not there)."""
+
+    def __init__(self) -> None:
+        self.peak_mib = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._read()
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self._read()
+            self._stop.wait(0.02)
+
+    def _read(self) -> None:
+        try:
+            with open("/proc/self/status", encoding="ascii") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        self.peak_mib = max(self.peak_mib, int(line.split()[1]) / 1024)
+                        return
+        except OSError:
+            return
