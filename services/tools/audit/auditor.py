@@ -18,14 +18,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
+from pathlib import Path
 
 from services.shared.platform.supervisors import SupervisorKeyring
 from services.tools.audit.anchor_reader import AnchorRecords
 from services.tools.audit.anchors import AnchorSummary
+from services.tools.audit.checkpoint import last_seal
+from services.tools.audit.checkpoint import read as read_checkpoint
+from services.tools.audit.checkpoint import write as write_checkpoint
 from services.tools.audit.checks import Checker, Filters
-from services.tools.audit.findings import Finding, Severity
+from services.tools.audit.findings import Code, Finding, Severity
 from services.tools.audit.reading import RowReader, place
 from services.tools.audit.result import AuditReport, bulk_loading
+from services.tools.audit.resume import capture, resume
 from services.tools.audit.seals import SealSummary
 from services.tools.audit.stores import SERVICES, StoreReader
 from services.tools.audit.stream import StreamAudit, verifier
@@ -73,6 +78,7 @@ def audit(
     require_decisions: bool = False,
     anchors: AnchorRecords | None = None,
     revive_within: timedelta = REVIVE_WITHIN,
+    checkpoint: Path | None = None,
 ) -> AuditReport:
     """Read, verify and check; errors first.
 
@@ -82,14 +88,30 @@ def audit(
     store's seals are compared with (None: not compared, the report as before).
     ``revive_within``: how long after a coup opened a late event (a void) may still bring
     it back to be checked again (``window.REVIVE_WITHIN``).
+    ``checkpoint``: resume from this file if it exists (checking only what is new), stop
+    each store at its last seal, and (no errors) write the file anew (``checkpoint.py``).
     """
     started = time.perf_counter()
     filters = filters or Filters()
     with bulk_loading():
         checker = Checker(History(), filters, supervisors, require_decisions)
         run = StreamAudit(stores, checker, anchors, revive_within)
-        run.run(progress)
-        findings = (anchors.findings if anchors is not None else []) + run.findings()
+        refused = (
+            resume(run, read_checkpoint(checkpoint))
+            if checkpoint is not None and checkpoint.exists()
+            else []
+        )
+        marks = {s: last_seal(stores[s]) for s in run.readers} if checkpoint else {}
+        sealed = {s: mark for s, mark in marks.items() if mark is not None}
+        if not refused:
+            run.run(progress, {s: m["nid"] for s, m in sealed.items()} if checkpoint else None)
+        found = refused or run.findings()
+        if checkpoint is not None and not refused:
+            if len(sealed) < len(marks):
+                found.append(_not_checkpointed(set(marks) - set(sealed)))
+            elif not any(f.severity is Severity.ERROR for f in found):
+                write_checkpoint(checkpoint, capture(run, sealed))
+        findings = (anchors.findings if anchors is not None else []) + found
         seals = run.summaries
         report = AuditReport(
             findings=sorted(findings, key=lambda f: (f.severity is not Severity.ERROR,)),
@@ -106,6 +128,15 @@ def audit(
         del run, checker
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _not_checkpointed(unsealed: set[str]) -> Finding:
+    return Finding(
+        Severity.WARNING,
+        Code.NOT_SEALED,
+        f"no checkpoint written: the {', '.join(sorted(unsealed))} store was never sealed "
+        "(a checkpoint starts from each store's last seal)",
+    )
 
 
 def _anchor_summaries(

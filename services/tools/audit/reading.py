@@ -39,6 +39,9 @@ class RowReader:
         self.rows = 0
         self.position = 0
         """The notification id of the last row read."""
+        self.hashed_only = 0
+        """Rows up to this notification id are hashed for the seals, nothing more (a resumed
+        audit: read before the checkpoint, but not yet sealed then)."""
         self._topics: dict[str, bytes] = {}
 
     def read(
@@ -69,6 +72,8 @@ class RowReader:
                     oid,
                 )
             )
+            if nid <= self.hashed_only:
+                continue
             if checked and oid in checked and late is not None:
                 late(service, oid, nid)
             previous = versions.get(oid, 0)

@@ -44,9 +44,13 @@ def moment_of(state: bytes) -> str:
     return state[start:end].decode("ascii", "replace") if end > 0 else ""
 
 
-def _steps(batches: Iterator[list[Row]], step: int) -> Iterator[list[Row]]:
-    """The store's batches cut into steps of at most ``step`` rows."""
+def _steps(batches: Iterator[list[Row]], step: int, upto: int | None) -> Iterator[list[Row]]:
+    """The store's batches cut into steps of at most ``step`` rows (up to ``upto``)."""
     for batch in batches:
+        if upto is not None and batch and batch[-1][0] > upto:
+            batch = [row for row in batch if row[0] <= upto]
+            yield from (batch[i : i + step] for i in range(0, len(batch), step))
+            return
         for start in range(0, len(batch), step):
             yield batch[start : start + step]
 
@@ -78,12 +82,18 @@ class StreamAudit:
         self.window = Window(checker, self.feed, versions, set(present))
         self.window.revive_within = revive_within
         self.placed: dict[str, list[Finding]] = {s: [] for s in present}
+        self.after: dict[str, int] = {}
+        """Per store: read only the rows after this notification id (a resumed audit)."""
         self._placed_upto = dict.fromkeys(present, 0)
         self.revived = 0
 
-    def run(self, progress: Progress | None = None) -> None:
-        """Read every store to its end; then check what is still open."""
-        batches = {s: _steps(self.stores[s].rows(), self.step) for s in self.readers}
+    def run(self, progress: Progress | None = None, upto: dict[str, int] | None = None) -> None:
+        """Read every store to its end, then check what is still open; or, given ``upto``,
+        each store up to that notification id, and carry what is open (a checkpoint)."""
+        batches = {
+            s: _steps(self.stores[s].rows(self.after.get(s, 0)), self.step, (upto or {}).get(s))
+            for s in self.readers
+        }
         window = self.window
         behind = window.progress
         while batches:
@@ -102,7 +112,7 @@ class StreamAudit:
             window.advance()
             if progress is not None:
                 progress(service, len(batch))
-        window.advance(final=True)
+        window.advance(final=upto is None)
         self.feed.close()
 
     def findings(self) -> list[Finding]:

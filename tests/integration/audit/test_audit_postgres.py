@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import sql
 
 from services.shared.platform.settings import Settings
+from services.tools.audit.auditor import audit
 from services.tools.audit.findings import Code
 from services.tools.audit.stores import open_stores
 from tests.integration.audit.helpers import audit_settings, play_on
@@ -61,6 +63,26 @@ def test_a_postgres_history_audits_clean(pg_settings: Settings) -> None:
     finally:
         for store in stores.values():
             store.close()
+
+
+def test_a_postgres_audit_resumes_from_its_checkpoint(
+    pg_settings: Settings, tmp_path: Path
+) -> None:
+    """The seal the checkpoint names is read back by version, the stores from after it:
+    with nothing new since, the resumed audit checks nothing again and counts the same."""
+    checkpoint = tmp_path / "audit.checkpoint"
+    stores = open_stores(pg_settings)
+    try:
+        first = audit(stores, checkpoint=checkpoint)
+        assert first.findings == [] and checkpoint.is_file()
+        again = audit(stores, checkpoint=checkpoint)
+    finally:
+        for store in stores.values():
+            store.close()
+    assert again.findings == [], [str(f) for f in again.findings]
+    assert again.checked == first.checked and again.checked["coups"] >= 2 * 10 - 2 * 3
+    assert again.totals.to_json() == first.totals.to_json()
+    assert sum(again.events.values()) < sum(first.events.values()) / 10
 
 
 def _ids(connection: psycopg.Connection, table: sql.Composable, n: int) -> list[int]:

@@ -12,7 +12,8 @@ from services.shared.facts.settlement import CoupSettledFact
 from services.tools.audit.auditor import AuditReport, audit, read_history
 from services.tools.audit.checks import Checker, Filters
 from services.tools.audit.findings import Code, Finding, Severity
-from services.tools.audit.stores import SERVICES, ListStore, RecorderStore, Row, StoreReader
+from services.tools.audit.memory_stores import ListStore, RecorderStore
+from services.tools.audit.stores import SERVICES, Row, StoreReader
 
 TOPIC_SETTLED = CoupSettledFact.STORED_TOPIC
 

@@ -18,7 +18,8 @@ from services.dev.simulation import LocalSystem, PlayLog, _void, play
 from services.tools.audit.auditor import audit
 from services.tools.audit.checks import Checker
 from services.tools.audit.findings import Code
-from services.tools.audit.stores import SERVICES, ListStore, Row
+from services.tools.audit.memory_stores import ListStore
+from services.tools.audit.stores import SERVICES, Row
 from services.tools.audit.stream import StreamAudit
 from services.tools.history.views import History
 from tests.unit.audit.helpers import TOPIC_SETTLED, Played, play_history, streamed, whole_history
