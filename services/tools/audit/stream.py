@@ -102,7 +102,8 @@ class StreamAudit:
             reader = self.readers[service]
             if batch is None:
                 del batches[service]
-                window.reading.discard(service)  # nothing more to wait for from it
+                if upto is None or service not in upto:
+                    window.reading.discard(service)  # its end: nothing more to wait for
                 reader.verifier.finish()
                 self._place(service)
                 continue

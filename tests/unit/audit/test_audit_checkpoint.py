@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from services.dev.simulation import LocalSystem, PlayLog, _void, play
-from services.shared.platform.sealing import LEDGER_ID
+from services.shared.platform.sealing import LEDGER_ID, seal_store
 from services.tools.audit.auditor import audit
 from services.tools.audit.findings import Code, Severity
 from services.tools.audit.memory_stores import ListStore
@@ -26,7 +26,8 @@ Stores = dict[str, list[Row]]
 
 
 def _history(void_late: bool = False) -> tuple[Stores, Stores]:
-    """The stores as sealed after coup 25, and as sealed at the end (60 coups); with
+    """The stores as sealed after coup 25 (dealing after 28), and as sealed at the end (60
+    coups); with
     ``void_late``, coup 3 (resolved and checked on the first day) is voided after coup 40."""
     system = LocalSystem.in_memory()
     first: list[Stores] = []
@@ -35,6 +36,8 @@ def _history(void_late: bool = False) -> tuple[Stores, Stores]:
         if number == 25:
             system.pump()
             system.seal()
+        if number == 28:  # dealing alone: its last seal is three coups past settlement's
+            seal_store(system.apps["dealing"], "dealing")
             first.append(Played(system, {}).rows())
         if void_late and number == 40:
             _void(system, PlayLog(), "t1", "t1.coup-3", "misdeal found on camera")
@@ -60,6 +63,7 @@ def test_the_next_audit_reads_only_what_came_after_the_checkpoint(
     day1, day2 = history
     checkpoint = tmp_path / "audit.checkpoint"
     first = audit(_stores(day1), checkpoint=checkpoint)
+    # Coups dealing resolved before its last seal, settled after settlement's: still open.
     assert first.errors == [] and checkpoint.is_file()
     marks = json.loads(checkpoint.read_text())["stores"]
     second = audit(_stores(day2), checkpoint=checkpoint)
