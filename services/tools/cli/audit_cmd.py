@@ -33,6 +33,7 @@ from services.shared.platform.keys import KeysError, load_keyring
 from services.shared.platform.settings import Settings, SettingsError
 from services.shared.platform.supervisors import SupervisorKeyring, SupervisorKeysError
 from services.tools.audit.anchor_reader import AnchorRecords, AnchorsUnavailable, read_anchors
+from services.tools.audit.archive import ArchiveDamaged, ArchiveStore, write_day
 from services.tools.audit.auditor import audit as run_audit
 from services.tools.audit.auditor import read_history
 from services.tools.audit.checkpoint import CheckpointError
@@ -121,13 +122,21 @@ def _anchors(data_dir: Path | None, postgres: bool) -> AnchorRecords:
 
 
 @contextmanager
-def _stores(data_dir: Path | None, postgres: bool) -> Iterator[dict[str, StoreReader]]:
+def _stores(
+    data_dir: Path | None, postgres: bool, archives: Path | None = None
+) -> Iterator[dict[str, StoreReader]]:
+    """The stores (``archives``: each read as its daily archives there, then the store)."""
     settings = _settings(data_dir, postgres)
     try:
         stores = open_stores(settings)
+        if archives is not None:
+            stores = {name: ArchiveStore(store, archives) for name, store in stores.items()}
     except StoreMissing as error:
         _err(str(error))
         raise typer.Exit(EXIT_USAGE) from None
+    except ArchiveDamaged as error:
+        _err(f"{error}; audit without --archives, or restore the archive")
+        raise typer.Exit(EXIT_ERRORS) from None
     except Exception as error:  # e.g. PostgreSQL unreachable
         _err(f"cannot open the stores ({settings.describe_store()}): {error}")
         raise typer.Exit(EXIT_USAGE) from None
@@ -208,6 +217,14 @@ def audit(
             "found. Keep it where only the auditor writes.",
         ),
     ] = None,
+    archives: Annotated[
+        Path | None,
+        typer.Option(
+            "--archives",
+            help="Read each store's daily archives in this folder first (punto-banco "
+            "archive), then the store after them: one seal chain across both.",
+        ),
+    ] = None,
     anchors: Annotated[
         bool,
         typer.Option(
@@ -235,7 +252,7 @@ def audit(
         except CheckpointError as error:
             _err(str(error))
             raise typer.Exit(EXIT_USAGE) from None
-    with _stores(data_dir, postgres) as stores, _progress() as (bar, step):
+    with _stores(data_dir, postgres, archives) as stores, _progress() as (bar, step):
         bar.update(step, total=sum(store.count() for store in stores.values()))
         report = run_audit(
             stores,
@@ -293,8 +310,25 @@ def replay(
         sys.stdout.write(f"{out / name}: {len(data):,} bytes, sha256 {digest(data)}\n")
 
 
+def archive(
+    day: Annotated[str, typer.Option("--day", help="The day (UTC) to archive, YYYY-MM-DD.")],
+    out: Annotated[Path, typer.Option("--out", help="The folder of the daily archives.")],
+    data_dir: DataDir = None,
+    postgres: Postgres = False,
+) -> None:
+    """Write each store's rows of one day, cut on its seals, to <store>-<day>.jsonl.gz (+ its
+    .sha256) in --out; ``audit --archives`` checks them with the store. Removing archived rows
+    from the store is an operator's step (append-only by trigger: docs/security.md)."""
+    _moment(day, "--day")
+    with _stores(data_dir, postgres) as stores:
+        for name, store in stores.items():
+            path = write_day(store, day[:10], out)
+            sys.stdout.write(f"{name}: {path or f'nothing sealed on {day[:10]}'}\n")
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``audit``, ``recall`` and ``replay``."""
+    """Add ``audit``, ``archive``, ``recall`` and ``replay``."""
     app.command("audit")(audit)
+    app.command("archive")(archive)
     app.command("recall")(recall_cmd)
     app.command("replay")(replay)
