@@ -33,7 +33,7 @@ from services.shared.platform.keys import KeysError, load_keyring
 from services.shared.platform.settings import Settings, SettingsError
 from services.shared.platform.supervisors import SupervisorKeyring, SupervisorKeysError
 from services.tools.audit.anchor_reader import AnchorRecords, AnchorsUnavailable, read_anchors
-from services.tools.audit.archive import ArchiveDamaged, ArchiveStore, write_day
+from services.tools.audit.archive import ArchiveDamaged, ArchiveStore
 from services.tools.audit.auditor import audit as run_audit
 from services.tools.audit.auditor import read_history
 from services.tools.audit.checkpoint import CheckpointError
@@ -310,25 +310,8 @@ def replay(
         sys.stdout.write(f"{out / name}: {len(data):,} bytes, sha256 {digest(data)}\n")
 
 
-def archive(
-    day: Annotated[str, typer.Option("--day", help="The day (UTC) to archive, YYYY-MM-DD.")],
-    out: Annotated[Path, typer.Option("--out", help="The folder of the daily archives.")],
-    data_dir: DataDir = None,
-    postgres: Postgres = False,
-) -> None:
-    """Write each store's rows of one day, cut on its seals, to <store>-<day>.jsonl.gz (+ its
-    .sha256) in --out; ``audit --archives`` checks them with the store. Removing archived rows
-    from the store is an operator's step (append-only by trigger: docs/security.md)."""
-    _moment(day, "--day")
-    with _stores(data_dir, postgres) as stores:
-        for name, store in stores.items():
-            path = write_day(store, day[:10], out)
-            sys.stdout.write(f"{name}: {path or f'nothing sealed on {day[:10]}'}\n")
-
-
 def register(app: typer.Typer) -> None:
-    """Add ``audit``, ``archive``, ``recall`` and ``replay``."""
+    """Add ``audit``, ``recall`` and ``replay`` (``archive``: ``archive_cmd``)."""
     app.command("audit")(audit)
-    app.command("archive")(archive)
     app.command("recall")(recall_cmd)
     app.command("replay")(replay)
