@@ -34,6 +34,7 @@ from services.tools.audit.resume import capture, resume
 from services.tools.audit.seals import SealSummary
 from services.tools.audit.stores import SERVICES, StoreReader
 from services.tools.audit.stream import StreamAudit, verifier
+from services.tools.audit.totals import Totals
 from services.tools.audit.window import REVIVE_WITHIN
 from services.tools.history.from_store import StoreFeed
 from services.tools.history.views import History
@@ -79,6 +80,7 @@ def audit(
     anchors: AnchorRecords | None = None,
     revive_within: timedelta = REVIVE_WITHIN,
     checkpoint: Path | None = None,
+    coup_totals: bool = True,
 ) -> AuditReport:
     """Read, verify and check; errors first.
 
@@ -90,11 +92,14 @@ def audit(
     it back to be checked again (``window.REVIVE_WITHIN``).
     ``checkpoint``: resume from this file if it exists (checking only what is new), stop
     each store at its last seal, and (no errors) write the file anew (``checkpoint.py``).
+    ``coup_totals``: keep totals per coup and per shoe (False: per day and table, which do
+    not grow with the history's length).
     """
     started = time.perf_counter()
     filters = filters or Filters()
     with bulk_loading():
         checker = Checker(History(), filters, supervisors, require_decisions)
+        checker.totals = Totals(detail=coup_totals)
         run = StreamAudit(stores, checker, anchors, revive_within)
         refused = (
             resume(run, read_checkpoint(checkpoint))

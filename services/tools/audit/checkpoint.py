@@ -90,6 +90,7 @@ def _untally(data: list[Any]) -> Tally:
 
 def totals_state(totals: Totals) -> dict[str, Any]:
     return {
+        "detail": totals.detail,
         "overall": _tally(totals.overall),
         **{
             level: {key: _tally(t) for key, t in getattr(totals, level).items()}
@@ -99,19 +100,21 @@ def totals_state(totals: Totals) -> dict[str, Any]:
 
 
 def totals_from(data: dict[str, Any]) -> Totals:
-    totals = Totals(overall=_untally(data["overall"]))
+    totals = Totals(overall=_untally(data["overall"]), detail=bool(data["detail"]))
     for level in ("coups", "shoes", "tables", "days"):
         getattr(totals, level).update({key: _untally(t) for key, t in data[level].items()})
     return totals
 
 
 def done_state(done: Done) -> list[Any]:
-    return [value.hex() if isinstance(value, bytes) else value for value in astuple(done)]
+    fields = [getattr(done, name) for name in Done.__slots__ if name != "tally"]
+    tally = None if done.tally is None else _tally(done.tally)
+    return [value.hex() if isinstance(value, bytes) else value for value in fields] + [tally]
 
 
 def done_from(data: list[Any]) -> Done:
     table_id, coup_id, shoe_id, opened_at, coup_oid, book_oid, shoe_oid = data[:7]
-    coup_nid, book_nid, counted, tallied = data[7:]
+    coup_nid, book_nid, counted, tally = data[7:]
     return Done(
         table_id,
         coup_id,
@@ -123,7 +126,7 @@ def done_from(data: list[Any]) -> Done:
         coup_nid,
         book_nid,
         (int(counted[0]), int(counted[1]), int(counted[2]), int(counted[3])),
-        tallied,
+        None if tally is None else _untally(tally),
     )
 
 

@@ -100,6 +100,11 @@ class Totals:
     tables: dict[str, Tally] = field(default_factory=dict)
     days: dict[str, Tally] = field(default_factory=dict)
     overall: Tally = field(default_factory=Tally)
+    detail: bool = True
+    """Keep a tally per coup and per shoe (False: per day and table only, for a history of
+    any length: those two grow with it)."""
+    last: Tally | None = field(default=None, repr=False, compare=False)
+    """The tally :meth:`add_coup` added last."""
 
     def add_coup(
         self,
@@ -132,18 +137,20 @@ class Totals:
                 ),
                 Fraction(0),
             )
-        self.coups[f"{table_id}/{coup_id}"] = tally
-        for level, key in (
-            (self.shoes, f"{table_id}/{shoe_id}"),
-            (self.tables, table_id),
-            (self.days, day),
-        ):
+        self.last = tally
+        if self.detail:
+            self.coups[f"{table_id}/{coup_id}"] = tally
+            self.shoes.setdefault(f"{table_id}/{shoe_id}", Tally()).add(tally)
+        for level, key in ((self.tables, table_id), (self.days, day)):
             level.setdefault(key, Tally()).add(tally)
         self.overall.add(tally)
 
-    def remove_coup(self, table_id: str, shoe_id: str, coup_id: str, day: str) -> None:
-        """Take a coup's tally back out of every level (it is checked again)."""
-        tally = self.coups.pop(f"{table_id}/{coup_id}", None)
+    def remove_coup(
+        self, table_id: str, shoe_id: str, coup_id: str, day: str, tally: Tally | None = None
+    ) -> None:
+        """Take a coup's tally (``tally``, or the one kept per coup) back out of every level
+        (it is checked again)."""
+        tally = self.coups.pop(f"{table_id}/{coup_id}", None) or tally
         if tally is None:
             return
         for level, key in (

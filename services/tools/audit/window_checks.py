@@ -20,6 +20,7 @@ from services.tools.audit.checks.coups import check_coup
 from services.tools.audit.checks.decisions import check_decisions
 from services.tools.audit.checks.shoes import card, check_shoe
 from services.tools.audit.findings import Code, Finding
+from services.tools.audit.totals import Tally
 from services.tools.audit.window_feed import Drawn, StreamFeed, drawn_of
 
 REVIVE_WITHIN = timedelta(hours=26)
@@ -46,7 +47,8 @@ class Done:
     coup_nid: int
     book_nid: int
     counted: tuple[int, int, int, int]  # coups, books, bets, unverified voids
-    tallied: bool
+    tally: Tally | None
+    """What it added to the totals (None: nothing, undecided or filtered out)."""
 
 
 class WindowChecks:
@@ -114,9 +116,9 @@ class WindowChecks:
         self.unverified += unverified
         ctx.drawn.pop((table_id, coup.shoe_id), None)
         book = history.books.get(key)
-        tallied = False
+        tally = None
         if book is not None:
-            tallied = self._finish_book(key)
+            tally = self._finish_book(key)
         elif "settlement" in self.stores and self.books_seen and ctx.coup_selected(coup):
             start = len(ctx.findings)
             ctx.error(
@@ -145,7 +147,7 @@ class WindowChecks:
             coup.notification_id,
             book.notification_id if book is not None else 0,
             (coups, books, bets, unverified),
-            tallied,
+            tally,
         )
         self.done[key] = done
         for oid in (coup_oid, book_oid):
@@ -154,28 +156,29 @@ class WindowChecks:
                 self.forget(oid)
         history.forget_coup(table_id, coup_id)
 
-    def _finish_book(self, key: Key) -> bool:
-        """Check a book (with its coup, if dealing opened it) and drop it; tallied?"""
+    def _finish_book(self, key: Key) -> Tally | None:
+        """Check a book (with its coup, if dealing opened it) and drop it; what it added to
+        the totals."""
         ctx, history = self.ctx, self.ctx.history
         book = history.books[key]
         coup = history.coups.get(key)
-        tallied = False
+        tally = None
         if ctx.filters.table_in(book.table_id) and ctx.filters.time_in(
             coup.opened_at if coup is not None else book.opened_at
         ):
             start = len(ctx.findings)
-            counted = len(ctx.totals.coups)
+            counted = ctx.totals.overall.coups
             try:
                 check_book(ctx, book, coup)
             except DAMAGE as error:
                 ctx.damaged(error, table_id=book.table_id, coup_id=book.coup_id)
-            tallied = len(ctx.totals.coups) > counted
+            tally = ctx.totals.last if ctx.totals.overall.coups > counted else None
             self._keep((2, book.notification_id), start)
         history.books.pop(key, None)
         oid = self.feed.book_oids.pop(key, None) if coup is None else None
         if oid is not None:
             self.forget(oid)
-        return tallied
+        return tally
 
     def _finish_shoe(self, key: Key) -> None:
         ctx, history = self.ctx, self.ctx.history
@@ -212,9 +215,9 @@ class WindowChecks:
         checked["books"] -= books
         checked["bets"] -= bets
         self.unverified -= unverified
-        if done.tallied:
+        if done.tally is not None:
             day = done.opened_at[:10]
-            self.ctx.totals.remove_coup(done.table_id, done.shoe_id, done.coup_id, day)
+            self.ctx.totals.remove_coup(done.table_id, done.shoe_id, done.coup_id, day, done.tally)
         for order in ((1, done.coup_nid), (2, done.book_nid), (3, done.coup_nid)):
             self.found.pop(order, None)
 

@@ -217,6 +217,14 @@ def audit(
             "found. Keep it where only the auditor writes.",
         ),
     ] = None,
+    coup_totals: Annotated[
+        bool,
+        typer.Option(
+            "--coup-totals/--no-coup-totals",
+            help="Totals per coup and per shoe (they grow with the history: leave them out "
+            "for a long one; per day and per table remain).",
+        ),
+    ] = True,
     archives: Annotated[
         Path | None,
         typer.Option(
@@ -262,6 +270,7 @@ def audit(
             require_decisions=True,
             anchors=anchored,
             checkpoint=checkpoint,
+            coup_totals=coup_totals,
         )
     if html_file is not None:
         html_file.parent.mkdir(parents=True, exist_ok=True)

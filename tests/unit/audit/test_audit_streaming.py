@@ -154,3 +154,16 @@ def test_every_store_is_read_whole_and_counted() -> None:
     report = audit(_stores(rows))
     assert report.events == {name: len(rows[name]) for name in SERVICES}
     assert report.findings == []
+
+
+def test_without_coup_totals_the_days_and_tables_are_the_same() -> None:
+    """For a history of any length: no tally per coup or shoe is kept (they grow with it);
+    the days, tables and overall totals are those of the full report, voids revived too."""
+    rows = _voided_late()
+    full = audit(_stores(rows)).totals.to_json()
+    lean = audit(_stores(rows), coup_totals=False).totals.to_json()
+    assert lean["coups"] == {} and lean["shoes"] == {}
+    assert {k: lean[k] for k in ("overall", "days", "tables")} == {
+        k: full[k] for k in ("overall", "days", "tables")
+    }
+    assert full["overall"]["voided"] >= 1
