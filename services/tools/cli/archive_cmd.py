@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from services.tools.audit.archive import write_day
-from services.tools.cli.audit_cmd import EXIT_USAGE, DataDir, Postgres, _err, _stores
+from services.tools.cli.audit_inputs import EXIT_USAGE, DataDir, Postgres, err, open_for_audit
 
 
 def archive(
@@ -29,9 +29,9 @@ def archive(
     try:
         date.fromisoformat(day)
     except ValueError:
-        _err(f"--day {day!r} is not a day (YYYY-MM-DD, UTC)")
+        err(f"--day {day!r} is not a day (YYYY-MM-DD, UTC)")
         raise typer.Exit(EXIT_USAGE) from None
-    with _stores(data_dir, postgres) as stores:
+    with open_for_audit(data_dir, postgres) as stores:
         for name, store in stores.items():
             path = write_day(store, day, out)
             sys.stdout.write(f"{name}: {path or f'nothing sealed on {day}'}\n")
