@@ -16,6 +16,7 @@ import resource
 import shutil
 import sqlite3
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +34,11 @@ FULL_EVENTS = 1_000_000
 QUICK_EVENTS = 100_000
 BASE_EVENTS = 100_000
 COPY_NAMESPACE = UUID("5b2f3c1e-8d7a-4e6b-9c0d-1a2b3c4d5e6f")
-FORMAT = 3  # bump when the generated history changes
+FORMAT = 4  # bump when the generated history changes
+MEMORY_LIMIT_MIB = 1024
+"""The audit's memory must stay under this whatever the history's length (issue 15)."""
+SEAL_EVERY = 20_000
+"""Rows between two seals of a generated store (a running service seals every few seconds)."""
 TARGET_EVENTS_PER_SECOND = 50_000
 
 
@@ -47,6 +52,8 @@ class Figures:
     generated_in: float | None
     folder: Path
     report: AuditReport
+    peak_rss_mib: float
+    """The audit process's peak resident memory while auditing (MiB)."""
 
     @property
     def events_per_second(self) -> float:
@@ -54,7 +61,7 @@ class Figures:
 
     @property
     def events_per_cpu_second(self) -> float:
-        """Events per second of CPU time (both processes): what a machine to itself gives."""
+        """Events per second of CPU time: what a machine to itself gives."""
         return self.events / statistics.median(self.cpu_seconds)
 
     @property
@@ -81,7 +88,8 @@ def generate(folder: Path, events: int, progress: Callable[[str], None]) -> None
     transaction so each settlement event answers two bets; voids, refused and late
     bets). Bigger histories repeat the base under new table ids (every string that
     starts with the table id renamed, fresh aggregate ids), as if more tables had
-    played the same cards. The stores are written as the services' SQLite files
+    played the same cards at the same time (their rows interleave in each store, as concurrent
+    tables' do). The stores are written as the services' SQLite files
     and then sealed, as the running services would have sealed them.
     """
     from services.dev.simulation import LocalSystem, play
@@ -119,26 +127,17 @@ def generate(folder: Path, events: int, progress: Callable[[str], None]) -> None
         system.pump()
         copies = -(-events // stored())
         for name, app in system.apps.items():
-            progress(f"writing the {name} store ({copies} copies of the base)")
-            _dump(app.recorder, work / f"{name}.sqlite", tables, copies)
-    for name in ("shoe", "dealing", "settlement"):
-        progress(f"sealing the {name} store")
-        env = {
-            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-            "SQLITE_DBNAME": str(work / f"{name}.sqlite"),
-        }
-        app = ServiceApplication(env=env)
-        try:
-            seal_store(app, name)
-        finally:
-            app.close()
+            progress(f"writing and sealing the {name} store ({copies} copies of the base)")
+            _dump(app.recorder, work / f"{name}.sqlite", tables, copies, name)
     (work / "history.json").write_text(json.dumps({"format": FORMAT, "events": events}))
     shutil.rmtree(folder, ignore_errors=True)
     work.rename(folder)
 
 
-def _dump(recorder: object, path: Path, tables: list[str], copies: int) -> None:
-    """Write an in-memory notification log ``copies`` times as eventsourcing's SQLite store."""
+def _dump(recorder: object, path: Path, tables: list[str], copies: int, service: str) -> None:
+    """Write an in-memory notification log ``copies`` times as eventsourcing's SQLite store,
+    sealed every :data:`SEAL_EVERY` rows as the running service seals it (its seals
+    interleave with its rows)."""
     connection = sqlite3.connect(path)
     connection.execute("PRAGMA journal_mode=OFF")
     connection.execute("PRAGMA synchronous=OFF")
@@ -154,24 +153,47 @@ def _dump(recorder: object, path: Path, tables: list[str], copies: int) -> None:
             break
         rows += [(n.originator_id, n.originator_version, n.topic, n.state) for n in batch]
         start = batch[-1].id + 1
-    notification_id = 0
-    for copy in range(copies):
-        renames = [(f'"{t}'.encode(), f'"c{copy:03d}-{t}'.encode()) for t in tables]
-        out = []
-        for oid, version, topic, state in rows:
-            notification_id += 1
-            if copy:
-                oid = uuid5(COPY_NAMESPACE, f"{copy}:{oid}")
-                for old, new in renames:
-                    state = state.replace(old, new)
-            out.append((notification_id, oid.hex, version, topic, state))
-        connection.executemany(
-            "INSERT INTO stored_events (rowid, originator_id, originator_version, topic, state) "
-            "VALUES (?, ?, ?, ?, ?)",
-            out,
-        )
+    # The copies are tables that played at the same time: their rows interleave in the log,
+    # row by row, as concurrent tables' rows do in a service's store.
+    renames = [
+        [(f'"{t}'.encode(), f'"c{copy:03d}-{t}'.encode()) for t in tables] for copy in range(copies)
+    ]
     connection.commit()
+    out = []
+    for oid, version, topic, state in rows:
+        for copy in range(copies):
+            stored_oid, stored = oid, state
+            if copy:
+                stored_oid = uuid5(COPY_NAMESPACE, f"{copy}:{oid}")
+                for old, new in renames[copy]:
+                    stored = stored.replace(old, new)
+            out.append((stored_oid.hex, version, topic, stored))
+        if len(out) >= SEAL_EVERY:
+            _insert(connection, out, path, service)
+            out = []
+    _insert(connection, out, path, service)
     connection.close()
+
+
+def _insert(
+    connection: sqlite3.Connection,
+    rows: list[tuple[str, int, str, bytes]],
+    path: Path,
+    service: str,
+) -> None:
+    """Append rows (the next notification ids) and seal them."""
+    connection.executemany(
+        "INSERT INTO stored_events (originator_id, originator_version, topic, state) "
+        "VALUES (?, ?, ?, ?)",
+        rows,
+    )
+    connection.commit()
+    env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path)}
+    app = ServiceApplication(env=env)
+    try:
+        seal_store(app, service)
+    finally:
+        app.close()
 
 
 def _cpu_seconds() -> float:
@@ -189,15 +211,18 @@ def run(quick: bool, progress: Callable[[str], None]) -> Figures:
     seconds: list[float] = []
     cpu_seconds: list[float] = []
     report: AuditReport | None = None
+    peak = 0.0
     for attempt in range(1 if quick else 3):
         progress(f"auditing (run {attempt + 1})")
         stores = open_stores(settings)
         try:
-            cpu = _cpu_seconds()
-            started = time.perf_counter()
-            report = audit(stores)
-            seconds.append(time.perf_counter() - started)
-            cpu_seconds.append(_cpu_seconds() - cpu)
+            with PeakMemory() as memory:
+                cpu = _cpu_seconds()
+                started = time.perf_counter()
+                report = audit(stores)
+                seconds.append(time.perf_counter() - started)
+                cpu_seconds.append(_cpu_seconds() - cpu)
+            peak = max(peak, memory.peak_mib)
         finally:
             for store in stores.values():
                 store.close()
@@ -211,4 +236,39 @@ def run(quick: bool, progress: Callable[[str], None]) -> Figures:
         generated_in=generated_in,
         folder=folder,
         report=report,
+        peak_rss_mib=peak,
     )
+
+
+class PeakMemory:
+    """The peak resident memory (VmRSS, Linux) of this process while in the ``with``,
+    sampled every 20 ms by a thread (0 where /proc is not there)."""
+
+    def __init__(self) -> None:
+        self.peak_mib = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._read()
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self._read()
+            self._stop.wait(0.02)
+
+    def _read(self) -> None:
+        try:
+            with open("/proc/self/status", encoding="ascii") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        self.peak_mib = max(self.peak_mib, int(line.split()[1]) / 1024)
+                        return
+        except OSError:
+            return

@@ -70,6 +70,11 @@ class SealVerifier:
         self.pending.append((notification_id, hashed, originator_id))
         self.summary.rows += 1
 
+    def resume(self, ledger_version: int) -> None:
+        """Continue a chain verified up to the seal of ``ledger_version`` (a checkpoint)."""
+        self._ledger_version = ledger_version
+        self._started = True
+
     def started(self, version: int) -> None:
         self._started = True
         self._check_version(version, 0)

@@ -19,11 +19,9 @@ from services.shared.platform.settings import Settings
 
 SERVICES = ("shoe", "dealing", "settlement")
 BATCH = 5000
-SPLIT_BYTE = 0x50
-"""A parallel audit's second process takes the bet books whose id starts with a byte >= this
-(about 11/16 of them: the first process also reads and hashes every row for the seals)."""
-BOOK_TOPICS = "services.settlement.books:"
-"""Topic prefix of the bet books' events (split between processes by a parallel audit)."""
+MMAP_BYTES = 0
+"""SQLite memory-maps this much of a store (its mapped pages count in the process's resident
+memory: a store of any length is read through the page cache instead)."""
 
 
 class Row(NamedTuple):
@@ -46,7 +44,17 @@ class StoreReader(Protocol):
 
     def count(self) -> int: ...
 
-    def rows(self) -> Iterator[list[Row]]: ...
+    def rows(self, after: int = 0) -> Iterator[list[Row]]: ...
+
+    def rows_of(self, originator_id: bytes, before: int) -> Iterator[Row]:
+        """One aggregate's rows with a notification id below ``before``, in order (the
+        streaming audit reads a checked coup again when a late event concerns it)."""
+        ...
+
+    def row_at(self, originator_id: bytes, version: int | None) -> Row | None:
+        """One aggregate's row of ``version`` (None: its last), if stored (an audit reads
+        the seal it stops at, and a resumed one the seal it starts from)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -64,8 +72,7 @@ class SqliteStore:
         self.path = path
         self.description = f"sqlite {path}"
         self._connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        # Read through a memory map: the whole log is read once, front to back.
-        self._connection.execute("PRAGMA mmap_size=1073741824")
+        self._connection.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
 
     def count(self) -> int:
         if not self._has_table():
@@ -79,23 +86,14 @@ class SqliteStore:
         ).fetchone()
         return found is not None
 
-    def reopen(self) -> SqliteStore:
-        """A reader of its own on the same store (e.g. for another process)."""
-        return SqliteStore(self.service, self.path)
-
-    def rows(self, upper_half: bool = False) -> Iterator[list[Row]]:
-        """All rows in notification order; ``upper_half``: only the bet books whose id
-        starts with a byte >= :data:`SPLIT_BYTE` (and every row that is not a bet book's)."""
+    def rows(self, after: int = 0) -> Iterator[list[Row]]:
+        """All rows in notification order (those after notification id ``after``)."""
         if not self._has_table():
             return
-        where = (
-            f"WHERE originator_id >= '{SPLIT_BYTE:02x}' OR topic NOT LIKE '{BOOK_TOPICS}%' "
-            if upper_half
-            else ""
-        )
         cursor = self._connection.execute(
             "SELECT rowid, originator_id, originator_version, topic, state "
-            f"FROM stored_events {where}ORDER BY rowid"
+            "FROM stored_events WHERE rowid > ? ORDER BY rowid",
+            (after,),
         )
         fromhex = bytes.fromhex
         while True:
@@ -109,6 +107,31 @@ class SqliteStore:
                 else Row(nid, _oid_bytes(oid), v, topic, _as_bytes(state))
                 for nid, oid, v, topic, state in batch
             ]
+
+    def rows_of(self, originator_id: bytes, before: int) -> Iterator[Row]:
+        if not self._has_table():
+            return
+        cursor = self._connection.execute(
+            "SELECT rowid, originator_id, originator_version, topic, state FROM stored_events "
+            "WHERE originator_id = ? AND rowid < ? ORDER BY rowid",
+            (originator_id.hex(), before),
+        )
+        for nid, oid, v, topic, state in cursor:
+            yield Row(nid, _oid_bytes(oid), v, topic, _as_bytes(state))
+
+    def row_at(self, originator_id: bytes, version: int | None) -> Row | None:
+        if not self._has_table():
+            return None
+        found = self._connection.execute(
+            "SELECT rowid, originator_id, originator_version, topic, state FROM stored_events "
+            "WHERE originator_id = ? AND (? OR originator_version = ?) "
+            "ORDER BY originator_version DESC LIMIT 1",
+            (originator_id.hex(), version is None, version or 0),
+        ).fetchone()
+        if found is None:
+            return None
+        nid, oid, v, topic, state = found
+        return Row(nid, _oid_bytes(oid), v, topic, _as_bytes(state))
 
     def close(self) -> None:
         self._connection.close()
@@ -170,28 +193,18 @@ class PostgresStore:
         found = self._connection.execute(query).fetchone()
         return int(found[0]) if found else 0
 
-    def reopen(self) -> PostgresStore:
-        """A reader of its own on the same store (e.g. for another process)."""
-        return PostgresStore(self.settings)
-
-    def rows(self, upper_half: bool = False) -> Iterator[list[Row]]:
-        """As :meth:`SqliteStore.rows`."""
-        where = (
-            f"WHERE originator_id >= '{SPLIT_BYTE:02x}000000-0000-0000-0000-000000000000'::uuid "
-            f"OR topic NOT LIKE '{BOOK_TOPICS}%' "
-            if upper_half
-            else ""
-        )
+    def rows(self, after: int = 0) -> Iterator[list[Row]]:
+        """As :meth:`SqliteStore.rows` (in one transaction: :meth:`rows_of` reads in it)."""
         query = self._sql.SQL(
             "SELECT notification_id, originator_id, originator_version, topic, state "
-            "FROM {} " + where + "ORDER BY notification_id"
+            "FROM {} WHERE notification_id > %s ORDER BY notification_id"
         ).format(self._name)
         with (
             self._connection.transaction(),
             self._connection.cursor(name=f"pb_audit_{self.service}", binary=True) as cursor,
         ):
             cursor.itersize = BATCH
-            cursor.execute(query)
+            cursor.execute(query, (after,))
             while True:
                 batch: list[Any] = cursor.fetchmany(BATCH)
                 if not batch:
@@ -200,6 +213,34 @@ class PostgresStore:
                     Row(nid, oid.bytes, v, topic, bytes(state))
                     for nid, oid, v, topic, state in batch
                 ]
+
+    def rows_of(self, originator_id: bytes, before: int) -> Iterator[Row]:
+        """As :meth:`SqliteStore.rows_of` (in the transaction :meth:`rows` reads in)."""
+        from uuid import UUID
+
+        query = self._sql.SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM {} "
+            "WHERE originator_id = %s AND notification_id < %s ORDER BY notification_id"
+        ).format(self._name)
+        found = self._connection.execute(query, (UUID(bytes=originator_id), before)).fetchall()
+        for nid, oid, v, topic, state in found:
+            yield Row(nid, oid.bytes, v, topic, bytes(state))
+
+    def row_at(self, originator_id: bytes, version: int | None) -> Row | None:
+        from uuid import UUID
+
+        query = self._sql.SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM {} "
+            "WHERE originator_id = %s AND (%s OR originator_version = %s) "
+            "ORDER BY originator_version DESC LIMIT 1"
+        ).format(self._name)
+        found = self._connection.execute(
+            query, (UUID(bytes=originator_id), version is None, version or 0)
+        ).fetchone()
+        if found is None:
+            return None
+        nid, oid, v, topic, state = found
+        return Row(nid, oid.bytes, v, topic, bytes(state))
 
     def close(self) -> None:
         self._connection.close()
@@ -220,50 +261,3 @@ def open_stores(settings: Settings) -> dict[str, StoreReader]:
             store.close()
         raise
     return stores
-
-
-class RecorderStore:
-    """An Application's own recorder as a store (in-process, e.g. an in-memory history)."""
-
-    def __init__(self, service: str, recorder: Any) -> None:
-        self.service = service
-        self.description = f"{type(recorder).__name__} of {service}"
-        self._recorder = recorder
-
-    def count(self) -> int:
-        return int(self._recorder.max_notification_id() or 0)
-
-    def rows(self) -> Iterator[list[Row]]:
-        start = 1
-        while True:
-            batch = self._recorder.select_notifications(start, BATCH)
-            if not batch:
-                return
-            yield [
-                Row(n.id, n.originator_id.bytes, n.originator_version, n.topic, bytes(n.state))
-                for n in batch
-            ]
-            start = batch[-1].id + 1
-
-    def close(self) -> None:
-        """Nothing to close: the Application owns its recorder."""
-
-
-class ListStore:
-    """Rows held in a list (tests tamper with them directly)."""
-
-    def __init__(self, service: str, rows: list[Row]) -> None:
-        self.service = service
-        self.description = f"{len(rows)} rows in memory"
-        self.rows_list = rows
-
-    def count(self) -> int:
-        return len(self.rows_list)
-
-    def rows(self) -> Iterator[list[Row]]:
-        ordered = sorted(self.rows_list, key=lambda row: row.notification_id)
-        for start in range(0, len(ordered), BATCH):
-            yield ordered[start : start + BATCH]
-
-    def close(self) -> None:
-        """Nothing to close."""

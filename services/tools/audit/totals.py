@@ -67,6 +67,16 @@ class Tally:
         self.refunded += other.refunded
         self.expected += other.expected
 
+    def take(self, other: Tally) -> None:
+        """Take another tally back out (a coup checked again)."""
+        self.coups -= other.coups
+        self.voided -= other.voided
+        self.bets -= other.bets
+        self.staked -= other.staked
+        self.paid -= other.paid
+        self.refunded -= other.refunded
+        self.expected -= other.expected
+
     def to_json(self) -> dict[str, Any]:
         return {
             "coups": self.coups,
@@ -90,6 +100,11 @@ class Totals:
     tables: dict[str, Tally] = field(default_factory=dict)
     days: dict[str, Tally] = field(default_factory=dict)
     overall: Tally = field(default_factory=Tally)
+    detail: bool = True
+    """Keep a tally per coup and per shoe (False: per day and table only, for a history of
+    any length: those two grow with it)."""
+    last: Tally | None = field(default=None, repr=False, compare=False)
+    """The tally :meth:`add_coup` added last."""
 
     def add_coup(
         self,
@@ -122,26 +137,33 @@ class Totals:
                 ),
                 Fraction(0),
             )
-        self.coups[f"{table_id}/{coup_id}"] = tally
+        self.last = tally
+        if self.detail:
+            self.coups[f"{table_id}/{coup_id}"] = tally
+            self.shoes.setdefault(f"{table_id}/{shoe_id}", Tally()).add(tally)
+        for level, key in ((self.tables, table_id), (self.days, day)):
+            level.setdefault(key, Tally()).add(tally)
+        self.overall.add(tally)
+
+    def remove_coup(
+        self, table_id: str, shoe_id: str, coup_id: str, day: str, tally: Tally | None = None
+    ) -> None:
+        """Take a coup's tally (``tally``, or the one kept per coup) back out of every level
+        (it is checked again)."""
+        tally = self.coups.pop(f"{table_id}/{coup_id}", None) or tally
+        if tally is None:
+            return
         for level, key in (
             (self.shoes, f"{table_id}/{shoe_id}"),
             (self.tables, table_id),
             (self.days, day),
         ):
-            level.setdefault(key, Tally()).add(tally)
-        self.overall.add(tally)
-
-    def merge(self, other: Totals) -> None:
-        """Add another share's totals (a parallel audit checks the books in two halves)."""
-        self.coups.update(other.coups)
-        for mine, theirs in (
-            (self.shoes, other.shoes),
-            (self.tables, other.tables),
-            (self.days, other.days),
-        ):
-            for key, tally in theirs.items():
-                mine.setdefault(key, Tally()).add(tally)
-        self.overall.add(other.overall)
+            left = level.get(key)
+            if left is not None:
+                left.take(tally)
+                if left.coups <= 0:
+                    del level[key]
+        self.overall.take(tally)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -9,166 +9,45 @@ services use). Only ``audit --anchors`` reads Kafka: the seal anchors the servic
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeRemainingColumn,
-)
 
-from services.shared.platform.keys import KeysError, load_keyring
-from services.shared.platform.settings import Settings, SettingsError
-from services.shared.platform.supervisors import SupervisorKeyring, SupervisorKeysError
-from services.tools.audit.anchor_reader import AnchorRecords, AnchorsUnavailable, read_anchors
 from services.tools.audit.auditor import audit as run_audit
 from services.tools.audit.auditor import read_history
+from services.tools.audit.checkpoint import CheckpointError
+from services.tools.audit.checkpoint import read as read_checkpoint
 from services.tools.audit.checks import Filters
 from services.tools.audit.read_models import digest, read_models
 from services.tools.audit.recall import UnknownTable, recall, recall_text
 from services.tools.audit.report import to_html, to_json, to_text
-from services.tools.audit.stores import StoreMissing, StoreReader, open_stores
+from services.tools.audit.stores import StoreReader
+from services.tools.cli.audit_inputs import (
+    EXIT_ERRORS,
+    EXIT_USAGE,
+    EXIT_WARNINGS,
+    DataDir,
+    Postgres,
+    anchor_records,
+    err,
+    moment_option,
+    open_for_audit,
+    progress_bar,
+    supervisors_keyring,
+)
 from services.tools.history.views import History
-
-EXIT_ERRORS = 1
-EXIT_USAGE = 2
-EXIT_WARNINGS = 3
-
-DataDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--data-dir",
-        help="Folder with shoe.sqlite, dealing.sqlite, settlement.sqlite "
-        "(default: PB_DATA_DIR or ./var).",
-    ),
-]
-Postgres = Annotated[
-    bool,
-    typer.Option(
-        "--postgres",
-        help="Read the PostgreSQL stores (POSTGRES_* / PB_POSTGRES_DSN, "
-        "PB_POSTGRES_SCHEMA_PREFIX) instead of SQLite files.",
-    ),
-]
-
-
-def _err(message: str) -> None:
-    Console(stderr=True, soft_wrap=True).print(f"[bold red]Error:[/] {message}", highlight=False)
-
-
-def _settings(data_dir: Path | None, postgres: bool) -> Settings:
-    if data_dir is not None and postgres:
-        _err("give either --data-dir (SQLite) or --postgres, not both")
-        raise typer.Exit(EXIT_USAGE)
-    overrides: dict[str, Any] = {}
-    if postgres:
-        overrides["persistence"] = "postgres"
-    elif data_dir is not None:
-        overrides["persistence"] = "sqlite"
-        overrides["data_dir"] = data_dir
-    try:
-        return Settings.from_env("shoe", **overrides)
-    except SettingsError as error:
-        _err(str(error))
-        raise typer.Exit(EXIT_USAGE) from None
-
-
-def _supervisors(
-    given: Path | None, data_dir: Path | None, postgres: bool
-) -> SupervisorKeyring | None:
-    """The supervisors keyring to verify the voids with: ``--supervisors`` (it must be there),
-    else the configured one if it exists (None: the voids are not verified, and the report
-    says so)."""
-    path = given if given is not None else _settings(data_dir, postgres).supervisor_keyring_path
-    if given is None and not path.exists():
-        return None
-    try:
-        return SupervisorKeyring.load(path)
-    except SupervisorKeysError as error:
-        _err(f"{error} (--supervisors: the keyring dealing verifies voids with)")
-        raise typer.Exit(EXIT_USAGE) from None
-
-
-def _anchors(data_dir: Path | None, postgres: bool) -> AnchorRecords:
-    """The seal anchors on Kafka (PB_TOPIC_PREFIX, KAFKA_BOOTSTRAP_SERVERS), verified with
-    the keyring (PB_KEYRING or <data dir>/keys/keyring.json)."""
-    settings = _settings(data_dir, postgres)
-    try:
-        keyring = load_keyring(settings)
-    except KeysError as error:
-        _err(f"{error} (--anchors: the keyring of the services' public keys)")
-        raise typer.Exit(EXIT_USAGE) from None
-    Console(stderr=True).print(f"reading the seal anchors from {settings.kafka_bootstrap_servers}")
-    try:
-        return asyncio.run(read_anchors(settings, keyring))
-    except AnchorsUnavailable as error:
-        _err(f"cannot read the seal anchors: {error}")
-        raise typer.Exit(EXIT_USAGE) from None
-
-
-@contextmanager
-def _stores(data_dir: Path | None, postgres: bool) -> Iterator[dict[str, StoreReader]]:
-    settings = _settings(data_dir, postgres)
-    try:
-        stores = open_stores(settings)
-    except StoreMissing as error:
-        _err(str(error))
-        raise typer.Exit(EXIT_USAGE) from None
-    except Exception as error:  # e.g. PostgreSQL unreachable
-        _err(f"cannot open the stores ({settings.describe_store()}): {error}")
-        raise typer.Exit(EXIT_USAGE) from None
-    try:
-        yield stores
-    finally:
-        for store in stores.values():
-            store.close()
 
 
 def _read_with_progress(stores: dict[str, StoreReader]) -> History:
-    with _progress() as (bar, step):
+    with progress_bar() as (bar, step):
         bar.update(step, total=sum(store.count() for store in stores.values()))
         history, _findings, _seals = read_history(
             stores, lambda name, rows: bar.update(step, advance=rows, description=name)
         )
     return history
-
-
-@contextmanager
-def _progress() -> Iterator[tuple[Progress, TaskID]]:
-    console = Console(stderr=True)
-    with Progress(
-        TextColumn("reading {task.description} store"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    ) as bar:
-        yield bar, bar.add_task("event", total=None)
-
-
-def _moment(value: str | None, option: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        _err(f"{option} {value!r} is not an ISO 8601 date or time (e.g. 2026-11-30T03:00)")
-        raise typer.Exit(EXIT_USAGE) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def audit(
@@ -197,6 +76,31 @@ def audit(
             "(default: PB_SUPERVISOR_KEYRING or <data dir>/keys/supervisors.json, if there).",
         ),
     ] = None,
+    checkpoint: Annotated[
+        Path | None,
+        typer.Option(
+            "--checkpoint",
+            help="Resume from this checkpoint file if it exists (check only what came after "
+            "it), stop each store at its last seal, and write the file anew when no error is "
+            "found. Keep it where only the auditor writes.",
+        ),
+    ] = None,
+    coup_totals: Annotated[
+        bool,
+        typer.Option(
+            "--coup-totals/--no-coup-totals",
+            help="Totals per coup and per shoe (they grow with the history: leave them out "
+            "for a long one; per day and per table remain).",
+        ),
+    ] = True,
+    archives: Annotated[
+        Path | None,
+        typer.Option(
+            "--archives",
+            help="Read each store's daily archives in this folder first (punto-banco "
+            "archive), then the store after them: one seal chain across both.",
+        ),
+    ] = None,
     anchors: Annotated[
         bool,
         typer.Option(
@@ -212,12 +116,19 @@ def audit(
     checks that dealing and settlement agree, verifies each void's signed decision against
     the supervisors keyring, verifies each store's seal chain (tamper evidence), with
     --anchors compares it with the seals each service anchored on Kafka, and reports
-    totals per coup, shoe, table and day.
+    totals per coup, shoe, table and day. With --checkpoint, a daily audit reads only the
+    day's rows (after verifying the seal the checkpoint starts from).
     """
-    filters = Filters(table, _moment(since, "--since"), _moment(until, "--until"))
-    keyring = _supervisors(supervisors, data_dir, postgres)
-    anchored = _anchors(data_dir, postgres) if anchors else None
-    with _stores(data_dir, postgres) as stores, _progress() as (bar, step):
+    filters = Filters(table, moment_option(since, "--since"), moment_option(until, "--until"))
+    keyring = supervisors_keyring(supervisors, data_dir, postgres)
+    anchored = anchor_records(data_dir, postgres) if anchors else None
+    if checkpoint is not None and checkpoint.exists():
+        try:
+            read_checkpoint(checkpoint)
+        except CheckpointError as error:
+            err(str(error))
+            raise typer.Exit(EXIT_USAGE) from None
+    with open_for_audit(data_dir, postgres, archives) as stores, progress_bar() as (bar, step):
         bar.update(step, total=sum(store.count() for store in stores.values()))
         report = run_audit(
             stores,
@@ -226,6 +137,8 @@ def audit(
             supervisors=keyring,
             require_decisions=True,
             anchors=anchored,
+            checkpoint=checkpoint,
+            coup_totals=coup_totals,
         )
     if html_file is not None:
         html_file.parent.mkdir(parents=True, exist_ok=True)
@@ -247,12 +160,12 @@ def recall_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Game recall: the table's last N coups with cards, totals, outcome, bets and voids."""
-    with _stores(data_dir, postgres) as stores:
+    with open_for_audit(data_dir, postgres) as stores:
         history = _read_with_progress(stores)
     try:
         coups = recall(history, table, last)
     except UnknownTable as error:
-        _err(str(error))
+        err(str(error))
         raise typer.Exit(EXIT_USAGE) from None
     if as_json:
         sys.stdout.write(json.dumps({"table_id": table, "coups": coups}, indent=2) + "\n")
@@ -266,7 +179,7 @@ def replay(
     postgres: Postgres = False,
 ) -> None:
     """Rebuild the table-history and bettor-history read models from the stores."""
-    with _stores(data_dir, postgres) as stores:
+    with open_for_audit(data_dir, postgres) as stores:
         history = _read_with_progress(stores)
     out.mkdir(parents=True, exist_ok=True)
     for name, data in read_models(history).items():
@@ -275,7 +188,7 @@ def replay(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``audit``, ``recall`` and ``replay``."""
+    """Add ``audit``, ``recall`` and ``replay`` (``archive``: ``archive_cmd``)."""
     app.command("audit")(audit)
     app.command("recall")(recall_cmd)
     app.command("replay")(replay)

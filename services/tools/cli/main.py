@@ -29,6 +29,9 @@ contracts_cmd.register(app)
 from services.tools.cli import audit_cmd  # noqa: E402
 
 audit_cmd.register(app)
+from services.tools.cli import archive_cmd  # noqa: E402
+
+archive_cmd.register(app)
 from services.tools.cli import dashboard_cmd  # noqa: E402
 
 dashboard_cmd.register(app)

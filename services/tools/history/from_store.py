@@ -34,7 +34,6 @@ from services.shared.facts.dealing import (
 )
 from services.shared.facts.legacy import BookBetAcceptedFact, BookBetRejectedFact
 from services.shared.facts.settlement import (
-    BOOK_FACTS,
     AnswerLine,
     BetsAnsweredFact,
     BookClosedFact,
@@ -151,16 +150,6 @@ class StoreFeed:
             BookBetAcceptedFact.STORED_TOPIC: self._bet_accepted,  # retired: older stores
             BookBetRejectedFact.STORED_TOPIC: self._bet_rejected,  # retired: older stores
         }
-        self.book_opened_topic = BookOpenedFact.STORED_TOPIC
-        self.book_topics = frozenset(
-            {
-                *(fact.STORED_TOPIC for fact in BOOK_FACTS),
-                OperatorClosedFact.STORED_TOPIC,
-                BookBetAcceptedFact.STORED_TOPIC,
-                BookBetRejectedFact.STORED_TOPIC,
-            }
-        )
-        """The stored topics of a bet book's facts (a parallel audit splits the books)."""
 
     def close(self) -> None:
         """Drop the readers (bound methods refer back to the feed: no cycle left behind)."""
@@ -232,10 +221,6 @@ class StoreFeed:
         fact = read_fact(BookOpenedFact, d)
         self._books[oid] = self.project.book_opened(fact, _at(d), nid)
         self.history.owners[oid] = (fact.table_id, None, fact.coup_id)
-
-    def book_owner(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
-        """Only note which table and coup a book belongs to (a parallel audit's share)."""
-        self.history.owners[oid] = (d["table_id"], None, d["coup_id"])
 
     def _book_closed(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
         fact = read_fact(BookClosedFact, d)

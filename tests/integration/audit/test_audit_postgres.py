@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -15,6 +16,7 @@ from services.tools.audit.findings import Code
 from services.tools.audit.stores import open_stores
 from tests.integration.audit.helpers import audit_settings, play_on
 from tests.signing_keys import key_env
+from tests.unit.audit.helpers import streamed, whole_history
 
 pytestmark = pytest.mark.postgres
 
@@ -49,11 +51,38 @@ def test_a_postgres_history_audits_clean(pg_settings: Settings) -> None:
     assert all(seal.seals == 1 for seal in report.seals.values())
     stores = open_stores(pg_settings)
     try:
-        split = audit(stores, parallel=True)  # the two-process audit on PostgreSQL
+        assert streamed(report) == whole_history(stores)  # streamed: as the whole history
+        dealing = stores["dealing"]
+        rows = dealing.rows()
+        first = next(rows)  # reading, in its transaction: one aggregate's rows read again
+        oid = next(row[1] for row in first if row[3].endswith("Coup.BettingOpened"))
+        again = list(dealing.rows_of(oid, first[-1][0] + 1))
+        assert again == [row for row in first if row[1] == oid] and len(again) > 3
+        assert [r[0] for r in dealing.rows_of(oid, again[2][0])] == [r[0] for r in again[:2]]
+        rows.close()
     finally:
         for store in stores.values():
             store.close()
-    assert split.findings == [] and split.totals.to_json() == report.totals.to_json()
+
+
+def test_a_postgres_audit_resumes_from_its_checkpoint(
+    pg_settings: Settings, tmp_path: Path
+) -> None:
+    """The seal the checkpoint names is read back by version, the stores from after it:
+    with nothing new since, the resumed audit checks nothing again and counts the same."""
+    checkpoint = tmp_path / "audit.checkpoint"
+    stores = open_stores(pg_settings)
+    try:
+        first = audit(stores, checkpoint=checkpoint)
+        assert first.findings == [] and checkpoint.is_file()
+        again = audit(stores, checkpoint=checkpoint)
+    finally:
+        for store in stores.values():
+            store.close()
+    assert again.findings == [], [str(f) for f in again.findings]
+    assert again.checked == first.checked and again.checked["coups"] >= 2 * 10 - 2 * 3
+    assert again.totals.to_json() == first.totals.to_json()
+    assert sum(again.events.values()) < sum(first.events.values()) / 10
 
 
 def _ids(connection: psycopg.Connection, table: sql.Composable, n: int) -> list[int]:

@@ -15,7 +15,8 @@ from services.shared.platform.settings import Settings
 from services.shoe.application import ShoeApplication
 from services.shoe.domain import Shoe
 from services.tools.audit.auditor import audit
-from services.tools.audit.stores import ListStore, PostgresStore
+from services.tools.audit.memory_stores import ListStore
+from services.tools.audit.stores import PostgresStore
 from tests.signing_keys import key_env
 
 pytestmark = pytest.mark.postgres

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from services.dev.simulation import LocalSystem, PlayLog, play
 from services.shared.facts.settlement import CoupSettledFact
-from services.tools.audit.auditor import AuditReport, audit
-from services.tools.audit.checks import Filters
-from services.tools.audit.findings import Code, Finding
-from services.tools.audit.stores import SERVICES, ListStore, RecorderStore, Row
+from services.tools.audit.auditor import AuditReport, audit, read_history
+from services.tools.audit.checks import Checker, Filters
+from services.tools.audit.findings import Code, Finding, Severity
+from services.tools.audit.memory_stores import ListStore, RecorderStore
+from services.tools.audit.stores import SERVICES, Row, StoreReader
 
 TOPIC_SETTLED = CoupSettledFact.STORED_TOPIC
 
@@ -56,6 +58,29 @@ def play_history(*, seal: bool = True, coups: int = 24, tables: int = 2) -> Play
 
 def audit_rows(rows: dict[str, list[Row]], filters: Filters | None = None) -> AuditReport:
     return audit({name: ListStore(name, list(r)) for name, r in rows.items()}, filters)
+
+
+def whole_history(stores: Mapping[str, StoreReader]) -> dict[str, Any]:
+    """The audit as it was before it streamed: every store read into one History, then every
+    check run on it (findings errors first, totals, what was checked)."""
+    history, findings, _seals = read_history(stores)
+    checker = Checker(history)
+    checker.run()
+    found = sorted(findings + checker.findings, key=lambda f: f.severity is not Severity.ERROR)
+    return {
+        "findings": [f.to_json() for f in found],
+        "totals": checker.totals.to_json(),
+        "checked": {k: v for k, v in checker.checked.items() if v},
+    }
+
+
+def streamed(report: AuditReport) -> dict[str, Any]:
+    """The parts of a report :func:`whole_history` gives."""
+    return {
+        "findings": [f.to_json() for f in report.findings],
+        "totals": report.totals.to_json(),
+        "checked": {k: v for k, v in report.checked.items() if v},
+    }
 
 
 def codes(report: AuditReport) -> set[Code]:

@@ -18,8 +18,9 @@ from services.shared.platform.signing import Signer
 from services.tools.audit.anchor_reader import AnchorRecords
 from services.tools.audit.auditor import AuditReport, audit
 from services.tools.audit.findings import Code, Severity
+from services.tools.audit.memory_stores import ListStore
 from services.tools.audit.report import to_json, to_text
-from services.tools.audit.stores import ListStore, Row
+from services.tools.audit.stores import Row
 from tests.unit.audit.anchoring import (
     SERVICES,
     Record,

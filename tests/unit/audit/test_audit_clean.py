@@ -8,9 +8,9 @@ from contracts import PlaceBet
 from services.tools.audit.auditor import read_history
 from services.tools.audit.checks import Filters
 from services.tools.audit.findings import Code
+from services.tools.audit.memory_stores import ListStore
 from services.tools.audit.read_models import read_models
 from services.tools.audit.report import to_html, to_json, to_text
-from services.tools.audit.stores import ListStore
 from tests.unit.audit.helpers import audit_rows, codes, play_history
 
 

@@ -20,7 +20,8 @@ from services.shared.platform.decisions import SupervisorSigner
 from services.shared.platform.supervisors import SupervisorKey, SupervisorKeyring
 from services.tools.audit.auditor import AuditReport, audit
 from services.tools.audit.findings import Code, Severity
-from services.tools.audit.stores import ListStore, Row
+from services.tools.audit.memory_stores import ListStore
+from services.tools.audit.stores import Row
 from tests.unit.audit.helpers import Played, codes, edit_state, only, play_history
 from tests.unit.compat.golden import SERVICES, golden_rows
 

@@ -6,8 +6,8 @@ import pytest
 
 from contracts import CardDealt, CoupResolved
 from services.tools.audit.auditor import read_history
+from services.tools.audit.memory_stores import ListStore
 from services.tools.audit.recall import UnknownTable, recall, recall_text
-from services.tools.audit.stores import ListStore
 from tests.unit.audit.helpers import play_history
 
 

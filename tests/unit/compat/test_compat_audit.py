@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from services.tools.audit.auditor import audit
-from services.tools.audit.stores import ListStore, Row
+from services.tools.audit.memory_stores import ListStore
+from services.tools.audit.stores import Row
 from tests.unit.compat.golden import SERVICES, golden_rows, legacy_rows, report
 
 DROPPED = ("generated_at", "seconds", "stores")

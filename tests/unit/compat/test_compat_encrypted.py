@@ -18,7 +18,8 @@ from services.shared.platform.field_encryption import FieldDecryptionError
 from services.shoe.application import ShoeApplication, ShoeKeyError
 from services.shoe.domain import Shoe, shoe_uuid
 from services.tools.audit.auditor import audit
-from services.tools.audit.stores import SERVICES, ListStore, Row
+from services.tools.audit.memory_stores import ListStore
+from services.tools.audit.stores import SERVICES, Row
 from tests.unit.compat.golden import SHOE_SECRET, app_env, encrypted_rows, stored
 
 SHUFFLED = Shoe.Shuffled.TOPIC

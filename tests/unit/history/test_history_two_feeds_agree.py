@@ -18,7 +18,7 @@ import pytest
 
 from contracts import PlaceBet
 from services.tools.audit.auditor import read_history
-from services.tools.audit.stores import ListStore
+from services.tools.audit.memory_stores import ListStore
 from services.tools.history.from_messages import MessageFeed
 from services.tools.history.views import History
 from tests.unit.audit.helpers import Played, play_history

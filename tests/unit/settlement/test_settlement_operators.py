@@ -213,7 +213,7 @@ def test_the_read_side_finds_a_bet_accepted_after_its_operators_own_mark(
     settlement gone wrong) is late, though the book still waited for bravo's mark; bravo's
     bet placed then is in time."""
     from services.settlement.books import BetBook
-    from services.tools.audit.stores import RecorderStore
+    from services.tools.audit.memory_stores import RecorderStore
     from services.tools.history import History
     from services.tools.history.from_store import StoreFeed, read_state
 

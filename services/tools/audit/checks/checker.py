@@ -2,8 +2,9 @@
 
 Shoes first (what each handed out by position), coups next (each one's result from its
 cards, and, given the supervisors keyring, each void's signed decision), then the books that
-are checked against both. ``Checker`` keeps the attributes the
-auditor and its forked second process use (``findings``, ``totals``, ``checked``).
+are checked against both. ``Checker`` keeps the attributes the auditor reads (``findings``,
+``totals``, ``checked``); ``run`` checks a whole History at once, the streaming audit
+(``services.tools.audit.window``) calls the same checks one shoe, coup and book at a time.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ class Checker:
             )
 
     def check_books(self) -> None:
-        """The bet books in the history (all of them, or one share of a parallel audit)."""
+        """The bet books in the history."""
         ctx = self.context
         for key, book in ctx.history.books.items():
             dealt = ctx.history.coups.get(key)

@@ -25,7 +25,7 @@ DAMAGE = (ValueError, TypeError, KeyError, IndexError, AttributeError)
 
 @dataclass(eq=False)
 class CheckContext:
-    """The state of one audit's checks (one per process in a parallel audit)."""
+    """The state of one audit's checks."""
 
     history: History
     filters: Filters = field(default_factory=Filters)

@@ -1,0 +1,169 @@
+"""Daily archives of a store: sealed, verifiable files the audit reads like the store.
+
+An archive holds one store's rows of one day, cut on its seals so the seal chain runs on
+from one file to the next and into the hot store: the rows after the last seal recorded
+before that day (UTC) up to the last seal recorded that day, seal rows included, as they
+are stored. ``<store>-<day>.jsonl.gz``: a header line (``pb-archive-v1``: store, day, the
+notification ids ``after`` and ``to_id`` it spans, the digest of its last seal), then one
+JSON line per row (state as stored, text). Beside it ``<file>.sha256`` (``sha256sum``'s
+format) is the file's own digest, checked before it is read.
+
+:class:`ArchiveStore` reads a store's archives in order, then the hot store after the last
+of them: the audit verifies the one chain across both, so a changed, missing or reordered
+row in an archive is found as in the store. Removing archived rows from the hot store is
+an operator's step (the events are append-only by trigger, docs/security.md): the archive
+reader reads the hot store from after the archives whether the rows are still there or not.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from services.shared.platform.sealing import LEDGER_ID
+from services.tools.audit.stores import BATCH, Row, StoreReader
+from services.tools.audit.stream import moment_of
+from services.tools.history.from_store import read_json
+
+FORMAT = "pb-archive-v1"
+
+
+class ArchiveDamaged(ValueError):
+    """An archive does not match its digest, or is not an archive (the message says which)."""
+
+
+def day_span(store: StoreReader, day: str) -> tuple[int, int] | None:
+    """``(after, to_id)``: the rows of ``day`` (``YYYY-MM-DD``), cut on seals; None: no seal
+    was recorded that day."""
+    after, to_id = 0, None
+    for row in store.rows_of(LEDGER_ID.bytes, 1 << 62):
+        if row.originator_version < 2:
+            continue  # the ledger's start
+        sealed_on = moment_of(row.state)[:10]
+        if sealed_on < day:
+            after = int(read_json(row.state)["to_id"])
+        elif sealed_on == day:
+            to_id = int(read_json(row.state)["to_id"])
+    return None if to_id is None else (after, to_id)
+
+
+def write_day(store: StoreReader, day: str, folder: Path) -> Path | None:
+    """Write ``store``'s archive of ``day`` into ``folder``; its path (None: nothing sealed
+    that day)."""
+    span = day_span(store, day)
+    return None if span is None else write_span(store, day, *span, folder)
+
+
+def write_span(store: StoreReader, day: str, after: int, to_id: int, folder: Path) -> Path:
+    """Write the rows ``after`` < id <= ``to_id`` as the archive of ``day``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{store.service}-{day}.jsonl.gz"
+    header = {"format": FORMAT, "store": store.service, "day": day, "after": after, "to_id": to_id}
+    part = path.with_name(path.name + ".part")
+    with gzip.open(part, "wb") as out:
+        for line in _lines(store, header, after, to_id):
+            out.write(line)
+    part.replace(path)
+    sidecar = path.with_name(path.name + ".sha256")
+    sidecar.write_text(f"{_file_digest(path)}  {path.name}\n")
+    return path
+
+
+def _lines(store: StoreReader, header: dict[str, Any], after: int, to_id: int) -> Iterator[bytes]:
+    yield json.dumps(header).encode() + b"\n"
+    for batch in store.rows(after):
+        for nid, oid, version, topic, state in batch:
+            if nid > to_id:
+                return
+            row = {"id": nid, "oid": oid.hex(), "v": version, "topic": topic}
+            yield (
+                json.dumps({**row, "state": state.decode("utf-8", "surrogateescape")}).encode(
+                    "utf-8", "surrogateescape"
+                )
+                + b"\n"
+            )
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_file(path: Path) -> dict[str, Any]:
+    """The archive's header, once the file matches its ``.sha256``."""
+    sidecar = path.with_name(path.name + ".sha256")
+    try:
+        recorded = sidecar.read_text().split()[0]
+    except (OSError, IndexError):
+        raise ArchiveDamaged(f"{path}: no digest beside it ({sidecar.name})") from None
+    if recorded != _file_digest(path):
+        raise ArchiveDamaged(f"{path} does not match its digest {sidecar.name}: it was changed")
+    with gzip.open(path, "rb") as file:
+        header: dict[str, Any] = json.loads(file.readline())
+    if header.get("format") != FORMAT:
+        raise ArchiveDamaged(f"{path} is not an archive of this version ({FORMAT})")
+    return header
+
+
+class ArchiveStore:
+    """A store read as its archives (in order), then the hot store after them."""
+
+    def __init__(self, hot: StoreReader, folder: Path) -> None:
+        self.service = hot.service
+        self.hot = hot
+        self.files = sorted(folder.glob(f"{hot.service}-*.jsonl.gz"))
+        self.headers = [check_file(path) for path in self.files]
+        self.archived_to = int(self.headers[-1]["to_id"]) if self.headers else 0
+        self.description = f"{len(self.files)} daily archives in {folder}, then {hot.description}"
+
+    def count(self) -> int:
+        archived = sum(int(h["to_id"]) - int(h["after"]) for h in self.headers)
+        return archived + self.hot.count()
+
+    def rows(self, after: int = 0) -> Iterator[list[Row]]:
+        batch: list[Row] = []
+        for path, header in zip(self.files, self.headers, strict=True):
+            if header["to_id"] <= after:
+                continue
+            with gzip.open(path, "rb") as file:
+                file.readline()
+                for line in file:
+                    data = json.loads(line.decode("utf-8", "surrogateescape"))
+                    if data["id"] <= after:
+                        continue
+                    state = data["state"].encode("utf-8", "surrogateescape")
+                    batch.append(
+                        Row(data["id"], bytes.fromhex(data["oid"]), data["v"], data["topic"], state)
+                    )
+                    if len(batch) >= BATCH:
+                        yield batch
+                        batch = []
+        if batch:
+            yield batch
+        yield from self.hot.rows(max(after, self.archived_to))
+
+    def rows_of(self, originator_id: bytes, before: int) -> Iterator[Row]:
+        for batch in self.rows():
+            for row in batch:
+                if row[0] >= before:
+                    return
+                if row[1] == originator_id:
+                    yield row
+
+    def row_at(self, originator_id: bytes, version: int | None) -> Row | None:
+        found = self.hot.row_at(originator_id, version)
+        if found is not None and found.notification_id > self.archived_to:
+            return found
+        rows = [r for b in self.rows() for r in b if r[1] == originator_id]
+        rows = [r for r in rows if version in (None, r[2])]
+        return max(rows, key=lambda r: r[2]) if rows else None
+
+    def close(self) -> None:
+        self.hot.close()
