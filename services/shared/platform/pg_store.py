@@ -21,6 +21,15 @@ functions through it, so they belong to the owner role from the start.
 process recorder opens every write transaction with the writer lease's fence
 (``writer_fence.py``) when the environment names the lease's connection
 (``PB_WRITER_FENCE``): an instance that lost its lease commits nothing.
+
+:class:`FencedRecorder` also writes WITHOUT psycopg's pipeline mode. eventsourcing sends a write
+transaction's statements (tracking, lock, NOTIFY, one INSERT of every event) as one pipeline;
+psycopg's pipeline loop stops flushing once its command queue is empty and its fetch then only
+waits to read, so an INSERT larger than the socket's send buffer (a unit of work settling
+several 10,000-bet coups) could stay half sent: the server waiting for the rest of it
+(``ClientRead``), the client for results, for ever (seen once under load: BENCHMARKS.md). Sent
+one statement at a time, each is flushed whole before its result is awaited; it costs a few
+round trips per transaction, not per event.
 """
 
 from __future__ import annotations
@@ -29,9 +38,15 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from eventsourcing.persistence import ProcessRecorder, StoredEvent, Tracking
+from eventsourcing.persistence import (
+    InterfaceError,
+    OperationalError,
+    ProcessRecorder,
+    StoredEvent,
+    Tracking,
+)
 from eventsourcing.postgres import PostgresDatastore, PostgresFactory, PostgresProcessRecorder
-from eventsourcing.utils import Environment, EnvType
+from eventsourcing.utils import Environment, EnvType, retry
 from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier, Literal
@@ -53,6 +68,21 @@ class FencedRecorder(PostgresProcessRecorder):
     (events with or without tracking, tracking alone) starts with it."""
 
     fence: Composed | None = None
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """eventsourcing's write transaction, statement by statement (module docstring)."""
+        if self.datastore.enable_db_functions:  # one call of a database function: no pipeline
+            ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
+            return ids
+        with self.datastore.transaction(commit=True) as curs:
+            self._insert_events(curs, stored_events, **kwargs)  # the fence, the tracking
+            if not stored_events:
+                return None
+            self._insert_stored_events(curs, stored_events, **kwargs)  # lock, NOTIFY, INSERT
+            return self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
 
     def _insert_events(
         self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any

@@ -1,4 +1,5 @@
-"""One writer per PostgreSQL store, on a real server: the lease, the fence and the barrier.
+"""One writer per PostgreSQL store, on a real server: the lease, the fence and the barrier;
+and the fenced recorder's writes, sent statement by statement (pg_store.py).
 
 An instance that lost its writer lease (its lock connection gone while its pooled connections
 live on) must commit nothing, and the next writer must not read the store before the old
@@ -15,6 +16,7 @@ import psycopg
 import pytest
 from eventsourcing.persistence import (
     InfrastructureFactory,
+    IntegrityError,
     ProgrammingError,
     StoredEvent,
     Tracking,
@@ -174,3 +176,41 @@ async def _until_waiting_for_the_write_key(
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the next writer never waited for the write key")
+
+
+async def test_a_write_larger_than_the_socket_buffer_is_sent_whole_without_a_pipeline(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A unit of work settling several 10,000-bet coups is an INSERT of many megabytes. In
+    psycopg's pipeline mode such an INSERT could stay half sent, the server and the client
+    each waiting for the other (pg_store.py); the fenced recorder sends statement by statement,
+    so the whole write commits and its notification ids come back in the events' order."""
+    lease = await _taken(settings)
+    recorder = await asyncio.to_thread(_recorder, settings, lease)
+
+    def no_pipeline(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the fenced recorder must not use psycopg's pipeline mode")
+
+    monkeypatch.setattr(psycopg.Connection, "pipeline", no_pipeline)
+    big = b'{"lines": "' + b"x" * (12 * 2**20) + b'"}'  # 12 MiB: several send buffers
+    events = [
+        StoredEvent(uuid.uuid4(), 1, "test:Event", big if n % 40 == 0 else b"{}")
+        for n in range(120)
+    ]
+    ids = await asyncio.to_thread(recorder.insert_events, events, tracking=Tracking("up", 1))
+    assert ids is not None and len(ids) == len(events) and list(ids) == sorted(ids)
+    notifications = await asyncio.to_thread(recorder.select_notifications, 1, 1000)
+    assert [n.id for n in notifications] == list(ids)
+    assert [(n.originator_id, n.state) for n in notifications] == [
+        (e.originator_id, e.state) for e in events
+    ]
+    assert await asyncio.to_thread(recorder.max_tracking_id, "up") == 1
+
+    # A transaction that fails (an event version taken) commits nothing, tracking included.
+    clash = [StoredEvent(uuid.uuid4(), 1, "test:Event", big), events[1]]
+    with pytest.raises(IntegrityError):
+        await asyncio.to_thread(recorder.insert_events, clash, tracking=Tracking("up", 2))
+    assert await asyncio.to_thread(recorder.max_tracking_id, "up") == 1
+    assert len(await asyncio.to_thread(recorder.select_notifications, 1, 1000)) == len(events)
+    await lease.release()
+    recorder.datastore.close()
