@@ -1,70 +1,129 @@
-"""Rebuilding settlement's bet index from the event store (at start)."""
+"""Settlement's bet-id records in its store: read many at once, and made once for old stores.
+
+:class:`BetIdStore` reads the latest event of the records a batch of bets names, in one
+query (``latest_events``), for the ``BetIndex``.
+
+Settlement keeps each bet id's answer as a record in its store (``bet_ids``), written with
+the answer. Stores written before that hold the answers only (``BetsAnswered`` lines, the
+desk's ``BetRejected``, ``BetsHeld`` / ``BetHeld``): at the first start on such a store,
+:func:`index_old_answers` reads them in log order, :data:`CHUNK` notifications at a time, and
+writes their records, each chunk in one transaction with a tracking record of how far it got
+(:data:`PROGRESS`), so a start that stops midway resumes there. At the end it records
+:data:`DONE`; every later start reads that one tracking record and nothing of history.
+
+A fresh store is marked done at its first start (its log is empty). Nothing stored is
+changed: the old answers stay as they were, readable and sealed.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from eventsourcing.persistence import ApplicationRecorder, Mapper
+from eventsourcing.persistence import AggregateRecorder, Mapper, Notification, Tracking
 from eventsourcing.utils import get_topic
 
-from services.settlement.bet_index import BetAnswer, BetIndex, BetRequest
+from services.settlement.bet_ids import bet_id_record_id, recorded_state
+from services.settlement.bet_index import BetAnswer, BetKey, BetRequest, Stored
 from services.settlement.domain import BetBook, BetDesk
 from services.shared.facts.settlement import HOUSE
+from services.shared.platform.latest_events import latest_events
+
+if TYPE_CHECKING:
+    from services.settlement.application import SettlementApplication
+
+log = logging.getLogger(__name__)
+
+DONE = "settlement:bet-ids-indexed"
+"""Tracking name: the old answers have their records (position 1)."""
+PROGRESS = "settlement:bet-ids-indexing"
+"""Tracking name: the last notification whose answers have their records."""
+CHUNK = 2000
+"""Notifications read and recorded per transaction."""
 
 
-def load_bet_index(index: BetIndex, recorder: ApplicationRecorder, mapper: Mapper[UUID]) -> None:
-    """Fill ``index`` with every answer recorded in the store, in store order."""
-    answered = get_topic(BetBook.BetsAnswered)
-    refused = get_topic(BetDesk.BetRejected)
-    held = get_topic(BetDesk.BetHeld)
-    held_lines = get_topic(BetDesk.BetsHeld)
-    start = 1
-    while True:
-        batch = recorder.select_notifications(
-            start, 2000, topics=[answered, refused, held, held_lines]
-        )
-        if not batch:
-            return
-        for notification in batch:
-            event: Any = mapper.to_domain_event(notification)
-            if notification.topic == answered:
-                answers: BetBook.BetsAnswered = event
-                for line in answers.lines:
-                    request = BetRequest(
-                        answers.table_id,
-                        answers.coup_id,
-                        line.bet_id,
-                        line.bettor_id,
-                        line.bet_type,
-                        str(line.amount),
-                        line.currency,
-                        operator=answers.operator,
-                    )
-                    code = line.reason_code
-                    index.replay(request, BetAnswer(line.bet_id, code is None, code, line.message))
-            elif notification.topic == held_lines:
-                holds: BetDesk.BetsHeld = event
-                for held_bet in holds.lines:
-                    request = BetRequest.held(holds.table_id, held_bet)
-                    index.replay(request, BetAnswer(request.bet_id, False, held=True))
-            else:
-                desk_event: Any = event
-                request = BetRequest(
-                    desk_event.table_id,
-                    desk_event.coup_id,
-                    desk_event.bet_id,
-                    desk_event.bettor_id,
-                    desk_event.bet_type,
-                    desk_event.amount,
-                    desk_event.currency,
-                    operator=getattr(desk_event, "operator", HOUSE),  # BetHeld: the house's
-                )
-                if notification.topic == held:
-                    answer = BetAnswer(request.bet_id, False, held=True)
-                else:
-                    answer = BetAnswer(
-                        request.bet_id, False, desk_event.reason_code, desk_event.message
-                    )
-                index.replay(request, answer)
+class BetIdStore:
+    """The bet ids' records in an Application's store (``bet_index.BetIdStore``)."""
+
+    def __init__(self, recorder: AggregateRecorder, mapper: Mapper[UUID]) -> None:
+        self._recorder = recorder
+        self._mapper = mapper
+        self.reads = 0  # queries made (a test counts them)
+
+    def read(self, keys: Sequence[BetKey]) -> dict[BetKey, Stored]:
+        self.reads += 1
+        ids = {bet_id_record_id(*key): key for key in keys}
+        latest = latest_events(self._recorder, list(ids))
+        return {
+            ids[record_id]: Stored(
+                recorded_state(self._mapper.to_domain_event(stored)), stored.originator_version
+            )
+            for record_id, stored in latest.items()
+        }
+
+
+def index_old_answers(app: SettlementApplication) -> int:
+    """Give every answer of an older settlement its bet-id record (once); the notifications
+    read (0 when done before)."""
+    recorder = app.process_recorder
+    if recorder.max_tracking_id(DONE):
+        return 0
+    start = (recorder.max_tracking_id(PROGRESS) or 0) + 1
+    read = 0
+    topics = [_ANSWERED, _REFUSED, _HELD, _HELD_LINES]
+    while batch := recorder.select_notifications(start, CHUNK, topics=topics):
+        answers = [found for n in batch for found in _answers(n, app.mapper.to_domain_event(n))]
+        with app.unit_of_work(Tracking(PROGRESS, batch[-1].id)):
+            app.bet_index.prefetch((r.operator, r.bet_id) for r, _ in answers)
+            for request, answer in answers:
+                app.bet_index.replay(request, answer)
+        read += len(batch)
         start = batch[-1].id + 1
+        log.info("bet ids of older answers recorded up to notification %d", start - 1)
+    recorder.insert_tracking(Tracking(DONE, 1))
+    return read
+
+
+_ANSWERED = get_topic(BetBook.BetsAnswered)
+_REFUSED = get_topic(BetDesk.BetRejected)
+_HELD = get_topic(BetDesk.BetHeld)
+_HELD_LINES = get_topic(BetDesk.BetsHeld)
+
+
+def _answers(notification: Notification, event: Any) -> Iterator[tuple[BetRequest, BetAnswer]]:
+    """The (bet, answer) pairs of one stored event, in their order."""
+    if notification.topic == _ANSWERED:
+        for line in event.lines:
+            request = BetRequest(
+                event.table_id,
+                event.coup_id,
+                line.bet_id,
+                line.bettor_id,
+                line.bet_type,
+                str(line.amount),
+                line.currency,
+                operator=event.operator,
+            )
+            code = line.reason_code
+            yield request, BetAnswer(line.bet_id, code is None, code, line.message)
+    elif notification.topic == _HELD_LINES:
+        for held_bet in event.lines:
+            request = BetRequest.held(event.table_id, held_bet)
+            yield request, BetAnswer(request.bet_id, False, held=True)
+    else:
+        request = BetRequest(
+            event.table_id,
+            event.coup_id,
+            event.bet_id,
+            event.bettor_id,
+            event.bet_type,
+            event.amount,
+            event.currency,
+            operator=getattr(event, "operator", HOUSE),  # BetHeld: the house's
+        )
+        if notification.topic == _HELD:
+            yield request, BetAnswer(request.bet_id, False, held=True)
+        else:
+            yield request, BetAnswer(request.bet_id, False, event.reason_code, event.message)

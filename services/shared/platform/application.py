@@ -27,7 +27,7 @@ from typing import ClassVar, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
-from eventsourcing.domain import Aggregate
+from eventsourcing.domain import Aggregate, DomainEventProtocol
 from eventsourcing.persistence import Mapper, ProcessRecorder, Recording, Tracking
 
 from services.shared.platform.mapping import FactMapper
@@ -152,6 +152,11 @@ class UnitOfWork:
         for aggregate in aggregates:
             self._aggregates[aggregate.id] = aggregate
             self._missing.discard(aggregate.id)
+
+    def record_events(self, *events: DomainEventProtocol[UUID]) -> None:
+        """Record these events too: events built by their aggregate's id and version, of
+        aggregates the unit does not hold (nor puts in the repository's cache)."""
+        self._processing.collect_events(*events)
 
     def checkpoint(self) -> None:
         """Take the events raised so far: they are recorded before any raised after."""
