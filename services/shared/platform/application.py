@@ -156,7 +156,7 @@ class UnitOfWork:
     def record_events(self, *events: DomainEventProtocol[UUID]) -> None:
         """Record these events too: events built by their aggregate's id and version, of
         aggregates the unit does not hold (nor puts in the repository's cache)."""
-        self._processing.collect_events(*events)
+        self._processing.events.extend(events)  # (collect_events checks each one's type)
 
     def checkpoint(self) -> None:
         """Take the events raised so far: they are recorded before any raised after."""

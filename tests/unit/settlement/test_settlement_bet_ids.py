@@ -40,7 +40,7 @@ def records(app: SettlementApplication) -> dict[UUID, list[Any]]:
     """The bet-id records' events in the store, by record id."""
     found: dict[UUID, list[Any]] = {}
     for notification in app.recorder.select_notifications(1, 100_000):
-        if ".bet_ids:BetIdRecord." in notification.topic:
+        if notification.topic.startswith("settlement:BetIdRecord."):
             event = app.mapper.to_domain_event(notification)
             found.setdefault(event.originator_id, []).append(event)
     return found
@@ -61,9 +61,10 @@ def test_a_binding_answer_is_recorded_by_bet_id_and_a_free_one_is_not(
     assert set(found) == {bet_id_record_id("house", "b1"), bet_id_record_id("house", "r1")}
     [accepted] = found[bet_id_record_id("house", "b1")]  # the duplicate changed nothing
     assert isinstance(accepted, BetIdRecord.Taken)
-    assert (accepted.accepted, accepted.bettor_id, accepted.amount) == (True, "alice", "1000")
+    assert accepted.bet == ["house", "b1", "t1", "c1", "alice", "player", "1000", "EUR"]
+    assert accepted.answer == [None, "", False]
     [refused] = found[bet_id_record_id("house", "r1")]
-    assert (refused.accepted, refused.reason_code) == (False, "BELOW_MINIMUM")
+    assert refused.answer[0] == "BELOW_MINIMUM"
     app.close()
 
 
