@@ -178,7 +178,8 @@ class BetIndex:
     def commit(self) -> None:
         changed = self.changes()
         for key, stored in self._read.items():
-            self._keep(key, stored)
+            if stored.state is not None:  # (an id read as unknown is not cached)
+                self._keep(key, stored)
         for key, state, version in changed:
             self._keep(key, Stored(state, version + (state is not None or version > 0)))
         self._read, self._pending = {}, {}
