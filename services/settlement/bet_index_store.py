@@ -6,9 +6,10 @@ query (``latest_events``), for the ``BetIndex``.
 Settlement keeps each bet id's answer as a record in its store (``bet_ids``), written with
 the answer. Stores written before that hold the answers only (``BetsAnswered`` lines, the
 desk's ``BetRejected``, ``BetsHeld`` / ``BetHeld``): at the first start on such a store,
-:func:`index_old_answers` reads them in log order, :data:`CHUNK` notifications at a time, and
-writes their records, each chunk in one transaction with a tracking record of how far it got
-(:data:`PROGRESS`), so a start that stops midway resumes there. At the end it records
+:func:`index_old_answers` reads them in log order, :data:`PAGE` notifications at a time, and
+writes their records, about :data:`UNIT` answers per transaction with a tracking record of how
+far it got (:data:`PROGRESS`), so a start that stops midway resumes there; its memory is
+bounded by a unit, whatever the length of history. At the end it records
 :data:`DONE`; every later start reads that one tracking record and nothing of history.
 
 A fresh store is marked done at its first start (its log is empty). Nothing stored is
@@ -40,8 +41,10 @@ DONE = "settlement:bet-ids-indexed"
 """Tracking name: the old answers have their records (position 1)."""
 PROGRESS = "settlement:bet-ids-indexing"
 """Tracking name: the last notification whose answers have their records."""
-CHUNK = 2000
-"""Notifications read and recorded per transaction."""
+PAGE = 100
+"""Notifications read at a time."""
+UNIT = 5000
+"""Answers recorded per transaction (more only when one notification holds more)."""
 
 
 class BetIdStore:
@@ -73,17 +76,29 @@ def index_old_answers(app: SettlementApplication) -> int:
     start = (recorder.max_tracking_id(PROGRESS) or 0) + 1
     read = 0
     topics = [_ANSWERED, _REFUSED, _HELD, _HELD_LINES]
-    while batch := recorder.select_notifications(start, CHUNK, topics=topics):
-        answers = [found for n in batch for found in _answers(n, app.mapper.to_domain_event(n))]
-        with app.unit_of_work(Tracking(PROGRESS, batch[-1].id)):
-            app.bet_index.prefetch((r.operator, r.bet_id) for r, _ in answers)
-            for request, answer in answers:
-                app.bet_index.replay(request, answer)
-        read += len(batch)
-        start = batch[-1].id + 1
+    while page := recorder.select_notifications(start, PAGE, topics=topics):
+        answers: list[tuple[BetRequest, BetAnswer]] = []
+        for notification in page:  # a notification's answers are never split between units
+            answers += _answers(notification, app.mapper.to_domain_event(notification))
+            if len(answers) >= UNIT or notification is page[-1]:
+                _record(app, answers, notification.id)
+                answers = []
+        read += len(page)
+        start = page[-1].id + 1
         log.info("bet ids of older answers recorded up to notification %d", start - 1)
     recorder.insert_tracking(Tracking(DONE, 1))
     return read
+
+
+def _record(
+    app: SettlementApplication, answers: list[tuple[BetRequest, BetAnswer]], through: int
+) -> None:
+    """Record the bet ids of ``answers`` (in log order), and that the log is done up to
+    notification ``through``, in one transaction."""
+    with app.unit_of_work(Tracking(PROGRESS, through)):
+        app.bet_index.prefetch((request.operator, request.bet_id) for request, _ in answers)
+        for request, answer in answers:
+            app.bet_index.replay(request, answer)
 
 
 _ANSWERED = get_topic(BetBook.BetsAnswered)

@@ -228,7 +228,7 @@ def test_indexing_an_older_store_resumes_where_a_stopped_start_left_it(
 ) -> None:
     env = sqlite_env(tmp_path / "s.sqlite")
     older_store(env, list(golden_rows("settlement")))
-    monkeypatch.setattr(bet_index_store, "CHUNK", 10)
+    monkeypatch.setattr(bet_index_store, "PAGE", 10)  # a unit per page of 10 notifications
     commits = 0
     record = SettlementApplication._record
 
