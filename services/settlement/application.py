@@ -52,7 +52,7 @@ from contracts import (
     TableClosed,
     TableOpened,
 )
-from services.settlement.bet_ids import record_events
+from services.settlement.bet_ids import change_rows
 from services.settlement.bet_index import DUPLICATE, BetAnswer, BetIndex, BetRequest
 from services.settlement.bet_index_store import BetIdStore, index_old_answers
 from services.settlement.domain import (
@@ -69,6 +69,7 @@ from services.settlement.verification import Claim, check_claim
 from services.shared.platform.application import ServiceApplication, UnitOfWork
 from services.shared.platform.environment import check_operators
 from services.shared.platform.incidents import Evidence, Origin, raise_incident
+from services.shared.platform.side_tables import BET_IDS, create_side_tables
 from services.shared.rules.validation import parse_amount
 
 A = TypeVar("A", bound=Aggregate)
@@ -100,8 +101,9 @@ class SettlementApplication(ServiceApplication):
         self._clock = clock or _utc_now  # "now" for a message handed over without a time
         # whose CloseBook a new book waits for (PB_OPERATORS, in settlement's environment)
         self.operators = check_operators(self.env.get("PB_OPERATORS") or HOUSE)
-        # bet ids' answers: records in the store (read on demand), written with the answers
-        self.bet_ids = BetIdStore(self.recorder, self.mapper)
+        # bet ids' answers: a table in the store (read on demand), written with the answers
+        create_side_tables(self.factory, self.recorder, [BET_IDS])
+        self.bet_ids = BetIdStore(self.recorder)
         self.bet_index = BetIndex(self.bet_ids)
         # books with answers, desks with refusals, to record in this unit (flush)
         self._drafted: dict[UUID, BetBook | BetDesk] = {}
@@ -117,7 +119,7 @@ class SettlementApplication(ServiceApplication):
             yield uow
             for drafted in self._drafted.values():
                 drafted.flush()  # one BetsAnswered event per book per unit
-            uow.record_events(*record_events(self.bet_index.changes()))
+            uow.add_rows(change_rows(self.bet_index.changes()))
             uow.commit()
         except BaseException:
             self._forget(uow)

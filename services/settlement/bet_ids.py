@@ -1,127 +1,79 @@
-"""The BetIdRecord aggregate: one per (operator, bet id), the answer settlement gave it.
+"""Settlement's bet ids as rows of its side table ``bet_ids`` (``side_tables.BET_IDS``).
 
-Settlement's idempotency of bet ids lives in its event store, not in memory: the first answer
-to a bet id is a ``Taken`` event at version 1 of the record whose id is derived from
-(operator, bet id) (:func:`bet_id_record_id`), written in the same transaction as the answer
-itself (the book's ``BetsAnswered``, the desk's ``BetRejected``). The store's unique
-(originator id, version) makes a second writer of the same bet id fail its whole transaction
-instead of accepting the bet twice.
+Settlement's idempotency of bet ids lives in its store, not in memory: the first answer to
+an (operator, bet id) is a row at version 1, inserted in the same transaction as the answer
+itself (the book's ``BetsAnswered``, the desk's ``BetRejected``) by the recorder
+(``UnitOfWork.add_rows``). The table's primary key (operator, bet id, version) makes a second
+writer of the same bet id fail its whole transaction instead of accepting the bet twice.
 
-Every event holds the whole state (the bet's content and its answer), so the latest event of
-a record says all (``bet_index`` reads one row per bet id). Later events exist only for
-bets held by earlier versions (see ``desk``): ``Answered`` when a held bet is judged, and
-``Freed`` when it is refused NO_SUCH_COUP / NO_SUCH_TABLE (its id may be used again: a later
-answer is an ``Answered`` at the next version).
-
-Events are built directly (:func:`record_event`), not by calling the aggregate: a batch of a
-thousand bets writes a thousand records, and never keeps them in the aggregate cache. They
-are compact (about 250 bytes stored): ``bet`` lists the bet's identity and content, ``answer``
-the answer (see :data:`BET_FIELDS`, :data:`ANSWER_FIELDS`); their topics are short and
-outlive the class names (``TOPIC``).
+The rows are derived state: no domain event, no notification id, never published nor
+sealed; everything in them is in the answers' events too (``bet_index_store`` rebuilds them
+from there). Each row holds the whole state (the bet's content and its answer), so the row of
+the highest version says all. Later versions exist only for bets held by earlier versions of
+settlement (see ``desk``): the answer when a held bet is judged, and a row without content
+(``bet`` NULL) when it is refused NO_SUCH_COUP / NO_SUCH_TABLE (its id may be used again: a
+later answer is the next version). Rows are never updated nor deleted, so the service's role
+needs only SELECT and INSERT on the table, as on its events.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
-from functools import lru_cache
 from typing import Any
-from uuid import NAMESPACE_URL, UUID, uuid5
 
-from eventsourcing.domain import Aggregate, event
-from eventsourcing.utils import get_topic
+from services.settlement.bet_index import Answered, BetAnswer, BetKey, BetRequest, Change, Stored
+from services.shared.platform.side_tables import BET_IDS, Row, SideRows
 
-from services.settlement.bet_index import Answered, BetAnswer, BetKey, BetRequest, Change
-from services.shared.facts.topics import register_stored_topics
-
-BET_FIELDS = ("operator", "bet_id", "table_id", "coup_id", "bettor_id", "bet_type", "amount")
-"""What ``bet`` lists, in this order, then the currency."""
-ANSWER_FIELDS = ("reason_code", "message", "held")
-"""What ``answer`` lists, in this order: reason_code None (and not held) is an acceptance."""
+BET_FIELDS = ("table_id", "coup_id", "bettor_id", "bet_type", "amount", "currency")
+"""What ``bet`` lists (as JSON), in this order."""
 
 
-@lru_cache(maxsize=16_384)  # a batch's ids are worked out when read and again when recorded
-def bet_id_record_id(operator: str, bet_id: str) -> UUID:
-    """The record of an operator's bet id (an operator's name has no NUL: the first NUL
-    separates the two, whatever the bet id holds)."""
-    return uuid5(NAMESPACE_URL, f"/punto-banco/settlement/bet-ids/{operator}\x00{bet_id}")
-
-
-class BetIdRecord(Aggregate):
-    """The content and the answer of one (operator, bet id)."""
-
-    class Taken(Aggregate.Created):
-        """The first answer to the bet id."""
-
-        TOPIC = "settlement:BetIdRecord.Taken"
-        bet: list[str]
-        answer: list[Any]
-
-    class Answered(Aggregate.Event):
-        """A later answer (a held bet judged, or a freed id used again)."""
-
-        TOPIC = "settlement:BetIdRecord.Answered"
-        bet: list[str]
-        answer: list[Any]
-
-        def apply(self, record: BetIdRecord) -> None:
-            record.bet, record.answer = self.bet, self.answer
-
-    class Freed(Aggregate.Event):
-        """A held bet refused without using up its id: free again."""
-
-        TOPIC = "settlement:BetIdRecord.Freed"
-
-        def apply(self, record: BetIdRecord) -> None:
-            record.answer = None
-
-    @event(Taken)
-    def __init__(self, bet: list[str], answer: list[Any]) -> None:
-        self.bet = bet
-        self.answer: list[Any] | None = answer  # None: free
-
-
-register_stored_topics(BetIdRecord)
-_RECORD_TOPIC = get_topic(BetIdRecord)
-
-
-def record_event(key: BetKey, state: Answered | None, version: int) -> Aggregate.Event | None:
-    """The event that makes record ``key`` (now at ``version``, 0: none) say ``state``
-    (None: free); None when nothing is to be written."""
-    record_id = bet_id_record_id(*key)
-    timestamp = BetIdRecord.Event.create_timestamp()
+def change_row(key: BetKey, state: Answered | None, version: int) -> Row | None:
+    """The row that makes ``key`` (now at ``version``, 0: no row) say ``state`` (None:
+    free); None when nothing is to be written."""
     if state is None:
         if version == 0:
             return None
-        return BetIdRecord.Freed(
-            originator_id=record_id, originator_version=version + 1, timestamp=timestamp
-        )
+        return (*key, version + 1, None, False, None, "", False)
     r, answer = state.request, state.answer
-    fields: dict[str, Any] = {
-        "originator_id": record_id,
-        "originator_version": version + 1,
-        "timestamp": timestamp,
-        "bet": [*key, r.table_id, r.coup_id, r.bettor_id, r.bet_type, r.amount, r.currency],
-        "answer": [answer.reason_code, answer.message, answer.held],
-    }
-    if version == 0:
-        return BetIdRecord.Taken(originator_topic=_RECORD_TOPIC, **fields)
-    return BetIdRecord.Answered(**fields)
+    bet = json.dumps([r.table_id, r.coup_id, r.bettor_id, r.bet_type, r.amount, r.currency])
+    return (
+        *key,
+        version + 1,
+        bet,
+        answer.reason_code is None and not answer.held,
+        answer.reason_code,
+        answer.message,
+        answer.held,
+    )
 
 
-def recorded_state(event: Any) -> Answered | None:
-    """What a record's latest event says: the answered bet, or None (free)."""
-    if isinstance(event, BetIdRecord.Freed):
-        return None
-    operator, bet_id, table_id, coup_id, bettor_id, bet_type, amount, currency = event.bet
-    reason_code, message, held = event.answer
+def stored_state(row: Row) -> tuple[BetKey, Stored]:
+    """What a row says: its key, the answered bet (None: free) and its version."""
+    operator, bet_id, version, bet, accepted, reason_code, message, held = row
+    if bet is None:
+        return (operator, bet_id), Stored(None, version)
+    table_id, coup_id, bettor_id, bet_type, amount, currency = json.loads(bet)
     request = BetRequest(
         table_id, coup_id, bet_id, bettor_id, bet_type, amount, currency, operator=operator
     )
-    accepted = reason_code is None and not held
-    return Answered(request, BetAnswer(bet_id, accepted, reason_code, message, held=held))
+    answer = BetAnswer(bet_id, bool(accepted), reason_code, message, held=bool(held))
+    return (operator, bet_id), Stored(Answered(request, answer), version)
 
 
-def record_events(changes: Iterable[Change]) -> list[Aggregate.Event]:
-    """The events recording a unit of work's changes (``BetIndex.changes``)."""
-    events = (record_event(key, state, version) for key, state, version in changes)
-    return [found for found in events if found is not None]
+def latest(rows: Iterable[Row]) -> dict[BetKey, Stored]:
+    """Each key's state at its highest version."""
+    found: dict[BetKey, Stored] = {}
+    for row in rows:
+        key, stored = stored_state(row)
+        held = found.get(key)
+        if held is None or held.version < stored.version:
+            found[key] = stored
+    return found
+
+
+def change_rows(changes: Iterable[Change]) -> SideRows:
+    """The rows recording a unit of work's changes (``BetIndex.changes``)."""
+    rows: list[Any] = [change_row(key, state, version) for key, state, version in changes]
+    return SideRows(BET_IDS, [row for row in rows if row is not None])

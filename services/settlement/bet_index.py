@@ -1,4 +1,4 @@
-"""Every bet settlement has answered: read from its records in the store, a few cached.
+"""Every bet settlement has answered: read from its bet-id table in the store, a few cached.
 
 A bet is known by (operator, bet id): each operator has its own bet ids, so one operator
 cannot squat another's (``contracts.topics``: the operator is the topic's).
@@ -127,8 +127,8 @@ BetKey = tuple[str, str]
 
 
 class Stored(NamedTuple):
-    """A bet id's record as stored: what it says (None: never answered, or free again) and
-    its version (0: no record)."""
+    """A bet id's row as stored (the highest version): what it says (None: never answered,
+    or free again) and its version (0: no row)."""
 
     state: Answered | None
     version: int
@@ -138,15 +138,15 @@ NOT_STORED = Stored(None, 0)
 
 
 class BetIdStore(Protocol):
-    """Where the bet ids' records are read (``bet_ids.BetIdStore``)."""
+    """Where the bet ids' rows are read (``bet_index_store.BetIdStore``)."""
 
     def read(self, keys: Sequence[BetKey]) -> dict[BetKey, Stored]:
-        """The records of ``keys`` (those without one are left out)."""
+        """The latest rows of ``keys`` (those without one are left out)."""
         ...
 
 
 Change = tuple[BetKey, Answered | None, int]
-"""A bet id's new state (None: free) and the version its record had before."""
+"""A bet id's new state (None: free) and the version its row had before."""
 
 CACHE_SIZE = 10_000
 """Bet ids whose binding answer is kept in memory (least recently used go first)."""
@@ -154,7 +154,7 @@ CACHE_SIZE = 10_000
 
 class BetIndex:
     """(operator, bet id) -> the content it was placed with and its answer, read from the
-    records in the store; the answers of this unit of work pending until it commits."""
+    rows in the store; the answers of this unit of work pending until it commits."""
 
     def __init__(self, store: BetIdStore, cache_size: int = CACHE_SIZE) -> None:
         self._store = store
@@ -172,7 +172,7 @@ class BetIndex:
         self._read, self._pending = {}, {}
 
     def changes(self) -> list[Change]:
-        """What this unit changed, each with its record's version before (to record)."""
+        """What this unit changed, each with its row's version before (to insert)."""
         return [(key, state, self._stored(key).version) for key, state in self._pending.items()]
 
     def commit(self) -> None:
@@ -199,7 +199,7 @@ class BetIndex:
 
     # -- reading and writing ---------------------------------------------------------
     def prefetch(self, keys: Iterable[BetKey]) -> None:
-        """Read the records of ``keys`` not known yet, in one go (a batch's bet ids)."""
+        """Read the rows of ``keys`` not known yet, in one go (a batch's bet ids)."""
         wanted = [
             key
             for key in dict.fromkeys(keys)

@@ -1,16 +1,18 @@
-"""Settlement's bet-id records in its store: read many at once, and made once for old stores.
+"""Settlement's bet-id table in its store: read many at once, and filled once for old stores.
 
-:class:`BetIdStore` reads the latest event of the records a batch of bets names, in one
-query (``latest_events``), for the ``BetIndex``.
+:class:`BetIdStore` reads the rows of the bet ids a batch of bets names, in one query
+(``side_tables.select_rows``), for the ``BetIndex``.
 
-Settlement keeps each bet id's answer as a record in its store (``bet_ids``), written with
-the answer. Stores written before that hold the answers only (``BetsAnswered`` lines, the
-desk's ``BetRejected``, ``BetsHeld`` / ``BetHeld``): at the first start on such a store,
-:func:`index_old_answers` reads them in log order, :data:`PAGE` notifications at a time, and
-writes their records, about :data:`UNIT` answers per transaction with a tracking record of how
-far it got (:data:`PROGRESS`), so a start that stops midway resumes there; its memory is
-bounded by a unit, whatever the length of history. At the end it records
-:data:`DONE`; every later start reads that one tracking record and nothing of history.
+Settlement keeps each bet id's answer as a row of its table ``bet_ids`` (``bet_ids``),
+written with the answer. Stores written before that hold the answers only (``BetsAnswered``
+lines, the desk's ``BetRejected``, ``BetsHeld`` / ``BetHeld``): at the first start on such a
+store, :func:`index_old_answers` reads them in log order, :data:`PAGE` notifications at a
+time, and inserts their rows, about :data:`UNIT` answers per transaction with a tracking
+record of how far it got (:data:`PROGRESS`), so a start that stops midway resumes there; its
+memory is bounded by a unit, whatever the length of history. At the end it records
+:data:`DONE`; every later start reads that one tracking record and nothing of history. The
+same rebuilds the table from the events if it is ever lost (empty the table, delete the two
+tracking records).
 
 A fresh store is marked done at its first start (its log is empty). Nothing stored is
 changed: the old answers stay as they were, readable and sealed.
@@ -21,26 +23,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
-from uuid import UUID
 
-from eventsourcing.persistence import AggregateRecorder, Mapper, Notification, Tracking
+from eventsourcing.persistence import Notification, Recorder, Tracking
 from eventsourcing.utils import get_topic
 
-from services.settlement.bet_ids import bet_id_record_id, recorded_state
+from services.settlement.bet_ids import latest
 from services.settlement.bet_index import BetAnswer, BetKey, BetRequest, Stored
 from services.settlement.domain import BetBook, BetDesk
 from services.shared.facts.settlement import HOUSE
-from services.shared.platform.latest_events import latest_events
+from services.shared.platform.side_tables import BET_IDS, select_rows
 
 if TYPE_CHECKING:
     from services.settlement.application import SettlementApplication
 
 log = logging.getLogger(__name__)
 
-DONE = "settlement:bet-ids-indexed"
-"""Tracking name: the old answers have their records (position 1)."""
-PROGRESS = "settlement:bet-ids-indexing"
-"""Tracking name: the last notification whose answers have their records."""
+DONE = "settlement:bet-id-table-filled"
+"""Tracking name: the old answers have their rows (position 1)."""
+PROGRESS = "settlement:bet-id-table-filling"
+"""Tracking name: the last notification whose answers have their rows."""
 PAGE = 100
 """Notifications read at a time."""
 UNIT = 5000
@@ -48,27 +49,19 @@ UNIT = 5000
 
 
 class BetIdStore:
-    """The bet ids' records in an Application's store (``bet_index.BetIdStore``)."""
+    """The bet-id table of an Application's store (``bet_index.BetIdStore``)."""
 
-    def __init__(self, recorder: AggregateRecorder, mapper: Mapper[UUID]) -> None:
+    def __init__(self, recorder: Recorder) -> None:
         self._recorder = recorder
-        self._mapper = mapper
         self.reads = 0  # queries made (a test counts them)
 
     def read(self, keys: Sequence[BetKey]) -> dict[BetKey, Stored]:
         self.reads += 1
-        ids = {bet_id_record_id(*key): key for key in keys}
-        latest = latest_events(self._recorder, list(ids))
-        return {
-            ids[record_id]: Stored(
-                recorded_state(self._mapper.to_domain_event(stored)), stored.originator_version
-            )
-            for record_id, stored in latest.items()
-        }
+        return latest(select_rows(self._recorder, BET_IDS, keys))
 
 
 def index_old_answers(app: SettlementApplication) -> int:
-    """Give every answer of an older settlement its bet-id record (once); the notifications
+    """Give every answer of an older settlement its bet-id row (once); the notifications
     read (0 when done before)."""
     recorder = app.process_recorder
     if recorder.max_tracking_id(DONE):
@@ -93,7 +86,7 @@ def index_old_answers(app: SettlementApplication) -> int:
 def _record(
     app: SettlementApplication, answers: list[tuple[BetRequest, BetAnswer]], through: int
 ) -> None:
-    """Record the bet ids of ``answers`` (in log order), and that the log is done up to
+    """Insert the bet ids' rows of ``answers`` (in log order), and that the log is done up to
     notification ``through``, in one transaction."""
     with app.unit_of_work(Tracking(PROGRESS, through)):
         app.bet_index.prefetch((request.operator, request.bet_id) for request, _ in answers)

@@ -1,9 +1,8 @@
-"""Settlement's domain model: table terms, one bet book per coup, refused bets, bet ids.
+"""Settlement's domain model: table terms, one bet book per coup, refused bets.
 
 Imports the rules engine only, never Kafka or a database.
 """
 
-from services.settlement.bet_ids import BetIdRecord, bet_id_record_id
 from services.settlement.books import (
     Bet,
     BetBook,
@@ -18,11 +17,9 @@ __all__ = [
     "Bet",
     "BetBook",
     "BetDesk",
-    "BetIdRecord",
     "BookStatus",
     "CoupFacts",
     "TableTerms",
-    "bet_id_record_id",
     "book_aggregate_id",
     "desk_aggregate_id",
     "terms_aggregate_id",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 _TABLE = "internal bookkeeping of the table aggregate (the coups and shoes say it all)"
 _BOOK = "internal bookkeeping of the bet book (its published facts say what was decided)"
-_BET_ID = "settlement's index of bet ids (a copy of the answers its books and desks record)"
 
 UNREAD: dict[str, str] = {
     "services.dealing.tables:Table.ShoeShuffled": _TABLE,
@@ -21,9 +20,6 @@ UNREAD: dict[str, str] = {
     "services.settlement.desk:BetDesk.Started": "opens a table's desk",
     "services.settlement.desk:BetDesk.BetsHeld": "bets held by earlier versions (refused later)",
     "services.settlement.desk:BetDesk.BetsReleased": "held bets taken out to be judged",
-    "settlement:BetIdRecord.Taken": _BET_ID,
-    "settlement:BetIdRecord.Answered": _BET_ID,
-    "settlement:BetIdRecord.Freed": _BET_ID,
     "services.settlement.terms:TableTerms.Registered": "settlement's copy of dealing's terms",
     "services.settlement.terms:TableTerms.Changed": "settlement's copy of dealing's terms",
     "services.settlement.terms:TableTerms.Closed": "settlement's copy of dealing's close",

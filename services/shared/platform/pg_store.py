@@ -36,6 +36,7 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
+from services.shared.platform.side_tables import side_rows
 from services.shared.platform.writer_fence import FENCE_ENV, fence_statement
 
 LOCK_PROCEDURE = "pb_lock_events"
@@ -50,7 +51,8 @@ ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 class FencedRecorder(PostgresProcessRecorder):
     """eventsourcing's process recorder; with a :attr:`fence`, every write transaction
-    (events with or without tracking, tracking alone) starts with it."""
+    (events with or without tracking, tracking alone) starts with it. It writes a unit of
+    work's side rows (``side_tables.py``) in its events' transaction."""
 
     fence: Composed | None = None
 
@@ -60,6 +62,8 @@ class FencedRecorder(PostgresProcessRecorder):
         if self.fence is not None:
             curs.execute(self.fence)
         super()._insert_events(curs, stored_events, **kwargs)
+        for rows in side_rows(kwargs):  # (side_tables.py) after the fence, in the transaction
+            curs.executemany(rows.table.insert(self.datastore.schema), rows.rows)
 
     def insert_tracking(self, tracking: Tracking) -> None:
         with self.datastore.transaction(commit=True) as curs:

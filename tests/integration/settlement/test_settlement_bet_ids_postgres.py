@@ -1,9 +1,9 @@
-"""Settlement's bet-id records on a real PostgreSQL, as the service opens its store: with the
+"""Settlement's bet-id table on a real PostgreSQL, as the service opens its store: with the
 writer lease's fence on every write (``pg_store``).
 
-An older store (answers, no records) gets its records at the first start, through the fence;
-a later start reads no answer of history; a resend is answered from the record (one batched
-read); an instance that lost its lease records no bet id.
+An older store (answers, no table) gets its rows at the first start, through the fence; a
+later start reads no answer of history; a resend is answered from the table (one batched
+read); an instance that lost its lease inserts no bet id.
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ from eventsourcing.persistence import ProgrammingError
 
 from services.settlement.application import SettlementApplication
 from services.settlement.bet_index import BetAnswer
-from services.settlement.domain import bet_id_record_id
-from services.shared.platform.latest_events import latest_events
 from services.shared.platform.persistence import open_application, prepare_store
 from services.shared.platform.pg_store import FencedRecorder
 from services.shared.platform.settings import Settings
+from services.shared.platform.side_tables import BET_IDS, select_rows
 from services.shared.platform.writer_lease import PostgresLease
 from tests.unit.compat.golden import golden_rows, stored
 from tests.unit.settlement.harness import Clock, Dealing, bet
@@ -77,14 +76,14 @@ async def test_an_older_store_is_indexed_through_the_fence_and_later_starts_read
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     prepare_store(settings)
-    older = OlderSettlement(env=settings.eventsourcing_env())  # no records, no fence
+    older = OlderSettlement(env=settings.eventsourcing_env())  # no bet-id table, no fence
     older.recorder.insert_events([stored(row) for row in golden_rows("settlement")])
     older.close()
 
     lease = await _lease(settings)
-    app = _open(settings, lease)  # the first start records the old answers' bet ids
-    record = bet_id_record_id("house", GOLDEN_B0[0])
-    assert list(latest_events(app.recorder, [record, uuid.uuid4()])) == [record]
+    app = _open(settings, lease)  # the first start inserts the old answers' bet ids
+    [row] = select_rows(app.recorder, BET_IDS, [("house", GOLDEN_B0[0]), ("house", "none")])
+    assert row[:3] == ("house", GOLDEN_B0[0], 1) and row[4:] == (True, None, "", False)
     dealing = Dealing(app, table_id="t2")
     dealing.open_table()
     dealing.open_betting("c1")

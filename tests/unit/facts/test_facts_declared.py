@@ -16,7 +16,7 @@ from eventsourcing.domain import CanMutateAggregate
 from eventsourcing.utils import get_topic, resolve_topic
 
 from services.dealing.domain import CommandRejections, Coup, Table
-from services.settlement.domain import BetBook, BetDesk, BetIdRecord, TableTerms
+from services.settlement.domain import BetBook, BetDesk, TableTerms
 from services.shared.facts import Fact, fact_fields, line_fields
 from services.shared.facts.dealing import DEALING_FACTS
 from services.shared.facts.incidents import IncidentRaisedFact
@@ -27,17 +27,7 @@ from services.shared.facts.unread import UNREAD
 from services.shared.platform.incidents import IncidentLog
 from services.shoe.domain import Shoe
 
-AGGREGATES = (
-    Shoe,
-    Table,
-    Coup,
-    CommandRejections,
-    BetBook,
-    BetDesk,
-    BetIdRecord,
-    TableTerms,
-    IncidentLog,
-)
+AGGREGATES = (Shoe, Table, Coup, CommandRejections, BetBook, BetDesk, TableTerms, IncidentLog)
 FACTS: tuple[type[Fact], ...] = (
     *SHOE_FACTS,
     *DEALING_FACTS,

@@ -1,5 +1,6 @@
-"""Bet ids held in the store: a record per (operator, bet id) written with its answer, read
-when a bet names it, nothing of history loaded at start; older stores indexed once."""
+"""Bet ids held in the store: a row of the bet-id table per (operator, bet id) written with
+its answer, read when a bet names it, nothing of history loaded at start; older stores get
+their rows once."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ from eventsourcing.persistence import IntegrityError
 from contracts import PlaceBet
 from services.settlement import application, bet_index_store
 from services.settlement.application import SettlementApplication
-from services.settlement.bet_ids import BetIdRecord
 from services.settlement.bet_index import BetAnswer
-from services.settlement.domain import bet_id_record_id
+from services.settlement.desk import held_line
+from services.shared.platform.side_tables import BET_IDS, Row, select_rows
 from tests.unit.compat.golden import golden_rows, stored
 from tests.unit.settlement.harness import PLACED_AT, Dealing, bet, settlement_app
+from tests.unit.settlement.test_settlement_bets import hold_as_before
 
 
 def sqlite_env(path: Path) -> dict[str, str]:
@@ -36,13 +38,11 @@ def open_table(app: SettlementApplication, *coups: str) -> Dealing:
     return dealing
 
 
-def records(app: SettlementApplication) -> dict[UUID, list[Any]]:
-    """The bet-id records' events in the store, by record id."""
-    found: dict[UUID, list[Any]] = {}
-    for notification in app.recorder.select_notifications(1, 100_000):
-        if notification.topic.startswith("settlement:BetIdRecord."):
-            event = app.mapper.to_domain_event(notification)
-            found.setdefault(event.originator_id, []).append(event)
+def rows(app: SettlementApplication, *bet_ids: str) -> dict[str, list[Row]]:
+    """The bet-id table's rows of the house's ``bet_ids``, by bet id (those with any)."""
+    found: dict[str, list[Row]] = {}
+    for row in select_rows(app.recorder, BET_IDS, [("house", bet_id) for bet_id in bet_ids]):
+        found.setdefault(row[1], []).append(tuple(row))
     return found
 
 
@@ -57,14 +57,13 @@ def test_a_binding_answer_is_recorded_by_bet_id_and_a_free_one_is_not(
     open_table(app, "c1")
     app.handle_batch([bet("b1"), bet("r1", amount=5), bet("n1", coup_id="c9")], None)
     assert app.place_bet(bet("b1", amount=2000)).reason_code == "DUPLICATE_BET_ID"
-    found = records(app)
-    assert set(found) == {bet_id_record_id("house", "b1"), bet_id_record_id("house", "r1")}
-    [accepted] = found[bet_id_record_id("house", "b1")]  # the duplicate changed nothing
-    assert isinstance(accepted, BetIdRecord.Taken)
-    assert accepted.bet == ["house", "b1", "t1", "c1", "alice", "player", "1000", "EUR"]
-    assert accepted.answer == [None, "", False]
-    [refused] = found[bet_id_record_id("house", "r1")]
-    assert refused.answer[0] == "BELOW_MINIMUM"
+    found = rows(app, "b1", "r1", "n1")
+    assert set(found) == {"b1", "r1"}  # n1 (NO_SUCH_COUP) is free: no row
+    [accepted] = found["b1"]  # the duplicate changed nothing
+    content = '["t1", "c1", "alice", "player", "1000", "EUR"]'
+    assert accepted == ("house", "b1", 1, content, True, None, "", False)
+    [refused] = found["r1"]
+    assert refused[2:] == (1, refused[3], False, "BELOW_MINIMUM", refused[6], False)
     app.close()
 
 
@@ -88,7 +87,7 @@ def test_a_second_writer_of_the_same_bet_id_fails_its_whole_transaction(
     store_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two instances on one store: the one that read the bet id as free before the other
-    recorded it cannot record it again (the record's version 1 exists): its transaction
+    recorded it cannot insert it again (its row at version 1 exists): its transaction
     fails whole, and handled again it answers DUPLICATE_BET_ID."""
     one = settlement_app(env=store_env)
     open_table(one, "c1", "c2")
@@ -167,10 +166,11 @@ def test_start_up_reads_nothing_of_the_answered_bets(
 HOUSEKEEPING = ("PRAGMA journal_mode", "BEGIN", "COMMIT", "ROLLBACK", "CREATE TABLE IF NOT")
 START_UP_READS = [
     "SELECT MAX(notification_id) FROM tracking WHERE application_name='__migration__'",
-    "SELECT MAX(notification_id) FROM tracking WHERE application_name='settlement:bet-ids-indexed'",
+    "SELECT MAX(notification_id) FROM tracking "
+    "WHERE application_name='settlement:bet-id-table-filled'",
 ]
 """All a start reads: eventsourcing's schema version, and the mark that the answers of an
-older settlement have their records (``bet_index_store``)."""
+older settlement have their rows (``bet_index_store``)."""
 
 
 def trace_sqlite(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -188,7 +188,7 @@ def trace_sqlite(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def older_store(env: dict[str, str], rows: list[dict[str, Any]]) -> None:
-    """A store as an older settlement left it: its answers, no bet-id records."""
+    """A store as an older settlement left it: its answers, no bet-id table."""
     older = Application[UUID](env=env)
     older.recorder.insert_events([stored(row) for row in rows])
     older.close()
@@ -250,4 +250,26 @@ def test_indexing_an_older_store_resumes_where_a_stopped_start_left_it(
     assert app.bet_answer("t1.coup-1.b0") == BetAnswer("t1.coup-1.b0", True)
     answers = [r for r in golden_rows("settlement") if r["topic"].endswith(ANSWER_TOPICS)]
     assert reads == [len(answers) - 20]  # the first two chunks are not read again
+    app.close()
+
+
+def test_a_held_bets_id_changes_by_new_rows_never_by_changing_one(
+    store_env: dict[str, str],
+) -> None:
+    """Held (version 1), refused NO_SUCH_COUP and free (2: no content), then used again (3):
+    each state a row inserted, the highest version holding."""
+    app = settlement_app(env=store_env)
+    dealing = open_table(app, "c1")
+    line = held_line("c2", "h1", "alice", "banker", "500", "EUR", PLACED_AT)
+    hold_as_before(app, [line])
+    [held] = rows(app, "h1")["h1"]
+    assert held[2:] == (1, held[3], False, None, "", True)
+    dealing.close_betting("c1")
+    dealing.open_betting("c2", number=2)  # the held bet is refused: its id free again
+    assert app.bet_answer("h1") is None
+    assert app.place_bet(bet("h1", coup_id="c2", bettor_id="bob")).accepted
+    found = sorted(rows(app, "h1")["h1"], key=lambda row: row[2])
+    assert [row[2] for row in found] == [1, 2, 3]
+    assert found[1][3:] == (None, False, None, "", False)  # freed
+    assert found[0] == held and found[2][3].startswith('["t1", "c2", "bob"')
     app.close()
