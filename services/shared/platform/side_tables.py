@@ -180,25 +180,31 @@ def select_rows(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> li
 
 
 def _select(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> list[Row]:
-    columns = ", ".join(table.column_names)
-    lookup = ", ".join(table.lookup)
+    # The keys are joined to the table (a search of its primary key per key): written as
+    # ``(a, b) IN (VALUES ...)``, SQLite would scan the whole table instead.
+    columns = ", ".join(f"t.{column}" for column in table.column_names)
+    match = " AND ".join(f"t.{column} = k.c{i}" for i, column in enumerate(table.lookup))
     if isinstance(recorder, SidePOPORecorder):
         wanted = set(keys)
         rows = recorder.side_tables.get(table.name, {}).values()
         positions = [table.column_names.index(column) for column in table.lookup]
         return [row for row in rows if tuple(row[i] for i in positions) in wanted]
     if isinstance(recorder, SQLiteProcessRecorder):
-        width = len(table.lookup)
-        values = ",".join(["(" + ",".join("?" * width) + ")"] * len(keys))
-        statement = f"SELECT {columns} FROM {table.name} WHERE ({lookup}) IN (VALUES {values})"
+        names = ", ".join(f"c{i}" for i in range(len(table.lookup)))
+        values = ",".join(["(" + ",".join("?" * len(table.lookup)) + ")"] * len(keys))
+        statement = (
+            f"WITH k({names}) AS (VALUES {values}) "
+            f"SELECT {columns} FROM k JOIN {table.name} AS t ON {match}"
+        )
         with recorder.datastore.transaction(commit=False) as c:
             c.execute(statement, [value for key in keys for value in key])
             return [tuple(row) for row in c.fetchall()]
     datastore: Any = getattr(recorder, "datastore", None)
     arrays = ", ".join("%s::text[]" for _ in table.lookup)
+    names = ", ".join(f"c{i}" for i in range(len(table.lookup)))
     statement = (
-        f"SELECT {columns} FROM {table.qualified(datastore.schema)} "
-        f"WHERE ({lookup}) IN (SELECT * FROM unnest({arrays}))"
+        f"SELECT {columns} FROM unnest({arrays}) AS k({names}) "
+        f"JOIN {table.qualified(datastore.schema)} AS t ON {match}"
     )
     params = [[key[i] for key in keys] for i in range(len(table.lookup))]
     with datastore.get_connection() as connection, connection.cursor() as cursor:

@@ -273,3 +273,22 @@ def test_a_held_bets_id_changes_by_new_rows_never_by_changing_one(
     assert found[1][3:] == (None, False, None, "", False)  # freed
     assert found[0] == held and found[2][3].startswith('["t1", "c2", "bob"')
     app.close()
+
+
+def test_a_batchs_lookup_searches_the_tables_key_and_never_scans_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lookup's cost does not grow with the bets answered before (a scan of the table
+    per batch would)."""
+    path = tmp_path / "s.sqlite"
+    app = settlement_app(env=sqlite_env(path))
+    open_table(app, "c1")
+    statements = trace_sqlite(monkeypatch)
+    looked_up = settlement_app(env=sqlite_env(path))
+    looked_up.handle_batch([bet("b1"), bet("b2", bettor_id="bob")], None)
+    [lookup] = [s for s in statements if "bet_ids" in s and s.startswith("WITH")]
+    plan = [row[3] for row in sqlite3.connect(path).execute("EXPLAIN QUERY PLAN " + lookup)]
+    assert "SEARCH t USING PRIMARY KEY (operator=? AND bet_id=?)" in plan
+    assert not [step for step in plan if step.startswith("SCAN t")]
+    app.close()
+    looked_up.close()
