@@ -63,7 +63,8 @@ class FencedRecorder(PostgresProcessRecorder):
             curs.execute(self.fence)
         super()._insert_events(curs, stored_events, **kwargs)
         for rows in side_rows(kwargs):  # (side_tables.py) after the fence, in the transaction
-            curs.executemany(rows.table.insert(self.datastore.schema), rows.rows)
+            table = rows.table
+            curs.execute(table.insert_many(self.datastore.schema), table.postgres_params(rows.rows))
 
     def insert_tracking(self, tracking: Tracking) -> None:
         with self.datastore.transaction(commit=True) as curs:

@@ -70,11 +70,20 @@ class SideTable:
             return self.name
         return '"' + schema.replace('"', '""') + '".' + self.name
 
-    def insert(self, schema: str | None) -> str:
-        """The INSERT of one row (``?`` marks on SQLite, ``%s`` on PostgreSQL (``schema``))."""
-        mark, table = ("?", self.name) if schema is None else ("%s", self.qualified(schema))
-        marks = ",".join([mark] * len(self.columns))
-        return f"INSERT INTO {table} ({', '.join(self.column_names)}) VALUES ({marks})"
+    def insert(self) -> str:
+        """SQLite's INSERT of one row."""
+        marks = ",".join("?" * len(self.columns))
+        return f"INSERT INTO {self.name} ({', '.join(self.column_names)}) VALUES ({marks})"
+
+    def insert_many(self, schema: str) -> str:
+        """PostgreSQL's INSERT of many rows in one statement: one array per column."""
+        arrays = ", ".join(f"%s::{kind.split()[0]}[]" for _, _, kind in self.columns)
+        columns = ", ".join(self.column_names)
+        return f"INSERT INTO {self.qualified(schema)} ({columns}) SELECT * FROM unnest({arrays})"
+
+    def postgres_params(self, rows: Sequence[Row]) -> list[list[Any]]:
+        """The arrays of :meth:`insert_many`: one per column."""
+        return [[row[i] for row in rows] for i in range(len(self.columns))]
 
 
 @dataclass(frozen=True)
@@ -97,7 +106,7 @@ class SideSQLiteRecorder(SQLiteProcessRecorder):
         self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
         for rows in side_rows(kwargs):
-            c.executemany(rows.table.insert(None), rows.rows)
+            c.executemany(rows.table.insert(), rows.rows)
         return super()._insert_events(c, stored_events, **kwargs)
 
 
