@@ -63,8 +63,8 @@ class FencedRecorder(PostgresProcessRecorder):
             curs.execute(self.fence)
         super()._insert_events(curs, stored_events, **kwargs)
         for rows in side_rows(kwargs):  # (side_tables.py) after the fence, in the transaction
-            table = rows.table
-            curs.execute(table.insert_many(self.datastore.schema), table.postgres_params(rows.rows))
+            document = rows.table.postgres_rows(rows.rows)
+            curs.execute(rows.table.insert_many(self.datastore.schema), (document,))
 
     def insert_tracking(self, tracking: Tracking) -> None:
         with self.datastore.transaction(commit=True) as curs:

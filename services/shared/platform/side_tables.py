@@ -19,6 +19,7 @@ that changes is a new row at the next version (see ``settlement.bet_index_store`
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -76,14 +77,19 @@ class SideTable:
         return f"INSERT INTO {self.name} ({', '.join(self.column_names)}) VALUES ({marks})"
 
     def insert_many(self, schema: str) -> str:
-        """PostgreSQL's INSERT of many rows in one statement: one array per column."""
-        arrays = ", ".join(f"%s::{kind.split()[0]}[]" for _, _, kind in self.columns)
+        """PostgreSQL's INSERT of many rows in one statement, given as one JSON document
+        (:meth:`postgres_rows`: psycopg's text arrays would quote every value in Python)."""
         columns = ", ".join(self.column_names)
-        return f"INSERT INTO {self.qualified(schema)} ({columns}) SELECT * FROM unnest({arrays})"
+        record = ", ".join(f"{name} {kind.split()[0]}" for name, _, kind in self.columns)
+        return (
+            f"INSERT INTO {self.qualified(schema)} ({columns}) "
+            f"SELECT {columns} FROM json_to_recordset(%s::json) AS x({record})"
+        )
 
-    def postgres_params(self, rows: Sequence[Row]) -> list[list[Any]]:
-        """The arrays of :meth:`insert_many`: one per column."""
-        return [[row[i] for row in rows] for i in range(len(self.columns))]
+    def postgres_rows(self, rows: Sequence[Row]) -> str:
+        """The JSON document of :meth:`insert_many`."""
+        names = self.column_names
+        return json.dumps([dict(zip(names, row, strict=True)) for row in rows])
 
 
 @dataclass(frozen=True)
@@ -199,25 +205,25 @@ def _select(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> list[R
         positions = [table.column_names.index(column) for column in table.lookup]
         return [row for row in rows if tuple(row[i] for i in positions) in wanted]
     if isinstance(recorder, SQLiteProcessRecorder):
-        names = ", ".join(f"c{i}" for i in range(len(table.lookup)))
+        aliases = ", ".join(f"c{i}" for i in range(len(table.lookup)))
         values = ",".join(["(" + ",".join("?" * len(table.lookup)) + ")"] * len(keys))
         statement = (
-            f"WITH k({names}) AS (VALUES {values}) "
+            f"WITH k({aliases}) AS (VALUES {values}) "
             f"SELECT {columns} FROM k JOIN {table.name} AS t ON {match}"
         )
         with recorder.datastore.transaction(commit=False) as c:
             c.execute(statement, [value for key in keys for value in key])
             return [tuple(row) for row in c.fetchall()]
     datastore: Any = getattr(recorder, "datastore", None)
-    arrays = ", ".join("%s::text[]" for _ in table.lookup)
-    names = ", ".join(f"c{i}" for i in range(len(table.lookup)))
+    names = [f"c{i}" for i in range(len(table.lookup))]
+    record = ", ".join(f"{name} text" for name in names)
     statement = (
-        f"SELECT {columns} FROM unnest({arrays}) AS k({names}) "
+        f"SELECT {columns} FROM json_to_recordset(%s::json) AS k({record}) "
         f"JOIN {table.qualified(datastore.schema)} AS t ON {match}"
     )
-    params = [[key[i] for key in keys] for i in range(len(table.lookup))]
+    document = json.dumps([dict(zip(names, key, strict=True)) for key in keys])
     with datastore.get_connection() as connection, connection.cursor() as cursor:
-        cursor.execute(statement, params)
+        cursor.execute(statement, (document,))
         return [tuple(row[name] for name in table.column_names) for row in cursor.fetchall()]
 
 
