@@ -52,8 +52,9 @@ from contracts import (
     TableClosed,
     TableOpened,
 )
+from services.settlement.bet_ids import change_rows
 from services.settlement.bet_index import DUPLICATE, BetAnswer, BetIndex, BetRequest
-from services.settlement.bet_index_store import load_bet_index
+from services.settlement.bet_index_store import BetIdStore, index_old_answers
 from services.settlement.domain import (
     BetBook,
     BetDesk,
@@ -68,6 +69,7 @@ from services.settlement.verification import Claim, check_claim
 from services.shared.platform.application import ServiceApplication, UnitOfWork
 from services.shared.platform.environment import check_operators
 from services.shared.platform.incidents import Evidence, Origin, raise_incident
+from services.shared.platform.side_tables import BET_IDS, create_side_tables
 from services.shared.rules.validation import parse_amount
 
 A = TypeVar("A", bound=Aggregate)
@@ -99,27 +101,31 @@ class SettlementApplication(ServiceApplication):
         self._clock = clock or _utc_now  # "now" for a message handed over without a time
         # whose CloseBook a new book waits for (PB_OPERATORS, in settlement's environment)
         self.operators = check_operators(self.env.get("PB_OPERATORS") or HOUSE)
-        self._index = BetIndex()
+        # bet ids' answers: a table in the store (read on demand), written with the answers
+        create_side_tables(self.factory, self.recorder, [BET_IDS])
+        self.bet_ids = BetIdStore(self.recorder)
+        self.bet_index = BetIndex(self.bet_ids)
         # books with answers, desks with refusals, to record in this unit (flush)
         self._drafted: dict[UUID, BetBook | BetDesk] = {}
-        load_bet_index(self._index, self.recorder, self.mapper)
+        index_old_answers(self)  # once per store written by an older settlement
 
     # -- units of work that keep the cache and the bet index clean ----------------------
     @contextmanager
     def unit_of_work(self, tracking: Tracking | None = None) -> Iterator[UnitOfWork]:
         uow = UnitOfWork(self, tracking)
-        self._index.begin()
+        self.bet_index.begin()
         self._drafted = {}
         try:
             yield uow
             for drafted in self._drafted.values():
                 drafted.flush()  # one BetsAnswered event per book per unit
+            uow.add_rows(change_rows(self.bet_index.changes()))
             uow.commit()
         except BaseException:
             self._forget(uow)
-            self._index.rollback()
+            self.bet_index.rollback()
             raise
-        self._index.commit()
+        self.bet_index.commit()
 
     def _forget(self, uow: UnitOfWork) -> None:
         cache = self.repository.cache
@@ -177,6 +183,9 @@ class SettlementApplication(ServiceApplication):
                 raise ValueError("placed_at and origins need one entry per message")
         received = self._clock()
         with self.unit_of_work(tracking) as uow:
+            self.bet_index.prefetch(  # the batch's bet ids: one read of the store
+                (operator, m.bet_id) for m in messages if isinstance(m, PlaceBet)
+            )
             for index, message in enumerate(messages):
                 placed = None if placed_at is None else placed_at[index]
                 origin = None if origins is None else origins[index]
@@ -218,7 +227,7 @@ class SettlementApplication(ServiceApplication):
     # -- queries -------------------------------------------------------------------
     def bet_answer(self, bet_id: str, operator: str = HOUSE) -> BetAnswer | None:
         """The answer recorded for an operator's bet id (None: never answered, or free)."""
-        return self._index.answer(operator, bet_id)
+        return self.bet_index.answer(operator, bet_id)
 
     def get_book(self, table_id: str, coup_id: str) -> BetBook | None:
         """The coup's bet book as recorded (read only: it may be the cached object)."""
@@ -250,7 +259,7 @@ class SettlementApplication(ServiceApplication):
             parse_amount(command.amount),  # the one parse of the amount
             operator,  # the topic's, never a field of the bet
         )
-        previous = self._index.get(operator, request.bet_id)
+        previous = self.bet_index.get(operator, request.bet_id)
         book = uow.get(book_aggregate_id(request.table_id, request.coup_id), BetBook)
         if book is not None and not book.opened_for(operator):
             book = None  # not open for this operator's bets yet: its OpenBook is still to come
@@ -313,7 +322,7 @@ class SettlementApplication(ServiceApplication):
         )
         self._drafted[book.id] = book
         answer = BetAnswer(request.bet_id, True)
-        self._index.record(request, answer)
+        self.bet_index.record(request, answer)
         return answer
 
     def _refuse(
@@ -341,7 +350,7 @@ class SettlementApplication(ServiceApplication):
         else:
             self._desk(uow, request.table_id).reject(**fields, placed_at=request.placed_at)
         answer = BetAnswer(request.bet_id, False, code, message)
-        self._index.record(request, answer)
+        self.bet_index.record(request, answer)
         return answer
 
     def _desk(self, uow: UnitOfWork, table_id: str) -> BetDesk:

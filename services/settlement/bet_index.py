@@ -1,12 +1,16 @@
-"""Every bet settlement has answered, in memory, rebuilt from the store at start.
+"""Every bet settlement has answered: read from its bet-id table in the store, a few cached.
 
 A bet is known by (operator, bet id): each operator has its own bet ids, so one operator
 cannot squat another's (``contracts.topics``: the operator is the topic's).
 
 A resend of a bet (same id, same content) gets the recorded answer and records
 nothing; the same id with other content is a DUPLICATE_BET_ID. Changes made
-while handling a message are pending until its transaction commits, so a
-failed transaction leaves no trace here either.
+while handling a message are pending until its transaction commits (they are
+recorded in it: ``bet_ids``), so a failed transaction leaves no trace here either.
+
+Nothing of history is loaded at start: a bet id is looked up in the store when a
+bet names it (a batch's ids in one query, :meth:`BetIndex.prefetch`), and only the
+last :data:`CACHE_SIZE` binding answers seen stay in memory.
 
 Refusals for NO_SUCH_TABLE / NO_SUCH_COUP do not use up a bet id (the bet may
 have raced ahead of the table's events); a held bet (see ``desk``) is answered
@@ -15,9 +19,12 @@ have raced ahead of the table's events); a held bet (see ``desk``) is answered
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
+from typing import NamedTuple, Protocol
 
 from services.shared.facts.settlement import HOUSE, HeldLine
 
@@ -105,49 +112,125 @@ def content_key(
 
 @dataclass(frozen=True)
 class Answered:
-    key: ContentKey
+    """A bet id's content (the request it was answered for) and its answer."""
+
+    request: BetRequest
     answer: BetAnswer
+
+    @property
+    def key(self) -> ContentKey:
+        return self.request.key
 
 
 BetKey = tuple[str, str]
 """(operator, bet id)."""
 
 
-class BetIndex:
-    """(operator, bet id) -> the content it was placed with and its answer."""
+class Stored(NamedTuple):
+    """A bet id's row as stored (the highest version): what it says (None: never answered,
+    or free again) and its version (0: no row)."""
 
-    def __init__(self) -> None:
-        self._answered: dict[BetKey, Answered] = {}
+    state: Answered | None
+    version: int
+
+
+NOT_STORED = Stored(None, 0)
+
+
+class BetIdStore(Protocol):
+    """Where the bet ids' rows are read (``bet_index_store.BetIdStore``)."""
+
+    def read(self, keys: Sequence[BetKey]) -> dict[BetKey, Stored]:
+        """The latest rows of ``keys`` (those without one are left out)."""
+        ...
+
+
+Change = tuple[BetKey, Answered | None, int]
+"""A bet id's new state (None: free) and the version its row had before."""
+
+CACHE_SIZE = 10_000
+"""Bet ids whose binding answer is kept in memory (least recently used go first)."""
+
+
+class BetIndex:
+    """(operator, bet id) -> the content it was placed with and its answer, read from the
+    rows in the store; the answers of this unit of work pending until it commits."""
+
+    def __init__(self, store: BetIdStore, cache_size: int = CACHE_SIZE) -> None:
+        self._store = store
+        self._cache_size = cache_size
+        self._cache: OrderedDict[BetKey, Stored] = OrderedDict()  # binding answers only
+        self._read: dict[BetKey, Stored] = {}  # read from the store in this unit
         self._pending: dict[BetKey, Answered | None] = {}
 
     def __len__(self) -> int:
-        return len(self._answered)
+        """Bet ids held in memory (at most the cache's size, plus one unit's)."""
+        return len(self._cache) + len(self._read) + len(self._pending)
 
     # -- transactions --------------------------------------------------------------
     def begin(self) -> None:
-        self._pending = {}
+        self._read, self._pending = {}, {}
+
+    def changes(self) -> list[Change]:
+        """What this unit changed, each with its row's version before (to insert)."""
+        return [(key, state, self._stored(key).version) for key, state in self._pending.items()]
 
     def commit(self) -> None:
-        for key, answered in self._pending.items():
-            if answered is None:
-                self._answered.pop(key, None)
-            else:
-                self._answered[key] = answered
-        self._pending = {}
+        changed = self.changes()
+        for key, stored in self._read.items():
+            if stored.state is not None:  # (an id read as unknown is not cached)
+                self._keep(key, stored)
+        for key, state, version in changed:
+            self._keep(key, Stored(state, version + (state is not None or version > 0)))
+        self._read, self._pending = {}, {}
 
     def rollback(self) -> None:
-        self._pending = {}
+        self._read, self._pending = {}, {}
+
+    def _keep(self, key: BetKey, stored: Stored) -> None:
+        """Cache a binding answer (it never changes); anything else is read again."""
+        if stored.state is None or stored.state.answer.held:
+            self._cache.pop(key, None)
+            return
+        self._cache[key] = stored
+        self._cache.move_to_end(key)
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
 
     # -- reading and writing ---------------------------------------------------------
+    def prefetch(self, keys: Iterable[BetKey]) -> None:
+        """Read the rows of ``keys`` not known yet, in one go (a batch's bet ids)."""
+        wanted = [
+            key
+            for key in dict.fromkeys(keys)
+            if key not in self._pending and key not in self._read and key not in self._cache
+        ]
+        if wanted:
+            found = self._store.read(wanted)
+            for key in wanted:
+                self._read[key] = found.get(key, NOT_STORED)
+
+    def _stored(self, key: BetKey) -> Stored:
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached
+        found = self._read.get(key)
+        if found is None:
+            found = self._read[key] = self._store.read([key]).get(key, NOT_STORED)
+        return found
+
     def get(self, operator: str, bet_id: str) -> Answered | None:
         key = (operator, bet_id)
         if key in self._pending:
             return self._pending[key]
-        return self._answered.get(key)
+        return self._stored(key).state
 
     def answer(self, operator: str, bet_id: str) -> BetAnswer | None:
-        answered = self._answered.get((operator, bet_id))
-        return None if answered is None else answered.answer
+        """The committed answer (a query: reads the store, changes nothing)."""
+        key = (operator, bet_id)
+        stored = self._cache.get(key) or self._store.read([key]).get(key, NOT_STORED)
+        return None if stored.state is None else stored.state.answer
 
     def record(self, request: BetRequest, answer: BetAnswer) -> None:
         """Note the answer given to ``request`` (a binding one, or 'held')."""
@@ -159,14 +242,12 @@ class BetIndex:
             if current is not None and current.answer.held:
                 self._pending[key] = None  # released and refused: free again
             return
-        self._pending[key] = Answered(request.key, answer)
+        self._pending[key] = Answered(request, answer)
 
-    # -- rebuilding from stored events -----------------------------------------------
     def replay(self, request: BetRequest, answer: BetAnswer) -> None:
-        """Apply one answer found in the store (in store order)."""
-        current = self._answered.get((request.operator, request.bet_id))
+        """Apply an answer found in an old store's log (in log order) within this unit: an
+        id answered for good keeps its answer (see ``bet_index_store``)."""
+        current = self.get(request.operator, request.bet_id)
         if current is not None and not current.answer.held:
-            return  # answered for good already
-        self.begin()
+            return
         self.record(request, answer)
-        self.commit()

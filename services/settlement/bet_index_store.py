@@ -1,70 +1,137 @@
-"""Rebuilding settlement's bet index from the event store (at start)."""
+"""Settlement's bet-id table in its store: read many at once, and filled once for old stores.
+
+:class:`BetIdStore` reads the rows of the bet ids a batch of bets names, in one query
+(``side_tables.select_rows``), for the ``BetIndex``.
+
+Settlement keeps each bet id's answer as a row of its table ``bet_ids`` (``bet_ids``),
+written with the answer. Stores written before that hold the answers only (``BetsAnswered``
+lines, the desk's ``BetRejected``, ``BetsHeld`` / ``BetHeld``): at the first start on such a
+store, :func:`index_old_answers` reads them in log order, :data:`PAGE` notifications at a
+time, and inserts their rows, about :data:`UNIT` answers per transaction with a tracking
+record of how far it got (:data:`PROGRESS`), so a start that stops midway resumes there; its
+memory is bounded by a unit, whatever the length of history. At the end it records
+:data:`DONE`; every later start reads that one tracking record and nothing of history. The
+same rebuilds the table from the events if it is ever lost (empty the table, delete the two
+tracking records).
+
+A fresh store is marked done at its first start (its log is empty). Nothing stored is
+changed: the old answers stay as they were, readable and sealed.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-from uuid import UUID
+import logging
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
-from eventsourcing.persistence import ApplicationRecorder, Mapper
+from eventsourcing.persistence import Notification, Recorder, Tracking
 from eventsourcing.utils import get_topic
 
-from services.settlement.bet_index import BetAnswer, BetIndex, BetRequest
+from services.settlement.bet_ids import latest
+from services.settlement.bet_index import BetAnswer, BetKey, BetRequest, Stored
 from services.settlement.domain import BetBook, BetDesk
 from services.shared.facts.settlement import HOUSE
+from services.shared.platform.side_tables import BET_IDS, select_rows
+
+if TYPE_CHECKING:
+    from services.settlement.application import SettlementApplication
+
+log = logging.getLogger(__name__)
+
+DONE = "settlement:bet-id-table-filled"
+"""Tracking name: the old answers have their rows (position 1)."""
+PROGRESS = "settlement:bet-id-table-filling"
+"""Tracking name: the last notification whose answers have their rows."""
+PAGE = 100
+"""Notifications read at a time."""
+UNIT = 5000
+"""Answers recorded per transaction (more only when one notification holds more)."""
 
 
-def load_bet_index(index: BetIndex, recorder: ApplicationRecorder, mapper: Mapper[UUID]) -> None:
-    """Fill ``index`` with every answer recorded in the store, in store order."""
-    answered = get_topic(BetBook.BetsAnswered)
-    refused = get_topic(BetDesk.BetRejected)
-    held = get_topic(BetDesk.BetHeld)
-    held_lines = get_topic(BetDesk.BetsHeld)
-    start = 1
-    while True:
-        batch = recorder.select_notifications(
-            start, 2000, topics=[answered, refused, held, held_lines]
+class BetIdStore:
+    """The bet-id table of an Application's store (``bet_index.BetIdStore``)."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+        self.reads = 0  # queries made (a test counts them)
+
+    def read(self, keys: Sequence[BetKey]) -> dict[BetKey, Stored]:
+        self.reads += 1
+        return latest(select_rows(self._recorder, BET_IDS, keys))
+
+
+def index_old_answers(app: SettlementApplication) -> int:
+    """Give every answer of an older settlement its bet-id row (once); the notifications
+    read (0 when done before)."""
+    recorder = app.process_recorder
+    if recorder.max_tracking_id(DONE):
+        return 0
+    start = (recorder.max_tracking_id(PROGRESS) or 0) + 1
+    read = 0
+    topics = [_ANSWERED, _REFUSED, _HELD, _HELD_LINES]
+    while page := recorder.select_notifications(start, PAGE, topics=topics):
+        answers: list[tuple[BetRequest, BetAnswer]] = []
+        for notification in page:  # a notification's answers are never split between units
+            answers += _answers(notification, app.mapper.to_domain_event(notification))
+            if len(answers) >= UNIT or notification is page[-1]:
+                _record(app, answers, notification.id)
+                answers = []
+        read += len(page)
+        start = page[-1].id + 1
+        log.info("bet ids of older answers recorded up to notification %d", start - 1)
+    recorder.insert_tracking(Tracking(DONE, 1))
+    return read
+
+
+def _record(
+    app: SettlementApplication, answers: list[tuple[BetRequest, BetAnswer]], through: int
+) -> None:
+    """Insert the bet ids' rows of ``answers`` (in log order), and that the log is done up to
+    notification ``through``, in one transaction."""
+    with app.unit_of_work(Tracking(PROGRESS, through)):
+        app.bet_index.prefetch((request.operator, request.bet_id) for request, _ in answers)
+        for request, answer in answers:
+            app.bet_index.replay(request, answer)
+
+
+_ANSWERED = get_topic(BetBook.BetsAnswered)
+_REFUSED = get_topic(BetDesk.BetRejected)
+_HELD = get_topic(BetDesk.BetHeld)
+_HELD_LINES = get_topic(BetDesk.BetsHeld)
+
+
+def _answers(notification: Notification, event: Any) -> Iterator[tuple[BetRequest, BetAnswer]]:
+    """The (bet, answer) pairs of one stored event, in their order."""
+    if notification.topic == _ANSWERED:
+        for line in event.lines:
+            request = BetRequest(
+                event.table_id,
+                event.coup_id,
+                line.bet_id,
+                line.bettor_id,
+                line.bet_type,
+                str(line.amount),
+                line.currency,
+                operator=event.operator,
+            )
+            code = line.reason_code
+            yield request, BetAnswer(line.bet_id, code is None, code, line.message)
+    elif notification.topic == _HELD_LINES:
+        for held_bet in event.lines:
+            request = BetRequest.held(event.table_id, held_bet)
+            yield request, BetAnswer(request.bet_id, False, held=True)
+    else:
+        request = BetRequest(
+            event.table_id,
+            event.coup_id,
+            event.bet_id,
+            event.bettor_id,
+            event.bet_type,
+            event.amount,
+            event.currency,
+            operator=getattr(event, "operator", HOUSE),  # BetHeld: the house's
         )
-        if not batch:
-            return
-        for notification in batch:
-            event: Any = mapper.to_domain_event(notification)
-            if notification.topic == answered:
-                answers: BetBook.BetsAnswered = event
-                for line in answers.lines:
-                    request = BetRequest(
-                        answers.table_id,
-                        answers.coup_id,
-                        line.bet_id,
-                        line.bettor_id,
-                        line.bet_type,
-                        str(line.amount),
-                        line.currency,
-                        operator=answers.operator,
-                    )
-                    code = line.reason_code
-                    index.replay(request, BetAnswer(line.bet_id, code is None, code, line.message))
-            elif notification.topic == held_lines:
-                holds: BetDesk.BetsHeld = event
-                for held_bet in holds.lines:
-                    request = BetRequest.held(holds.table_id, held_bet)
-                    index.replay(request, BetAnswer(request.bet_id, False, held=True))
-            else:
-                desk_event: Any = event
-                request = BetRequest(
-                    desk_event.table_id,
-                    desk_event.coup_id,
-                    desk_event.bet_id,
-                    desk_event.bettor_id,
-                    desk_event.bet_type,
-                    desk_event.amount,
-                    desk_event.currency,
-                    operator=getattr(desk_event, "operator", HOUSE),  # BetHeld: the house's
-                )
-                if notification.topic == held:
-                    answer = BetAnswer(request.bet_id, False, held=True)
-                else:
-                    answer = BetAnswer(
-                        request.bet_id, False, desk_event.reason_code, desk_event.message
-                    )
-                index.replay(request, answer)
-        start = batch[-1].id + 1
+        if notification.topic == _HELD:
+            yield request, BetAnswer(request.bet_id, False, held=True)
+        else:
+            yield request, BetAnswer(request.bet_id, False, event.reason_code, event.message)

@@ -1,6 +1,6 @@
 """The eventsourcing base every service Application extends, and its unit of work.
 
-``ServiceApplication`` is an ordinary eventsourcing ``Application`` with four
+``ServiceApplication`` is an ordinary eventsourcing ``Application`` with five
 additions the delivery design needs:
 
 - its recorder is a *process* recorder, so events and tracking records
@@ -10,6 +10,9 @@ additions the delivery design needs:
   message (or one batch of messages) and records all their new events together
   with the tracking record in ONE transaction (``ProcessingEvent`` +
   ``Application._record``, as ``eventsourcing.system.ProcessApplication`` does);
+- a unit of work may add rows of the service's side tables (derived state such as
+  settlement's bet ids, ``side_tables.py``): its recorder inserts them in that same
+  transaction (``UnitOfWork.add_rows``);
 - listeners registered with ``add_save_listener`` are called after every
   save, which wakes the outbox relay without waiting for its poll interval;
 - its mapper is :class:`~services.shared.platform.mapping.FactMapper`: stored line
@@ -32,6 +35,7 @@ from eventsourcing.persistence import Mapper, ProcessRecorder, Recording, Tracki
 
 from services.shared.platform.mapping import FactMapper
 from services.shared.platform.secret_keys import SecretKeys
+from services.shared.platform.side_tables import SIDE_ROWS, SideRows, process_recorder
 
 A = TypeVar("A", bound=Aggregate)
 
@@ -61,7 +65,7 @@ class ServiceApplication(Application[UUID]):
         return None
 
     def construct_recorder(self) -> ProcessRecorder:
-        return self.factory.process_recorder()
+        return process_recorder(self.factory)  # one that writes side rows (side_tables.py)
 
     @property
     def process_recorder(self) -> ProcessRecorder:
@@ -128,6 +132,7 @@ class UnitOfWork:
         self._missing: set[UUID] = set()
         self._committed = False
         self._processing = ProcessingEvent[UUID](tracking)
+        self._side_rows: list[SideRows] = []
 
     def get(self, aggregate_id: UUID, kind: type[A]) -> A | None:
         """The aggregate ``aggregate_id`` of class ``kind``, or None when there is none."""
@@ -153,6 +158,10 @@ class UnitOfWork:
             self._aggregates[aggregate.id] = aggregate
             self._missing.discard(aggregate.id)
 
+    def add_rows(self, *rows: SideRows) -> None:
+        """Insert these rows of side tables in the unit's transaction (``side_tables.py``)."""
+        self._side_rows.extend(found for found in rows if found.rows)
+
     def checkpoint(self) -> None:
         """Take the events raised so far: they are recorded before any raised after."""
         self._processing.collect_events(*self._aggregates.values())
@@ -169,8 +178,10 @@ class UnitOfWork:
         self._committed = True
         processing = self._processing
         processing.collect_events(*self._aggregates.values())
-        if not processing.events and self.tracking is None:
+        if not processing.events and self.tracking is None and not self._side_rows:
             return []
+        if self._side_rows:  # handed to the recorder's insert_events with the events
+            processing.saved_kwargs[SIDE_ROWS] = self._side_rows
         recordings = self.app._record(processing)
         cache = self.app.repository.cache
         if cache is not None:

@@ -13,7 +13,9 @@ For each service, with schema ``<schema prefix><service>`` and roles named with 
   SELECT and INSERT on its events table, USAGE on that table's notification-id sequence and
   EXECUTE on ``pb_lock_events`` (the write lock, see ``pg_store.py``); SELECT, INSERT and
   UPDATE (notification_id) on its tracking table (eventsourcing's single-row tracking is an
-  ``INSERT ... ON CONFLICT DO UPDATE``); SELECT and INSERT on its snapshots table.
+  ``INSERT ... ON CONFLICT DO UPDATE``); SELECT and INSERT on its snapshots table and on its
+  side tables (``side_tables.py``: settlement's ``bet_ids``, derived state whose rows are
+  only ever inserted).
 - ``auditor`` (LOGIN, ``default_transaction_read_only``): USAGE on every service schema and
   SELECT on every table in them.
 
@@ -139,6 +141,7 @@ class Provisioning:
                 ("events (append-only trigger)", tables.events),
                 ("tracking", tables.tracking),
                 ("snapshots", tables.snapshots),
+                ("derived state (rebuildable from the events)", tables.side),
                 ("other tables (auditor only)", tables.others),
             ):
                 if names:

@@ -6,7 +6,8 @@
   before they had roles of their own);
 - :func:`create_tables`: what a service's Application uses, made by eventsourcing itself
   (``CREATE_TABLE``) through a connection acting as the owner (``pg_store.OwnerRoleFactory``):
-  the process recorder's events and tracking tables, the snapshots table;
+  the process recorder's events and tracking tables, the snapshots table; and the service's
+  side tables (``side_tables.py``: settlement's bet ids, derived state);
 - :func:`append_only`: on each events table the trigger ``pb_append_only`` refusing UPDATE,
   DELETE and TRUNCATE (FOR EACH STATEMENT, before anything changes, whoever runs them), and
   the procedure ``pb_lock_events`` (SECURITY DEFINER, ``search_path`` pinned) that takes an
@@ -29,6 +30,7 @@ from psycopg import sql
 from services.shared.platform.application import ServiceApplication
 from services.shared.platform.pg_store import LOCK_PROCEDURE, OWNER_ROLE_FACTORY, SET_ROLE
 from services.shared.platform.settings import PostgresSettings
+from services.shared.platform.side_tables import SIDE_TABLES, create_side_tables
 
 TRIGGER = "pb_append_only"
 REFUSE_FUNCTION = "pb_refuse_change"
@@ -73,6 +75,7 @@ class StoreTables:
     sequences: list[str] = field(default_factory=list)  # the events tables' notification ids
     tracking: list[str] = field(default_factory=list)
     snapshots: list[str] = field(default_factory=list)
+    side: list[str] = field(default_factory=list)  # derived state (side_tables.SIDE_TABLES)
     others: list[str] = field(default_factory=list)
 
 
@@ -88,6 +91,7 @@ def grants(store: StoreRoles, tables: StoreTables, auditor: str) -> list[Grant]:
         given.append(Grant("SELECT, INSERT", "TABLE", (schema, table), login))
         given.append(Grant("UPDATE (notification_id)", "TABLE", (schema, table), login))
     given += [Grant("SELECT, INSERT", "TABLE", (schema, t), login) for t in tables.snapshots]
+    given += [Grant("SELECT, INSERT", "TABLE", (schema, t), login) for t in tables.side]
     given.append(Grant("USAGE", "SCHEMA", (schema,), auditor))
     given.append(Grant("SELECT", "ALL TABLES IN SCHEMA", (schema,), auditor))
     return given
@@ -116,7 +120,8 @@ def ensure_schema(conn: psycopg.Connection[Any], store: StoreRoles) -> bool:
 
 def create_tables(admin: PostgresSettings, store: StoreRoles) -> StoreTables:
     """Let eventsourcing create what a service's Application uses (its process recorder:
-    events and tracking; its snapshots), connected as ``admin`` acting as the owner."""
+    events and tracking; its snapshots), and create its side tables
+    (``side_tables.SIDE_TABLES``), connected as ``admin`` acting as the owner."""
     env = {
         "PERSISTENCE_MODULE": OWNER_ROLE_FACTORY,
         SET_ROLE: store.owner,
@@ -142,6 +147,9 @@ def create_tables(admin: PostgresSettings, store: StoreRoles) -> StoreTables:
         if app.snapshots is not None:
             snapshots: Any = app.snapshots.recorder
             tables.snapshots.append(snapshots.events_table_name)
+        side = SIDE_TABLES.get(store.service, ())
+        create_side_tables(app.factory, recorder, side)
+        tables.side = [table.name for table in side]
         return tables
     finally:
         app.close()
@@ -196,7 +204,7 @@ def describe_tables(conn: psycopg.Connection[Any], store: StoreRoles, tables: St
         ).fetchone()
         if row is not None:
             tables.sequences.append(str(row[0]))
-    known = {*tables.events, *tables.tracking, *tables.snapshots}
+    known = {*tables.events, *tables.tracking, *tables.snapshots, *tables.side}
     tables.others = [
         row[0]
         for row in conn.execute(

@@ -51,6 +51,7 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
+from services.shared.platform.side_tables import side_rows
 from services.shared.platform.writer_fence import FENCE_ENV, fence_statement
 
 LOCK_PROCEDURE = "pb_lock_events"
@@ -65,7 +66,8 @@ ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 class FencedRecorder(PostgresProcessRecorder):
     """eventsourcing's process recorder; with a :attr:`fence`, every write transaction
-    (events with or without tracking, tracking alone) starts with it."""
+    (events with or without tracking, tracking alone) starts with it. It writes a unit of
+    work's side rows (``side_tables.py``) in its events' transaction."""
 
     fence: Composed | None = None
 
@@ -90,6 +92,9 @@ class FencedRecorder(PostgresProcessRecorder):
         if self.fence is not None:
             curs.execute(self.fence)
         super()._insert_events(curs, stored_events, **kwargs)
+        for rows in side_rows(kwargs):  # (side_tables.py) after the fence, in the transaction
+            document = rows.table.postgres_rows(rows.rows)
+            curs.execute(rows.table.insert_many(self.datastore.schema), (document,))
 
     def insert_tracking(self, tracking: Tracking) -> None:
         with self.datastore.transaction(commit=True) as curs:

@@ -209,6 +209,31 @@ def test_a_service_role_may_append_but_never_change_its_stored_events(
         assert count(conn, store.schema, events) == before
 
 
+def test_settlements_bet_id_table_is_provisioned_for_inserts_only(played: Provisioned) -> None:
+    """The provisioning made settlement's bet-id table (derived state, ``side_tables``): the
+    played game's answers are in it, inserted by settlement's role, which may not change or
+    remove a row; the auditor reads it."""
+    store = played.store("settlement")
+    with connect(played.login(store.login)) as conn:
+        before = count(conn, store.schema, "bet_ids")
+        assert before > 0
+        table = sql.Identifier(store.schema, "bet_ids")
+        update = sql.SQL("UPDATE {} SET message = 'changed'").format(table)
+        for change in [update, *changes(store.schema, "bet_ids")[1:]]:
+            with pytest.raises(errors.InsufficientPrivilege, match="permission denied for table"):
+                conn.execute(change)
+        assert count(conn, store.schema, "bet_ids") == before
+    with connect(played.login(played.done.auditor)) as conn:
+        assert count(conn, store.schema, "bet_ids") == before
+    for other in ("shoe", "dealing"):
+        with connect(played.admin) as conn:
+            found = conn.execute(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = %s AND tablename = 'bet_ids'",
+                (played.store(other).schema,),
+            ).fetchone()
+            assert found == (0,)  # settlement's alone
+
+
 @pytest.mark.parametrize("service", SERVICES)
 def test_a_service_role_cannot_touch_another_services_schema(
     played: Provisioned, service: str
@@ -302,7 +327,7 @@ def _catalog(admin: PostgresSettings, names: list[str]) -> dict[str, list[tuple[
         "WHERE nspname = ANY(%(s)s) ORDER BY 1",
         "relations": "SELECT c.oid, c.relname, c.relkind, c.relowner::regrole::text, "
         "c.relacl::text FROM pg_class c WHERE c.relnamespace::regnamespace::text = ANY(%(s)s) "
-        "ORDER BY 2",
+        "ORDER BY 2, 1",  # (one name in several schemas: by oid too)
         "columns": "SELECT a.attrelid::regclass::text, a.attname, a.attacl::text "
         "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
         "WHERE c.relnamespace::regnamespace::text = ANY(%(s)s) AND a.attacl IS NOT NULL "

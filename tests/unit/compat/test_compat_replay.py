@@ -12,6 +12,7 @@ from pathlib import Path
 from uuid import UUID
 
 import pytest
+from eventsourcing.application import Application
 
 from services.dealing.domain import Coup, coup_aggregate_id
 from services.settlement.application import SettlementApplication
@@ -64,12 +65,12 @@ def test_legacy_shapes_replay_with_what_their_upcasters_supply(tmp_path: Path) -
     assert coup.id != coup_aggregate_id(coup.table_id, coup.coup_id)  # a copy, apart
 
     env = _sqlite(tmp_path, "settlement")
-    first = SettlementApplication(env=env)
-    first.recorder.insert_events(
+    older = Application[UUID](env=env)  # a store an older settlement wrote: no bet-id records
+    older.recorder.insert_events(
         [stored(row) for row in golden_rows("settlement") + legacy_rows("settlement", replays=True)]
     )
-    first.close()
-    settlement = SettlementApplication(env=env)
+    older.close()
+    settlement = SettlementApplication(env=env)  # its first start records the bet ids
     desk_row = next(r for r in legacy_rows("settlement") if r["topic"].endswith(".BetHeld"))
     desk = settlement.repository.get(UUID(hex=desk_row["originator_id"]))
     assert isinstance(desk, BetDesk) and desk.held == {}

@@ -18,6 +18,7 @@ from services.shared.platform.pg_roles import (
 from services.shared.platform.pg_schemas import StoreTables, grants
 from services.shared.platform.pg_store import ProvisionedRecorder
 from services.shared.platform.settings import PostgresSettings, Settings, SettingsError
+from services.shared.platform.side_tables import BET_IDS, SIDE_TABLES
 from services.tools.cli.main import app
 
 PG = {"POSTGRES_HOST": "db", "POSTGRES_DBNAME": "casino", "POSTGRES_USER": "admin"}
@@ -75,6 +76,19 @@ def test_the_grants_are_exactly_what_eventsourcing_needs() -> None:
     )
     assert not any(word in s for s in statements for word in ("DELETE", "TRUNCATE"))
     assert not any("UPDATE" in s for s in statements if "shoe_events" in s)
+
+
+def test_a_side_table_is_given_select_and_insert_only() -> None:
+    """Settlement's bet ids (derived state, rows never changed): read and inserted by its
+    role, read by the auditor (all tables), nothing more."""
+    store = StoreRoles("settlement", "settlement", "settlement_owner", "settlement")
+    tables = StoreTables(events=["settlement_events"], side=["bet_ids"])
+    given = [(g.grantee, str(g)) for g in grants(store, tables, "auditor")]
+    assert [g for g in given if "bet_ids" in g[1]] == [
+        ("settlement", "SELECT, INSERT on table settlement.bet_ids")
+    ]
+    assert ("auditor", "SELECT on all tables in schema settlement") in given
+    assert SIDE_TABLES == {"settlement": (BET_IDS,)}
 
 
 def test_a_provisioned_store_turns_table_creation_off_and_locks_through_the_owner() -> None:

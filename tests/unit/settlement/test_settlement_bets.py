@@ -219,9 +219,8 @@ def hold_as_before(app: SettlementApplication, lines: list[list[str]]) -> None:
             uow.add(desk)
         for line in lines:
             desk.draft_hold(line)
+            app.bet_index.replay(BetRequest.held("t1", line), BetAnswer(line[1], False, held=True))
         desk.flush()
-    for line in lines:
-        app._index.replay(BetRequest.held("t1", line), BetAnswer(line[1], False, held=True))
 
 
 def test_a_bets_amount_is_parsed_once_where_it_enters(

@@ -172,7 +172,7 @@ def test_the_service_takes_a_bets_operator_from_the_topic_it_was_read_from() -> 
 
 
 def test_a_restarted_settlement_keeps_bet_ids_per_operator(tmp_path: object) -> None:
-    """The bet index is rebuilt from the store with each bet's operator."""
+    """A restarted settlement reads the bet ids' records, each of its operator."""
     from pathlib import Path
 
     env = {
