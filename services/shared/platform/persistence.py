@@ -48,16 +48,8 @@ def _prepare_schema(settings: Settings) -> None:
     import psycopg
     from psycopg import sql
 
-    pg, schema = settings.postgres, settings.postgres_schema
-    with psycopg.connect(
-        host=pg.host,
-        port=pg.port,
-        dbname=pg.dbname,
-        user=pg.user,
-        password=pg.password,
-        autocommit=True,
-        connect_timeout=10,
-    ) as conn:
+    schema = settings.postgres_schema
+    with psycopg.connect(**settings.postgres.connect_options(), autocommit=True) as conn:
         found = conn.execute(
             "SELECT has_schema_privilege(n.oid, 'USAGE'), EXISTS (SELECT 1 FROM pg_proc p "
             "WHERE p.pronamespace = n.oid AND p.proname = %s) "
@@ -78,8 +70,8 @@ def _prepare_schema(settings: Settings) -> None:
             )
         if not found[0]:
             raise StoreNotReady(
-                f"role {pg.user} may not use schema {schema}: give the service its own role's "
-                f"POSTGRES_USER / POSTGRES_PASSWORD, or run {setup} again"
+                f"role {settings.postgres.user} may not use schema {schema}: give the service "
+                f"its own role's POSTGRES_USER / POSTGRES_PASSWORD, or run {setup} again"
             )
         if not found[1]:
             raise StoreNotReady(

@@ -102,6 +102,17 @@ class PostgresSettings:
     password: str = ""
     pool_size: int = 5
 
+    def connect_options(self) -> dict[str, Any]:
+        """psycopg's ``connect`` keyword arguments for this server (a 10 s connect timeout)."""
+        return {
+            "host": self.host,
+            "port": self.port,
+            "dbname": self.dbname,
+            "user": self.user,
+            "password": self.password,
+            "connect_timeout": 10,
+        }
+
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> PostgresSettings:
         return cls.from_environment(Environment.read(env))

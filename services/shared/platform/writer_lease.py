@@ -146,16 +146,10 @@ class PostgresLease(WriterLease):
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
         if self._connection is None or self._connection.closed:
-            pg = self.settings.postgres
             self._connection = await psycopg.AsyncConnection.connect(
-                host=pg.host,
-                port=pg.port,
-                dbname=pg.dbname,
-                user=pg.user,
-                password=pg.password,
+                **self.settings.postgres.connect_options(),
                 autocommit=True,
                 application_name=f"pb-{self.settings.service}-lease",
-                connect_timeout=10,
             )
         return self._connection
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from services.shared.platform.sealing import LEDGER_ID
-from services.tools.audit.stores import BATCH, Row, StoreReader
+from services.tools.audit.stores import BATCH, Row, StoreReader, scan_row_at, scan_rows_of
 from services.tools.audit.stream import moment_of
 from services.tools.history.from_store import read_json
 
@@ -150,20 +150,13 @@ class ArchiveStore:
         yield from self.hot.rows(max(after, self.archived_to))
 
     def rows_of(self, originator_id: bytes, before: int) -> Iterator[Row]:
-        for batch in self.rows():
-            for row in batch:
-                if row[0] >= before:
-                    return
-                if row[1] == originator_id:
-                    yield row
+        return scan_rows_of(self, originator_id, before)
 
     def row_at(self, originator_id: bytes, version: int | None) -> Row | None:
         found = self.hot.row_at(originator_id, version)
         if found is not None and found.notification_id > self.archived_to:
             return found
-        rows = [r for b in self.rows() for r in b if r[1] == originator_id]
-        rows = [r for r in rows if version in (None, r[2])]
-        return max(rows, key=lambda r: r[2]) if rows else None
+        return scan_row_at(self, originator_id, version)
 
     def close(self) -> None:
         self.hot.close()

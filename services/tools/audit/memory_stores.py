@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from services.tools.audit.stores import BATCH, Row
+from services.tools.audit.stores import BATCH, Row, scan_row_at, scan_rows_of
 
 
 class RecorderStore:
@@ -36,21 +36,10 @@ class RecorderStore:
             start = batch[-1].id + 1
 
     def rows_of(self, originator_id: bytes, before: int) -> Iterator[Row]:
-        for batch in self.rows():
-            for row in batch:
-                if row[0] >= before:
-                    return
-                if row[1] == originator_id:
-                    yield row
+        return scan_rows_of(self, originator_id, before)
 
     def row_at(self, originator_id: bytes, version: int | None) -> Row | None:
-        found = [
-            row
-            for batch in self.rows()
-            for row in batch
-            if row[1] == originator_id and version in (None, row[2])
-        ]
-        return max(found, key=lambda row: row[2]) if found else None
+        return scan_row_at(self, originator_id, version)
 
     def close(self) -> None:
         """Nothing to close: the Application owns its recorder."""
@@ -76,21 +65,10 @@ class ListStore:
             yield ordered[start : start + BATCH]
 
     def rows_of(self, originator_id: bytes, before: int) -> Iterator[Row]:
-        for batch in self.rows():
-            for row in batch:
-                if row[0] >= before:
-                    return
-                if row[1] == originator_id:
-                    yield row
+        return scan_rows_of(self, originator_id, before)
 
     def row_at(self, originator_id: bytes, version: int | None) -> Row | None:
-        found = [
-            row
-            for batch in self.rows()
-            for row in batch
-            if row[1] == originator_id and version in (None, row[2])
-        ]
-        return max(found, key=lambda row: row[2]) if found else None
+        return scan_row_at(self, originator_id, version)
 
     def close(self) -> None:
         """Nothing to close."""

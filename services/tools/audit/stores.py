@@ -137,6 +137,27 @@ class SqliteStore:
         self._connection.close()
 
 
+def scan_rows_of(store: StoreReader, originator_id: bytes, before: int) -> Iterator[Row]:
+    """``rows_of`` by reading the whole log (stores without an index to ask: lists, archives)."""
+    for batch in store.rows():
+        for row in batch:
+            if row[0] >= before:  # rows may be plain tuples in Row's order
+                return
+            if row[1] == originator_id:
+                yield row
+
+
+def scan_row_at(store: StoreReader, originator_id: bytes, version: int | None) -> Row | None:
+    """``row_at`` by reading the whole log: the aggregate's row at ``version`` (None: its last)."""
+    found = [
+        row
+        for batch in store.rows()
+        for row in batch
+        if row[1] == originator_id and version in (None, row[2])
+    ]
+    return max(found, key=lambda row: row[2]) if found else None
+
+
 def _as_bytes(value: object) -> bytes:
     """A state that is not a BLOB (someone wrote TEXT into the column): its bytes."""
     if isinstance(value, bytes):
@@ -165,15 +186,7 @@ class PostgresStore:
         self.schema = settings.postgres_schema
         self.table = f"{settings.service}_events"
         self.description = settings.describe_store()
-        pg = settings.postgres
-        self._connection = psycopg.connect(
-            host=pg.host,
-            port=pg.port,
-            dbname=pg.dbname,
-            user=pg.user,
-            password=pg.password,
-            connect_timeout=10,
-        )
+        self._connection = psycopg.connect(**settings.postgres.connect_options())
         self._connection.read_only = True
         self._name = sql.Identifier(self.schema, self.table)
         self._sql = sql

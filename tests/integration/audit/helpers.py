@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from eventsourcing.domain import Aggregate, event
+
 from services.dev.simulation import LocalSystem, PlayLog, play
+from services.shared.platform.application import ServiceApplication
 from services.shared.platform.settings import Settings
 from services.tools.audit.auditor import AuditReport, audit
 from services.tools.audit.stores import open_stores
@@ -39,3 +42,23 @@ def audit_settings(settings: Settings) -> AuditReport:
     finally:
         for store in stores.values():
             store.close()
+
+
+class Tally(Aggregate):
+    """A small aggregate for tests of the sealing and anchoring machinery."""
+
+    @event("Counted")
+    def count(self, by: int) -> None:
+        self.total = getattr(self, "total", 0) + by
+
+
+class TallyApp(ServiceApplication):
+    """A service Application with nothing but tallies (its events are sealed like any)."""
+
+    name = "tally"
+
+    def add(self, times: int) -> None:
+        tally = Tally()
+        for n in range(times):
+            tally.count(by=n)
+        self.save(tally)

@@ -22,7 +22,6 @@ import psycopg
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from eventsourcing.domain import Aggregate, event
 from psycopg import sql
 from typer.testing import CliRunner
 
@@ -32,7 +31,6 @@ from services.dev.infra.kafka_clients import ADMIN, AUDITOR
 from services.dev.simulation import LocalSystem, play
 from services.settlement.messages import to_messages as settlement_messages
 from services.shared.platform.anchors import with_anchors
-from services.shared.platform.application import ServiceApplication
 from services.shared.platform.incidents import with_incidents
 from services.shared.platform.kafka import ensure_topics
 from services.shared.platform.keys import load_keyring, signer_for
@@ -46,6 +44,7 @@ from services.tools.audit.findings import Code
 from services.tools.audit.stores import Row, SqliteStore, open_stores
 from services.tools.cli.main import app
 from tests import kafka_logins
+from tests.integration.audit.helpers import TallyApp
 from tests.integration.platform.kafka_tools import settings_for
 from tests.kafka_cleanup import created_under
 from tests.signing_keys import key_env
@@ -257,22 +256,6 @@ def _store(settings: Settings, service: str) -> Iterator[_Store]:
         yield store
     finally:
         store.connection.close()
-
-
-class Tally(Aggregate):
-    @event("Counted")
-    def count(self, by: int) -> None:
-        self.total = getattr(self, "total", 0) + by
-
-
-class TallyApp(ServiceApplication):
-    name = "tally"
-
-    def add(self, times: int) -> None:
-        tally = Tally()
-        for n in range(times):
-            tally.count(by=n)
-        self.save(tally)
 
 
 async def test_a_service_anchors_the_seal_it_makes_when_stopping(

@@ -8,30 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from eventsourcing.domain import Aggregate, event
 
-from services.shared.platform.application import ServiceApplication
 from services.shared.platform.runner import ServiceDefinition, ServiceHost
 from services.shared.platform.sealing import SEALED_TOPIC, expand_runs
 from services.shared.platform.settings import Settings
 from services.tools.audit.auditor import audit
 from services.tools.audit.stores import SqliteStore
-
-
-class Tally(Aggregate):
-    @event("Counted")
-    def count(self, by: int) -> None:
-        self.total = getattr(self, "total", 0) + by
-
-
-class TallyApp(ServiceApplication):
-    name = "tally"
-
-    def add(self, times: int) -> None:
-        tally = Tally()
-        for n in range(times):
-            tally.count(by=n)
-        self.save(tally)
+from tests.integration.audit.helpers import TallyApp
 
 
 def _definition() -> ServiceDefinition[TallyApp]:
