@@ -1,0 +1,156 @@
+"""Several processes of one service share its partitions (PB_PARTITIONED): scale-out.
+
+Real Kafka, the three real services as subprocesses, each partitioned (a cell per partition it
+owns, each cell with its own store: services/shared/platform/partitioned.py), on topics of 3
+partitions, with tables on every partition. A second settlement process joins mid-shoe (the
+group hands it some partitions: their cells stop in the first process and start in the
+second, on the same stores), then the first is SIGKILLed during a coup (the second takes its
+partitions once the group's session times out), then it is started again (partitions are
+handed back). Every accepted bet is settled exactly once, with the amounts the test's ledger
+recomputes from the cards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+import pytest
+from aiokafka.partitioner import murmur2
+
+from contracts import BetAccepted, BetSettled, BettingOpened, Message
+from services.dev.demo.orchestrator import DemoConfig, TableDriver
+from services.dev.demo.processes import ServiceProcess, ServiceSettings, service_env
+from services.dev.demo.system import LocalSystem
+from tests.e2e.helpers import assert_books_clean, wait
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+PARTITIONS = 3
+
+
+@pytest.fixture
+def system_settings(system_settings: ServiceSettings) -> ServiceSettings:
+    extra = {**system_settings.extra, "PB_PARTITIONED": "yes"}
+    return dataclasses.replace(system_settings, extra=extra)
+
+
+def partition_of(table_id: str) -> int:
+    """The partition Kafka's default partitioner gives a table's records."""
+    return (murmur2(table_id.encode()) & 0x7FFFFFFF) % PARTITIONS
+
+
+def driver_on_every_partition(system: LocalSystem, tables: int) -> TableDriver:
+    """A table driver whose tables cover every partition (run ids tried in a fixed order)."""
+    config = DemoConfig(tables=tables, bettors=10, betting_window_ms=500, seed=7)
+    for attempt in range(1000):
+        run_id = f"{uuid.UUID(int=attempt).hex[-10:]}"
+        ids = [f"demo-{run_id}-{number}" for number in range(1, tables + 1)]
+        if {partition_of(table_id) for table_id in ids} == set(range(PARTITIONS)):
+            driver = TableDriver(config, system, run_id)
+            system.reactors.append(driver.react)
+            return driver
+    raise AssertionError("no run id puts a table on every partition")
+
+
+def owned(process: ServiceProcess) -> list[str]:
+    return [
+        line for line in process.log_text_since_start().splitlines() if "owns partitions" in line
+    ]
+
+
+@pytest.mark.timeout(420)
+async def test_settlement_processes_share_partitions_hand_them_over_and_survive_a_kill(
+    system: LocalSystem,
+) -> None:
+    first = system.services["settlement"]
+    assert "owns partitions [0, 1, 2]" in first.log_text_since_start()
+    driver = driver_on_every_partition(system, tables=4)
+    ledger = system.ledger
+    await driver.start()
+    await wait(system, lambda: ledger.summary().coups_resolved >= 4, 120, "4 coups resolved")
+
+    # A second process joins mid-shoe: the group gives it a share of the partitions.
+    second = ServiceProcess(
+        "settlement",
+        service_env(system.settings, service="settlement"),
+        first.log_path.with_name("settlement-2.log"),
+    )
+    system.services["settlement-2"] = second  # stopped with the others
+    second.start()
+    await wait(
+        system,
+        lambda: (
+            ": serving" in second.log_text_since_start()
+            and any("owns partitions [" in line and "none" not in line for line in owned(second))
+        ),
+        120,
+        "the second settlement to own and serve partitions",
+    )
+    moved = owned(second)[-1]
+    await wait(
+        system,
+        lambda: "moved away: stopping its cell" in first.log_text_since_start(),
+        60,
+        "the first settlement to hand its cells over",
+    )
+
+    # Kill the first during a coup: the second takes every partition.
+    killed: list[int] = []
+    resolved_before = ledger.summary().coups_resolved
+
+    async def kill_mid_coup(message: Message) -> None:
+        if killed or not isinstance(message, BettingOpened):
+            return
+        if ledger.summary().coups_resolved < resolved_before + 3:
+            return
+        system.kill("settlement")
+        system.services.pop("settlement")  # dead on purpose, until restarted
+        killed.append(len(ledger.unanswered()))
+
+    system.reactors.append(kill_mid_coup)
+    await wait(system, lambda: killed, 120, "a coup under way to kill the first during")
+    await wait(
+        system,
+        lambda: "owns partitions [0, 1, 2]" in second.log_text_since_start(),
+        90,
+        "the second settlement to take every partition after the kill",
+    )
+    resolved_after_kill = ledger.summary().coups_resolved + 4
+    await wait(
+        system,
+        lambda: ledger.summary().coups_resolved >= resolved_after_kill,
+        150,
+        "4 more coups resolved after the kill",
+    )
+
+    # The first comes back: partitions are handed back to it.
+    system.services["settlement"] = first
+    first.start()
+    await system.wait_ready(["settlement"], 120)
+    await wait(
+        system,
+        lambda: any("none" not in line for line in owned(first)),
+        90,
+        "the restarted settlement to own partitions again",
+    )
+    resolved_after_return = ledger.summary().coups_resolved + 3
+    await wait(
+        system,
+        lambda: ledger.summary().coups_resolved >= resolved_after_return,
+        150,
+        "3 more coups resolved after the hand-back",
+    )
+    await driver.close_all("test over")
+    await wait(system, driver.drained, 120, "every bet answered and settled")
+
+    assert_books_clean(ledger)
+    summary = ledger.summary()
+    assert summary.bets_settled == summary.bets_accepted > 0
+    for kind in (BetAccepted, BetSettled):
+        events: dict[str, set[object]] = {}
+        for message in system.seen(kind):
+            events.setdefault(message.bet_id, set()).add(message.event_id)
+        assert all(len(ids) == 1 for ids in events.values()), f"a bet with two {kind.__name__}"
+    assert killed[0] > 0, "settlement was killed with no bet in flight"
+    assert "owns partitions [0, 1, 2]" not in moved, "the joining process got no share"
