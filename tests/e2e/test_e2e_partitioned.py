@@ -154,3 +154,86 @@ async def test_settlement_processes_share_partitions_hand_them_over_and_survive_
         assert all(len(ids) == 1 for ids in events.values()), f"a bet with two {kind.__name__}"
     assert killed[0] > 0, "settlement was killed with no bet in flight"
     assert "owns partitions [0, 1, 2]" not in moved, "the joining process got no share"
+
+
+def another(system: LocalSystem, service: str, name: str) -> ServiceProcess:
+    """One more process of ``service`` (stopped with the others)."""
+    process = ServiceProcess(
+        service,
+        service_env(system.settings, service=service),
+        system.services[service].log_path.with_name(f"{name}.log"),
+    )
+    system.services[name] = process
+    process.start()
+    return process
+
+
+@pytest.mark.timeout(420)
+async def test_three_settlements_and_two_of_each_other_service_share_the_tables_and_a_dealing_kill(
+    system: LocalSystem,
+) -> None:
+    """Three settlement processes (one partition each), two dealing and two shoe processes;
+    a dealing process is SIGKILLed during a coup: its partitions' betting clocks and coups go
+    on in the other once the group's session times out."""
+    extra = [
+        another(system, "settlement", "settlement-2"),
+        another(system, "settlement", "settlement-3"),
+        another(system, "dealing", "dealing-2"),
+        another(system, "shoe", "shoe-2"),
+    ]
+    await system.wait_ready(["settlement-2", "settlement-3", "dealing-2", "shoe-2"], 120)
+    settlements = [system.services[n] for n in ("settlement", "settlement-2", "settlement-3")]
+    await wait(
+        system,
+        lambda: (
+            sorted(owned(process)[-1].split("owns partitions ")[1] for process in settlements)
+            == ["[0]", "[1]", "[2]"]
+            if all(owned(process) for process in settlements)
+            else False
+        ),
+        120,
+        "each settlement process to own one partition",
+    )
+    driver = driver_on_every_partition(system, tables=4)
+    ledger = system.ledger
+    await driver.start()
+    await wait(system, lambda: ledger.summary().coups_resolved >= 4, 120, "4 coups resolved")
+
+    dealing = system.services["dealing"]
+    killed: list[int] = []
+
+    async def kill_dealing_mid_coup(message: Message) -> None:
+        if killed or not isinstance(message, BettingOpened):
+            return
+        system.kill("dealing")
+        system.services.pop("dealing")
+        killed.append(len(ledger.unanswered()))
+
+    system.reactors.append(kill_dealing_mid_coup)
+    await wait(system, lambda: killed, 120, "a coup under way to kill a dealing during")
+    survivor = system.services["dealing-2"]
+    await wait(
+        system,
+        lambda: "owns partitions [0, 1, 2]" in survivor.log_text_since_start(),
+        90,
+        "the other dealing to take every partition",
+    )
+    per_table = {table_id: run.coups_resolved for table_id, run in driver.tables.items()}
+    await wait(
+        system,
+        lambda: all(run.coups_resolved >= per_table[t] + 2 for t, run in driver.tables.items()),
+        150,
+        "2 more coups resolved on every table (every partition) after the kill",
+    )
+    await driver.close_all("test over")
+    await wait(system, driver.drained, 120, "every bet answered and settled")
+
+    assert_books_clean(ledger)
+    summary = ledger.summary()
+    assert summary.bets_settled == summary.bets_accepted > 0
+    for kind in (BetAccepted, BetSettled):
+        events: dict[str, set[object]] = {}
+        for message in system.seen(kind):
+            events.setdefault(message.bet_id, set()).add(message.event_id)
+        assert all(len(ids) == 1 for ids in events.values()), f"a bet with two {kind.__name__}"
+    assert dealing.exit_code() is not None and extra

@@ -101,12 +101,14 @@ class _MergedCells(Collector):
 async def merged_metrics(host: CellHost) -> bytes:
     """The Prometheus exposition of every cell of the process (gauges refreshed first)."""
     cells = dict(host.cells)
-    rendered = await asyncio.gather(
+    await asyncio.gather(  # each render refreshes its gauges; the merge reads the registries
         *(cell.metrics.render(cell.service) for cell in cells.values()), return_exceptions=True
     )
-    del rendered  # each render refreshed its gauges; the merge reads the registries
+    return merged_registry((partition, cell.metrics.registry) for partition, cell in cells.items())
+
+
+def merged_registry(registries: Iterable[tuple[int, CollectorRegistry]]) -> bytes:
+    """The exposition of several cells' registries, each sample labelled with its ``cell``."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(
-        _MergedCells((partition, cell.metrics.registry) for partition, cell in cells.items())
-    )
+    registry.register(_MergedCells(registries))
     return generate_latest(registry)
