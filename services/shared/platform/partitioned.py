@@ -39,6 +39,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
+from services.shared.platform.cell_offsets import seed_cell_offsets
 from services.shared.platform.endpoints import ops_app
 from services.shared.platform.group_membership import GroupMembership
 from services.shared.platform.kafka import client_options, ensure_topics
@@ -174,6 +175,7 @@ class CellHost:
         settings = self.settings.for_partition(partition)
         cell = ServiceHost(self.build(settings), settings, create_topics=False)
         try:
+            await seed_cell_offsets(self.settings, partition, self.template.inputs)
             await cell.start()  # waits for the store's writer lease (the previous owner)
             await cell.wait_ready()
         except StoppedAsStandby:

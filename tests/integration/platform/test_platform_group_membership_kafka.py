@@ -3,7 +3,8 @@
 ``group_membership.py``: each process is a member of the service's consumer group; the group
 gives each a disjoint share of the partitions that together cover them all, gives a joining
 member a share (taken from the others), and moves a leaving member's share to the rest. The
-members never fetch a record (their partitions are paused): the cells read them.
+members never fetch a record (their partitions are paused): the cells read them. A new
+cell starts where the service's one consumer stopped (``cell_offsets.py``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,13 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.structs import OffsetAndMetadata
 
 from contracts import TABLE_COMMANDS
+from services.shared.platform.cell_offsets import seed_cell_offsets
 from services.shared.platform.group_membership import GroupMembership
+from services.shared.platform.kafka import client_options
 from services.shared.platform.settings import Settings
 from tests.integration.platform.kafka_tools import settings_for
 
@@ -93,3 +98,45 @@ async def test_processes_split_the_partitions_take_a_joiner_in_and_cover_a_leave
 
         await second.stop()  # leaves: its partition goes to the others
         await until(lambda: split([first.owned, third.owned]), "the leaver's share taken over")
+
+
+async def committed(settings: Settings, group: str, tp: TopicPartition) -> int | None:
+    consumer = AIOKafkaConsumer(**client_options(settings), group_id=group)
+    consumer.assign([tp])
+    await consumer.start()
+    try:
+        return await consumer.committed(tp)
+    finally:
+        await consumer.stop()
+
+
+async def commit(settings: Settings, group: str, tp: TopicPartition, offset: int) -> None:
+    consumer = AIOKafkaConsumer(
+        **client_options(settings), group_id=group, enable_auto_commit=False
+    )
+    consumer.assign([tp])
+    await consumer.start()
+    try:
+        await consumer.commit({tp: OffsetAndMetadata(offset, "")})
+    finally:
+        await consumer.stop()
+
+
+async def test_a_new_cell_starts_where_the_services_consumer_stopped_and_then_keeps_its_own(
+    kafka_bootstrap: str,
+) -> None:
+    """Switching to PB_PARTITIONED must not judge again what the one consumer handled."""
+    settings = settings_for("dealing", kafka_bootstrap)
+    tp = TopicPartition(settings.topic(TABLE_COMMANDS), 1)
+    cell_group = settings.for_partition(1).consumer_group
+    await commit(settings, settings.consumer_group, tp, 5)
+
+    assert await seed_cell_offsets(settings, 1, [TABLE_COMMANDS]) == {tp: 5}
+    assert await committed(settings, cell_group, tp) == 5
+    other = TopicPartition(settings.topic(TABLE_COMMANDS), 0)  # nothing committed there
+    assert await seed_cell_offsets(settings, 0, [TABLE_COMMANDS]) == {}
+    assert await committed(settings, settings.for_partition(0).consumer_group, other) is None
+
+    await commit(settings, settings.consumer_group, tp, 9)  # the cell's own offsets win now
+    assert await seed_cell_offsets(settings, 1, [TABLE_COMMANDS]) == {}
+    assert await committed(settings, cell_group, tp) == 5
