@@ -12,7 +12,11 @@ recomputes from the cards.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import json
+import urllib.error
+import urllib.request
 import uuid
 
 import pytest
@@ -22,6 +26,7 @@ from contracts import BetAccepted, BetSettled, BettingOpened, Message
 from services.dev.demo.orchestrator import DemoConfig, TableDriver
 from services.dev.demo.processes import ServiceProcess, ServiceSettings, service_env
 from services.dev.demo.system import LocalSystem
+from services.dev.infra.ports import free_port
 from tests.e2e.helpers import assert_books_clean, wait
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -31,8 +36,20 @@ PARTITIONS = 3
 
 @pytest.fixture
 def system_settings(system_settings: ServiceSettings) -> ServiceSettings:
-    extra = {**system_settings.extra, "PB_PARTITIONED": "yes"}
+    extra = {
+        **system_settings.extra,
+        "PB_PARTITIONED": "yes",
+        "PB_HTTP_PORT_SETTLEMENT": str(free_port()),  # the first process's; later ones: none
+    }
     return dataclasses.replace(system_settings, extra=extra)
+
+
+def get(port: str, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
 
 
 def partition_of(table_id: str) -> int:
@@ -65,6 +82,15 @@ async def test_settlement_processes_share_partitions_hand_them_over_and_survive_
 ) -> None:
     first = system.services["settlement"]
     assert "owns partitions [0, 1, 2]" in first.log_text_since_start()
+    # One set of endpoints for the process: /ready checks every cell, /metrics labels them.
+    port = system.settings.extra["PB_HTTP_PORT_SETTLEMENT"]
+    status, body = await asyncio.to_thread(get, port, "/ready")
+    assert status == 200, body
+    assert json.loads(body)["checks"]["cells"] == "ok"
+    status, body = await asyncio.to_thread(get, port, "/metrics")
+    assert status == 200
+    for partition in range(PARTITIONS):
+        assert f'pb_service_up{{cell="{partition}",service="settlement"}} 1.0' in body
     driver = driver_on_every_partition(system, tables=4)
     ledger = system.ledger
     await driver.start()
