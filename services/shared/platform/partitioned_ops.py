@@ -1,7 +1,8 @@
 """The operations endpoints of a partitioned service's process: one set for all its cells.
 
-``/health`` and ``/ready`` (``endpoints.py``) ask :class:`CellsReadiness`: the process owns
-partitions and runs a cell for each, and each cell passes its own checks (``readiness.py``:
+``/health`` and ``/ready`` (``endpoints.py``) ask :class:`CellsReadiness`: the process is a
+member of its group and runs a cell for each partition it owns (owning none is ready: more
+processes than partitions wait for a share), and each cell passes its own checks (``readiness.py``:
 its writer lease, the broker, its store, its partitions, its handling); a check that fails
 is named after its cell (``p3 store: ...``). ``/metrics`` merges the cells' registries
 (:func:`merged_metrics`): every sample gets a ``cell`` label, the partition number.
@@ -54,8 +55,8 @@ class CellsReadiness:
         partitions: str | None = None
         if not host.membership.assigned_once.is_set():
             partitions = "not yet a member of the consumer group"
-        elif not owned:
-            partitions = "no partition assigned (more processes than partitions?)"
+        # A member given no partition (more processes than partitions) is ready: it takes
+        # a share when another leaves, and must not hold up a rolling update.
         waiting = sorted(owned - set(host.cells))
         cells = dict(host.cells)
         results = await asyncio.gather(
