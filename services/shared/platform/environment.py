@@ -125,7 +125,7 @@ def check_max_bets(value: object) -> int:
     """``PB_MAX_BETS_PER_COUP`` (text or int) as a whole number of at least 1; ValueError
     saying what it must be otherwise."""
     text = str(value).strip()
-    if not text.isascii() or not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit() and len(text) <= 18) or int(text) < 1:
         raise ValueError(f"must be a whole number of bets, at least 1, got {value!r}")
     return int(text)
 

@@ -120,7 +120,7 @@ def test_the_cap_comes_from_pb_max_bets_per_coup_through_settlements_settings() 
     assert SettlementApplication(env=POPO).max_bets_per_coup == DEFAULT_MAX_BETS_PER_COUP
 
 
-@pytest.mark.parametrize("given", ["0", "-5", "many", "2.5", "1e6"])
+@pytest.mark.parametrize("given", ["0", "-5", "many", "2.5", "1e6", "9" * 19])
 def test_a_bad_cap_names_the_variable(given: str) -> None:
     with pytest.raises(SettingsError, match="PB_MAX_BETS_PER_COUP must be a whole number"):
         Settings.from_env("settlement", {"PB_MAX_BETS_PER_COUP": given})
