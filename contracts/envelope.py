@@ -165,6 +165,7 @@ RejectionCode = Literal[
     "INVALID_AMOUNT",
     "UNKNOWN_BET_TYPE",
     "TABLE_CLOSED",
+    "BOOK_FULL",
     "DUPLICATE_BET_ID",
 ]
 """Why settlement refused a bet (``BetRejected.reason_code``).

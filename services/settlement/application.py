@@ -67,7 +67,11 @@ from services.settlement.domain import (
 )
 from services.settlement.verification import Claim, check_claim
 from services.shared.platform.application import ServiceApplication, UnitOfWork
-from services.shared.platform.environment import check_operators
+from services.shared.platform.environment import (
+    DEFAULT_MAX_BETS_PER_COUP,
+    check_max_bets,
+    check_operators,
+)
 from services.shared.platform.incidents import Evidence, Origin, raise_incident
 from services.shared.platform.side_tables import BET_IDS, create_side_tables
 from services.shared.rules.validation import parse_amount
@@ -101,6 +105,10 @@ class SettlementApplication(ServiceApplication):
         self._clock = clock or _utc_now  # "now" for a message handed over without a time
         # whose CloseBook a new book waits for (PB_OPERATORS, in settlement's environment)
         self.operators = check_operators(self.env.get("PB_OPERATORS") or HOUSE)
+        # the most bets a coup's book accepts (PB_MAX_BETS_PER_COUP): BOOK_FULL beyond
+        self.max_bets_per_coup = check_max_bets(
+            self.env.get("PB_MAX_BETS_PER_COUP") or DEFAULT_MAX_BETS_PER_COUP
+        )
         # bet ids' answers: a table in the store (read on demand), written with the answers
         create_side_tables(self.factory, self.recorder, [BET_IDS])
         self.bet_ids = BetIdStore(self.recorder)
@@ -307,6 +315,7 @@ class SettlementApplication(ServiceApplication):
             request.currency,
             request.placed_at or self._clock(),
             request.operator,
+            max_bets=self.max_bets_per_coup,
         )
         if rejection is not None:
             return self._refuse(uow, book, request, rejection.reason.value, rejection.message)

@@ -87,6 +87,7 @@ def player_natural(table_id: str, coup_id: str, shoe_id: str) -> CoupResolved:
 
 
 def run(bets: int, env: dict[str, str]) -> dict[str, float]:
+    env = {**env, "PB_MAX_BETS_PER_COUP": str(max(bets, 1))}  # one coup takes them all
     app = SettlementApplication(env=env)
     table = "bench"
     limits = {t: BetLimitSpec(minimum=1, maximum=1_000_000) for t in BET_TYPES}

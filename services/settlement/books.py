@@ -14,6 +14,10 @@ operator (its bets, for its bet-events topic). Dealing marks every operator's be
 topic: the book takes an operator's bets once that operator's OpenBook is read
 (:meth:`BetBook.opened_for`), refuses them once its CloseBook is read, and closes (BetsClosed,
 which lets dealing deal) only when the CloseBook of every operator it waits for is read.
+
+A book accepts at most ``max_bets`` bets (``PB_MAX_BETS_PER_COUP``, all operators together;
+``BOOK_FULL`` beyond), so what settlement holds per coup is bounded (docs/scaling.md). The count
+is the book's own accepted bets, rebuilt from its events on every replay.
 """
 
 from __future__ import annotations
@@ -258,13 +262,17 @@ class BetBook(Aggregate):
         currency: str,
         placed_at: datetime,
         operator: str = HOUSE,
+        *,
+        max_bets: int,
     ) -> Rejection | None:
         """Why this bet cannot be accepted, or None (see rules.validation).
 
         ``stake`` is ``amount`` parsed where the bet entered (None: not a valid amount);
         ``amount`` as received is quoted when it is refused. ``placed_at`` is when the bet
         was placed: the Kafka broker's append time of the PlaceBet (never a time the
-        client wrote). See :meth:`closed_for`.
+        client wrote). See :meth:`closed_for`. ``max_bets``: the most bets the book accepts
+        (``PB_MAX_BETS_PER_COUP``), counted over every operator's accepted bets, those
+        drafted in this unit included; a bet beyond is ``BOOK_FULL``.
         """
         closed = self.closed_for(placed_at, operator)
         if closed is not None:
@@ -282,6 +290,12 @@ class BetBook(Aggregate):
             self.currency,
             self.bettor_types.get((operator, bettor_id), set()),
         )
+        if refused is None and len(self.bets) >= max_bets:
+            return Rejection(
+                RejectionReason.BOOK_FULL,
+                f"coup {self.coup_id} already holds {len(self.bets)} bets, the most one coup "
+                "takes; bet on the next coup (with a new bet id)",
+            )
         if refused is None and self.staked + (stake or 0) > MAX_BOOK_STAKE:
             return Rejection(
                 RejectionReason.ABOVE_MAXIMUM,

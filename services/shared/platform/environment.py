@@ -115,6 +115,21 @@ def default_allowed_hosts(bind_host: str) -> tuple[str, ...]:
 DEFAULT_VOID_WINDOW = 86_400.0
 """``PB_VOID_WINDOW`` by default: a coup may be voided for 24 hours after it opened."""
 
+DEFAULT_MAX_BETS_PER_COUP = 50_000
+"""``PB_MAX_BETS_PER_COUP`` by default: the most bets settlement accepts on one coup (its book
+holds each accepted bet until the coup is settled: the cap bounds its memory, docs/scaling.md).
+Five times the largest benchmarked coup (10,000 bets)."""
+
+
+def check_max_bets(value: object) -> int:
+    """``PB_MAX_BETS_PER_COUP`` (text or int) as a whole number of at least 1; ValueError
+    saying what it must be otherwise."""
+    text = str(value).strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 18) or int(text) < 1:
+        raise ValueError(f"must be a whole number of bets, at least 1, got {value!r}")
+    return int(text)
+
+
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)", re.IGNORECASE)
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}
 
@@ -220,6 +235,9 @@ class Environment(BaseSettings):
     supervisor_keyring: Stripped = Field("", alias="PB_SUPERVISOR_KEYRING")
     void_window: Annotated[float, BeforeValidator(duration_seconds)] = Field(
         DEFAULT_VOID_WINDOW, alias="PB_VOID_WINDOW"
+    )
+    max_bets_per_coup: Annotated[int, BeforeValidator(check_max_bets)] = Field(
+        DEFAULT_MAX_BETS_PER_COUP, alias="PB_MAX_BETS_PER_COUP"
     )
     # Operators (B2B): whose gateways' topics dealing marks and settlement reads.
     operators: Annotated[tuple[str, ...], NoDecode, BeforeValidator(check_operators)] = Field(

@@ -49,6 +49,10 @@ separated names ``[a-z][a-z0-9_-]{0,31}``; default ``house``). Dealing marks eve
 bet-commands topic, settlement reads each and answers on each operator's bet-events topic
 (``contracts.topics``); settlement's eventsourcing environment carries the list (a coup's
 book waits for each operator's close mark).
+
+Settlement's cap on open bets: ``PB_MAX_BETS_PER_COUP``, the most bets one coup's book accepts
+(default 50,000; a bet beyond is refused ``BOOK_FULL``), carried by settlement's eventsourcing
+environment. It bounds the memory of open bets (``docs/scaling.md``).
 """
 
 from __future__ import annotations
@@ -62,11 +66,13 @@ from typing import Any, Literal
 
 from contracts import HOUSE
 from services.shared.platform.environment import (
+    DEFAULT_MAX_BETS_PER_COUP,
     DEFAULT_VOID_WINDOW,
     Environment,
     SettingsError,
     check_allowed_hosts,
     check_http_host,
+    check_max_bets,
     check_operators,
     default_allowed_hosts,
 )
@@ -93,6 +99,8 @@ MAX_PARTITIONS = 1000
 
 OPERATORS_ENV = "PB_OPERATORS"
 """The variable naming the operators (also in settlement's eventsourcing environment)."""
+MAX_BETS_ENV = "PB_MAX_BETS_PER_COUP"
+"""The variable capping a coup's bets (also in settlement's eventsourcing environment)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +239,8 @@ class Settings:
     # Supervisors' decisions (supervisors.py, decisions.py): dealing's keyring and void window.
     supervisor_keyring: str = ""  # PB_SUPERVISOR_KEYRING; "": <data dir>/keys/supervisors.json
     void_window: float = DEFAULT_VOID_WINDOW  # PB_VOID_WINDOW, in seconds
+    # Settlement: the most bets one coup's book accepts (BOOK_FULL beyond).
+    max_bets_per_coup: int = DEFAULT_MAX_BETS_PER_COUP  # PB_MAX_BETS_PER_COUP
     # Operators (B2B): PB_OPERATORS, checked by environment.check_operators.
     operators: tuple[str, ...] = (HOUSE,)
 
@@ -248,6 +258,10 @@ class Settings:
             raise SettingsError(f"PB_OPERATORS {error}") from None
         if self.partition is not None and not 0 <= self.partition < MAX_PARTITIONS:
             raise SettingsError(f"partition {self.partition} is not in 0..{MAX_PARTITIONS - 1}")
+        try:
+            object.__setattr__(self, "max_bets_per_coup", check_max_bets(self.max_bets_per_coup))
+        except ValueError as error:
+            raise SettingsError(f"{MAX_BETS_ENV} {error}") from None
         if self.shoe_secret_key and self.shoe_secret_key_file:
             raise SettingsError(
                 "PB_SHOE_SECRET_KEY and PB_SHOE_SECRET_KEY_FILE are both set: give the shoe's "
@@ -295,6 +309,7 @@ class Settings:
             "shoe_secret_key": read.shoe_secret_key.get_secret_value().strip(),
             "supervisor_keyring": read.supervisor_keyring,
             "void_window": read.void_window,
+            "max_bets_per_coup": read.max_bets_per_coup,
             "operators": read.operators,
         }
         for name in ("topic_partitions", "relay_batch_size", "consumer_max_records"):
@@ -415,6 +430,7 @@ class Settings:
             env.update(self.decision_env())
         if self.service == "settlement":
             env[OPERATORS_ENV] = ",".join(self.operators)
+            env[MAX_BETS_ENV] = str(self.max_bets_per_coup)
         return env
 
     def _store_env(self) -> dict[str, str]:

@@ -7,8 +7,8 @@ minor units, the table's currency, the table's minimum and maximum for that
 bet type, and no Player and Banker from one bettor in one coup.
 ``validate_stake`` makes the same checks of an amount parsed already (by
 :func:`parse_amount`, once, where the bet enters a service). The remaining
-codes (no such table or coup, betting or table closed) are for the services,
-which know the table's state.
+codes (no such table or coup, betting or table closed, the coup's book full) are for the
+services, which know the table's state.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ class RejectionReason(StrEnum):
     INVALID_AMOUNT = "INVALID_AMOUNT"
     UNKNOWN_BET_TYPE = "UNKNOWN_BET_TYPE"
     TABLE_CLOSED = "TABLE_CLOSED"
+    BOOK_FULL = "BOOK_FULL"
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from contracts import PlaceBet
+from contracts import BetRejected, PlaceBet
+from services.dev.simulation import LocalSystem, play
 from services.tools.audit.auditor import read_history
 from services.tools.audit.checks import Filters
 from services.tools.audit.findings import Code
 from services.tools.audit.memory_stores import ListStore
 from services.tools.audit.read_models import read_models
 from services.tools.audit.report import to_html, to_json, to_text
-from tests.unit.audit.helpers import audit_rows, codes, play_history
+from tests.unit.audit.helpers import Played, audit_rows, codes, play_history
 
 
 def test_a_played_history_with_voids_and_refused_bets_audits_clean() -> None:
@@ -26,6 +27,21 @@ def test_a_played_history_with_voids_and_refused_bets_audits_clean() -> None:
     assert report.totals.overall.coups == 2 * 24
     for seal in report.seals.values():
         assert seal.unsealed_rows == 0 and seal.seals == 1
+
+
+def test_bets_refused_because_their_coups_book_was_full_audit_clean() -> None:
+    """BOOK_FULL is a refusal like any other: the audit takes it as recorded."""
+    system = LocalSystem.in_memory()
+    system.keep_published = True
+    system.settlement.max_bets_per_coup = 4  # the simulation plays 6 bets a coup
+    log = play(system, "t1", 6, bets_per_coup=6, decks=1, void_every=5, batch=4, seed=1)
+    system.pump()
+    system.seal()
+    full = [m for m in system.published if isinstance(m, BetRejected)]
+    assert full and {m.reason_code for m in full} == {"BOOK_FULL"}
+    report = audit_rows(Played(system, {"t1": log}).rows())
+    assert report.findings == [], [str(f) for f in report.findings]
+    assert report.passed
 
 
 def test_totals_agree_at_every_level() -> None:

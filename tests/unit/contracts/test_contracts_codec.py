@@ -150,6 +150,7 @@ def test_rejection_codes_are_exactly_the_agreed_set() -> None:
         "INVALID_AMOUNT",
         "UNKNOWN_BET_TYPE",
         "TABLE_CLOSED",
+        "BOOK_FULL",
         "DUPLICATE_BET_ID",
     }
     assert {"SUPERVISOR_REQUIRED", "COUP_NOT_VOIDABLE", "UNKNOWN_PAYTABLE"} <= set(

@@ -1,0 +1,79 @@
+"""The cap on a coup's bets through the running service: PB_MAX_BETS_PER_COUP from its settings,
+bets over real Kafka, the BOOK_FULL answers published on bet-events."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from contracts import (
+    BET_COMMANDS,
+    BET_EVENTS,
+    TABLE_EVENTS,
+    BetAccepted,
+    BetLimitSpec,
+    BetRejected,
+    PlaceBet,
+    TableOpened,
+)
+from services.settlement.benchmark import open_book
+from services.settlement.service import build_service
+from services.shared.platform import ServiceHost
+from tests.integration.platform.kafka_tools import send_messages, settings_for
+from tests.integration.settlement.test_settlement_kafka import BET_TYPES, TopicReader
+
+pytestmark = [pytest.mark.kafka]
+
+
+async def test_the_service_accepts_up_to_its_cap_and_answers_book_full_beyond(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    settings = settings_for("settlement", kafka_bootstrap, data_dir=tmp_path, max_bets_per_coup=3)
+    table, coup = "capped-1", "capped-1.coup-1"
+    async with ServiceHost(build_service(settings), settings) as host:
+        await host.wait_ready()
+        async with TopicReader(settings, BET_EVENTS) as bet_events:
+            await send_messages(
+                settings,
+                TABLE_EVENTS,
+                [
+                    TableOpened(
+                        table_id=table,
+                        decks=8,
+                        paytable="standard",
+                        limits={t: BetLimitSpec(minimum=1, maximum=10**6) for t in BET_TYPES},
+                        currency="EUR",
+                        betting_window_ms=300_000,
+                        cut_card_from_end=16,
+                    ),
+                ],
+            )
+            closes_at = datetime.now(UTC) + timedelta(minutes=5)
+            await send_messages(
+                settings, BET_COMMANDS, [open_book(table, coup, "s1", closes_at, maximum=10**6)]
+            )
+            bets = [
+                PlaceBet(
+                    table_id=table,
+                    bet_id=f"bet-{n}",
+                    coup_id=coup,
+                    bettor_id=f"bettor-{n}",
+                    bet_type="player",
+                    amount=100,
+                    currency="EUR",
+                )
+                for n in range(5)
+            ]
+            await send_messages(settings, BET_COMMANDS, bets)
+            await bet_events.wait_until(lambda: len(bet_events.messages) >= 5, timeout=60)
+            book = await host.worker.call(host.app.get_book, table, coup)
+    accepted = [m.bet_id for m in bet_events.of_type(BetAccepted)]
+    refused = {m.bet_id: m for m in bet_events.of_type(BetRejected)}
+    assert accepted == ["bet-0", "bet-1", "bet-2"]
+    assert sorted(refused) == ["bet-3", "bet-4"]
+    for rejected in refused.values():
+        assert rejected.reason_code == "BOOK_FULL"
+        assert rejected.message.startswith(f"coup {coup} already holds 3 bets")
+    assert book is not None and book.bet_count == 3

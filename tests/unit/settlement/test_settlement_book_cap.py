@@ -1,0 +1,126 @@
+"""The cap on a coup's bets (PB_MAX_BETS_PER_COUP): bets up to it are accepted, one past it is
+refused BOOK_FULL (recorded, binding), the count is the book's own (rebuilt on replay), and the
+setting reaches settlement from the environment."""
+
+from __future__ import annotations
+
+import pytest
+
+from contracts import BetAccepted, BetRejected, BetSettled, CoupSettled
+from services.settlement.application import SettlementApplication
+from services.settlement.bet_index import BetAnswer
+from services.shared.platform.environment import DEFAULT_MAX_BETS_PER_COUP
+from services.shared.platform.settings import Settings, SettingsError
+from tests.unit.settlement.harness import Dealing, Relay, bet, settlement_app
+from tests.unit.settlement.stores import POPO
+from tests.unit.settlement.test_settlement_operators import OPERATORS, Table
+
+FULL = "coup c1 already holds 3 bets, the most one coup takes; bet on the next coup"
+
+
+def capped(env: dict[str, str], cap: int = 3, *coups: str) -> Dealing:
+    """A table with ``coups`` (default c1) open for bets, settlement capped at ``cap`` a coup."""
+    dealing = Dealing(settlement_app(env={**env, "PB_MAX_BETS_PER_COUP": str(cap)}))
+    dealing.open_table()
+    for number, coup_id in enumerate(coups or ("c1",), 1):
+        dealing.open_betting(coup_id, number=number)
+    return dealing
+
+
+def test_a_bet_past_the_cap_is_refused_book_full_and_recorded_and_settlement_goes_on() -> None:
+    dealing = capped(POPO, 3, "c1", "c2")
+    app, relay = dealing.app, Relay(dealing.app)
+    for n in range(3):
+        assert app.place_bet(bet(f"b{n}", bettor_id=f"p{n}")).accepted
+    refused = app.place_bet(bet("b3", bettor_id="p3"))
+    assert (refused.accepted, refused.reason_code) == (False, "BOOK_FULL")
+    assert refused.message.startswith(FULL)
+    relay.pump()
+    [rejected] = relay.of_type(BetRejected)
+    assert (rejected.bet_id, rejected.reason_code, rejected.message) == (
+        "b3",
+        "BOOK_FULL",
+        refused.message,
+    )
+    # Binding: the id keeps its answer; a resend is answered from the record, not re-judged.
+    assert app.bet_answer("b3") == BetAnswer("b3", False, "BOOK_FULL", refused.message)
+    assert app.place_bet(bet("b3", bettor_id="p3")).repeated
+    book = app.get_book("t1", "c1")
+    assert book is not None and book.bet_count == 3
+    # The next coup has its own count; the full one settles its bets as usual.
+    assert app.place_bet(bet("n1", coup_id="c2")).accepted
+    dealing.close_betting("c1")
+    dealing.resolve("c1", ["9H", "KD"], ["2C", "3S"])
+    relay.pump()
+    assert sorted(m.bet_id for m in relay.of_type(BetSettled)) == ["b0", "b1", "b2"]
+    [total] = relay.of_type(CoupSettled)
+    assert (total.coup_id, total.bets, total.staked) == ("c1", 3, 3000)
+
+
+def test_a_batch_crossing_the_cap_accepts_exactly_up_to_it() -> None:
+    """Bets drafted earlier in the batch count; a resend or a refused bet takes no place."""
+    dealing = capped(POPO, 3)
+    app, relay = dealing.app, Relay(dealing.app)
+    assert app.place_bet(bet("b0")).accepted
+    batch = [
+        bet("b0"),  # a resend of an accepted bet: not a second place
+        bet("low", amount=5),  # BELOW_MINIMUM: no place
+        bet("b1"),
+        bet("b2"),
+        bet("b3"),
+        bet("b4", bettor_id="bob"),
+    ]
+    app.handle_batch(batch, None)
+    answers = {m.bet_id: m for m in relay.pump()}
+    assert {b for b, m in answers.items() if isinstance(m, BetAccepted)} == {"b0", "b1", "b2"}
+    refused = {b: m.reason_code for b, m in answers.items() if isinstance(m, BetRejected)}
+    assert refused == {"low": "BELOW_MINIMUM", "b3": "BOOK_FULL", "b4": "BOOK_FULL"}
+    book = app.get_book("t1", "c1")
+    assert book is not None and book.bet_count == 3
+
+
+def test_the_cap_counts_every_operators_bets_in_the_coup() -> None:
+    operators = {"PB_OPERATORS": ",".join(OPERATORS), "PB_MAX_BETS_PER_COUP": "2"}
+    table = Table(settlement_app(env={**POPO, **operators}))
+    table.open_table()
+    for operator in OPERATORS:
+        table.open_for(operator)
+    assert table.app.place_bet(bet("b1"), operator="acme").accepted
+    assert table.app.place_bet(bet("b1"), operator="bravo").accepted
+    assert table.app.place_bet(bet("b2"), operator="acme").reason_code == "BOOK_FULL"
+
+
+def test_the_count_is_rebuilt_from_the_books_events_after_a_restart(
+    store_env: dict[str, str],
+) -> None:
+    first = capped(store_env, 3).app
+    first.handle_batch([bet("b0", bettor_id="p0"), bet("b1", bettor_id="p1")], None)
+    first.close()
+    again = settlement_app(env={**store_env, "PB_MAX_BETS_PER_COUP": "3"})
+    assert again.place_bet(bet("b2", bettor_id="p2")).accepted
+    assert again.place_bet(bet("b3", bettor_id="p3")).reason_code == "BOOK_FULL"
+    again.close()
+    # Answers are recorded, never judged again: a smaller cap later refuses new bets only.
+    smaller = settlement_app(env={**store_env, "PB_MAX_BETS_PER_COUP": "1"})
+    book = smaller.get_book("t1", "c1")
+    assert book is not None and book.bet_count == 3
+    assert smaller.place_bet(bet("b0", bettor_id="p0")) == BetAnswer("b0", True, repeated=True)
+    assert smaller.place_bet(bet("b4", bettor_id="p4")).message.startswith(FULL)
+    smaller.close()
+
+
+def test_the_cap_comes_from_pb_max_bets_per_coup_through_settlements_settings() -> None:
+    default = Settings.from_env("settlement", {})
+    assert default.max_bets_per_coup == DEFAULT_MAX_BETS_PER_COUP == 50_000
+    settings = Settings.from_env("settlement", {"PB_MAX_BETS_PER_COUP": "7"})
+    env = settings.eventsourcing_env()
+    assert env["PB_MAX_BETS_PER_COUP"] == "7"
+    app = SettlementApplication(env={**env, **POPO})
+    assert app.max_bets_per_coup == 7
+    assert SettlementApplication(env=POPO).max_bets_per_coup == DEFAULT_MAX_BETS_PER_COUP
+
+
+@pytest.mark.parametrize("given", ["0", "-5", "many", "2.5", "1e6", "9" * 19])
+def test_a_bad_cap_names_the_variable(given: str) -> None:
+    with pytest.raises(SettingsError, match="PB_MAX_BETS_PER_COUP must be a whole number"):
+        Settings.from_env("settlement", {"PB_MAX_BETS_PER_COUP": given})
