@@ -88,7 +88,7 @@ def audit_partitions(
         audited |= {(service, number) for service in stores}
         own = [replace(f, partition=number) for f in report.findings if _not_in(f, refused)]
         findings += own
-        _add(combined, report, number, own)
+        _add(combined, report, number, own + [f for f in layout if f.partition == number])
     if anchors is not None:
         findings += _anchored_not_audited(anchors, audited)
     combined.findings = sorted(findings, key=lambda f: f.severity is not Severity.ERROR)
@@ -108,7 +108,8 @@ def _not_in(finding: Finding, refused: Sequence[Finding]) -> bool:
 
 
 def _add(combined: AuditReport, report: AuditReport, number: int, own: list[Finding]) -> None:
-    """One partition's report into the combined one."""
+    """One partition's report into the combined one (``own``: every finding of the partition,
+    its missing stores' included)."""
     names = {service: store_name(service, number) for service in report.stores}
     combined.stores.update({names[s]: where for s, where in report.stores.items()})
     combined.events.update({names[s]: count for s, count in report.events.items()})

@@ -45,8 +45,6 @@ def to_text(report: AuditReport, *, verbose: bool = False) -> str:
         f"Checked {checked.get('shoes', 0)} shoes, {checked.get('coups', 0)} coups, "
         f"{checked.get('books', 0)} bet books, {checked.get('bets', 0):,} accepted bets"
     )
-    if report.partitions is not None:
-        lines.extend(_partition_lines(report))
     if checked.get("shoes_secret"):
         lines.append(
             f"  {checked['shoes_secret']} shoes not revealed yet: their order is encrypted, "
@@ -57,6 +55,8 @@ def to_text(report: AuditReport, *, verbose: bool = False) -> str:
             f"  {checked['decisions']} voids: their supervisors' signed decisions checked "
             "against the supervisors keyring"
         )
+    if report.partitions is not None:
+        lines.extend(_partition_lines(report))
     lines.append("Seals (tamper evidence):")
     for name, seal in report.seals.items():
         lines.append(
@@ -92,7 +92,7 @@ def to_text(report: AuditReport, *, verbose: bool = False) -> str:
 
 def _partition_lines(report: AuditReport) -> list[str]:
     partitions = report.partitions or {}
-    lines = [f"Partitions ({len(partitions)}; the checks and totals above and below are over all):"]
+    lines = [f"Partitions ({len(partitions)}; the checks above and the totals below are over all):"]
     for number, part in sorted(partitions.items()):
         checked = part.checked
         lines.append(

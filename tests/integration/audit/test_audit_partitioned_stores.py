@@ -202,3 +202,18 @@ def _gone(settings: Settings, env: dict[str, str], tmp_path: Path) -> Iterator[d
             yield env
         finally:
             conn.execute(rename.format(back, away))
+
+
+def test_a_checkpoint_is_kept_per_partition(deployment: dict[str, str], tmp_path: Path) -> None:
+    """Each partition resumes from its own checkpoint beside the one given; with nothing new
+    since, the totals are the same; a damaged partition checkpoint is refused, named."""
+    checkpoint = tmp_path / "audit.json"
+    code, first = audit(deployment, "--checkpoint", str(checkpoint), "--json")
+    assert code == 0, first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["audit-p0.json", "audit-p1.json"]
+    code, again = audit(deployment, "--checkpoint", str(checkpoint), "--json")
+    assert code == 0, again
+    assert json.loads(again)["totals"]["overall"] == json.loads(first)["totals"]["overall"]
+    (tmp_path / "audit-p1.json").write_text("not a checkpoint")
+    code, output = audit(deployment, "--checkpoint", str(checkpoint))
+    assert code == 2 and "partition 1:" in output

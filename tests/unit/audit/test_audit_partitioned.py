@@ -172,6 +172,9 @@ def test_an_audit_missing_a_partition_store_fails(cells: dict[int, Played]) -> N
     missing = only(report, Code.PARTITION_MISSING)
     assert [(f.partition, f.store) for f in missing] == [(0, "dealing")]
     assert report.errors and "dealing-p0" not in report.stores
+    assert report.partitions is not None  # the partition's count has its missing store too
+    assert report.partitions[0].errors == sum(f.partition == 0 for f in report.errors)
+    assert report.partitions[1].errors == 0
 
 
 def test_each_partition_matches_its_own_anchors_on_the_shared_topic(
