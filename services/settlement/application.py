@@ -79,6 +79,8 @@ from services.shared.rules.validation import parse_amount
 A = TypeVar("A", bound=Aggregate)
 
 SERVICE = "settlement"
+FINISHED = (BookStatus.SETTLED, BookStatus.VOIDED)
+"""A book in these states takes no more bets: it is not kept in memory."""
 MAX_PENDING_CLAIMS = 8
 """Claims kept for a coup while the shoe's cards are awaited; more are refused at once."""
 
@@ -134,6 +136,19 @@ class SettlementApplication(ServiceApplication):
             self.bet_index.rollback()
             raise
         self.bet_index.commit()
+        self._drop_finished_books(uow)
+
+    def _drop_finished_books(self, uow: UnitOfWork) -> None:
+        """A settled or voided book leaves the aggregate cache: memory holds the bets of open
+        coups only (a late message about a finished coup reads its book from the store)."""
+        cache = self.repository.cache
+        touched: dict[Any, Any] = getattr(uow, "_aggregates", {})
+        if cache is None:
+            return
+        for aggregate_id, aggregate in touched.items():
+            if isinstance(aggregate, BetBook) and aggregate.status in FINISHED:
+                with suppress(KeyError):
+                    cache.get(aggregate_id, evict=True)
 
     def _forget(self, uow: UnitOfWork) -> None:
         cache = self.repository.cache

@@ -5,7 +5,7 @@ events on disk, as in the service), Python's traced memory after a garbage colle
 N and 2N bets accepted (batches of 500, as the consumer hands them over), then after the coup
 is settled. The first N bets also fill the bet index's cache of recent answers (10,000, a
 fixed cost once full); the next N are the book's alone: bytes per open bet. A settled book
-keeps its bets (and what each returned) while it stays in the aggregate cache. ``--longest``:
+leaves the aggregate cache: what remains per bet once settled is not the book's. ``--longest``:
 every bet id and bettor id as long as the contracts admit (64 and 128 characters, each outside
 the Basic Multilingual Plane, so Python keeps 4 bytes a character): the worst case.
 """
@@ -132,7 +132,7 @@ def main() -> None:
     print(json.dumps({k: round(v) for k, v in figures.items()}))
     print(
         f"bytes per bet: {figures['open']:.0f} per open bet (the book alone), "
-        f"{figures['settled']:.0f} once settled (while the book stays cached); "
+        f"{figures['settled']:.0f} once settled (the book out of memory); "
         f"{figures['first']:.0f} each for the first {args.bets}, with the answers' cache "
         f"({figures['cache'] / 2**20:.1f} MiB)"
     )
