@@ -18,6 +18,8 @@ from pydantic import Field
 from contracts.dead_letter import ServiceName
 from contracts.envelope import MAX_COUNT, HexDigest, Message, UtcDatetime
 
+MAX_PARTITION = 999
+"""The highest partition number of a partitioned service's store."""
 MAX_NOTIFICATION_ID = 2**63 - 1
 """The largest notification id (a store's row id: a signed 64-bit integer)."""
 
@@ -27,6 +29,13 @@ class SealAnchored(Message):
 
     type: Literal["SealAnchored"] = "SealAnchored"
     service: ServiceName = Field(description="The service whose store was sealed; the Kafka key.")
+    partition: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_PARTITION,
+        description="A partitioned service's store: the partition whose cell it is (its "
+        "tables' partition on every topic); none for a service's one store.",
+    )
     scheme: Literal["pb-seal-v1"] = Field(
         default="pb-seal-v1", description="The sealing scheme (how `digest` is computed)."
     )

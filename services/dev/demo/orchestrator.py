@@ -314,13 +314,15 @@ async def check_store_matches_kafka(
     """A warning when the SQLite stores under ``data_dir`` were written against another Kafka
     cluster or topic prefix than this run's. The services remember how far they read each
     topic partition by its name; on new topics, commands at offsets they think they handled
-    would be skipped. (Not checked for PostgreSQL, whose stores live elsewhere.)"""
+    would be skipped. (Not checked for PostgreSQL, whose stores live elsewhere.) A
+    partitioned run's stores (``<service>-p<N>.sqlite``) count too."""
     if postgres:
         return None
     marker = data_dir / STORE_MARKER
     auth = (logins or KafkaLogins()).auth(ADMIN)
     current = {"cluster_id": await cluster_id(bootstrap, auth=auth), "topic_prefix": prefix}
     stores = [data_dir / f"{name}.sqlite" for name in SERVICES]
+    stores += [path for name in SERVICES for path in data_dir.glob(f"{name}-p*.sqlite")]
     previous: dict[str, str] | None = None
     with contextlib.suppress(OSError, ValueError):
         previous = json.loads(marker.read_text())

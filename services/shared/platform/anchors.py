@@ -19,17 +19,24 @@ from uuid import uuid5
 from contracts import SealAnchored
 from services.shared.platform.messages import message_id
 from services.shared.platform.sealing import LEDGER_ID, SealLedger
+from services.shared.platform.settings import store_name
 
 
-def anchor_message(service: str, event: SealLedger.Sealed) -> SealAnchored:
-    """The anchor of one recorded seal (seal number = ledger version - 1: Started is 1)."""
+def anchor_message(
+    service: str, event: SealLedger.Sealed, partition: int | None = None
+) -> SealAnchored:
+    """The anchor of one recorded seal (seal number = ledger version - 1: Started is 1);
+    ``partition``: the store is that partition's cell's (``partitioned.py``)."""
     sealed_at = event.timestamp
     if sealed_at.tzinfo is None:
         sealed_at = sealed_at.replace(tzinfo=UTC)
     return SealAnchored(
-        event_id=message_id(uuid5(LEDGER_ID, service), event.originator_version),
+        event_id=message_id(
+            uuid5(LEDGER_ID, store_name(service, partition)), event.originator_version
+        ),
         occurred_at=sealed_at,
         service=service,
+        partition=partition,
         seal=event.originator_version - 1,
         from_id=event.from_id,
         to_id=event.to_id,
@@ -41,13 +48,13 @@ def anchor_message(service: str, event: SealLedger.Sealed) -> SealAnchored:
 
 
 def with_anchors(
-    mapper: Callable[[Any], Sequence[Any]], service: str
+    mapper: Callable[[Any], Sequence[Any]], service: str, partition: int | None = None
 ) -> Callable[[Any], Sequence[Any]]:
     """Wrap a service's ``to_messages``: each seal publishes its anchor."""
 
     def mapped(event: Any) -> Sequence[Any]:
         if isinstance(event, SealLedger.Sealed):
-            return [anchor_message(service, event)]
+            return [anchor_message(service, event, partition)]
         if isinstance(event, SealLedger.Started):
             return []
         return mapper(event)

@@ -124,6 +124,7 @@ def subscriber_options(
 ) -> dict[str, Any]:
     """The arguments of ``broker.subscriber(*topics, **...)`` for a service's one batch
     subscriber (see the module docstring)."""
+    assigned = settings.partition is not None  # a partition cell: no group membership
     return {
         "batch": True,
         "group_id": settings.consumer_group,
@@ -135,8 +136,11 @@ def subscriber_options(
         "auto_offset_reset": "earliest",
         "max_partition_fetch_bytes": MAX_PARTITION_FETCH_BYTES,
         "fetch_max_wait_ms": FETCH_MAX_WAIT_MS,
-        "partition_assignment_strategy": (RangePartitionAssignor,),
-        "listener": listener,
+        **(
+            {}
+            if assigned
+            else {"partition_assignment_strategy": (RangePartitionAssignor,), "listener": listener}
+        ),
         "title": title,
         "description": description,
     }

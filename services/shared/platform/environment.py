@@ -212,6 +212,7 @@ class Environment(BaseSettings):
     topic_prefix: str = Field("", alias="PB_TOPIC_PREFIX")
     consumer_group: str = Field("", alias="PB_CONSUMER_GROUP")
     topic_partitions: int | None = Field(None, alias="PB_TOPIC_PARTITIONS")
+    partitioned: bool = Field(False, alias="PB_PARTITIONED")
     relay_batch_size: int | None = Field(None, alias="PB_RELAY_BATCH_SIZE")
     relay_poll_interval: float = Field(0.2, alias="PB_RELAY_POLL_INTERVAL")
     consumer_max_records: int | None = Field(None, alias="PB_CONSUMER_MAX_RECORDS")

@@ -118,7 +118,8 @@ class ServiceLifespan(Generic[TApp]):
         )
         if definition.to_messages is not None:
             # Seals are anchored outside the store; incidents are published for the operators.
-            mapper = with_incidents(with_anchors(definition.to_messages, self.name))
+            anchored = with_anchors(definition.to_messages, self.name, settings.partition)
+            mapper = with_incidents(anchored)
             options = {"signer": signer, **self.relay_options}
             self.relay = OutboxRelay(self.app, settings, mapper, **options)
             self.relay.on_published = self.metrics.observe_published  # operations hooks
@@ -146,6 +147,8 @@ class ServiceLifespan(Generic[TApp]):
     async def _after_startup(self) -> None:
         if self.consumer is not None:
             self.consumer.consumer = self._kafka_consumer()
+            if self.settings.partition is not None:  # a cell is assigned its partition
+                self.consumer.ready.set()
         if self.relay is not None:
             self._spawn("relay", self.relay.run(self.stopping))
         context: ServiceContext[TApp] = ServiceContext(

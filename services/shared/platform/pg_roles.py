@@ -19,6 +19,11 @@ For each service, with schema ``<schema prefix><service>`` and roles named with 
 - ``auditor`` (LOGIN, ``default_transaction_read_only``): USAGE on every service schema and
   SELECT on every table in them.
 
+A partitioned service (``PB_PARTITIONED``, ``partitioned.py``) keeps one store per partition:
+``partitions=N`` provisions the schemas ``<schema prefix><service>_p0`` .. ``_p<N-1>`` instead of
+the service's one, each exactly as the one schema above (the same two roles: the service's
+role writes its own partitions' schemas, nothing of another service's; the auditor reads all).
+
 A trigger on each events table refuses UPDATE, DELETE and TRUNCATE (statement level, before
 anything changes) whoever runs them, the owner included: a second line behind the grants, for
 accidents (an owner or superuser can still drop or disable it on purpose). Provisioning is
@@ -34,16 +39,20 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
+from services.shared.platform.pg_outcomes import (
+    Provisioning,
+    RoleKind,
+    RoleOutcome,
+    StoreOutcome,
+)
 from services.shared.platform.pg_schemas import (
     Grant,
     StoreRoles,
-    StoreTables,
     acting_as,
     append_only,
     apply_grants,
@@ -54,7 +63,12 @@ from services.shared.platform.pg_schemas import (
     take_over,
 )
 from services.shared.platform.pg_store import ROLE_NAME
-from services.shared.platform.settings import SERVICE_NAME, PostgresSettings, SettingsError
+from services.shared.platform.settings import (
+    MAX_PARTITIONS,
+    SERVICE_NAME,
+    PostgresSettings,
+    SettingsError,
+)
 
 __all__ = ["AUDITOR", "SERVICES", "Grant", "Provisioning", "StoreRoles", "provision", "store_roles"]
 
@@ -63,13 +77,17 @@ AUDITOR = "auditor"
 PREFIX = re.compile(r"^([a-z_][a-z0-9_]*)?$")
 _LOCK_KEY = "punto-banco db setup"
 
-RoleKind = Literal["owner", "service", "auditor"]
-
 
 def store_roles(
-    services: Sequence[str] = SERVICES, schema_prefix: str = "", role_prefix: str | None = None
+    services: Sequence[str] = SERVICES,
+    schema_prefix: str = "",
+    role_prefix: str | None = None,
+    partitions: int | None = None,
 ) -> list[StoreRoles]:
-    """The schema and roles of each service; SettingsError for a name PostgreSQL would refuse."""
+    """The schema (``partitions``: the schema of each partition) and roles of each service;
+    SettingsError for a name PostgreSQL would refuse."""
+    if partitions is not None and not 0 < partitions <= MAX_PARTITIONS:
+        raise SettingsError(f"the partition count {partitions} is not in 1..{MAX_PARTITIONS}")
     roles_prefix = schema_prefix if role_prefix is None else role_prefix
     for name, prefix in (("schema prefix", schema_prefix), ("role prefix", roles_prefix)):
         if not PREFIX.match(prefix):
@@ -78,78 +96,16 @@ def store_roles(
     for service in dict.fromkeys(services):
         if not SERVICE_NAME.match(service):
             raise SettingsError(f"service name {service!r} must be lower case letters, digits or _")
-        store = StoreRoles(
-            service,
-            schema=f"{schema_prefix}{service}",
-            owner=f"{roles_prefix}{service}_owner",
-            login=f"{roles_prefix}{service}",
-        )
-        for name in (store.schema, store.owner):
-            if not ROLE_NAME.match(name):
-                raise SettingsError(f"{name!r} is longer than PostgreSQL's 63 characters")
-        stores.append(store)
+        owner, login = f"{roles_prefix}{service}_owner", f"{roles_prefix}{service}"
+        numbers: Sequence[int | None] = [None] if partitions is None else range(partitions)
+        for n in numbers:
+            schema = f"{schema_prefix}{service}" + ("" if n is None else f"_p{n}")
+            store = StoreRoles(service, schema, owner, login, partition=n)
+            for name in (store.schema, store.owner):
+                if not ROLE_NAME.match(name):
+                    raise SettingsError(f"{name!r} is longer than PostgreSQL's 63 characters")
+            stores.append(store)
     return stores
-
-
-@dataclass
-class RoleOutcome:
-    name: str
-    kind: RoleKind
-    created: bool
-    password: str | None = None  # only for a LOGIN role created now
-    warnings: list[str] = field(default_factory=list)
-
-
-@dataclass
-class StoreOutcome:
-    roles: StoreRoles
-    schema_created: bool
-    tables: StoreTables
-    grants: list[Grant]
-    taken_over: list[str] = field(default_factory=list)  # objects another role owned
-
-
-@dataclass
-class Provisioning:
-    """What one provisioning run found, created and granted."""
-
-    database: str
-    auditor: str
-    roles: list[RoleOutcome]
-    stores: list[StoreOutcome]
-
-    def describe(self) -> list[str]:
-        """The report ``punto-banco db setup`` prints (never a password)."""
-        lines = []
-        for role in self.roles:
-            state = "created" if role.created else "exists (password unchanged)"
-            if role.kind == "owner":
-                state = "created" if role.created else "exists"
-            lines.append(f"role {role.name} ({role.kind}): {state}")
-            lines += [f"  warning: {warning}" for warning in role.warnings]
-        for store in self.stores:
-            tables = store.tables
-            state = "created" if store.schema_created else "exists"
-            lines.append(
-                f"schema {self.database}.{store.roles.schema}: {state}, owner {store.roles.owner}"
-            )
-            if store.taken_over:
-                lines.append(
-                    f"  taken over from their previous owner: {', '.join(store.taken_over)}"
-                )
-            for label, names in (
-                ("events (append-only trigger)", tables.events),
-                ("tracking", tables.tracking),
-                ("snapshots", tables.snapshots),
-                ("derived state (rebuildable from the events)", tables.side),
-                ("other tables (auditor only)", tables.others),
-            ):
-                if names:
-                    lines.append(f"  {label}: {', '.join(names)}")
-            for grantee in (store.roles.login, self.auditor):
-                given = [str(g) for g in store.grants if g.grantee == grantee]
-                lines.append(f"  {grantee} may: {'; '.join(given)}")
-        return lines
 
 
 def provision(
@@ -159,10 +115,12 @@ def provision(
     schema_prefix: str = "",
     role_prefix: str | None = None,
     passwords: Mapping[str, str] | None = None,
+    partitions: int | None = None,
 ) -> Provisioning:
     """Create or bring up to date the roles, schemas, tables, triggers and grants of
-    ``services`` in ``admin.dbname``, connected as ``admin`` (see the module doc)."""
-    stores = store_roles(services, schema_prefix, role_prefix)
+    ``services`` in ``admin.dbname``, connected as ``admin`` (see the module doc;
+    ``partitions``: the schemas of that many partitions of each service)."""
+    stores = store_roles(services, schema_prefix, role_prefix, partitions)
     auditor = f"{schema_prefix if role_prefix is None else role_prefix}{AUDITOR}"
     with _connect(admin) as conn:
         conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (_LOCK_KEY,))
@@ -209,7 +167,7 @@ def _ensure_roles(
         wanted += [(store.owner, "owner"), (store.login, "service")]
     wanted.append((auditor, "auditor"))
     outcomes = []
-    for name, kind in wanted:
+    for name, kind in dict.fromkeys(wanted):  # a partitioned service's roles once
         found = conn.execute(
             "SELECT rolcanlogin, rolsuper, rolcreaterole, rolcreatedb, rolbypassrls, "
             "rolreplication FROM pg_roles WHERE rolname = %s",

@@ -38,12 +38,14 @@ REFUSE_FUNCTION = "pb_refuse_change"
 
 @dataclass(frozen=True)
 class StoreRoles:
-    """A service's schema and its two roles."""
+    """A service's schema and its two roles (``partition``: the schema is that partition's
+    store of a partitioned service, ``<schema prefix><service>_p<N>``, same roles)."""
 
     service: str
     schema: str
     owner: str
     login: str
+    partition: int | None = None
 
 
 @dataclass(frozen=True)

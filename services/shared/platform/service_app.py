@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 from faststream.asgi import AsgiFastStream
-from faststream.kafka import KafkaBroker
+from faststream.kafka import KafkaBroker, TopicPartition
 from faststream.kafka.subscriber.usecase import BatchSubscriber
 
 from contracts import DEAD_LETTERS, INCIDENTS, SEALS
@@ -106,8 +106,14 @@ class KafkaService(ServiceLifespan[TApp]):
         if self._subscriber is not None:
             raise RuntimeError(f"{self.name} has its subscriber already (over {self.inputs})")
         self.inputs = topics
+        names = [self.settings.topic(topic) for topic in topics]
+        partition = self.settings.partition
+        where: dict[str, Any] = {}
+        if partition is not None:  # a partition cell (partitioned.py): assigned, no member
+            where["partitions"] = [TopicPartition(name, partition) for name in names]
         self._subscriber = subscriber = self.broker.subscriber(
-            *(self.settings.topic(topic) for topic in topics),
+            *(names if partition is None else ()),
+            **where,
             **subscriber_options(
                 self.settings,
                 self._listener,

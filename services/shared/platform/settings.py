@@ -94,6 +94,8 @@ __all__ = [
 Persistence = Literal["sqlite", "postgres"]
 
 SERVICE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
+MAX_PARTITIONS = 1000
+"""The most partitions a partitioned service's topics may have (a cell per partition)."""
 
 OPERATORS_ENV = "PB_OPERATORS"
 """The variable naming the operators (also in settlement's eventsourcing environment)."""
@@ -193,6 +195,11 @@ def http_port(service: str, env: Mapping[str, str]) -> int | None:
     return HTTP_PORTS.get(service)
 
 
+def store_name(service: str, partition: int | None) -> str:
+    """A store's name: the service's, or ``<service>-p<N>`` for partition N's cell."""
+    return service if partition is None else f"{service}-p{partition}"
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Everything a service process needs to know about its surroundings."""
@@ -208,6 +215,10 @@ class Settings:
     postgres_create_tables: bool = True  # PB_POSTGRES_CREATE_TABLES; no: provisioned store
     consumer_group_id: str = ""
     topic_partitions: int = 3
+    # Scale-out (partitioned.py): PB_PARTITIONED runs the service as one cell per Kafka
+    # partition it is assigned, each cell with its own store; ``partition`` is a cell's.
+    partitioned: bool = False
+    partition: int | None = None
     topic_replication_factor: int = 1
     relay_batch_size: int = 2000
     relay_poll_interval: float = 0.2
@@ -245,6 +256,8 @@ class Settings:
             object.__setattr__(self, "operators", check_operators(self.operators))
         except ValueError as error:
             raise SettingsError(f"PB_OPERATORS {error}") from None
+        if self.partition is not None and not 0 <= self.partition < MAX_PARTITIONS:
+            raise SettingsError(f"partition {self.partition} is not in 0..{MAX_PARTITIONS - 1}")
         try:
             object.__setattr__(self, "max_bets_per_coup", check_max_bets(self.max_bets_per_coup))
         except ValueError as error:
@@ -283,6 +296,7 @@ class Settings:
             "postgres_schema_prefix": read.postgres_schema_prefix,
             "postgres_create_tables": read.postgres_create_tables,
             "consumer_group_id": read.consumer_group,
+            "partitioned": read.partitioned,
             "relay_poll_interval": read.relay_poll_interval,
             "log_level": read.log_level,
             "log_format": read.log_format,
@@ -308,6 +322,17 @@ class Settings:
         """The same surroundings for another service (e.g. starting all three)."""
         return replace(self, service=service)
 
+    def for_partition(self, partition: int) -> Settings:
+        """A partition cell's settings (``partitioned.py``): the store, the consumer group of
+        its offsets and its seal anchors are the partition's own; no HTTP endpoints (the
+        process serves them for all its cells)."""
+        return replace(self, partition=partition, http_port=None)
+
+    @property
+    def store_name(self) -> str:
+        """The store's name: the service's, ``<service>-p<N>`` for partition N's cell."""
+        return store_name(self.service, self.partition)
+
     @property
     def allowed_hosts(self) -> tuple[str, ...]:
         """The Host header values the HTTP endpoints answer (``PB_HTTP_ALLOWED_HOSTS``)."""
@@ -315,7 +340,7 @@ class Settings:
 
     @property
     def sqlite_path(self) -> Path:
-        return self.data_dir / f"{self.service}.sqlite"
+        return self.data_dir / f"{self.store_name}.sqlite"
 
     @property
     def keys_dir(self) -> Path:
@@ -350,8 +375,10 @@ class Settings:
 
     @property
     def postgres_schema(self) -> str:
-        """The service's own schema: ``PB_POSTGRES_SCHEMA_PREFIX`` + service name."""
-        return f"{self.postgres_schema_prefix}{self.service}"
+        """The store's own schema: ``PB_POSTGRES_SCHEMA_PREFIX`` + service name (a cell's:
+        + ``_p<N>``)."""
+        suffix = "" if self.partition is None else f"_p{self.partition}"
+        return f"{self.postgres_schema_prefix}{self.service}{suffix}"
 
     def topic(self, name: str) -> str:
         """The Kafka topic actually used for the logical project topic ``name``."""
@@ -365,8 +392,13 @@ class Settings:
 
     @property
     def consumer_group(self) -> str:
-        """``PB_CONSUMER_GROUP`` if set, else ``<topic prefix>punto-banco-<service>``."""
-        return self.consumer_group_id or f"{self.topic_prefix}punto-banco-{self.service}"
+        """``PB_CONSUMER_GROUP`` if set, else ``<topic prefix>punto-banco-<service>``.
+
+        A partition cell commits its offsets under the group's name + ``.p<N>`` (it is
+        assigned its partition, no member of a group); the process's membership of the
+        group itself says which cells it runs (``partitioned.py``)."""
+        group = self.consumer_group_id or f"{self.topic_prefix}punto-banco-{self.service}"
+        return group if self.partition is None else f"{group}.p{self.partition}"
 
     @property
     def supervisor_keyring_path(self) -> Path:

@@ -9,7 +9,9 @@ at a time; each record is checked and only a verified anchor's few fields are ke
   the keyring gives to THAT service) of this value, for this topic, key and relay position
   (``signing.verify``): an unsigned record is ``ANCHOR_UNSIGNED``, any other failure
   ``ANCHOR_BAD_SIGNATURE`` (a forged anchor, or one copied under another service's key);
-- its value is a ``SealAnchored`` of the same service.
+- its value is a ``SealAnchored`` of the same service. Its ``partition`` (signed with it)
+  names the store it vouches for: a partitioned service's cells each anchor their own store
+  (``<service>-p<N>``), and an anchor of one partition never vouches for another's.
 
 Read the anchors BEFORE the stores (the CLI does): every anchor read is then of a seal already
 in its store, and a running service's newer seals are merely "not anchored yet".
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 
 from contracts import SEALS, ContractError, SealAnchored, decode
 from services.shared.platform.kafka import SIGNATURE_HEADER
-from services.shared.platform.settings import Settings
+from services.shared.platform.settings import Settings, store_name
 from services.shared.platform.signing import Keyring, verify
 from services.shared.platform.tracking import (
     MESSAGES_PER_NOTIFICATION,
@@ -51,7 +53,8 @@ class AnchorsUnavailable(RuntimeError):
 
 @dataclass
 class AnchorRecords:
-    """What the seals topic held: each service's verified anchors and the refused records."""
+    """What the seals topic held: each store's verified anchors (keyed by the store's name:
+    the service's, ``<service>-p<N>`` for a partition's) and the refused records."""
 
     topic: str
     keyring: Keyring
@@ -60,19 +63,26 @@ class AnchorRecords:
     records: int = 0
     refused: int = 0
 
-    def book(self, service: str) -> AnchorBook:
-        """``service``'s anchors (an empty book when it published none)."""
-        return self.books.get(service) or AnchorBook(service)
+    def book(self, service: str, partition: int | None = None) -> AnchorBook:
+        """The anchors of ``service``'s store (``partition``: of that partition's store; an
+        empty book when it published none)."""
+        found = self.books.get(store_name(service, partition))
+        return found or AnchorBook(service, partition)
+
+    def stores(self) -> set[tuple[str, int | None]]:
+        """The (service, partition) of every store some anchor vouches for."""
+        return {(book.service, book.partition) for book in self.books.values()}
 
     def add(self, key: bytes | None, value: bytes | None, headers: Headers, where: str) -> None:
         """One record of the topic (``where``: its partition and offset, for the findings)."""
         self.records += 1
         result = read_anchor(self.keyring, key, value, headers)
         if isinstance(result, Anchor):
-            service = (key or b"").decode()
-            book = self.books.get(service)
+            service, partition = (key or b"").decode(), result.partition
+            name = store_name(service, partition)
+            book = self.books.get(name)
             if book is None:
-                book = self.books[service] = AnchorBook(service)
+                book = self.books[name] = AnchorBook(service, partition)
             book.add(result)
             return
         code, claimed, reason = result
@@ -137,6 +147,7 @@ def read_anchor(
         previous_digest=bytes.fromhex(message.previous_digest),
         sealed_at=message.sealed_at.isoformat(),
         notification_id=notification_id,
+        partition=message.partition,
     )
 
 

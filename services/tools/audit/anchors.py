@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.shared.platform.settings import store_name
 from services.tools.audit.findings import Code, Finding, Severity
 
 
@@ -46,6 +47,7 @@ class Anchor:
     previous_digest: bytes
     sealed_at: str
     notification_id: int  # the seal's own row in the store (the signed relay position)
+    partition: int | None = None  # a partitioned service's: its store's partition
 
     def differences(
         self, from_id: int, to_id: int, count: int, digest: bytes, previous: bytes
@@ -85,9 +87,11 @@ class AnchorSummary:
 
 @dataclass
 class AnchorBook:
-    """The verified anchors of one service, as read from the topic."""
+    """The verified anchors of one store (a service's, or one partition's of a partitioned
+    service: an anchor vouches only for the store of its own service AND partition)."""
 
     service: str
+    partition: int | None = None
     anchors: dict[int, Anchor] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     head: Anchor | None = None
@@ -110,6 +114,7 @@ class AnchorBook:
                         "chain was rewritten after it was anchored, and anchored again",
                         store=self.service,
                         notification_id=anchor.notification_id,
+                        partition=self.partition,
                     )
                 )
             return
@@ -128,7 +133,7 @@ class AnchorCheck:
         self.findings: list[Finding] = list(book.findings)
         head = book.head
         self.summary = AnchorSummary(
-            book.service,
+            store_name(book.service, book.partition),
             anchors=len(book.anchors),
             head_seal=head.seal if head else 0,
             head_to_id=head.to_id if head else 0,
@@ -236,7 +241,14 @@ class AnchorCheck:
 
     def _add(self, severity: Severity, code: Code, message: str, where: int | None) -> None:
         self.findings.append(
-            Finding(severity, code, message, store=self.book.service, notification_id=where)
+            Finding(
+                severity,
+                code,
+                message,
+                store=self.book.service,
+                notification_id=where,
+                partition=self.book.partition,
+            )
         )
 
 

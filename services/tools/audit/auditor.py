@@ -81,6 +81,7 @@ def audit(
     revive_within: timedelta = REVIVE_WITHIN,
     checkpoint: Path | None = None,
     coup_totals: bool = True,
+    partition: int | None = None,
 ) -> AuditReport:
     """Read, verify and check; errors first.
 
@@ -94,13 +95,15 @@ def audit(
     each store at its last seal, and (no errors) write the file anew (``checkpoint.py``).
     ``coup_totals``: keep totals per coup and per shoe (False: per day and table, which do
     not grow with the history's length).
+    ``partition``: the stores are that partition's of a partitioned deployment (their seals
+    are compared with that partition's anchors; ``partitions.py`` audits every partition).
     """
     started = time.perf_counter()
     filters = filters or Filters()
     with bulk_loading():
         checker = Checker(History(), filters, supervisors, require_decisions)
         checker.totals = Totals(detail=coup_totals)
-        run = StreamAudit(stores, checker, anchors, revive_within)
+        run = StreamAudit(stores, checker, anchors, revive_within, partition=partition)
         refused = (
             resume(run, read_checkpoint(checkpoint))
             if checkpoint is not None and checkpoint.exists()

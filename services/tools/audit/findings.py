@@ -16,7 +16,8 @@ Code = Check
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One problem; ``store``/``notification_id`` say where in which store, if known."""
+    """One problem; ``store``/``notification_id`` say where in which store, if known;
+    ``partition``: the partition whose stores it was found in (a partitioned deployment)."""
 
     severity: Severity
     code: Code
@@ -27,6 +28,7 @@ class Finding:
     bet_id: str | None = None
     store: str | None = None
     notification_id: int | None = None
+    partition: int | None = None
 
     def where(self) -> str:
         parts = [
@@ -34,6 +36,7 @@ class Finding:
             f"shoe {self.shoe_id}" if self.shoe_id else "",
             f"coup {self.coup_id}" if self.coup_id else "",
             f"bet {self.bet_id}" if self.bet_id else "",
+            f"partition {self.partition}" if self.partition is not None else "",
             f"{self.store} store" if self.store else "",
             f"notification {self.notification_id}" if self.notification_id is not None else "",
         ]

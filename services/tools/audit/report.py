@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterable
 
 from services.tools.audit.auditor import AuditReport
+from services.tools.audit.findings import Finding
 from services.tools.audit.totals import Tally
 
 MAX_TEXT_FINDINGS = 200
@@ -54,6 +55,8 @@ def to_text(report: AuditReport, *, verbose: bool = False) -> str:
             f"  {checked['decisions']} voids: their supervisors' signed decisions checked "
             "against the supervisors keyring"
         )
+    if report.partitions is not None:
+        lines.extend(_partition_lines(report))
     lines.append("Seals (tamper evidence):")
     for name, seal in report.seals.items():
         lines.append(
@@ -85,6 +88,21 @@ def to_text(report: AuditReport, *, verbose: bool = False) -> str:
                 "(--json or --html list them all)"
             )
     return "\n".join(lines) + "\n"
+
+
+def _partition_lines(report: AuditReport) -> list[str]:
+    partitions = report.partitions or {}
+    lines = [f"Partitions ({len(partitions)}; the checks above and the totals below are over all):"]
+    for number, part in sorted(partitions.items()):
+        checked = part.checked
+        lines.append(
+            f"  partition {number}: stores {', '.join(part.stores) or 'none'}; "
+            f"{part.events:,} events; checked {checked.get('shoes', 0)} shoes, "
+            f"{checked.get('coups', 0)} coups, {checked.get('books', 0)} bet books, "
+            f"{checked.get('bets', 0):,} accepted bets; {part.errors} errors, "
+            f"{part.warnings} warnings"
+        )
+    return lines
 
 
 def _anchor_lines(report: AuditReport) -> list[str]:
@@ -154,6 +172,37 @@ def _tally_table(title: str, tallies: Iterable[tuple[str, Tally]]) -> str:
     return f"<table>{head}\n{body}</table>"
 
 
+def _store_of(finding: Finding) -> str | None:
+    """The store a finding names (``<service>-p<N>`` in a partition; the partition alone when
+    it names no store)."""
+    if finding.partition is None:
+        return finding.store
+    return f"{finding.store}-p{finding.partition}" if finding.store else f"p{finding.partition}"
+
+
+def _partitions_html(report: AuditReport) -> str:
+    head = (
+        "<h2>Partitions</h2><table><tr><th>partition</th><th>stores</th><th>events</th>"
+        "<th>shoes</th><th>coups</th><th>bet books</th><th>bets</th><th>errors</th>"
+        "<th>warnings</th></tr>"
+    )
+    body = _rows(
+        (
+            f"partition {number}",
+            ", ".join(p.stores),
+            p.events,
+            p.checked.get("shoes", 0),
+            p.checked.get("coups", 0),
+            p.checked.get("books", 0),
+            p.checked.get("bets", 0),
+            p.errors,
+            p.warnings,
+        )
+        for number, p in sorted((report.partitions or {}).items())
+    )
+    return f"{head}\n{body}</table>"
+
+
 def to_html(report: AuditReport) -> str:
     verdict, css = (
         ("PASSED", "ok")
@@ -190,6 +239,8 @@ def to_html(report: AuditReport) -> str:
             )
         )
     parts.append("</table>")
+    if report.partitions is not None:
+        parts.append(_partitions_html(report))
     filters = {k: v for k, v in report.filters.to_json().items() if v}
     if filters:
         parts.append(
@@ -213,7 +264,7 @@ def to_html(report: AuditReport) -> str:
                         f.shoe_id,
                         f.coup_id,
                         f.bet_id,
-                        f.store,
+                        _store_of(f),
                         f.notification_id,
                         f.message,
                     )

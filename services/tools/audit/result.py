@@ -1,5 +1,10 @@
 """What an audit returns: :class:`AuditReport` (findings, totals, seals, anchors, counts).
 
+A partitioned deployment's audit (``by_partition.py``) is one report too: its stores named
+``<service>-p<N>``, its totals over every partition, and what each partition showed in
+:class:`PartitionSummary` (``partitions``; None for a service's one store: the report as
+before).
+
 ``report.py`` renders it as text, JSON and HTML. :func:`bulk_loading` pauses the garbage
 collector while the auditor builds millions of records.
 """
@@ -21,6 +26,20 @@ from services.tools.audit.totals import Totals
 
 
 @dataclass
+class PartitionSummary:
+    """What the audit of one partition's stores (shoe-pN, dealing-pN, settlement-pN) showed."""
+
+    stores: list[str]  # the services whose store of this partition was read
+    events: int = 0
+    checked: dict[str, int] = field(default_factory=dict)
+    errors: int = 0
+    warnings: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
 class AuditReport:
     findings: list[Finding]
     totals: Totals
@@ -33,6 +52,8 @@ class AuditReport:
     anchors: dict[str, AnchorSummary] | None = None
     """Each store's anchors (``audit --anchors``; None: not checked)."""
     anchors_topic: str = ""
+    partitions: dict[int, PartitionSummary] | None = None
+    """A partitioned deployment's: each partition's summary (None: a service's one store)."""
     generated_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
 
     @property
@@ -62,11 +83,17 @@ class AuditReport:
             "checked": self.checked,
             "seals": {k: v.to_json() for k, v in self.seals.items()},
             **self._anchors_json(),
+            **self._partitions_json(),
             "errors": len(self.errors),
             "warnings": len(self.warnings),
             "findings": [f.to_json() for f in self.findings],
             "totals": self.totals.to_json(),
         }
+
+    def _partitions_json(self) -> dict[str, Any]:
+        if self.partitions is None:
+            return {}  # a service's one store: the report as before
+        return {"partitions": {str(n): p.to_json() for n, p in sorted(self.partitions.items())}}
 
     def _anchors_json(self) -> dict[str, Any]:
         if self.anchors is None:

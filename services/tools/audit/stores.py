@@ -5,13 +5,14 @@ and the state bytes - with plain ``sqlite3`` or ``psycopg``: the auditor needs
 neither the services' code nor eventsourcing to read them. Where the stores are
 comes from the same settings the services use (``services.shared.platform.settings``):
 ``<data dir>/<service>.sqlite``, or the PostgreSQL table ``<schema>.<service>_events``
-with schema ``<PB_POSTGRES_SCHEMA_PREFIX><service>``.
+with schema ``<PB_POSTGRES_SCHEMA_PREFIX><service>`` (a partition's store, ``partitions.py``:
+``<service>-p<N>.sqlite``, schema ``..._p<N>``).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -259,11 +260,12 @@ class PostgresStore:
         self._connection.close()
 
 
-def open_stores(settings: Settings) -> dict[str, StoreReader]:
-    """The three services' stores as ``settings`` place them (SQLite or PostgreSQL)."""
+def open_stores(settings: Settings, services: Iterable[str] = SERVICES) -> dict[str, StoreReader]:
+    """The three services' stores (or ``services``') as ``settings`` place them (SQLite or
+    PostgreSQL; a partition's with ``settings.for_partition(n)``)."""
     stores: dict[str, StoreReader] = {}
     try:
-        for service in SERVICES:
+        for service in services:
             own = settings.for_service(service)
             if own.persistence == "postgres":
                 stores[service] = PostgresStore(own)

@@ -55,9 +55,12 @@ def _steps(batches: Iterator[list[Row]], step: int, upto: int | None) -> Iterato
             yield batch[start : start + step]
 
 
-def verifier(service: str, anchors: AnchorRecords | None) -> SealVerifier:
-    """The seal verifier of one store, comparing its seals with its anchors if given."""
-    check = AnchorCheck(anchors.book(service)) if anchors is not None else None
+def verifier(
+    service: str, anchors: AnchorRecords | None, partition: int | None = None
+) -> SealVerifier:
+    """The seal verifier of one store (``partition``: that partition's store), comparing its
+    seals with its anchors if given."""
+    check = AnchorCheck(anchors.book(service, partition)) if anchors is not None else None
     return SealVerifier(service, anchors=check)
 
 
@@ -71,13 +74,16 @@ class StreamAudit:
         anchors: AnchorRecords | None = None,
         revive_within: timedelta = REVIVE_WITHIN,
         step: int = STEP,
+        partition: int | None = None,
     ) -> None:
         self.stores = stores
         self.step = step
         self.feed = StreamFeed(checker.history)
         self.feed.reopened = self._reopened
         present = [service for service in SERVICES if service in stores]
-        self.readers = {s: RowReader(s, self.feed, verifier(s, anchors)) for s in present}
+        self.readers = {
+            s: RowReader(s, self.feed, verifier(s, anchors, partition)) for s in present
+        }
         versions = [reader.versions for reader in self.readers.values()]
         self.window = Window(checker, self.feed, versions, set(present))
         self.window.revive_within = revive_within

@@ -15,7 +15,15 @@ from typing import Annotated
 import typer
 
 from services.tools.audit.archive import write_day
-from services.tools.cli.audit_inputs import EXIT_USAGE, DataDir, Postgres, err, open_for_audit
+from services.tools.cli.audit_inputs import (
+    EXIT_USAGE,
+    DataDir,
+    Postgres,
+    err,
+    open_for_audit,
+    settings_for,
+)
+from services.tools.cli.audit_partitions import NO_ARCHIVES
 
 
 def archive(
@@ -25,7 +33,11 @@ def archive(
     postgres: Postgres = False,
 ) -> None:
     """Write each store's rows of --day, cut on its seals, to <store>-<day>.jsonl.gz (and its
-    .sha256) in --out; ``audit --archives`` checks them with the store."""
+    .sha256) in --out; ``audit --archives`` checks them with the store. Refused for a
+    partitioned deployment (PB_PARTITIONED=yes): not supported yet."""
+    if settings_for(data_dir, postgres).partitioned:
+        err(NO_ARCHIVES)
+        raise typer.Exit(EXIT_USAGE)
     try:
         date.fromisoformat(day)
     except ValueError:

@@ -4,7 +4,8 @@ All three read the services' stores directly (the SQLite files under
 ``--data-dir``, or PostgreSQL with ``--postgres`` from the same settings the
 services use). Only ``audit --anchors`` reads Kafka: the seal anchors the services signed
 (``services.tools.audit.anchor_reader``), to compare each store's seals with. See
-``services.tools.audit``.
+``services.tools.audit``. With ``PB_PARTITIONED=yes`` they read a partitioned deployment's
+stores, one set per partition (``audit_partitions.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from services.tools.audit.checks import Filters
 from services.tools.audit.read_models import digest, read_models
 from services.tools.audit.recall import UnknownTable, recall, recall_text
 from services.tools.audit.report import to_html, to_json, to_text
+from services.tools.audit.result import AuditReport
 from services.tools.audit.stores import StoreReader
 from services.tools.cli.audit_inputs import (
     EXIT_ERRORS,
@@ -36,7 +38,15 @@ from services.tools.cli.audit_inputs import (
     moment_option,
     open_for_audit,
     progress_bar,
+    settings_for,
     supervisors_keyring,
+)
+from services.tools.cli.audit_partitions import (
+    NO_ARCHIVES,
+    Partitions,
+    audit_partitioned,
+    partition_history,
+    replay_partitions,
 )
 from services.tools.history.views import History
 
@@ -109,6 +119,7 @@ def audit(
             "(topic punto-banco.seals; KAFKA_BOOTSTRAP_SERVERS, PB_TOPIC_PREFIX, PB_KEYRING).",
         ),
     ] = False,
+    partitions: Partitions = None,
 ) -> None:
     """Verify every shoe, coup, bet, void and seal in the stores; exit 1 on errors, 3 on warnings.
 
@@ -117,11 +128,29 @@ def audit(
     the supervisors keyring, verifies each store's seal chain (tamper evidence), with
     --anchors compares it with the seals each service anchored on Kafka, and reports
     totals per coup, shoe, table and day. With --checkpoint, a daily audit reads only the
-    day's rows (after verifying the seal the checkpoint starts from).
+    day's rows (after verifying the seal the checkpoint starts from). With PB_PARTITIONED=yes,
+    every partition's stores (a checkpoint file per partition beside --checkpoint's).
     """
     filters = Filters(table, moment_option(since, "--since"), moment_option(until, "--until"))
+    settings = settings_for(data_dir, postgres)
+    if settings.partitioned and archives is not None:
+        err(NO_ARCHIVES)
+        raise typer.Exit(EXIT_USAGE)
     keyring = supervisors_keyring(supervisors, data_dir, postgres)
     anchored = anchor_records(data_dir, postgres) if anchors else None
+    if settings.partitioned:
+        report = audit_partitioned(
+            settings,
+            partitions,
+            checkpoint,
+            filters=filters,
+            supervisors=keyring,
+            require_decisions=True,
+            anchors=anchored,
+            coup_totals=coup_totals,
+        )
+        _show(report, as_json, html_file, verbose, allow_warnings)
+        return
     if checkpoint is not None and checkpoint.exists():
         try:
             read_checkpoint(checkpoint)
@@ -140,6 +169,17 @@ def audit(
             checkpoint=checkpoint,
             coup_totals=coup_totals,
         )
+    _show(report, as_json, html_file, verbose, allow_warnings)
+
+
+def _show(
+    report: AuditReport,
+    as_json: bool,
+    html_file: Path | None,
+    verbose: bool,
+    allow_warnings: bool,
+) -> None:
+    """Print the report (and write its HTML); exit 1 on errors, 3 on warnings."""
     if html_file is not None:
         html_file.parent.mkdir(parents=True, exist_ok=True)
         html_file.write_text(to_html(report), encoding="utf-8")
@@ -158,10 +198,15 @@ def recall_cmd(
     data_dir: DataDir = None,
     postgres: Postgres = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    partitions: Partitions = None,
 ) -> None:
     """Game recall: the table's last N coups with cards, totals, outcome, bets and voids."""
-    with open_for_audit(data_dir, postgres) as stores:
-        history = _read_with_progress(stores)
+    settings = settings_for(data_dir, postgres)
+    if settings.partitioned:
+        history = partition_history(settings, partitions, table)
+    else:
+        with open_for_audit(data_dir, postgres) as stores:
+            history = _read_with_progress(stores)
     try:
         coups = recall(history, table, last)
     except UnknownTable as error:
@@ -178,7 +223,12 @@ def replay(
     data_dir: DataDir = None,
     postgres: Postgres = False,
 ) -> None:
-    """Rebuild the table-history and bettor-history read models from the stores."""
+    """Rebuild the table-history and bettor-history read models from the stores (with
+    PB_PARTITIONED=yes: each partition's in <out>/p<N>/)."""
+    settings = settings_for(data_dir, postgres)
+    if settings.partitioned:
+        replay_partitions(settings, out)
+        return
     with open_for_audit(data_dir, postgres) as stores:
         history = _read_with_progress(stores)
     out.mkdir(parents=True, exist_ok=True)

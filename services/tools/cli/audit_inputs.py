@@ -30,6 +30,7 @@ from services.shared.platform.settings import Settings, SettingsError
 from services.shared.platform.supervisors import SupervisorKeyring, SupervisorKeysError
 from services.tools.audit.anchor_reader import AnchorRecords, AnchorsUnavailable, read_anchors
 from services.tools.audit.archive import ArchiveDamaged, ArchiveStore
+from services.tools.audit.partitions import discover
 from services.tools.audit.stores import StoreMissing, StoreReader, open_stores
 
 EXIT_ERRORS = 1
@@ -119,7 +120,7 @@ def open_for_audit(
         if archives is not None:
             stores = {name: ArchiveStore(store, archives) for name, store in stores.items()}
     except StoreMissing as error:
-        err(str(error))
+        err(f"{error}{_partitioned_hint(settings)}")
         raise typer.Exit(EXIT_USAGE) from None
     except ArchiveDamaged as error:
         err(f"{error}; audit without --archives, or restore the archive")
@@ -132,6 +133,20 @@ def open_for_audit(
     finally:
         for store in stores.values():
             store.close()
+
+
+def _partitioned_hint(settings: Settings) -> str:
+    """A hint when the stores there are a partitioned deployment's."""
+    try:
+        found = discover(settings)
+    except Exception:  # the hint is a courtesy: the error above stands without it
+        return ""
+    if not found:
+        return ""
+    return (
+        f" (there are partition stores of {len(found)} partitions: a partitioned "
+        "deployment's; set PB_PARTITIONED=yes to read them)"
+    )
 
 
 @contextmanager

@@ -6,6 +6,10 @@ each as its own role with ``PB_POSTGRES_CREATE_TABLES=no`` (``pg_roles.py`` says
 what). Idempotent. What it found, created and granted goes to stderr; the settings of each
 LOGIN role it created (its password included, shown this once) go to stdout. A role that
 existed keeps its password, which is never shown.
+
+A partitioned deployment (``PB_PARTITIONED=yes``: a store per partition) gets the schemas of
+every partition, ``<prefix><service>_p0`` .. ``_p<N-1>``, with the service's same roles: N is
+``--partitions``, else ``PB_TOPIC_PARTITIONS`` (the topics' partition count, default 3).
 """
 
 from __future__ import annotations
@@ -36,6 +40,14 @@ def setup_command(
     services: str = typer.Option(
         ",".join(SERVICES), "--services", help="Comma-separated services to provision."
     ),
+    partitions: int | None = typer.Option(
+        None,
+        "--partitions",
+        min=1,
+        max=1000,
+        help="Provision the schemas of this many partitions of each service (<schema>_p0, "
+        "...), for PB_PARTITIONED=yes; default with PB_PARTITIONED=yes: PB_TOPIC_PARTITIONS.",
+    ),
 ) -> None:
     """Create or bring up to date each service's owner and login roles, its schema and tables,
     the append-only triggers, the auditor role and every grant (idempotent)."""
@@ -57,14 +69,19 @@ def setup_command(
                 "POSTGRES_PASSWORD (or PB_POSTGRES_DSN) to an administrator's"
             )
         admin = settings.postgres
+        if partitions is None and settings.partitioned:
+            partitions = settings.topic_partitions
+        cells = f", {partitions} partitions of each service" if partitions else ""
         typer.echo(
-            f"provisioning as {admin.user}@{admin.host}:{admin.port}/{admin.dbname}", err=True
+            f"provisioning as {admin.user}@{admin.host}:{admin.port}/{admin.dbname}{cells}",
+            err=True,
         )
         done = provision(
             admin,
             names,
             schema_prefix=settings.postgres_schema_prefix,
             role_prefix=role_prefix,
+            partitions=partitions,
         )
     except SettingsError as error:
         typer.echo(f"error: {error}", err=True)
@@ -79,16 +96,19 @@ def setup_command(
         raise typer.Exit(1) from None
     for line in done.describe():
         typer.echo(line, err=True)
-    stores = {store.roles.login: store.roles for store in done.stores}
+    schemas: dict[str, tuple[str, list[str]]] = {}
+    for store in done.stores:
+        roles = store.roles
+        schemas.setdefault(roles.login, (roles.service, []))[1].append(roles.schema)
     for role in done.roles:
         if role.password is None:
             continue
-        store = stores.get(role.name)
-        what = f"service {store.service}, schema {store.schema}" if store else "read only"
+        own = schemas.get(role.name)
+        what = f"service {own[0]}, schema {', '.join(own[1])}" if own else "read only"
         typer.echo(f"# role {role.name} ({what}): created now; its password is not shown again")
         typer.echo(f"POSTGRES_USER={shlex.quote(role.name)}")
         typer.echo(f"POSTGRES_PASSWORD={shlex.quote(role.password)}")
-        if store:
+        if own:
             typer.echo("PB_POSTGRES_CREATE_TABLES=no")
 
 

@@ -68,6 +68,10 @@ def serve_command(
     except KeysError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
+    if settings.partitioned:  # a cell per partition owned (partitioned.py)
+        from services.shared.platform.partitioned import serve_partitioned
+
+        raise typer.Exit(serve_partitioned(module.build_service, settings))
     try:  # the Kafka login is made here too: a KAFKA_SSL_CAFILE that is not there
         kafka_service = module.build_service(settings)
     except SettingsError as error:

@@ -31,6 +31,7 @@ class Check(StrEnum):
     UNSEALED_TAIL = "unsealed_tail"
     NOT_SEALED = "not_sealed"
     UNREADABLE_EVENT = "unreadable_event"
+    PARTITION_MISSING = "partition_missing"  # a partitioned deployment lacks a partition's store
     # seal anchors (the audit with --anchors: the stores against the signed seals on Kafka)
     ANCHOR_MISSING_IN_STORE = "anchor_missing_in_store"  # truncated, or seals deleted
     ANCHOR_DIGEST_MISMATCH = "anchor_digest_mismatch"  # the chain was recomputed

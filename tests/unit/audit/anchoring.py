@@ -54,15 +54,18 @@ def signers(services: Iterable[str] = SERVICES) -> tuple[dict[str, Signer], Keyr
     return made, keyring
 
 
-def relay_anchors(app: ServiceApplication, service: str, signer: Signer | None) -> list[Record]:
-    """The seals topic's records of ``app``'s seals, as its relay encodes and signs them."""
+def relay_anchors(
+    app: ServiceApplication, service: str, signer: Signer | None, partition: int | None = None
+) -> list[Record]:
+    """The seals topic's records of ``app``'s seals, as its relay encodes and signs them
+    (``partition``: as the cell of that partition does)."""
     notifications = app.process_recorder.select_notifications(
         start=1, limit=1_000_000, topics=[SEALED_TOPIC]
     )
     events = [(n.id, app.mapper.to_domain_event(n)) for n in notifications]
     encoder = RecordEncoder(
         Settings.from_env(service, {}),
-        with_anchors(lambda event: [], service),
+        with_anchors(lambda event: [], service, partition),
         _no_quarantine,
         signer=signer,
         signed_topics=SIGNED_TOPICS,

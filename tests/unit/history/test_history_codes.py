@@ -18,6 +18,7 @@ AUDIT_VALUES = {
     "UNSEALED_TAIL": "unsealed_tail",
     "NOT_SEALED": "not_sealed",
     "UNREADABLE_EVENT": "unreadable_event",
+    "PARTITION_MISSING": "partition_missing",
     "ANCHOR_MISSING_IN_STORE": "anchor_missing_in_store",
     "ANCHOR_DIGEST_MISMATCH": "anchor_digest_mismatch",
     "ANCHOR_UNSIGNED": "anchor_unsigned",

@@ -176,3 +176,38 @@ def test_db_setup_needs_a_postgresql_to_connect_to() -> None:
 
 def test_the_store_check_names_the_owners_lock_procedure() -> None:
     assert persistence.LOCK_PROCEDURE == pg_store.LOCK_PROCEDURE
+
+
+def test_a_partitioned_service_gets_a_schema_per_partition_with_its_same_roles() -> None:
+    assert store_roles(["shoe"], "t_", partitions=2) == [
+        StoreRoles("shoe", "t_shoe_p0", "t_shoe_owner", "t_shoe", partition=0),
+        StoreRoles("shoe", "t_shoe_p1", "t_shoe_owner", "t_shoe", partition=1),
+    ]
+    with pytest.raises(SettingsError, match="partition count 0"):
+        store_roles(["shoe"], partitions=0)
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "partitions"),
+    [
+        ({}, [], None),
+        ({"PB_PARTITIONED": "yes"}, [], 3),  # the topics' default partition count
+        ({"PB_PARTITIONED": "yes", "PB_TOPIC_PARTITIONS": "6"}, [], 6),
+        ({"PB_PARTITIONED": "yes", "PB_TOPIC_PARTITIONS": "6"}, ["--partitions", "2"], 2),
+        ({}, ["--partitions", "4"], 4),
+    ],
+)
+def test_db_setup_provisions_every_partition_of_a_partitioned_deployment(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], args: list[str], partitions: int | None
+) -> None:
+    given: list[int | None] = []
+
+    def fake(admin: PostgresSettings, services: list[str], **kw: object) -> Provisioning:
+        given.append(kw["partitions"])  # type: ignore[arg-type]
+        return _provisioning(created=False)
+
+    monkeypatch.setattr(pg_roles, "provision", fake)
+    unset = {"PB_PARTITIONED": None, "PB_TOPIC_PARTITIONS": None}
+    result = CliRunner().invoke(app, ["db", "setup", *args], env={**PG, **unset, **env})
+    assert result.exit_code == 0, result.output
+    assert given == [partitions]

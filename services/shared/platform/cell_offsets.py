@@ -1,0 +1,66 @@
+"""Where a new partition cell starts reading: where the service's one consumer stopped.
+
+A cell commits its offsets under ``<group>.p<n>`` (``Settings.consumer_group``). The first
+time a cell of partition n runs, that group has no offset; left alone, the cell would read
+partition n from the beginning of each topic, and a deployment switched to ``PB_PARTITIONED``
+would judge again every command its unpartitioned service had handled (its store's tracking
+records are in the old store, not the cell's). :func:`seed_cell_offsets` copies, for each
+input topic's partition n that the cell's group has no offset for, the offset the service's
+own group committed there (none: the beginning, as for a new deployment). Offsets the cell's
+group already has are never touched. Switching a running deployment is still a maintenance
+step (``docs/scaling.md``): the cells start with empty stores, so tables must be closed first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.structs import OffsetAndMetadata
+
+from services.shared.platform.kafka import client_options
+from services.shared.platform.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+async def seed_cell_offsets(
+    settings: Settings, partition: int, inputs: Sequence[str]
+) -> dict[TopicPartition, int]:
+    """Give partition ``partition``'s cell the service group's offsets it lacks; returns them."""
+    cell = settings.for_partition(partition)
+    partitions = [TopicPartition(settings.topic(topic), partition) for topic in inputs]
+    service = _offsets_reader(settings, settings.consumer_group)
+    own = _offsets_reader(settings, cell.consumer_group)
+    seeded: dict[TopicPartition, int] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        for consumer in (service, own):
+            consumer.assign(partitions)  # no group membership: offsets only
+            await consumer.start()
+            stack.push_async_callback(consumer.stop)
+        for tp in partitions:
+            if await own.committed(tp) is not None:
+                continue
+            offset = await service.committed(tp)
+            if offset is not None:
+                seeded[tp] = offset
+        if seeded:
+            await own.commit({tp: OffsetAndMetadata(offset, "") for tp, offset in seeded.items()})
+            log.info(
+                "%s: partition %d's cell starts where the service's consumer stopped: %s",
+                settings.service,
+                partition,
+                ", ".join(f"{tp.topic} at {offset}" for tp, offset in sorted(seeded.items())),
+            )
+    return seeded
+
+
+def _offsets_reader(settings: Settings, group: str) -> AIOKafkaConsumer:
+    return AIOKafkaConsumer(
+        **client_options(settings),
+        group_id=group,
+        client_id=f"pb-{settings.service}-offsets",
+        enable_auto_commit=False,
+    )

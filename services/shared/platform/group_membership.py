@@ -1,0 +1,85 @@
+"""A partitioned service process's membership of its consumer group: which partitions it owns.
+
+``partitioned.py`` runs a cell per partition the group gives the process. The member is a
+consumer of the service's FIRST input topic that fetches nothing (every partition it is given
+is paused at once), with the range assignor: the group splits the partition numbers among the
+running processes, moves them when one joins, leaves or dies (its session times out), and
+the same number of every other input topic goes with it (every project topic has the same
+partition count: ``CellHost`` checks it before joining).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+
+from services.shared.platform.kafka import client_options
+from services.shared.platform.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MEMBERSHIP_POLL_MS = 500
+
+
+class GroupMembership(ConsumerRebalanceListener):  # type: ignore[misc]
+    """The process's membership of its service's consumer group: which partitions it owns.
+
+    A consumer of the service's first input topic that fetches nothing (every partition it
+    is given is paused at once): the group's range assignor splits the partition numbers
+    among the running processes; ``owned`` is this one's share, ``changed`` is set on
+    every assignment."""
+
+    def __init__(self, settings: Settings, topic: str) -> None:
+        self.settings = settings
+        self.topic = settings.topic(topic)
+        self.owned: frozenset[int] = frozenset()
+        self.assigned_once = asyncio.Event()
+        self.changed = asyncio.Event()
+        self.consumer: AIOKafkaConsumer | None = None
+
+    async def start(self) -> None:
+        settings = self.settings
+        self.consumer = consumer = AIOKafkaConsumer(
+            **client_options(settings),
+            group_id=settings.consumer_group,
+            client_id=f"pb-{settings.service}-member",
+            enable_auto_commit=False,
+            partition_assignment_strategy=(RangePartitionAssignor,),
+        )
+        consumer.subscribe([self.topic], listener=self)
+        await consumer.start()
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Keep the membership alive (a member that stops polling is dropped)."""
+        consumer = self.consumer
+        if consumer is None:
+            raise RuntimeError("membership not started")
+        while not stopping.is_set():
+            await consumer.getmany(timeout_ms=MEMBERSHIP_POLL_MS)
+
+    async def stop(self) -> None:
+        """Leave the group: the other processes take this one's partitions."""
+        consumer, self.consumer = self.consumer, None
+        if consumer is not None:
+            await consumer.stop()
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        """Nothing stops here: a cell stops once the next assignment no longer has it."""
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        partitions = list(assigned)
+        if self.consumer is not None and partitions:
+            self.consumer.pause(*partitions)  # membership only: the cells read the records
+        self.owned = frozenset(tp.partition for tp in partitions if tp.topic == self.topic)
+        log.info(
+            "%s: this process owns partitions %s",
+            self.settings.service,
+            sorted(self.owned) or "none",
+        )
+        self.assigned_once.set()
+        self.changed.set()

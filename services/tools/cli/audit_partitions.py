@@ -1,0 +1,154 @@
+"""``audit``, ``recall`` and ``replay`` on a partitioned deployment (``PB_PARTITIONED=yes``).
+
+The partitions are found from the stores (``services.tools.audit.partitions``); the topics'
+partition count, when known (``--partitions``, else ``PB_TOPIC_PARTITIONS``), makes a partition
+missing below it an error too. ``audit`` reads every partition (``by_partition.py``);
+``recall`` reads only the partition of the table (murmur2 of its id modulo the count: the
+count given, else the number of partitions found); ``replay`` writes each partition's read
+models to ``<out>/p<N>/``. ``--archives`` and ``punto-banco archive`` are refused: a
+partitioned deployment's daily archives are not supported yet.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from services.shared.platform.environment import Environment, SettingsError
+from services.shared.platform.settings import Settings
+from services.tools.audit.auditor import read_history
+from services.tools.audit.by_partition import audit_partitions, checkpoint_of
+from services.tools.audit.checkpoint import CheckpointError
+from services.tools.audit.checkpoint import read as read_checkpoint
+from services.tools.audit.partitions import (
+    Layout,
+    discover,
+    layout_findings,
+    require,
+    table_partition,
+)
+from services.tools.audit.read_models import digest, read_models
+from services.tools.audit.result import AuditReport
+from services.tools.audit.stores import SERVICES, StoreMissing, StoreReader, open_stores
+from services.tools.cli.audit_inputs import EXIT_ERRORS, EXIT_USAGE, err, progress_bar
+from services.tools.history.views import History
+
+Partitions = Annotated[
+    int | None,
+    typer.Option(
+        "--partitions",
+        min=1,
+        max=1000,
+        help="With PB_PARTITIONED=yes: the topics' partition count (default "
+        "PB_TOPIC_PARTITIONS if set); a partition without stores below it is an error.",
+    ),
+]
+
+NO_ARCHIVES = (
+    "a partitioned deployment (PB_PARTITIONED=yes) has no daily archives yet: "
+    "punto-banco archive and audit --archives read a service's one store; "
+    "audit without --archives"
+)
+
+
+def expected_partitions(given: int | None) -> int | None:
+    """The topics' partition count if known: ``--partitions``, else PB_TOPIC_PARTITIONS."""
+    if given is not None:
+        return given
+    try:
+        return Environment.read(os.environ).topic_partitions
+    except SettingsError as error:
+        err(str(error))
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+def found_partitions(settings: Settings) -> Layout:
+    """The partition stores there are (an error a person reads when there are none)."""
+    try:
+        found = discover(settings)
+        require(settings, found)
+    except StoreMissing as error:
+        err(str(error))
+        raise typer.Exit(EXIT_USAGE) from None
+    except Exception as error:  # e.g. PostgreSQL unreachable
+        err(f"cannot list the partition stores ({settings.describe_store()}): {error}")
+        raise typer.Exit(EXIT_USAGE) from None
+    return found
+
+
+def opener(settings: Settings, found: Layout) -> Any:
+    """``open_partition(n)``: the stores partition n has."""
+
+    def open_partition(number: int) -> Mapping[str, StoreReader]:
+        services = [s for s in SERVICES if s in found.get(number, ())]
+        return open_stores(settings.for_partition(number), services)
+
+    return open_partition
+
+
+def audit_partitioned(
+    settings: Settings, partitions: int | None, checkpoint: Path | None, **options: Any
+) -> AuditReport:
+    """Every partition's audit, one report (``audit_partitions``'s ``options``)."""
+    expected = expected_partitions(partitions)
+    found = found_partitions(settings)
+    if checkpoint is not None:
+        for number in sorted(found):
+            path = checkpoint_of(checkpoint, number)
+            try:
+                if path.exists():
+                    read_checkpoint(path)
+            except CheckpointError as error:
+                err(f"partition {number}: {error}")
+                raise typer.Exit(EXIT_USAGE) from None
+    with progress_bar() as (bar, step):
+        try:
+            return audit_partitions(
+                sorted(found),
+                opener(settings, found),
+                layout_findings(found, expected),
+                progress=lambda name, rows: bar.update(step, advance=rows, description=name),
+                checkpoint=checkpoint,
+                **options,
+            )
+        except StoreMissing as error:  # a store removed while the audit ran
+            err(str(error))
+            raise typer.Exit(EXIT_ERRORS) from None
+
+
+def partition_history(settings: Settings, partitions: int | None, table: str) -> History:
+    """The history of the partition that holds ``table`` (``recall``)."""
+    found = found_partitions(settings)
+    count = expected_partitions(partitions) or max(found) + 1
+    number = table_partition(table, count)
+    if number not in found:
+        err(f"table {table!r} is in partition {number} of {count}, which has no stores")
+        raise typer.Exit(EXIT_USAGE)
+    return _read(opener(settings, found)(number))
+
+
+def replay_partitions(settings: Settings, out: Path) -> None:
+    """Each partition's read models in ``out/p<N>/``."""
+    found = found_partitions(settings)
+    open_partition = opener(settings, found)
+    for number in sorted(found):
+        history = _read(open_partition(number))
+        folder = out / f"p{number}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in read_models(history).items():
+            (folder / name).write_bytes(data)
+            sys.stdout.write(f"{folder / name}: {len(data):,} bytes, sha256 {digest(data)}\n")
+
+
+def _read(stores: Mapping[str, StoreReader]) -> History:
+    try:
+        history, _findings, _seals = read_history(stores)
+    finally:
+        for store in stores.values():
+            store.close()
+    return history

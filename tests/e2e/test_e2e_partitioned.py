@@ -1,0 +1,265 @@
+"""Several processes of one service share its partitions (PB_PARTITIONED): scale-out.
+
+Real Kafka, the three real services as subprocesses, each partitioned (a cell per partition it
+owns, each cell with its own store: services/shared/platform/partitioned.py), on topics of 3
+partitions, with tables on every partition. A second settlement process joins mid-shoe (the
+group hands it some partitions: their cells stop in the first process and start in the
+second, on the same stores), then the first is SIGKILLed during a coup (the second takes its
+partitions once the group's session times out), then it is started again (partitions are
+handed back). Every accepted bet is settled exactly once, with the amounts the test's ledger
+recomputes from the cards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import urllib.error
+import urllib.request
+import uuid
+
+import pytest
+from aiokafka.partitioner import murmur2
+
+from contracts import BetAccepted, BetSettled, BettingOpened, Message
+from services.dev.demo.orchestrator import DemoConfig, TableDriver
+from services.dev.demo.processes import ServiceProcess, ServiceSettings, service_env
+from services.dev.demo.system import LocalSystem
+from services.dev.infra.ports import free_port
+from tests.e2e.helpers import assert_books_clean, wait
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+PARTITIONS = 3
+
+
+@pytest.fixture
+def system_settings(system_settings: ServiceSettings) -> ServiceSettings:
+    extra = {
+        **system_settings.extra,
+        "PB_PARTITIONED": "yes",
+        "PB_HTTP_PORT_SETTLEMENT": str(free_port()),  # the first process's; later ones: none
+    }
+    return dataclasses.replace(system_settings, extra=extra)
+
+
+def get(port: str, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def partition_of(table_id: str) -> int:
+    """The partition Kafka's default partitioner gives a table's records."""
+    return (murmur2(table_id.encode()) & 0x7FFFFFFF) % PARTITIONS
+
+
+def driver_on_every_partition(system: LocalSystem, tables: int) -> TableDriver:
+    """A table driver whose tables cover every partition (run ids tried in a fixed order)."""
+    config = DemoConfig(tables=tables, bettors=10, betting_window_ms=500, seed=7)
+    for attempt in range(1000):
+        run_id = f"{uuid.UUID(int=attempt).hex[-10:]}"
+        ids = [f"demo-{run_id}-{number}" for number in range(1, tables + 1)]
+        if {partition_of(table_id) for table_id in ids} == set(range(PARTITIONS)):
+            driver = TableDriver(config, system, run_id)
+            system.reactors.append(driver.react)
+            return driver
+    raise AssertionError("no run id puts a table on every partition")
+
+
+def owned(process: ServiceProcess) -> list[str]:
+    return [
+        line for line in process.log_text_since_start().splitlines() if "owns partitions" in line
+    ]
+
+
+@pytest.mark.timeout(420)
+async def test_settlement_processes_share_partitions_hand_them_over_and_survive_a_kill(
+    system: LocalSystem,
+) -> None:
+    first = system.services["settlement"]
+    assert "owns partitions [0, 1, 2]" in first.log_text_since_start()
+    # One set of endpoints for the process: /ready checks every cell, /metrics labels them.
+    port = system.settings.extra["PB_HTTP_PORT_SETTLEMENT"]
+    status, body = await asyncio.to_thread(get, port, "/ready")
+    assert status == 200, body
+    assert json.loads(body)["checks"]["cells"] == "ok"
+    status, body = await asyncio.to_thread(get, port, "/metrics")
+    assert status == 200
+    for partition in range(PARTITIONS):
+        assert f'pb_service_up{{cell="{partition}",service="settlement"}} 1.0' in body
+    driver = driver_on_every_partition(system, tables=4)
+    ledger = system.ledger
+    await driver.start()
+    await wait(system, lambda: ledger.summary().coups_resolved >= 4, 120, "4 coups resolved")
+
+    # A second process joins mid-shoe: the group gives it a share of the partitions.
+    second = ServiceProcess(
+        "settlement",
+        service_env(system.settings, service="settlement"),
+        first.log_path.with_name("settlement-2.log"),
+    )
+    system.services["settlement-2"] = second  # stopped with the others
+    second.start()
+    await wait(
+        system,
+        lambda: (
+            ": serving" in second.log_text_since_start()
+            and any("owns partitions [" in line and "none" not in line for line in owned(second))
+        ),
+        120,
+        "the second settlement to own and serve partitions",
+    )
+    moved = owned(second)[-1]
+    await wait(
+        system,
+        lambda: "moved away: stopping its cell" in first.log_text_since_start(),
+        60,
+        "the first settlement to hand its cells over",
+    )
+
+    # Kill the first during a coup: the second takes every partition.
+    killed: list[int] = []
+    resolved_before = ledger.summary().coups_resolved
+
+    async def kill_mid_coup(message: Message) -> None:
+        if killed or not isinstance(message, BettingOpened):
+            return
+        if ledger.summary().coups_resolved < resolved_before + 3:
+            return
+        system.kill("settlement")
+        system.services.pop("settlement")  # dead on purpose, until restarted
+        killed.append(len(ledger.unanswered()))
+
+    system.reactors.append(kill_mid_coup)
+    await wait(system, lambda: killed, 120, "a coup under way to kill the first during")
+    await wait(
+        system,
+        lambda: "owns partitions [0, 1, 2]" in second.log_text_since_start(),
+        90,
+        "the second settlement to take every partition after the kill",
+    )
+    resolved_after_kill = ledger.summary().coups_resolved + 4
+    await wait(
+        system,
+        lambda: ledger.summary().coups_resolved >= resolved_after_kill,
+        150,
+        "4 more coups resolved after the kill",
+    )
+
+    # The first comes back: partitions are handed back to it.
+    system.services["settlement"] = first
+    first.start()
+    await system.wait_ready(["settlement"], 120)
+    await wait(
+        system,
+        lambda: any("none" not in line for line in owned(first)),
+        90,
+        "the restarted settlement to own partitions again",
+    )
+    resolved_after_return = ledger.summary().coups_resolved + 3
+    await wait(
+        system,
+        lambda: ledger.summary().coups_resolved >= resolved_after_return,
+        150,
+        "3 more coups resolved after the hand-back",
+    )
+    await driver.close_all("test over")
+    await wait(system, driver.drained, 120, "every bet answered and settled")
+
+    assert_books_clean(ledger)
+    summary = ledger.summary()
+    assert summary.bets_settled == summary.bets_accepted > 0
+    for kind in (BetAccepted, BetSettled):
+        events: dict[str, set[object]] = {}
+        for message in system.seen(kind):
+            events.setdefault(message.bet_id, set()).add(message.event_id)
+        assert all(len(ids) == 1 for ids in events.values()), f"a bet with two {kind.__name__}"
+    assert killed[0] > 0, "settlement was killed with no bet in flight"
+    assert "owns partitions [0, 1, 2]" not in moved, "the joining process got no share"
+
+
+def another(system: LocalSystem, service: str, name: str) -> ServiceProcess:
+    """One more process of ``service`` (stopped with the others)."""
+    process = ServiceProcess(
+        service,
+        service_env(system.settings, service=service),
+        system.services[service].log_path.with_name(f"{name}.log"),
+    )
+    system.services[name] = process
+    process.start()
+    return process
+
+
+@pytest.mark.timeout(420)
+async def test_three_settlements_and_two_of_each_other_service_share_the_tables_and_a_dealing_kill(
+    system: LocalSystem,
+) -> None:
+    """Three settlement processes (one partition each), two dealing and two shoe processes;
+    a dealing process is SIGKILLed during a coup: its partitions' betting clocks and coups go
+    on in the other once the group's session times out."""
+    extra = [
+        another(system, "settlement", "settlement-2"),
+        another(system, "settlement", "settlement-3"),
+        another(system, "dealing", "dealing-2"),
+        another(system, "shoe", "shoe-2"),
+    ]
+    await system.wait_ready(["settlement-2", "settlement-3", "dealing-2", "shoe-2"], 120)
+    settlements = [system.services[n] for n in ("settlement", "settlement-2", "settlement-3")]
+    await wait(
+        system,
+        lambda: (
+            sorted(owned(process)[-1].split("owns partitions ")[1] for process in settlements)
+            == ["[0]", "[1]", "[2]"]
+            if all(owned(process) for process in settlements)
+            else False
+        ),
+        120,
+        "each settlement process to own one partition",
+    )
+    driver = driver_on_every_partition(system, tables=4)
+    ledger = system.ledger
+    await driver.start()
+    await wait(system, lambda: ledger.summary().coups_resolved >= 4, 120, "4 coups resolved")
+
+    dealing = system.services["dealing"]
+    killed: list[int] = []
+
+    async def kill_dealing_mid_coup(message: Message) -> None:
+        if killed or not isinstance(message, BettingOpened):
+            return
+        system.kill("dealing")
+        system.services.pop("dealing")
+        killed.append(len(ledger.unanswered()))
+
+    system.reactors.append(kill_dealing_mid_coup)
+    await wait(system, lambda: killed, 120, "a coup under way to kill a dealing during")
+    survivor = system.services["dealing-2"]
+    await wait(
+        system,
+        lambda: "owns partitions [0, 1, 2]" in survivor.log_text_since_start(),
+        90,
+        "the other dealing to take every partition",
+    )
+    per_table = {table_id: run.coups_resolved for table_id, run in driver.tables.items()}
+    await wait(
+        system,
+        lambda: all(run.coups_resolved >= per_table[t] + 2 for t, run in driver.tables.items()),
+        150,
+        "2 more coups resolved on every table (every partition) after the kill",
+    )
+    await driver.close_all("test over")
+    await wait(system, driver.drained, 120, "every bet answered and settled")
+
+    assert_books_clean(ledger)
+    summary = ledger.summary()
+    assert summary.bets_settled == summary.bets_accepted > 0
+    for kind in (BetAccepted, BetSettled):
+        events: dict[str, set[object]] = {}
+        for message in system.seen(kind):
+            events.setdefault(message.bet_id, set()).add(message.event_id)
+        assert all(len(ids) == 1 for ids in events.values()), f"a bet with two {kind.__name__}"
+    assert dealing.exit_code() is not None and extra

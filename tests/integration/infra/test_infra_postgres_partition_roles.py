@@ -1,0 +1,211 @@
+"""``punto-banco db setup`` for a partitioned deployment, on a real server: the schemas of
+every partition, each as the service's one schema would be (owner, trigger, grants); a cell
+starts on its provisioned partition schema as the service's own role (writer lease, fenced
+writes, ``PB_POSTGRES_CREATE_TABLES=no``); the role writes only its own service's partitions;
+the auditor reads them all and the partitioned audit passes.
+
+A database made for this module and dropped after it; the roles get a random prefix and are
+dropped too (the server's user must have CREATEROLE, as for test_infra_postgres_roles.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import errors, sql
+from typer.testing import CliRunner
+
+from services.dev.simulation import LocalSystem, play
+from services.shared.platform.persistence import prepare_store
+from services.shared.platform.pg_roles import SERVICES, Provisioning, provision
+from services.shared.platform.settings import PostgresSettings, Settings
+from services.shared.platform.writer_lease import writer_lease
+from services.tools.audit.partitions import table_partition
+from services.tools.cli.main import app
+from tests.signing_keys import key_env
+
+pytestmark = pytest.mark.postgres
+
+PREFIX = f"pbc{secrets.token_hex(3)}_"
+PARTITIONS = 2
+SHOE_SECRET_FILE = key_env()["PB_SHOE_SECRET_KEY_FILE"]
+
+
+def connect(pg: PostgresSettings) -> psycopg.Connection[Any]:
+    return psycopg.connect(**pg.connect_options(), autocommit=True)
+
+
+@pytest.fixture(scope="module")
+def admin(_postgres_server_env: dict[str, str]) -> Iterator[PostgresSettings]:
+    """The server's user, in a database of this module's own."""
+    env = _postgres_server_env
+    server = PostgresSettings(
+        host=env["POSTGRES_HOST"],
+        port=int(env.get("POSTGRES_PORT") or 5432),
+        dbname=env["POSTGRES_DBNAME"],
+        user=env["POSTGRES_USER"],
+        password=env.get("POSTGRES_PASSWORD", ""),
+    )
+    with connect(server) as conn:
+        row = conn.execute(
+            "SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user"
+        ).fetchone()
+    if not (row and row[0]):
+        pytest.skip(f"PostgreSQL user {server.user} may not create roles")
+    name = f"pb_cells_{os.getpid()}_{secrets.token_hex(3)}"
+    with connect(server) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield replace(server, dbname=name)
+    finally:
+        with connect(server) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+            for (role,) in conn.execute(
+                "SELECT rolname FROM pg_roles WHERE starts_with(rolname, %s)", (PREFIX,)
+            ).fetchall():
+                conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+@pytest.fixture(scope="module")
+def provisioned(admin: PostgresSettings) -> tuple[Provisioning, dict[str, str]]:
+    done = provision(admin, SERVICES, role_prefix=PREFIX, partitions=PARTITIONS)
+    return done, {role.name: role.password for role in done.roles if role.password}
+
+
+def login(admin: PostgresSettings, passwords: dict[str, str], role: str) -> PostgresSettings:
+    return replace(admin, user=role, password=passwords[role])
+
+
+def cell_settings(
+    admin: PostgresSettings, passwords: dict[str, str], service: str, partition: int
+) -> Settings:
+    """A cell's settings as a PB_PARTITIONED process makes them, logged in as the service."""
+    return Settings(
+        service=service,
+        persistence="postgres",
+        postgres=login(admin, passwords, f"{PREFIX}{service}"),
+        postgres_create_tables=False,
+        partitioned=True,
+        shoe_secret_key_file=SHOE_SECRET_FILE,
+    ).for_partition(partition)
+
+
+@pytest.fixture(scope="module")
+def played(
+    admin: PostgresSettings, provisioned: tuple[Provisioning, dict[str, str]]
+) -> tuple[PostgresSettings, dict[str, str]]:
+    """Each partition's three cells start on their provisioned schemas (writer lease first,
+    then the fenced store, as ``lifespan.py`` does) and play a table of that partition."""
+    _done, passwords = provisioned
+
+    async def run_cells(partition: int) -> None:
+        leases, envs = [], {}
+        for service in SERVICES:
+            settings = cell_settings(admin, passwords, service, partition)
+            lease = writer_lease(settings)
+            assert await lease.acquire(asyncio.Event())
+            leases.append(lease)
+            prepare_store(settings)  # checks the provisioned store
+            envs[service] = {**settings.eventsourcing_env(), **lease.fence_env()}
+        try:
+            table = next(t for t in (f"t{n}" for n in range(1, 50))
+                         if table_partition(t, PARTITIONS) == partition)  # fmt: skip
+            with LocalSystem(envs) as system:
+                play(system, table, 5, bets_per_coup=3, decks=1, seed=partition + 1)
+                system.pump()
+                system.seal()
+        finally:
+            for lease in leases:
+                await lease.release()
+
+    for partition in range(PARTITIONS):
+        asyncio.run(run_cells(partition))
+    return admin, passwords
+
+
+def count(conn: psycopg.Connection[Any], schema: str, table: str) -> int:
+    row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, table)))
+    found = row.fetchone()
+    return int(found[0]) if found else 0
+
+
+def test_every_partition_schema_is_provisioned_as_the_services_one(
+    provisioned: tuple[Provisioning, dict[str, str]],
+) -> None:
+    done, _passwords = provisioned
+    schemas = {(s.roles.service, s.roles.schema, s.roles.owner) for s in done.stores}
+    assert schemas == {
+        (service, f"{service}_p{n}", f"{PREFIX}{service}_owner")
+        for service in SERVICES
+        for n in range(PARTITIONS)
+    }
+    assert len(done.roles) == 2 * len(SERVICES) + 1  # each role once, however many partitions
+    for store in done.stores:
+        assert store.tables.events == [f"{store.roles.service}_events"]
+        granted = {(g.grantee, g.privileges, g.target) for g in store.grants}
+        assert (store.roles.login, "SELECT, INSERT", (store.roles.schema, store.tables.events[0]))\
+            in granted  # fmt: skip
+
+
+def test_the_cells_wrote_their_partition_schemas_as_the_services_roles(
+    played: tuple[PostgresSettings, dict[str, str]],
+) -> None:
+    admin, _passwords = played
+    with connect(admin) as conn:
+        for service in SERVICES:
+            for n in range(PARTITIONS):
+                assert count(conn, f"{service}_p{n}", f"{service}_events") > 0, (service, n)
+                owner = conn.execute(
+                    "SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = %s::regclass",
+                    (f"{service}_p{n}.{service}_events",),
+                ).fetchone()
+                assert owner == (f"{PREFIX}{service}_owner",)
+
+
+def test_a_service_role_writes_only_its_own_partitions_and_never_changes_them(
+    played: tuple[PostgresSettings, dict[str, str]],
+) -> None:
+    admin, passwords = played
+    with connect(login(admin, passwords, f"{PREFIX}shoe")) as conn:
+        with pytest.raises(errors.InsufficientPrivilege, match="permission denied for schema"):
+            conn.execute("SELECT count(*) FROM dealing_p0.dealing_events")
+        with pytest.raises(errors.InsufficientPrivilege, match="permission denied for table"):
+            conn.execute("UPDATE shoe_p1.shoe_events SET topic = topic")
+        assert count(conn, "shoe_p1", "shoe_events") > 0
+
+
+def test_the_auditor_reads_every_partition_and_the_audit_passes(
+    played: tuple[PostgresSettings, dict[str, str]], tmp_path: Path
+) -> None:
+    admin, passwords = played
+    auditor = login(admin, passwords, f"{PREFIX}auditor")
+    env = {
+        "PB_PERSISTENCE": "postgres",
+        "PB_PARTITIONED": "yes",
+        "PB_DATA_DIR": str(tmp_path),
+        "PB_POSTGRES_SCHEMA_PREFIX": "",
+        "PB_POSTGRES_DSN": "",
+        "POSTGRES_HOST": auditor.host,
+        "POSTGRES_PORT": str(auditor.port),
+        "POSTGRES_DBNAME": auditor.dbname,
+        "POSTGRES_USER": auditor.user,
+        "POSTGRES_PASSWORD": auditor.password,
+    }
+    result = CliRunner().invoke(
+        app, ["audit", "--postgres", "--json", "--allow-warnings", "--partitions", "2"], env=env
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["errors"] == 0 and sorted(report["partitions"]) == ["0", "1"]
+    assert all(p["checked"]["coups"] >= 5 for p in report["partitions"].values())
