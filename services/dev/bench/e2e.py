@@ -317,7 +317,7 @@ def measure(quick: bool, progress: Callable[[str], None], workdir: Path) -> E2ER
                 tag,
                 logins=logins,
                 instances=processes,
-                partitions=report.partitions or 3,
+                partitions=3 if processes is None else report.partitions or 3,
             )
             failed, captured = _play(report, run, cluster, cells, progress)
             sample = sample or captured
@@ -568,8 +568,9 @@ def partitioned_text(report: E2EReport) -> str:
     """How a partitioned run spread its tables over the partitions and the processes."""
     partitions = report.partitions or 0
     cells = {
-        (run.instances or 1, tuple(sorted({c.table_id for c in cell.coup_runs})))
+        (run.instances, tuple(sorted({c.table_id for c in cell.coup_runs})))
         for run in report.stores
+        if run.instances is not None
         for cell in run.cells
     }
     return "\n".join(
@@ -582,7 +583,8 @@ def partitioned_text(report: E2EReport) -> str:
             "records go to the partition murmur2 of its id gives (Kafka's default "
             "partitioner); a few tables spread that way land unevenly, so the driver picked "
             "table ids that give every partition its share "
-            "(`services.dev.bench.instances.balanced_tables`):",
+            "(`services.dev.bench.instances.balanced_tables`). Rows named by the store alone "
+            "ran as the default run does (one process each, not partitioned, 3 partitions).",
             "",
             *spread_lines(sorted(cells), partitions),
         ]

@@ -1,9 +1,10 @@
 """Partitioned benchmark runs: K processes of each service sharing P partitions.
 
 ``PB_BENCH_INSTANCES=1,2`` runs every cell of the e2e matrix once per instance count, the
-services partitioned (``PB_PARTITIONED=yes``, ``services/shared/platform/partitioned.py``) on
-topics of ``PB_BENCH_PARTITIONS`` partitions (default :data:`DEFAULT_PARTITIONS`, the same for
-every count). Unset, the bench runs the services as always (one process each, unpartitioned).
+services partitioned (``PB_PARTITIONED=yes``, ``services/shared/platform/partitioned.py``)
+on topics of ``PB_BENCH_PARTITIONS`` partitions (default :data:`DEFAULT_PARTITIONS`, the same
+for every count); ``unpartitioned`` in the list adds a run as the default one (for
+comparison). Unset, the bench runs the services as always (one process each, unpartitioned).
 
 This module holds what those runs need besides the cluster: the settings' parsing, when the
 processes of a service have settled their partitions (read from their logs: the group's
@@ -27,14 +28,26 @@ _SERVES = re.compile(r"partition (\d+): serving")
 _MOVED = re.compile(r"partition (\d+) moved away")
 
 
-def parse_instances(text: str) -> tuple[int, ...]:
-    """``"1,2"`` -> (1, 2): processes per service, one run each ("" -> (): not partitioned)."""
-    counts = []
+UNPARTITIONED = "unpartitioned"
+"""In ``PB_BENCH_INSTANCES``: a run of the services as the default run has them (one process
+each, not partitioned, topics of 3 partitions), beside the partitioned ones."""
+
+
+def parse_instances(text: str) -> tuple[int | None, ...]:
+    """``"1,2"`` -> (1, 2): processes per service, one run each; ``unpartitioned`` -> None
+    ("" -> (): the default run, not partitioned)."""
+    counts: list[int | None] = []
     for part in text.replace(" ", "").split(","):
         if not part:
             continue
+        if part == UNPARTITIONED:
+            counts.append(None)
+            continue
         if not part.isdigit() or int(part) < 1:
-            raise ValueError(f"PB_BENCH_INSTANCES lists process counts (1 or more), not {part!r}")
+            raise ValueError(
+                f"PB_BENCH_INSTANCES lists process counts (1 or more) or {UNPARTITIONED!r}, "
+                f"not {part!r}"
+            )
         counts.append(int(part))
     return tuple(counts)
 

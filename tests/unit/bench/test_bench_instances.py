@@ -38,6 +38,7 @@ def test_instance_counts_and_partitions_are_read_from_their_variables() -> None:
     assert parse_instances("") == ()
     assert parse_instances("1, 2") == (1, 2)
     assert parse_instances("2,1,2") == (2, 1, 2)
+    assert parse_instances("unpartitioned,1,2") == (None, 1, 2)
     for wrong in ("0", "two", "1,-2"):
         with pytest.raises(ValueError, match="PB_BENCH_INSTANCES"):
             parse_instances(wrong)
