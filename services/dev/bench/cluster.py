@@ -5,6 +5,11 @@ secret key in ``keys/``) and (on PostgreSQL) schema prefix, so runs never see ea
 messages or events; :meth:`Cluster.stop` stops every child (SIGTERM, bounded wait, SIGKILL) and
 drops the run's PostgreSQL schemas. :class:`MemorySampler` samples each child's resident memory
 (psutil) while a load runs.
+
+With ``instances`` (``PB_BENCH_INSTANCES``, :mod:`services.dev.bench.instances`) each service
+runs partitioned (``PB_PARTITIONED=yes``) as that many processes on topics of ``partitions``
+partitions; a service is ready once every process serves and the group's partitions are
+settled (each owned once, a cell serving for each).
 """
 
 from __future__ import annotations
@@ -12,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
+from services.dev.bench.instances import partitions_settled
 from services.dev.demo.bus import delete_topics
 from services.dev.demo.processes import (
     SERVICES,
@@ -50,6 +56,10 @@ class Cluster:
     tag: str = field(default_factory=run_id)
     processes: list[ServiceProcess] = field(default_factory=list)
     logins: KafkaLogins = field(default_factory=KafkaLogins)
+    instances: int | None = None
+    """Processes per service, partitioned; None: one process each, not partitioned."""
+    partitions: int = 3
+    """Partitions of every topic of the run."""
 
     @property
     def topic_prefix(self) -> str:
@@ -72,6 +82,9 @@ class Cluster:
             # says, the services it measures serve the house alone.
             "PB_OPERATORS": "house",
         }
+        if self.instances is not None:
+            extra["PB_PARTITIONED"] = "yes"
+            extra["PB_TOPIC_PARTITIONS"] = str(self.partitions)
         return ServiceSettings(
             bootstrap=self.bootstrap,
             data_dir=self.data_dir,
@@ -89,27 +102,40 @@ class Cluster:
         """Create the run's topics and keys, start the three services, wait until each serves."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(prepare_keys, self.service_settings())
-        await secure_run(self.service_settings())
+        await secure_run(self.service_settings(), partitions=self.partitions)
+        count = self.instances or 1
         self.processes = [
-            ServiceProcess(name, self.env(name), self.data_dir / "logs" / f"{name}.log")
+            ServiceProcess(name, self.env(name), self.data_dir / "logs" / f"{label}.log")
             for name in SERVICES
+            for label in _labels(name, count)
         ]
         for process in self.processes:
             process.start()
         for process in self.processes:
             marker = f"{process.name}: serving"
-            ready = await asyncio.to_thread(
-                wait_for,
+            await self._wait(
                 lambda p=process, m=marker: m in p.log_text_since_start(),  # type: ignore[misc]
-                timeout=START_TIMEOUT,
-                interval=0.2,
-                watch=self.processes,
+                f"{process.name} did not serve within {START_TIMEOUT:.0f} s",
+                process,
             )
-            if not ready:
-                raise TimeoutError(
-                    f"{process.name} did not serve within {START_TIMEOUT:.0f} s:\n"
-                    f"{process.log_tail()}"
+        if self.instances is not None:
+            for name in SERVICES:
+                mine = [p for p in self.processes if p.name == name]
+                await self._wait(
+                    lambda m=mine: partitions_settled(  # type: ignore[misc]
+                        [p.log_text_since_start() for p in m], self.partitions
+                    ),
+                    f"{name}'s {count} processes did not settle their {self.partitions} "
+                    f"partitions within {START_TIMEOUT:.0f} s",
+                    mine[-1],
                 )
+
+    async def _wait(self, check: Callable[[], bool], failure: str, shown: ServiceProcess) -> None:
+        ready = await asyncio.to_thread(
+            wait_for, check, timeout=START_TIMEOUT, interval=0.2, watch=self.processes
+        )
+        if not ready:
+            raise TimeoutError(f"{failure}:\n{shown.log_tail()}")
 
     def check_alive(self) -> None:
         """Raise if a service died during the load."""
@@ -121,7 +147,16 @@ class Cluster:
                 )
 
     def pids(self) -> dict[str, int]:
-        return {p.name: p.pid for p in self.processes if p.pid is not None}
+        """Each process's pid, by its label (``<service>``, or ``<service>-<n>``)."""
+        return {p.log_path.stem: p.pid for p in self.processes if p.pid is not None}
+
+    def service_pids(self) -> dict[str, list[int]]:
+        """The pids of each service's processes."""
+        pids: dict[str, list[int]] = {}
+        for process in self.processes:
+            if process.pid is not None:
+                pids.setdefault(process.name, []).append(process.pid)
+        return pids
 
     def stop(self) -> None:
         """Stop every child, delete the run's topics and drop its PostgreSQL schemas."""
@@ -134,6 +169,11 @@ class Cluster:
     async def _forget_topics(self) -> None:
         await delete_topics(self.bootstrap, self.topic_prefix, auth=self.logins.auth(ADMIN))
         await end_run(self.service_settings())
+
+
+def _labels(service: str, count: int) -> list[str]:
+    """The processes of a service: ``<service>`` alone, or ``<service>-1`` .. ``-<count>``."""
+    return [service] if count == 1 else [f"{service}-{n}" for n in range(1, count + 1)]
 
 
 def drop_schemas(postgres: Mapping[str, str], prefix: str) -> None:

@@ -3,7 +3,8 @@
 Bets per second depend on what else the 2 cores do; the CPU time a bet costs does not (much):
 it is what sizes a deployment. :class:`CpuMeter` reads the CPU time (user + system, psutil) of
 each part before and after a cell: the three services, the Kafka broker and the PostgreSQL
-server (found by the port they listen on; PostgreSQL with its backends, living or reaped) and
+server (found by the port they listen on; PostgreSQL with its backends, living or reaped;
+a service run as several processes, every one of them) and
 the benchmark's own process (the driver: its own time only, not its children's, the services).
 :func:`capacity_text` turns the largest cell's figures into bets per second per core, what one
 service process can do at most (a Python process runs on one core), and cores per 100 tables.
@@ -55,18 +56,24 @@ def _seconds(pid: int, tree: bool = True) -> float:
     return total
 
 
-class CpuMeter:
-    """CPU seconds spent by each named process tree between two readings."""
+Pids = Mapping[str, int | Sequence[int]]
+"""A part's process, or its processes (a service run as several: their sum)."""
 
-    def __init__(self, pids: Mapping[str, int]) -> None:
-        self.pids = dict(pids)
+
+class CpuMeter:
+    """CPU seconds spent by each named part (its process trees) between two readings."""
+
+    def __init__(self, pids: Pids) -> None:
+        self.pids = {
+            name: (pid,) if isinstance(pid, int) else tuple(pid) for name, pid in pids.items()
+        }
         self._start: dict[str, float] = {}
         # The driver is the parent of the services it started: only its own time is its.
-        self._own_only = {name for name, pid in self.pids.items() if pid == os.getpid()}
+        self._own_only = {name for name, pids in self.pids.items() if os.getpid() in pids}
 
     @classmethod
     def for_system(
-        cls, services: Mapping[str, int], kafka_port: int | None, postgres_port: int | None
+        cls, services: Pids, kafka_port: int | None, postgres_port: int | None
     ) -> CpuMeter:
         pids = dict(services)
         for name, port in (("kafka", kafka_port), ("postgres", postgres_port)):
@@ -78,7 +85,8 @@ class CpuMeter:
 
     def read(self) -> dict[str, float]:
         return {
-            name: _seconds(pid, tree=name not in self._own_only) for name, pid in self.pids.items()
+            name: sum(_seconds(pid, tree=name not in self._own_only) for pid in pids)
+            for name, pids in self.pids.items()
         }
 
     def start(self) -> None:

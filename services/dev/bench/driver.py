@@ -344,15 +344,23 @@ class Driver:
         return runs
 
     async def run_cell(
-        self, tag: str, tables: int, bets: int, coups: int, timeout: float
+        self,
+        tag: str,
+        tables: int,
+        bets: int,
+        coups: int,
+        timeout: float,
+        table_ids: Sequence[str] | None = None,
     ) -> CellResult:
-        """Open ``tables`` new tables and play ``coups`` coups of ``bets`` bets on each.
+        """Open ``tables`` new tables (``<tag>.t<n>``, or ``table_ids``) and play ``coups``
+        coups of ``bets`` bets on each.
 
         With one table its coups do not overlap (each is settled before the next is bet on:
         the latency of a lone coup); with more, each table goes on as soon as its next coup
         opens, so settling one coup overlaps with bets on the next and on other tables.
         """
-        table_ids = [f"{tag}.t{n}" for n in range(tables)]
+        if table_ids is None:
+            table_ids = [f"{tag}.t{n}" for n in range(tables)]
         await self.open_tables(table_ids)
         started = time.time()
         overlap = tables > 1

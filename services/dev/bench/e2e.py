@@ -9,9 +9,12 @@ cell, and the ceilings (raw Kafka, raw store appends) are measured in the same r
 Settings (environment): ``KAFKA_BOOTSTRAP_SERVERS`` and ``POSTGRES_*`` as printed by
 ``punto-banco infra up``; for targeted runs ``PB_BENCH_STORES=sqlite|postgres`` and
 ``PB_BENCH_CELLS=TxBxC,...`` (e.g. ``1x10000x3``) replace the matrix (the section then names
-them), and ``PB_BENCH_PYSPY=<folder>`` profiles the services during the largest cell
-(:mod:`services.dev.bench.profiling`). Work folders live under ``<PB_DATA_DIR>/bench`` and are
-removed after a run (a failed store keeps its service logs there).
+them), ``PB_BENCH_INSTANCES=1,2`` runs the cells once per count of processes per service, the
+services partitioned on topics of ``PB_BENCH_PARTITIONS`` partitions
+(:mod:`services.dev.bench.instances`), and ``PB_BENCH_PYSPY=<folder>`` profiles the services
+during the largest cell (:mod:`services.dev.bench.profiling`). Work folders live under
+``<PB_DATA_DIR>/bench`` and are removed after a run (a failed store keeps its service logs
+there).
 """
 
 from __future__ import annotations
@@ -43,6 +46,13 @@ from services.dev.bench.cluster import (
 )
 from services.dev.bench.cpu import CpuCell, CpuMeter, capacity_text, cpu_table
 from services.dev.bench.driver import CellResult, Driver
+from services.dev.bench.instances import (
+    balanced_tables,
+    parse_instances,
+    parse_partitions,
+    process_memory_table,
+    spread_lines,
+)
 from services.dev.bench.profiling import PySpy, profiler_folder
 from services.dev.bench.report import (
     CellRow,
@@ -85,12 +95,20 @@ QUICK_CELLS: dict[str, tuple[Cell, ...]] = {
 @dataclass
 class StoreRun:
     store: str
+    instances: int | None = None  # processes per service, partitioned; None: not partitioned
     cells: list[CellResult] = field(default_factory=list)
     memory: dict[str, int] = field(default_factory=dict)
     memory_load: str = ""
     cpu: list[CpuCell] = field(default_factory=list)  # CPU seconds per part, per cell
     single: Ceiling | None = None
     batched: Ceiling | None = None
+
+    @property
+    def label(self) -> str:
+        """The store, and in a partitioned run the processes per service."""
+        if self.instances is None:
+            return self.store
+        return f"{self.store}, {self.instances} proc{'s' if self.instances > 1 else ''}"
 
 
 @dataclass
@@ -109,6 +127,7 @@ class E2EReport:
     skipped: list[str] = field(default_factory=list)
     overrides: str = ""
     in_process: dict[str, float] = field(default_factory=dict)
+    partitions: int | None = None  # per topic, in partitioned runs (PB_BENCH_INSTANCES)
 
 
 def parse_cells(text: str) -> tuple[Cell, ...]:
@@ -182,13 +201,13 @@ async def _run_store(
     largest = max(cells, key=lambda cell: cell[0] * cell[1])
     postgres_port = cluster.postgres.get("POSTGRES_PORT")
     meter = CpuMeter.for_system(
-        cluster.pids(),
+        cluster.service_pids(),
         kafka_port=int(cluster.bootstrap.split(",")[0].rsplit(":", 1)[1]),
         postgres_port=int(postgres_port) if postgres_port else None,
     )
     try:
         for tables, bets, coups in cells:
-            progress(f"{run.store}: {tables} tables x {bets:,} bets x {coups} coups")
+            progress(f"{run.label}: {tables} tables x {bets:,} bets x {coups} coups")
             sampler = None
             spy = None
             if (tables, bets, coups) == largest:
@@ -196,14 +215,20 @@ async def _run_store(
                 sampler.start()
                 folder = profiler_folder()
                 if folder is not None:
-                    spy = PySpy(folder, run.store, cluster.pids())
+                    name = run.label.replace(", ", "-").replace(" ", "")
+                    spy = PySpy(folder, name, cluster.pids())
             tag = f"{cluster.tag}.{run.store}.T{tables}xB{bets}"
             meter.start()
             try:
-                result = await driver.run_cell(tag, tables, bets, coups, _timeout(tables, bets))
+                ids = None
+                if cluster.instances is not None:  # every partition its share of the tables
+                    ids = balanced_tables(tag, tables, cluster.partitions)
+                result = await driver.run_cell(
+                    tag, tables, bets, coups, _timeout(tables, bets), table_ids=ids
+                )
                 cpu = meter.stop()
                 run.cpu.append(
-                    CpuCell(run.store, tables, bets, result.settled, result.seconds, cpu)
+                    CpuCell(run.label, tables, bets, result.settled, result.seconds, cpu)
                 )
             finally:
                 if spy is not None:
@@ -263,36 +288,41 @@ def measure(quick: bool, progress: Callable[[str], None], workdir: Path) -> E2ER
     sample: bytes | None = None
     report.overrides = " ".join(
         f"{name}={os.environ[name]}"
-        for name in ("PB_BENCH_STORES", "PB_BENCH_CELLS")
+        for name in (
+            "PB_BENCH_STORES",
+            "PB_BENCH_CELLS",
+            "PB_BENCH_INSTANCES",
+            "PB_BENCH_PARTITIONS",
+        )
         if os.environ.get(name)
     )
     only_stores = os.environ.get("PB_BENCH_STORES", "").split(",")
     stores = [(name, pg) for name, pg in stores if name in only_stores or only_stores == [""]]
     chosen = parse_cells(os.environ.get("PB_BENCH_CELLS", ""))
+    instances = parse_instances(os.environ.get("PB_BENCH_INSTANCES", ""))
+    if instances:
+        report.partitions = parse_partitions(os.environ.get("PB_BENCH_PARTITIONS", ""))
     for store, pg in stores:
         cells = chosen or (QUICK_CELLS[store] if quick else FULL_CELLS)
-        run = StoreRun(store)
-        report.stores.append(run)
-        tag = run_id()
-        data_dir = workdir / f"e2e-{tag}-{store}"
-        cluster = Cluster(bootstrap, data_dir, pg, tag, logins=logins)
-        try:
-            captured = asyncio.run(_run_store(run, cluster, cells, progress))
-            sample = sample or captured
-        except Exception as error:  # a dead service or a timeout: report it, go on
-            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            if first == type(error).__name__:
-                first = ""  # aiokafka's KafkaTimeoutError says only its own name
-            report.skipped.append(
-                f"{store}: stopped after {len(run.cells)} of {len(cells)} cells: "
-                f"{type(error).__name__} {first} (logs kept in {data_dir / 'logs'})"
+        counts: tuple[int | None, ...] = instances or (None,)
+        for index, processes in enumerate(counts):
+            run = StoreRun(store, instances=processes)
+            report.stores.append(run)
+            tag = run_id()
+            data_dir = workdir / f"e2e-{tag}-{store}"
+            cluster = Cluster(
+                bootstrap,
+                data_dir,
+                pg,
+                tag,
+                logins=logins,
+                instances=processes,
+                partitions=3 if processes is None else report.partitions or 3,
             )
-            keep_logs = True
-            sys.stderr.write(f"e2e: {report.skipped[-1]}\n")
-        else:
-            keep_logs = False
-        finally:
-            cluster.stop()
+            failed, captured = _play(report, run, cluster, cells, progress)
+            sample = sample or captured
+            if index < len(counts) - 1:  # the last run's folder holds the store ceiling's
+                _clean(data_dir, failed)
         progress(f"{store}: raw store appends")
         saves = 300 if quick else 2_000
         if pg:
@@ -305,11 +335,7 @@ def measure(quick: bool, progress: Callable[[str], None], workdir: Path) -> E2ER
             run.single, run.batched = store_ceiling(
                 sqlite_store_env(data_dir / "ceiling.sqlite"), saves
             )
-        if keep_logs:
-            for stale in data_dir.glob("*.sqlite*"):
-                stale.unlink(missing_ok=True)
-        else:
-            shutil.rmtree(data_dir, ignore_errors=True)
+        _clean(data_dir, failed)
     progress("settlement in-process: 10,000 bets on one coup")
     from services.settlement.benchmark import run as settle_in_process
 
@@ -333,6 +359,40 @@ def measure(quick: bool, progress: Callable[[str], None], workdir: Path) -> E2ER
     return report
 
 
+def _play(
+    report: E2EReport,
+    run: StoreRun,
+    cluster: Cluster,
+    cells: Sequence[Cell],
+    progress: Callable[[str], None],
+) -> tuple[bool, bytes | None]:
+    """Play the cells on one cluster: (it failed, its logs are kept; a BetSettled it saw)."""
+    try:
+        captured = asyncio.run(_run_store(run, cluster, cells, progress))
+    except Exception as error:  # a dead service or a timeout: report it, go on
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        if first == type(error).__name__:
+            first = ""  # aiokafka's KafkaTimeoutError says only its own name
+        report.skipped.append(
+            f"{run.label}: stopped after {len(run.cells)} of {len(cells)} cells: "
+            f"{type(error).__name__} {first} (logs kept in {cluster.data_dir / 'logs'})"
+        )
+        sys.stderr.write(f"e2e: {report.skipped[-1]}\n")
+        return True, None
+    finally:
+        cluster.stop()
+    return False, captured
+
+
+def _clean(data_dir: Path, keep_logs: bool) -> None:
+    """Remove a run's work folder (a failed run's stores only: its logs stay)."""
+    if keep_logs:
+        for stale in data_dir.glob("*.sqlite*"):
+            stale.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
 def _largest(run: StoreRun) -> CellResult | None:
     return max(run.cells, key=lambda c: (c.tables * c.bets, c.tables, c.settled), default=None)
 
@@ -350,6 +410,7 @@ def figures(report: E2EReport) -> list[Figure]:
     kafka = report.kafka.per_second if report.kafka else 0.0
     kafka_bets = kafka / MESSAGES_PER_BET  # the same messages, counted as bets
     bets_target = round(max(TARGET_BETS_PER_SECOND, TARGET_KAFKA_FRACTION * kafka_bets))
+    in_process_shown = False  # once, beside the first SQLite run
     for ceiling in (report.kafka_each, report.kafka):
         if ceiling is not None:
             out.append(
@@ -369,7 +430,7 @@ def figures(report: E2EReport) -> list[Figure]:
             if resolved:
                 out.append(
                     Figure(
-                        f"{run.store}: 10,000 bets on one coup: CoupResolved -> last "
+                        f"{run.label}: 10,000 bets on one coup: CoupResolved -> last "
                         "BetSettled published, p99",
                         percentile(resolved, 0.99) * 1000,
                         "ms",
@@ -383,7 +444,7 @@ def figures(report: E2EReport) -> list[Figure]:
             per_second = rate(largest.settled, largest.seconds)
             out.append(
                 Figure(
-                    f"{run.store}: Sustained bets settled per second "
+                    f"{run.label}: Sustained bets settled per second "
                     f"({tables_text(largest.tables)} x {largest.bets:,} bets)",
                     per_second,
                     "bets/s",
@@ -400,7 +461,7 @@ def figures(report: E2EReport) -> list[Figure]:
         if run.single is not None and run.batched is not None:
             out.append(
                 Figure(
-                    f"{run.store}: Ceiling: store appends, one event per save",
+                    f"{run.label}: Ceiling: store appends, one event per save",
                     run.single.per_second,
                     "saves/s",
                     runs=1,
@@ -413,14 +474,15 @@ def figures(report: E2EReport) -> list[Figure]:
                 note = f"; the pipeline's bets/s is {share:.0%} of it"
             out.append(
                 Figure(
-                    f"{run.store}: Ceiling: store appends, {run.batched.what}",
+                    f"{run.label}: Ceiling: store appends, {run.batched.what}",
                     run.batched.per_second,
                     "events/s",
                     runs=1,
                     note=f"{run.batched.count:,} small events{note}",
                 )
             )
-        if run.store == "sqlite" and report.in_process:
+        if run.store == "sqlite" and report.in_process and not in_process_shown:
+            in_process_shown = True
             for key, label in (
                 ("settle", "CoupResolved applied, all bets settled and recorded"),
                 ("translate", "settled event -> 10,001 encoded messages (relay's mapping)"),
@@ -438,7 +500,7 @@ def figures(report: E2EReport) -> list[Figure]:
         for service, peak in sorted(run.memory.items()):
             out.append(
                 Figure(
-                    f"{run.store}: Peak RSS, {service}",
+                    f"{run.label}: Peak RSS, {service}",
                     peak / 2**20,
                     "MiB",
                     runs=1,
@@ -478,7 +540,7 @@ goes on at once, so settling overlaps with bets on other coups (sustained load).
 
 def details(report: E2EReport, command: str) -> str:
     """The Markdown below the group's figures: method, machine, matrix, memory."""
-    rows = [_row(run.store, cell) for run in report.stores for cell in run.cells]
+    rows = [_row(run.label, cell) for run in report.stores for cell in run.cells]
     parts = [
         "",
         f"Run started {report.started} ({'quick subset' if report.quick else 'full matrix'}): "
@@ -491,12 +553,42 @@ def details(report: E2EReport, command: str) -> str:
     for skipped in report.skipped:
         parts.append(f"- Not measured: {skipped}.")
     parts += ["", "### Matrix", "", cells_table(rows), ""]
-    memory = {run.store: run.memory for run in report.stores if run.memory}
+    memory = {run.label: run.memory for run in report.stores if run.memory}
     if memory:
-        loads = {run.memory_load for run in report.stores if run.memory}
-        parts += [memory_table(memory, " / ".join(sorted(loads))), ""]
+        loads = " / ".join(sorted({run.memory_load for run in report.stores if run.memory}))
+        table = memory_table if report.partitions is None else process_memory_table
+        parts += [table(memory, loads), ""]
+    if report.partitions is not None:
+        parts += [partitioned_text(report), ""]
     parts += [cpu_section(report), where_the_time_goes(report), "", METHOD, FINDINGS]
     return "\n".join(parts)
+
+
+def partitioned_text(report: E2EReport) -> str:
+    """How a partitioned run spread its tables over the partitions and the processes."""
+    partitions = report.partitions or 0
+    cells = {
+        (run.instances, tuple(sorted({c.table_id for c in cell.coup_runs})))
+        for run in report.stores
+        if run.instances is not None
+        for cell in run.cells
+    }
+    return "\n".join(
+        [
+            "### Partitioned services",
+            "",
+            f"Each service ran partitioned (`PB_PARTITIONED=yes`) as the number of processes the "
+            f"run names, on topics of {partitions} partitions (every run the same), one cell per "
+            "partition a process owns (its own store, writer lease, consumer, relay). A table's "
+            "records go to the partition murmur2 of its id gives (Kafka's default "
+            "partitioner); a few tables spread that way land unevenly, so the driver picked "
+            "table ids that give every partition its share "
+            "(`services.dev.bench.instances.balanced_tables`). Rows named by the store alone "
+            "ran as the default run does (one process each, not partitioned, 3 partitions).",
+            "",
+            *spread_lines(sorted(cells), partitions),
+        ]
+    )
 
 
 def cpu_section(report: E2EReport) -> str:

@@ -35,15 +35,20 @@ READY_MARKER = "{name}: serving"
 """What a service logs once it runs (services/shared/platform/runner.py)."""
 
 
-async def secure_run(settings: ServiceSettings, operators: Sequence[str] = (HOUSE,)) -> None:
-    """The run's topics (every operator's), and on the local authenticating broker the
-    operators' gateway principals and the ACL matrix for them (as its admin); elsewhere the
-    topics as the run's one login (who must be allowed to)."""
+async def secure_run(
+    settings: ServiceSettings, operators: Sequence[str] = (HOUSE,), partitions: int = 3
+) -> None:
+    """The run's topics (every operator's, ``partitions`` each), and on the local
+    authenticating broker the operators' gateway principals and the ACL matrix for them (as
+    its admin); elsewhere the topics as the run's one login (who must be allowed to)."""
     logins = settings.logins
-    if not await logins.secure_run(settings.bootstrap, settings.topic_prefix, operators=operators):
+    if not await logins.secure_run(
+        settings.bootstrap, settings.topic_prefix, partitions=partitions, operators=operators
+    ):
         await ensure_topics(
             settings.bootstrap,
             settings.topic_prefix,
+            partitions=partitions,
             operators=operators,
             auth=logins.auth(ADMIN),
         )

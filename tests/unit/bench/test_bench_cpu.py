@@ -88,3 +88,36 @@ def test_the_driver_is_charged_its_own_time_not_the_services_it_started() -> Non
         burner.wait()
     assert spent["burner"] > 0.05
     assert spent["driver"] < spent["burner"] / 2
+
+
+def test_a_service_run_as_several_processes_is_charged_the_cpu_of_every_one() -> None:
+    burners = [
+        subprocess.Popen(
+            [sys.executable, "-c", BURN], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        for _ in range(2)
+    ]
+    try:
+        for burner in burners:
+            assert burner.stdout is not None and burner.stdout.readline() == b"ready\n"
+        meter = CpuMeter(
+            {
+                "settlement": [b.pid for b in burners],
+                "first": burners[0].pid,
+                "second": burners[1].pid,
+            }
+        )
+        meter.start()
+        for burner in burners:  # one after the other: each does the same fixed work
+            assert burner.stdin is not None and burner.stdout is not None
+            burner.stdin.write(b"go\n")
+            burner.stdin.flush()
+            assert burner.stdout.readline() == b"done\n"
+        spent = meter.stop()
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert spent["first"] > 0.05 and spent["second"] > 0.05
+    # Read at the same moments, the service's figure is its processes' sum (to a clock tick).
+    assert abs(spent["settlement"] - spent["first"] - spent["second"]) <= 0.03
