@@ -43,6 +43,13 @@ from services.shared.platform.writer_fence import (
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
+LEASE_KEEPALIVES = {
+    "tcp_keepalives_idle": 10,
+    "tcp_keepalives_interval": 5,
+    "tcp_keepalives_count": 3,
+}
+"""The lease connection's server-side TCP keepalives (seconds, probes): a lost holder's lock
+is released about 25 s after its machine went silent."""
 """How often a standby tries the lease, and the holder checks it still has it."""
 
 
@@ -146,11 +153,17 @@ class PostgresLease(WriterLease):
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
         if self._connection is None or self._connection.closed:
-            self._connection = await psycopg.AsyncConnection.connect(
+            connection = await psycopg.AsyncConnection.connect(
                 **self.settings.postgres.connect_options(),
                 autocommit=True,
                 application_name=f"pb-{self.settings.service}-lease",
             )
+            # A holder whose machine is lost (no FIN, no RST) keeps the lock until the server
+            # drops its session: probe it from the server side within about half a minute,
+            # not the OS's two hours (statements, so a pooler in session mode passes them).
+            for name, value in LEASE_KEEPALIVES.items():
+                await connection.execute(f"SET {name} = {value}")
+            self._connection = connection
         return self._connection
 
     async def _try(self) -> bool:

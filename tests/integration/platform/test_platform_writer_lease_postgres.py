@@ -27,7 +27,7 @@ from services.shared.platform.persistence import prepare_store
 from services.shared.platform.pg_store import FencedRecorder
 from services.shared.platform.settings import FENCED_FACTORY, Settings
 from services.shared.platform.writer_fence import LOCK_CLASS, write_key
-from services.shared.platform.writer_lease import LeaseLost, PostgresLease
+from services.shared.platform.writer_lease import LEASE_KEEPALIVES, LeaseLost, PostgresLease
 
 pytestmark = pytest.mark.postgres
 
@@ -214,3 +214,18 @@ async def test_a_write_larger_than_the_socket_buffer_is_sent_whole_without_a_pip
     assert len(await asyncio.to_thread(recorder.select_notifications, 1, 1000)) == len(events)
     await lease.release()
     recorder.datastore.close()
+
+
+async def test_the_server_probes_the_lease_holders_connection_so_a_lost_machine_lets_go(
+    settings: Settings,
+) -> None:
+    """A holder whose machine vanished sends no FIN: the server finds its session dead by TCP
+    keepalive (set per session on the lease connection, ~25 s), and the lock is released."""
+    lease = await _taken(settings)
+    connection = lease._connection
+    assert connection is not None
+    for name, value in LEASE_KEEPALIVES.items():
+        cursor = await connection.execute(f"SHOW {name}")
+        row = await cursor.fetchone()
+        assert row is not None and row[0] in (str(value), f"{value}s"), (name, row)
+    await lease.release()
