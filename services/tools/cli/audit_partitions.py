@@ -29,6 +29,8 @@ from services.tools.audit.checkpoint import CheckpointError
 from services.tools.audit.checkpoint import read as read_checkpoint
 from services.tools.audit.partitions import (
     Layout,
+    archive_findings,
+    archived_stores,
     discover,
     layout_findings,
     require,
@@ -139,8 +141,10 @@ def audit_partitioned(
     each partition store read as its daily archives there, then the store)."""
     expected = expected_partitions(partitions)
     found = found_partitions(settings)
+    layout = layout_findings(found, expected)
     if archives is not None:
         _check_archives(found, archives)
+        layout += archive_findings(found, archived_stores(archives), layout)
     if checkpoint is not None:
         for number in sorted(found):
             path = checkpoint_of(checkpoint, number)
@@ -155,7 +159,7 @@ def audit_partitioned(
             return audit_partitions(
                 sorted(found),
                 opener(settings, found, archives),
-                layout_findings(found, expected),
+                layout,
                 progress=lambda name, rows: bar.update(step, advance=rows, description=name),
                 checkpoint=checkpoint,
                 **options,

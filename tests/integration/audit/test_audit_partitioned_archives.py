@@ -184,6 +184,50 @@ def test_partition_0s_archive_never_stands_in_for_partition_1s(
     assert "settlement" in {f.get("store") for f in errors}  # its seals do not vouch for it
 
 
+def test_a_partition_with_archives_but_no_stores_is_an_error(
+    archived: dict[str, Any], tmp_path: Path
+) -> None:
+    """Partition 1's three stores gone (the highest partition: nothing else says it was
+    there): its archives do, so each missing store is an error of partition 1."""
+    with _without_partition(archived["env"], 1, tmp_path) as env:
+        assert cli(env, "audit")[0] == 0  # partition 0 alone looks whole
+        code, output = cli(env, "audit", "--archives", str(archived["archives"]), "--json")
+    assert code == 1, output
+    errors = [f for f in json.loads(output)["findings"] if f["severity"] == "error"]
+    assert sorted((f["code"], f["partition"], f["store"]) for f in errors) == sorted(
+        ("partition_missing", 1, service) for service in SERVICES
+    )
+    assert "daily archives of its settlement store but no such store" in output
+
+
+@contextmanager
+def _without_partition(
+    env: dict[str, str], partition: int, tmp_path: Path
+) -> Iterator[dict[str, str]]:
+    """The partition's stores gone (SQLite: from a copy of the data folder; PostgreSQL: the
+    schemas renamed, and back afterwards); the environment to audit without them."""
+    settings = Settings.from_env("shoe", env).for_partition(partition)
+    own = [settings.for_service(service) for service in SERVICES]
+    if settings.persistence == "sqlite":
+        folder = tmp_path / "stores"
+        shutil.copytree(settings.data_dir, folder)
+        for store in own:
+            (folder / store.sqlite_path.name).unlink()
+        yield {**env, "PB_DATA_DIR": str(folder)}
+        return
+    rename = sql.SQL("ALTER SCHEMA {} RENAME TO {}")
+    names = [(sql.Identifier(s.postgres_schema), sql.Identifier(f"gone_{s.postgres_schema}"))
+             for s in own]  # fmt: skip
+    with psycopg.connect(**settings.postgres.connect_options(), autocommit=True) as conn:
+        for away, back in names:
+            conn.execute(rename.format(away, back))
+        try:
+            yield env
+        finally:
+            for away, back in names:
+                conn.execute(rename.format(back, away))
+
+
 def _digest(path: Path) -> None:
     sidecar = path.with_name(path.name + ".sha256")
     sidecar.write_text(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}\n")
