@@ -91,10 +91,26 @@ async def test_settlement_processes_share_partitions_hand_them_over_and_survive_
     assert status == 200
     for partition in range(PARTITIONS):
         assert f'pb_service_up{{cell="{partition}",service="settlement"}} 1.0' in body
+    # An unpartitioned settlement (a replica without PB_PARTITIONED) waits: the partitioned
+    # processes hold its store's lease shared, so the two modes never judge the same bets.
+    env = {**service_env(system.settings, service="settlement"), "PB_PARTITIONED": "no"}
+    mixed = ServiceProcess("settlement", env, first.log_path.with_name("settlement-whole.log"))
+    system.services["settlement-whole"] = mixed
+    mixed.start()
+    await wait(
+        system,
+        lambda: "standby: another instance writes" in mixed.log_text_since_start(),
+        60,
+        "an unpartitioned settlement to wait beside the partitioned one",
+    )
+
     driver = driver_on_every_partition(system, tables=4)
     ledger = system.ledger
     await driver.start()
     await wait(system, lambda: ledger.summary().coups_resolved >= 4, 120, "4 coups resolved")
+    assert "settlement: serving" not in mixed.log_text_since_start()
+    mixed.kill()
+    system.services.pop("settlement-whole")
 
     # A second process joins mid-shoe: the group gives it a share of the partitions.
     second = ServiceProcess(

@@ -7,20 +7,25 @@ would judge again every command its unpartitioned service had handled (its store
 records are in the old store, not the cell's). :func:`seed_cell_offsets` copies, for each
 input topic's partition n that the cell's group has no offset for, the offset the service's
 own group committed there (none: the beginning, as for a new deployment). Offsets the cell's
-group already has are never touched. Switching a running deployment is still a maintenance
-step (``docs/scaling.md``): the cells start with empty stores, so tables must be closed first.
+group already has are never touched (and :func:`keep_offsets_alive` commits them again now
+and then, so that Kafka does not expire a quiet partition's). Switching a running deployment
+is still a maintenance step (``docs/scaling.md``): the cells start with empty stores, so
+tables must be closed first.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
 from services.shared.platform.kafka import client_options
+from services.shared.platform.runner import ServiceHost
 from services.shared.platform.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -64,3 +69,31 @@ def _offsets_reader(settings: Settings, group: str) -> AIOKafkaConsumer:
         client_id=f"pb-{settings.service}-offsets",
         enable_auto_commit=False,
     )
+
+
+async def keep_offsets_alive(
+    cells: Callable[[], Iterable[ServiceHost[Any]]], stopping: asyncio.Event
+) -> None:
+    """Commit every cell's offsets again now and then: a cell's group has no members (its
+    consumer is assigned), so Kafka expires each offset ``offsets.retention.minutes`` (7 days
+    by default) after its last commit, and a quiet partition would lose its place."""
+    while not stopping.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), OFFSETS_REFRESH_SECONDS)
+        if stopping.is_set():
+            return
+        for cell in cells():
+            consumer = cell.consumer.consumer if cell.consumer is not None else None
+            if consumer is None:
+                continue
+            with contextlib.suppress(Exception):  # the next round tries again
+                offsets = {}
+                for tp in consumer.assignment():
+                    committed = await consumer.committed(tp)
+                    if committed is not None:
+                        offsets[tp] = committed
+                if offsets:
+                    await consumer.commit(offsets)
+
+
+OFFSETS_REFRESH_SECONDS = 3600.0

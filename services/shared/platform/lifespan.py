@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from services.shared.platform.anchors import with_anchors
@@ -72,6 +72,9 @@ class ServiceLifespan(Generic[TApp]):
         self.relay_options: dict[str, Any] = {}
         self.consumer_options: dict[str, Any] = {}
         self.inputs: tuple[str, ...] = ()  # the logical topics the subscriber reads
+        # Run once the writer lease is held, before the store and the consumer (a partition
+        # cell's starting offsets: cell_offsets.py).
+        self.after_lease: Callable[[], Awaitable[object]] | None = None
         self._app: TApp | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
@@ -99,6 +102,8 @@ class ServiceLifespan(Generic[TApp]):
         # One writer per store: a standby waits here, before the store or the consumer group.
         if not await self.lease.acquire(self.stopping):
             raise StoppedAsStandby(f"{self.name}: stopped while a standby (it never wrote)")
+        if self.after_lease is not None:
+            await self.after_lease()
         # Record signatures (keys.py): no key or keyring, no service (KeysError says what to run).
         keyring = load_keyring(settings) if definition.to_messages else None
         signer = signer_for(settings, keyring) if keyring is not None else None

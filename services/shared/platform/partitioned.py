@@ -24,14 +24,21 @@ project topic has the same partition count, ``docs/scaling.md``).
   memory, none is judged with another cell's, and the store's tracking records absorb the
   redelivery of what was handled but not yet committed to Kafka.
 
-The process serves one set of operations endpoints for all its cells (``/ready`` names each
-cell, ``/metrics`` labels each sample with its ``cell``).
+Each cell starts and stops in a task of its own: a cell that does not stop within
+:data:`CELL_STOP_TIMEOUT` (a store call that never returns) ends the process, which lets its
+leases go. The process holds the lease of the service's UNPARTITIONED store shared
+(``writer_lease.py``): an unpartitioned instance of the service and partitioned ones never
+run together (either waits for the other). The process serves one set of operations
+endpoints for all its cells (``/ready`` names each cell, ``/metrics`` labels each sample with
+its ``cell``, ``pb_cells`` counts them).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import gc
 import logging
 import signal
 from collections.abc import Callable
@@ -39,7 +46,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
-from services.shared.platform.cell_offsets import seed_cell_offsets
+from services.shared.platform.cell_offsets import keep_offsets_alive, seed_cell_offsets
 from services.shared.platform.endpoints import ops_app
 from services.shared.platform.group_membership import GroupMembership
 from services.shared.platform.kafka import client_options, ensure_topics
@@ -48,7 +55,7 @@ from services.shared.platform.runner import ServiceHost, configure_logging
 from services.shared.platform.service_app import KafkaService
 from services.shared.platform.settings import Settings
 from services.shared.platform.webserver import AsgiServer
-from services.shared.platform.writer_lease import StoppedAsStandby
+from services.shared.platform.writer_lease import StoppedAsStandby, writer_lease
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +76,15 @@ class CellHost:
         if not self.template.inputs:
             raise ValueError(f"{settings.service} reads no topic: nothing to partition")
         self.membership = GroupMembership(settings, self.template.inputs[0])
+        # The unpartitioned store's lease, shared: no unpartitioned instance runs beside us.
+        self.mode_lease = writer_lease(settings, shared=True)
         self.cells: dict[int, ServiceHost[Any]] = {}
+        self.leaving: dict[int, ServiceHost[Any]] = {}  # cells being stopped
         self._starting: dict[int, asyncio.Task[None]] = {}
+        self._stops: dict[int, asyncio.Task[None]] = {}
         self.stopping = asyncio.Event()
         self.failed = False
-        self._task: asyncio.Task[None] | None = None
-        self._member_task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self.readiness = CellsReadiness(self)
         self.http: AsgiServer | None = None
 
@@ -83,14 +93,21 @@ class CellHost:
         return self.settings.service
 
     async def start(self) -> None:
-        """Serve the endpoints, create the topics, join the group; the cells start as
-        partitions are assigned."""
+        """Serve the endpoints, take the mode lease, create the topics, join the group; the
+        cells start as partitions are assigned."""
         await self._start_http()
+        if not await self.mode_lease.acquire(self.stopping):
+            return  # stopped while an unpartitioned instance wrote
         await ensure_topics(self.settings)
         await self._check_partition_counts()
         await self.membership.start()
-        self._member_task = asyncio.create_task(self._guard("membership", self._membership()))
-        self._task = asyncio.create_task(self._guard("cells", self._reconcile()))
+        for what, step in (
+            ("membership", self.membership.run(self.stopping)),
+            ("cells", self._reconcile()),
+            ("mode lease", self.mode_lease.watch(self.stopping)),
+            ("offsets", keep_offsets_alive(lambda: list(self.cells.values()), self.stopping)),
+        ):
+            self._tasks.append(asyncio.create_task(self._guard(what, step)))
 
     async def _start_http(self) -> None:
         settings = self.settings
@@ -134,9 +151,6 @@ class CellHost:
                 f"input topic, not {counts} (docs/scaling.md)"
             )
 
-    async def _membership(self) -> None:
-        await self.membership.run(self.stopping)
-
     async def _guard(self, what: str, step: Any) -> None:
         try:
             await step
@@ -148,17 +162,19 @@ class CellHost:
             self.stopping.set()
 
     async def _reconcile(self) -> None:
-        """Run a cell for each partition owned, and none for the others."""
+        """Run a cell for each partition owned, and none for the others. Never waits for a
+        cell to start or stop: each is a task of its own (a stop that hangs is timed out)."""
         changed = self.membership.changed
         while not self.stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), 0.5)
             changed.clear()
+            if self.stopping.is_set():
+                return
             self._check_cells()
             owned = self.membership.owned
-            gone = [p for p in set(self.cells) | set(self._starting) if p not in owned]
-            if gone:
-                await asyncio.gather(*(self._stop_cell(p) for p in gone))
+            for partition in [p for p in set(self.cells) | set(self._starting) if p not in owned]:
+                self._stop_cell(partition, "moved away")
             for partition in sorted(owned):
                 if partition not in self.cells and partition not in self._starting:
                     self._starting[partition] = asyncio.create_task(self._start_cell(partition))
@@ -173,12 +189,16 @@ class CellHost:
 
     async def _start_cell(self, partition: int) -> None:
         settings = self.settings.for_partition(partition)
-        cell = ServiceHost(self.build(settings), settings, create_topics=False)
+        cell = ServiceHost(self.build(settings), settings, create_topics=False, freeze_gc=False)
+        # Once its store's lease is held: where its consumer starts (cell_offsets.py).
+        cell.service.after_lease = functools.partial(
+            seed_cell_offsets, self.settings, partition, self.template.inputs
+        )
         try:
-            await seed_cell_offsets(self.settings, partition, self.template.inputs)
             await cell.start()  # waits for the store's writer lease (the previous owner)
             await cell.wait_ready()
         except StoppedAsStandby:
+            log.info("%s: partition %d left before its cell started", self.name, partition)
             await cell.stop()
             return
         except asyncio.CancelledError:
@@ -193,47 +213,79 @@ class CellHost:
         finally:
             self._starting.pop(partition, None)
         self.cells[partition] = cell
+        gc.freeze()  # what runs from now on is long-lived (runner.py: fewer GC scans)
         log.info("%s: partition %d: serving", self.name, partition)
 
-    async def _stop_cell(self, partition: int) -> None:
+    def _stop_cell(self, partition: int, why: str) -> None:
+        """Stop the partition's cell (or its start) in a task of its own."""
         starting = self._starting.pop(partition, None)
         if starting is not None:
             starting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await starting
         cell = self.cells.pop(partition, None)
-        if cell is not None:
-            log.info("%s: partition %d moved away: stopping its cell", self.name, partition)
-            await cell.stop()
+        if cell is None:
+            return
+        log.info("%s: partition %d %s: stopping its cell", self.name, partition, why)
+        self.leaving[partition] = cell
+        self._stops[partition] = asyncio.create_task(self._stopped(partition, cell))
+
+    async def _stopped(self, partition: int, cell: ServiceHost[Any]) -> None:
+        try:
+            await asyncio.wait_for(cell.stop(), CELL_STOP_TIMEOUT)
+        except Exception:
+            # Its lease is held until this process ends: end it (the orchestrator restarts).
+            log.exception(
+                "%s: the cell of partition %d did not stop within %.0f s; stopping the process",
+                self.name,
+                partition,
+                CELL_STOP_TIMEOUT,
+            )
+            self.failed = True
+            self.stopping.set()
+        finally:
+            self.leaving.pop(partition, None)
+            self._stops.pop(partition, None)
+        gc.unfreeze()  # the stopped cell's objects may go now
+        gc.collect()
+        gc.freeze()
 
     async def wait_ready(self, timeout: float = 60.0) -> None:
-        """Wait until the process owns its first partitions and runs their cells."""
+        """Wait until the process owns its first partitions and runs their cells (or stops)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        await asyncio.wait_for(self.membership.assigned_once.wait(), timeout)
-        while set(self.cells) != set(self.membership.owned) and not self.stopping.is_set():
+        while not self.stopping.is_set():
+            assigned = self.membership.assigned_once.is_set()
+            if assigned and set(self.cells) == set(self.membership.owned):
+                return
             if loop.time() > deadline:
                 raise TimeoutError(f"{self.name}: cells not serving within {timeout} s")
             await asyncio.sleep(0.05)
 
     async def stop(self) -> None:
-        """Leave the group first (the others take over), then stop every cell."""
+        """Leave the group first (the others take over), then stop every cell; a stop in
+        progress is waited for, never cut short."""
         self.stopping.set()
         http, self.http = self.http, None
         if http is not None:
             await http.stop()
-        await self.readiness.close()
-        for task in (self._member_task, self._task):
-            if task is not None:
+        if self._tasks:  # each ends on ``stopping`` (the membership within a poll)
+            await asyncio.wait(self._tasks, timeout=5)
+            for task in self._tasks:
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
         try:
             await self.membership.stop()
         except Exception:
             log.exception("%s: leaving the consumer group failed", self.name)
-        partitions = set(self.cells) | set(self._starting)
-        await asyncio.gather(*(self._stop_cell(p) for p in partitions))
+        for partition in list(self.cells) + list(self._starting):
+            self._stop_cell(partition, "process stopping")
+        stops = [task for task in self._stops.values() if not task.done()]
+        if stops:
+            await asyncio.wait(stops)
+        await self.mode_lease.release()
+        gc.unfreeze()
+
+
+CELL_STOP_TIMEOUT = 60.0
+"""A cell that has not stopped by then (a store call that never returns) ends the process."""
 
 
 async def run_partitioned(build: BuildService, settings: Settings) -> int:
@@ -245,6 +297,8 @@ async def run_partitioned(build: BuildService, settings: Settings) -> int:
             loop.add_signal_handler(signum, host.stopping.set)
     try:
         await host.start()
+        if host.stopping.is_set():  # while an unpartitioned instance wrote (mode lease)
+            return 1 if host.failed else 0
         try:
             await host.wait_ready(timeout=120)
         except TimeoutError:

@@ -15,15 +15,19 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from services.shared.platform.group_membership import GroupMembership
 from services.shared.platform.runner import ServiceHost
+from services.shared.platform.writer_lease import WriterLease
 
 
 class CellHost(Protocol):
     """What the endpoints read of a partitioned service's process (``partitioned.py``)."""
+
+    @property
+    def name(self) -> str: ...
 
     @property
     def cells(self) -> dict[int, ServiceHost[Any]]: ...
@@ -34,6 +38,12 @@ class CellHost(Protocol):
     @property
     def stopping(self) -> asyncio.Event: ...
 
+    @property
+    def leaving(self) -> dict[int, ServiceHost[Any]]: ...
+
+    @property
+    def mode_lease(self) -> WriterLease: ...
+
 
 class CellsReadiness:
     """The checks of a partitioned service's process (see the module docstring)."""
@@ -43,7 +53,8 @@ class CellsReadiness:
 
     def alive(self) -> str | None:
         """Why the process should be restarted (a cell's store call never returns), else None."""
-        for partition, cell in sorted(self.host.cells.items()):
+        cells = [*self.host.cells.items(), *self.host.leaving.items()]  # stopping ones too
+        for partition, cell in sorted(cells, key=lambda item: item[0]):
             stuck = cell.worker.stuck()
             if stuck is not None:
                 return f"p{partition}: {stuck}"
@@ -69,24 +80,28 @@ class CellsReadiness:
             if why is not None
         ]
         return {
+            "writer": host.mode_lease.standby_reason(),
             "partitions": partitions,
             "cells": f"starting the cells of partitions {waiting}" if waiting else None,
             "handling": "; ".join(failing) or None,
             "running": "stopping" if host.stopping.is_set() else None,
         }
 
-    async def close(self) -> None:
-        await asyncio.gather(*(cell.service.readiness.close() for cell in self.host.cells.values()))
-
 
 class _MergedCells(Collector):
-    """The samples of every cell's registry, each labelled with its ``cell``."""
+    """The samples of every cell's registry, each labelled with its ``cell``, and the
+    process's own ``pb_cells{service}`` (how many cells it runs: 0 for a spare process)."""
 
-    def __init__(self, registries: Iterable[tuple[int, CollectorRegistry]]) -> None:
+    def __init__(self, service: str, registries: Iterable[tuple[int, CollectorRegistry]]) -> None:
+        self.service = service
         self.registries = list(registries)
 
     def collect(self) -> Iterable[Metric]:
-        merged: dict[str, Metric] = {}
+        cells = GaugeMetricFamily(
+            "pb_cells", "Partition cells this process runs.", labels=["service"]
+        )
+        cells.add_metric([self.service], len(self.registries))
+        merged: dict[str, Metric] = {"pb_cells": cells}
         for partition, registry in self.registries:
             for metric in registry.collect():
                 into = merged.get(metric.name)
@@ -94,9 +109,14 @@ class _MergedCells(Collector):
                     into = Metric(metric.name, metric.documentation, metric.type, metric.unit)
                     merged[metric.name] = into
                 for sample in metric.samples:
-                    labels = {**sample.labels, "cell": str(partition)}
+                    if CELL_LABEL in sample.labels:
+                        raise ValueError(f"{metric.name} has a label {CELL_LABEL!r} already")
+                    labels = {**sample.labels, CELL_LABEL: str(partition)}
                     into.add_sample(sample.name, labels, sample.value, sample.timestamp)
         return merged.values()
+
+
+CELL_LABEL = "cell"
 
 
 async def merged_metrics(host: CellHost) -> bytes:
@@ -105,11 +125,13 @@ async def merged_metrics(host: CellHost) -> bytes:
     await asyncio.gather(  # each render refreshes its gauges; the merge reads the registries
         *(cell.metrics.render(cell.service) for cell in cells.values()), return_exceptions=True
     )
-    return merged_registry((partition, cell.metrics.registry) for partition, cell in cells.items())
+    return merged_registry(
+        host.name, ((partition, cell.metrics.registry) for partition, cell in cells.items())
+    )
 
 
-def merged_registry(registries: Iterable[tuple[int, CollectorRegistry]]) -> bytes:
+def merged_registry(service: str, registries: Iterable[tuple[int, CollectorRegistry]]) -> bytes:
     """The exposition of several cells' registries, each sample labelled with its ``cell``."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_MergedCells(registries))
+    registry.register(_MergedCells(service, registries))
     return generate_latest(registry)

@@ -54,6 +54,7 @@ class ServiceHost(Generic[TApp]):
         settings: Settings,
         *,
         create_topics: bool = True,
+        freeze_gc: bool = True,
     ) -> None:
         if isinstance(service, ServiceDefinition):
             service = KafkaService(service, settings)
@@ -65,6 +66,7 @@ class ServiceHost(Generic[TApp]):
         self.http: AsgiServer | None = None
         self._stopped = False
         self._frozen = False
+        self._freeze_gc = freeze_gc  # False: a partition cell (partitioned.py manages it)
 
     # What tests and tools read of the running service.
     @property
@@ -104,8 +106,9 @@ class ServiceHost(Generic[TApp]):
         # service's startup) answers /health, and /ready says it is a standby.
         await self._start_http()
         await self.service.start()
-        _freeze()
-        self._frozen = True
+        if self._freeze_gc:
+            _freeze()
+            self._frozen = True
 
     async def _start_http(self) -> None:
         """The ASGI app under uvicorn; a busy port is a warning, not a failure."""

@@ -94,6 +94,8 @@ __all__ = [
 Persistence = Literal["sqlite", "postgres"]
 
 SERVICE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
+CELL_POOL_SIZE = 2
+"""A partition cell's PostgreSQL pool (its worker thread, and /ready's or /metrics' query)."""
 MAX_PARTITIONS = 1000
 """The most partitions a partitioned service's topics may have (a cell per partition)."""
 
@@ -444,7 +446,12 @@ class Settings:
                 "POSTGRES_USER": pg.user,
                 "POSTGRES_PASSWORD": pg.password,
                 "POSTGRES_SCHEMA": self.postgres_schema,
-                "POSTGRES_POOL_SIZE": str(pg.pool_size),
+                "POSTGRES_POOL_SIZE": str(
+                    pg.pool_size if self.partition is None else min(pg.pool_size, CELL_POOL_SIZE)
+                ),
+                # a cell: at most 2 more under load (the default 10 per cell, times every
+                # cell of every service, would exceed a server's max_connections)
+                "POSTGRES_MAX_OVERFLOW": "10" if self.partition is None else "2",
                 "POSTGRES_LOCK_TIMEOUT": "5",
                 "CREATE_TABLE": "yes" if self.postgres_create_tables else "no",
             }

@@ -6,8 +6,14 @@ append: a bet accepted or settled twice, a log relayed twice. So before a servic
 store it takes the store's writer lease, and holds it for as long as it runs
 (``lifespan.py``). Another instance of the service waits as a STANDBY: it has not opened the
 store nor joined the consumer group, its ``/ready`` says ``standby`` and why; it takes over
-when the holder stops or dies. This is active/standby high availability of one writer, not
-the sharing of partitions between instances.
+when the holder stops or dies. This is active/standby high availability of one writer.
+
+Partitioned processes (``PB_PARTITIONED``, ``partitioned.py``): each cell takes the writer
+lease of its own partition store; and each process holds the lease of the service's
+UNPARTITIONED store **shared** (``shared=True``: ``flock`` LOCK_SH, a shared advisory lock).
+Shared holders do not exclude each other, but exclude an unpartitioned writer (and wait for
+one to stop): the two modes never judge the same records in two stores, even when one
+process of a rolling update or a misconfigured replica runs the other mode.
 
 - SQLite (one machine): an exclusive ``flock`` on ``<store>.writer`` (mode 0600), which the
   kernel releases when the process ends, however it ends. The holder's pid and host are
@@ -64,8 +70,9 @@ class StoppedAsStandby(RuntimeError):
 class WriterLease:
     """The writer lease of one service's store (see the module docstring)."""
 
-    def __init__(self, store: str) -> None:
+    def __init__(self, store: str, shared: bool = False) -> None:
         self.store = store  # what the operator reads: the store described
+        self.shared = shared  # partitioned processes: the store's lease, shared (module doc)
         self.held = False
         self.holder: str | None = None  # who holds it, as far as a standby knows
 
@@ -75,11 +82,15 @@ class WriterLease:
         while not stopping.is_set():
             if await self._try():
                 self.held = True
-                log.info("writer lease of %s taken: this instance writes it", self.store)
+                if self.shared:
+                    log.info("lease of %s shared: no unpartitioned instance can write", self.store)
+                else:
+                    log.info("writer lease of %s taken: this instance writes it", self.store)
                 return True
             if not announced:
                 log.warning(
-                    "standby: another instance writes %s (%s); waiting for its lease",
+                    "standby: %s writes %s (%s); waiting for its lease",
+                    "an unpartitioned instance" if self.shared else "another instance",
                     self.store,
                     self.holder or "holder unknown",
                 )
@@ -112,8 +123,8 @@ class WriterLease:
 class FileLease(WriterLease):
     """The lease of a SQLite store: an exclusive ``flock`` on ``<store>.writer``."""
 
-    def __init__(self, database: Path) -> None:
-        super().__init__(f"sqlite {database}")
+    def __init__(self, database: Path, shared: bool = False) -> None:
+        super().__init__(f"sqlite {database}", shared)
         self.path = database.with_name(database.name + ".writer")
         self._fd: int | None = None
 
@@ -121,12 +132,16 @@ class FileLease(WriterLease):
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             with contextlib.suppress(OSError):
                 self.holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or None
+            self.holder = self.holder or "partitioned processes share it"
             os.close(fd)
             return False
+        if self.shared:  # several holders: the file names the last exclusive one, if any
+            self._fd = fd
+            return True
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
         self._fd = fd
@@ -144,8 +159,8 @@ class FileLease(WriterLease):
 class PostgresLease(WriterLease):
     """The lease of a PostgreSQL schema: a session advisory lock on a connection of its own."""
 
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(settings.describe_store())
+    def __init__(self, settings: Settings, shared: bool = False) -> None:
+        super().__init__(settings.describe_store(), shared)
         self.settings = settings
         self.schema = settings.postgres_schema
         self._connection: psycopg.AsyncConnection[Any] | None = None
@@ -170,15 +185,18 @@ class PostgresLease(WriterLease):
         try:
             connection = await self._connect()
             cursor = await connection.execute(
-                "SELECT pg_catalog.pg_try_advisory_lock(%s, %s)",
+                "SELECT pg_catalog.pg_try_advisory_lock_shared(%s, %s)"
+                if self.shared
+                else "SELECT pg_catalog.pg_try_advisory_lock(%s, %s)",
                 (LOCK_CLASS, lease_key(self.schema)),
             )
             row = await cursor.fetchone()
             if not (row and row[0]):
                 self.holder = await self._holder(connection)
                 return False
-            for statement in barrier_statements(self.schema):  # the old holder's last writes
-                await connection.execute(statement)
+            if not self.shared:  # a writer: wait for the old holder's last writes
+                for statement in barrier_statements(self.schema):
+                    await connection.execute(statement)
             cursor = await connection.execute("SELECT pg_catalog.pg_backend_pid()")
             row = await cursor.fetchone()
             assert row is not None
@@ -240,8 +258,9 @@ class PostgresLease(WriterLease):
                 await connection.close()
 
 
-def writer_lease(settings: Settings) -> WriterLease:
-    """The writer lease of the service's store."""
+def writer_lease(settings: Settings, shared: bool = False) -> WriterLease:
+    """The writer lease of the service's store; ``shared``: a partitioned process's share of
+    its unpartitioned store's lease (see the module docstring)."""
     if settings.persistence == "postgres":
-        return PostgresLease(settings)
-    return FileLease(Path(settings.sqlite_path))
+        return PostgresLease(settings, shared)
+    return FileLease(Path(settings.sqlite_path), shared)

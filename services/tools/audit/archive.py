@@ -6,7 +6,11 @@ before that day (UTC) up to the last seal recorded that day, seal rows included,
 are stored. ``<store>-<day>.jsonl.gz``: a header line (``pb-archive-v1``: store, day, the
 notification ids ``after`` and ``to_id`` it spans, the digest of its last seal), then one
 JSON line per row (state as stored, text). Beside it ``<file>.sha256`` (``sha256sum``'s
-format) is the file's own digest, checked before it is read.
+format) is the file's own digest, checked before it is read. The store is named as in the
+reports: the service (``shoe``), or ``<service>-p<N>`` for partition N's store
+(``PB_PARTITIONED``), so the partitions' archives share a folder without colliding, and a
+store reads only the files of its name whose header names it too (partition 0's archive
+never stands in for partition 1's).
 
 :class:`ArchiveStore` reads a store's archives in order, then the hot store after the last
 of them: the audit verifies the one chain across both, so a changed, missing or reordered
@@ -20,6 +24,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,18 +56,21 @@ def day_span(store: StoreReader, day: str) -> tuple[int, int] | None:
     return None if to_id is None else (after, to_id)
 
 
-def write_day(store: StoreReader, day: str, folder: Path) -> Path | None:
+def write_day(store: StoreReader, day: str, folder: Path, name: str | None = None) -> Path | None:
     """Write ``store``'s archive of ``day`` into ``folder``; its path (None: nothing sealed
-    that day)."""
+    that day). ``name``: the store's (default its service's; ``<service>-p<N>``: a partition's)."""
     span = day_span(store, day)
-    return None if span is None else write_span(store, day, *span, folder)
+    return None if span is None else write_span(store, day, *span, folder, name)
 
 
-def write_span(store: StoreReader, day: str, after: int, to_id: int, folder: Path) -> Path:
+def write_span(
+    store: StoreReader, day: str, after: int, to_id: int, folder: Path, name: str | None = None
+) -> Path:
     """Write the rows ``after`` < id <= ``to_id`` as the archive of ``day``."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{store.service}-{day}.jsonl.gz"
-    header = {"format": FORMAT, "store": store.service, "day": day, "after": after, "to_id": to_id}
+    name = name or store.service
+    path = folder / f"{name}-{day}.jsonl.gz"
+    header = {"format": FORMAT, "store": name, "day": day, "after": after, "to_id": to_id}
     part = path.with_name(path.name + ".part")
     with gzip.open(part, "wb") as out:
         for line in _lines(store, header, after, to_id):
@@ -96,8 +104,19 @@ def _file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def check_file(path: Path) -> dict[str, Any]:
-    """The archive's header, once the file matches its ``.sha256``."""
+def archived(folder: Path, name: str) -> list[tuple[Path, dict[str, Any]]]:
+    """The archives of store ``name`` in ``folder`` (``<name>-<day>.jsonl.gz``), by day, each
+    with its header once checked (:func:`check_file`); ArchiveDamaged names the first bad one."""
+    pattern = re.compile(rf"^{re.escape(name)}-([0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}})\.jsonl\.gz$")
+    found = sorted(
+        (match[1], path) for path in folder.iterdir() if (match := pattern.match(path.name))
+    )
+    return [(path, check_file(path, name, day)) for day, path in found]
+
+
+def check_file(path: Path, name: str | None = None, day: str | None = None) -> dict[str, Any]:
+    """The archive's header, once the file matches its ``.sha256`` (and, given, the header
+    names store ``name`` and ``day``: an archive renamed to another store's is refused)."""
     sidecar = path.with_name(path.name + ".sha256")
     try:
         recorded = sidecar.read_text().split()[0]
@@ -109,17 +128,25 @@ def check_file(path: Path) -> dict[str, Any]:
         header: dict[str, Any] = json.loads(file.readline())
     if header.get("format") != FORMAT:
         raise ArchiveDamaged(f"{path} is not an archive of this version ({FORMAT})")
+    for field, expected in (("store", name), ("day", day)):
+        if expected is not None and header.get(field) != expected:
+            raise ArchiveDamaged(
+                f"{path} is the archive of {field} {header.get(field)!r}, not {expected!r} "
+                "as its name says: it was renamed"
+            )
     return header
 
 
 class ArchiveStore:
-    """A store read as its archives (in order), then the hot store after them."""
+    """A store read as its archives (in order), then the hot store after them (``name``: the
+    store's, default its service's; ``<service>-p<N>`` for a partition's)."""
 
-    def __init__(self, hot: StoreReader, folder: Path) -> None:
+    def __init__(self, hot: StoreReader, folder: Path, name: str | None = None) -> None:
         self.service = hot.service
         self.hot = hot
-        self.files = sorted(folder.glob(f"{hot.service}-*.jsonl.gz"))
-        self.headers = [check_file(path) for path in self.files]
+        files = archived(folder, name or hot.service) if folder.is_dir() else []
+        self.files = [path for path, _header in files]
+        self.headers = [header for _path, header in files]
         self.archived_to = int(self.headers[-1]["to_id"]) if self.headers else 0
         self.description = f"{len(self.files)} daily archives in {folder}, then {hot.description}"
 

@@ -11,7 +11,8 @@ audited together (``by_partition.py``).
 The partitions are discovered from the stores themselves; each partition's cell makes its
 three stores when it first starts, so a partition with some services' stores but not the
 others', or a partition number missing below the highest found (or below the topics'
-partition count, when known), is an error: a store was deleted, or never written.
+partition count, when known), is an error: a store was deleted, or never written. So is a
+partition store whose daily archives (``audit --archives``) are there but not the store.
 """
 
 from __future__ import annotations
@@ -129,6 +130,36 @@ def layout_findings(found: Mapping[int, set[str]], expected: int | None = None) 
                 )
             )
     return findings
+
+
+def archived_stores(folder: Path) -> Layout:
+    """The partition stores with daily archives in ``folder`` (``<service>-p<N>-<day>``)."""
+    day = "[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    pattern = re.compile(rf"^({_SERVICES})-p{_NUMBER}-{day}\.jsonl\.gz$")
+    found: Layout = {}
+    for path in folder.iterdir() if folder.is_dir() else ():
+        if match := pattern.match(path.name):
+            found.setdefault(int(match[2]), set()).add(match[1])
+    return found
+
+
+def archive_findings(found: Layout, archives: Layout, known: list[Finding]) -> list[Finding]:
+    """An error for each partition store with daily archives but no store (not already in
+    ``known``): its archives are read before the store, so without it they go unaudited."""
+    said = {(f.store, f.partition) for f in known}
+    return [
+        Finding(
+            Severity.ERROR,
+            Code.PARTITION_MISSING,
+            f"partition {number} has daily archives of its {service} store but no such store: "
+            "the store was deleted (or the audit reads the wrong --data-dir / schema prefix)",
+            store=service,
+            partition=number,
+        )
+        for number in sorted(archives)
+        for service in sorted(archives[number] - found.get(number, set()), key=SERVICES.index)
+        if (service, number) not in said
+    ]
 
 
 def _names(services: list[str]) -> str:

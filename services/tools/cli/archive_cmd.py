@@ -23,7 +23,7 @@ from services.tools.cli.audit_inputs import (
     open_for_audit,
     settings_for,
 )
-from services.tools.cli.audit_partitions import NO_ARCHIVES
+from services.tools.cli.audit_partitions import archive_partitions
 
 
 def archive(
@@ -33,16 +33,17 @@ def archive(
     postgres: Postgres = False,
 ) -> None:
     """Write each store's rows of --day, cut on its seals, to <store>-<day>.jsonl.gz (and its
-    .sha256) in --out; ``audit --archives`` checks them with the store. Refused for a
-    partitioned deployment (PB_PARTITIONED=yes): not supported yet."""
-    if settings_for(data_dir, postgres).partitioned:
-        err(NO_ARCHIVES)
-        raise typer.Exit(EXIT_USAGE)
+    .sha256) in --out; ``audit --archives`` checks them with the store. With
+    PB_PARTITIONED=yes, every partition's stores (<service>-p<N>-<day>.jsonl.gz)."""
     try:
-        date.fromisoformat(day)
+        day = date.fromisoformat(day).isoformat()  # 20261130 too: named 2026-11-30
     except ValueError:
         err(f"--day {day!r} is not a day (YYYY-MM-DD, UTC)")
         raise typer.Exit(EXIT_USAGE) from None
+    settings = settings_for(data_dir, postgres)
+    if settings.partitioned:
+        archive_partitions(settings, day, out)
+        return
     with open_for_audit(data_dir, postgres) as stores:
         for name, store in stores.items():
             path = write_day(store, day, out)

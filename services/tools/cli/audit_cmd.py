@@ -42,7 +42,6 @@ from services.tools.cli.audit_inputs import (
     supervisors_keyring,
 )
 from services.tools.cli.audit_partitions import (
-    NO_ARCHIVES,
     Partitions,
     audit_partitioned,
     partition_history,
@@ -129,13 +128,11 @@ def audit(
     --anchors compares it with the seals each service anchored on Kafka, and reports
     totals per coup, shoe, table and day. With --checkpoint, a daily audit reads only the
     day's rows (after verifying the seal the checkpoint starts from). With PB_PARTITIONED=yes,
-    every partition's stores (a checkpoint file per partition beside --checkpoint's).
+    every partition's stores (a checkpoint file per partition beside --checkpoint's; with
+    --archives, each partition store's own daily archives, <service>-p<N>-<day>).
     """
     filters = Filters(table, moment_option(since, "--since"), moment_option(until, "--until"))
     settings = settings_for(data_dir, postgres)
-    if settings.partitioned and archives is not None:
-        err(NO_ARCHIVES)
-        raise typer.Exit(EXIT_USAGE)
     keyring = supervisors_keyring(supervisors, data_dir, postgres)
     anchored = anchor_records(data_dir, postgres) if anchors else None
     if settings.partitioned:
@@ -143,6 +140,7 @@ def audit(
             settings,
             partitions,
             checkpoint,
+            archives,
             filters=filters,
             supervisors=keyring,
             require_decisions=True,

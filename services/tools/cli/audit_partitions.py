@@ -5,8 +5,9 @@ partition count, when known (``--partitions``, else ``PB_TOPIC_PARTITIONS``), ma
 missing below it an error too. ``audit`` reads every partition (``by_partition.py``);
 ``recall`` reads only the partition of the table (murmur2 of its id modulo the count: the
 count given, else the number of partitions found); ``replay`` writes each partition's read
-models to ``<out>/p<N>/``. ``--archives`` and ``punto-banco archive`` are refused: a
-partitioned deployment's daily archives are not supported yet.
+models to ``<out>/p<N>/``. ``punto-banco archive`` writes every partition store's daily
+archive (``<service>-p<N>-<day>.jsonl.gz``), and ``audit --archives`` reads each partition
+store as its own archives, then the store (one seal chain per store).
 """
 
 from __future__ import annotations
@@ -20,13 +21,16 @@ from typing import Annotated, Any
 import typer
 
 from services.shared.platform.environment import Environment, SettingsError
-from services.shared.platform.settings import Settings
+from services.shared.platform.settings import Settings, store_name
+from services.tools.audit.archive import ArchiveDamaged, ArchiveStore, archived, write_day
 from services.tools.audit.auditor import read_history
 from services.tools.audit.by_partition import audit_partitions, checkpoint_of
 from services.tools.audit.checkpoint import CheckpointError
 from services.tools.audit.checkpoint import read as read_checkpoint
 from services.tools.audit.partitions import (
     Layout,
+    archive_findings,
+    archived_stores,
     discover,
     layout_findings,
     require,
@@ -48,12 +52,6 @@ Partitions = Annotated[
         "PB_TOPIC_PARTITIONS if set); a partition without stores below it is an error.",
     ),
 ]
-
-NO_ARCHIVES = (
-    "a partitioned deployment (PB_PARTITIONED=yes) has no daily archives yet: "
-    "punto-banco archive and audit --archives read a service's one store; "
-    "audit without --archives"
-)
 
 
 def expected_partitions(given: int | None) -> int | None:
@@ -81,22 +79,72 @@ def found_partitions(settings: Settings) -> Layout:
     return found
 
 
-def opener(settings: Settings, found: Layout) -> Any:
-    """``open_partition(n)``: the stores partition n has."""
+def opener(settings: Settings, found: Layout, archives: Path | None = None) -> Any:
+    """``open_partition(n)``: the stores partition n has (``archives``: each read as its daily
+    archives there, then the store; ArchiveDamaged names the partition)."""
 
     def open_partition(number: int) -> Mapping[str, StoreReader]:
         services = [s for s in SERVICES if s in found.get(number, ())]
-        return open_stores(settings.for_partition(number), services)
+        stores = open_stores(settings.for_partition(number), services)
+        if archives is None:
+            return stores
+        try:
+            return {
+                service: ArchiveStore(store, archives, store_name(service, number))
+                for service, store in stores.items()
+            }
+        except ArchiveDamaged as error:
+            for store in stores.values():
+                store.close()
+            raise ArchiveDamaged(f"partition {number}: {error}") from None
 
     return open_partition
 
 
+def archive_partitions(settings: Settings, day: str, out: Path) -> None:
+    """Each partition store's archive of ``day`` in ``out`` (``<service>-p<N>-<day>``)."""
+    found = found_partitions(settings)
+    open_partition = opener(settings, found)
+    for number in sorted(found):
+        stores = open_partition(number)
+        try:
+            for service, store in stores.items():
+                name = store_name(service, number)
+                path = write_day(store, day, out, name)
+                sys.stdout.write(f"{name}: {path or f'nothing sealed on {day}'}\n")
+        finally:
+            for store in stores.values():
+                store.close()
+
+
+def _check_archives(found: Layout, archives: Path) -> None:
+    """Every partition store's archives match their digests and names, before the audit."""
+    if not archives.is_dir():
+        return  # none yet: each store reads as itself (as the unpartitioned audit does)
+    for number in sorted(found):
+        for service in sorted(found[number], key=SERVICES.index):
+            try:
+                archived(archives, store_name(service, number))
+            except ArchiveDamaged as error:
+                err(f"partition {number}: {error}; audit without --archives, or restore it")
+                raise typer.Exit(EXIT_ERRORS) from None
+
+
 def audit_partitioned(
-    settings: Settings, partitions: int | None, checkpoint: Path | None, **options: Any
+    settings: Settings,
+    partitions: int | None,
+    checkpoint: Path | None,
+    archives: Path | None = None,
+    **options: Any,
 ) -> AuditReport:
-    """Every partition's audit, one report (``audit_partitions``'s ``options``)."""
+    """Every partition's audit, one report (``audit_partitions``'s ``options``; ``archives``:
+    each partition store read as its daily archives there, then the store)."""
     expected = expected_partitions(partitions)
     found = found_partitions(settings)
+    layout = layout_findings(found, expected)
+    if archives is not None:
+        _check_archives(found, archives)
+        layout += archive_findings(found, archived_stores(archives), layout)
     if checkpoint is not None:
         for number in sorted(found):
             path = checkpoint_of(checkpoint, number)
@@ -110,14 +158,17 @@ def audit_partitioned(
         try:
             return audit_partitions(
                 sorted(found),
-                opener(settings, found),
-                layout_findings(found, expected),
+                opener(settings, found, archives),
+                layout,
                 progress=lambda name, rows: bar.update(step, advance=rows, description=name),
                 checkpoint=checkpoint,
                 **options,
             )
         except StoreMissing as error:  # a store removed while the audit ran
             err(str(error))
+            raise typer.Exit(EXIT_ERRORS) from None
+        except ArchiveDamaged as error:  # an archive changed while the audit ran
+            err(f"{error}; audit without --archives, or restore the archive")
             raise typer.Exit(EXIT_ERRORS) from None
 
 

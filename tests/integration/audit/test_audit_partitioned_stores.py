@@ -137,11 +137,6 @@ def test_a_missing_partition_store_is_an_error(deployment: dict[str, str], tmp_p
     assert "partition 1: stores shoe, dealing, settlement" in output
 
 
-def test_archives_are_refused_for_a_partitioned_deployment(deployment: dict[str, str]) -> None:
-    code, output = audit(deployment, "--archives", "somewhere")
-    assert code == 2 and "no daily archives yet" in output
-
-
 def _spaced(state: bytes) -> bytes:
     """The same JSON, one byte more: a change the reader accepts and the seal does not."""
     return state.replace(b'{"', b'{ "', 1)

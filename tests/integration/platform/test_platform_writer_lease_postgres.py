@@ -229,3 +229,26 @@ async def test_the_server_probes_the_lease_holders_connection_so_a_lost_machine_
         row = await cursor.fetchone()
         assert row is not None and row[0] in (str(value), f"{value}s"), (name, row)
     await lease.release()
+
+
+async def test_partitioned_processes_share_the_schema_lease_and_exclude_an_unpartitioned_writer(
+    settings: Settings,
+) -> None:
+    """PostgreSQL: the shared advisory lock of partitioned processes and the writer's
+    exclusive one exclude each other; partitioned processes do not exclude each other."""
+    first, second = PostgresLease(settings, shared=True), PostgresLease(settings, shared=True)
+    stopping = asyncio.Event()
+    assert await asyncio.wait_for(first.acquire(stopping, poll=0.05), 30)
+    assert await asyncio.wait_for(second.acquire(stopping, poll=0.05), 30)
+    unpartitioned = PostgresLease(settings)
+    assert not await unpartitioned._try()
+    assert unpartitioned.holder is not None  # a partitioned process, named
+    await first.release()
+    assert not await unpartitioned._try()
+    await second.release()
+    assert await unpartitioned._try()
+    late = PostgresLease(settings, shared=True)
+    assert not await late._try()
+    await unpartitioned.release()
+    assert await asyncio.wait_for(late.acquire(stopping, poll=0.05), 30)
+    await late.release()

@@ -95,3 +95,27 @@ def test_a_row_changed_in_an_archive_is_found_by_the_seals(
 def test_a_day_with_no_seal_writes_no_archive(rows: dict[str, list[Row]], tmp_path: Path) -> None:
     assert write_day(ListStore("dealing", rows["dealing"]), "1999-01-01", tmp_path) is None
     assert list(tmp_path.iterdir()) == []
+
+
+def test_each_store_reads_only_the_archives_of_its_own_name(
+    rows: dict[str, list[Row]], tmp_path: Path
+) -> None:
+    """One folder holds the unpartitioned store's archives and the partition stores'
+    (``<service>-p<N>``): each reads its own; one renamed to another's name is refused."""
+    store = ListStore("settlement", rows["settlement"])
+    for name in ("settlement", "settlement-p1", "settlement-p10"):
+        write_span(store, "2026-11-30", 0, 5, tmp_path, name)
+    write_span(store, "2026-11-30", 0, 5, tmp_path, "dealing-p1")
+    for name in ("settlement", "settlement-p1", "settlement-p10"):
+        read = ArchiveStore(store, tmp_path, name)
+        assert [p.name for p in read.files] == [f"{name}-2026-11-30.jsonl.gz"]
+        assert [h["store"] for h in read.headers] == [name]
+    assert ArchiveStore(store, tmp_path).files == ArchiveStore(store, tmp_path, "settlement").files
+    taken = tmp_path / "settlement-p10-2026-11-30.jsonl.gz"
+    ours = tmp_path / "settlement-p1-2026-11-30.jsonl.gz"
+    ours.write_bytes(taken.read_bytes())
+    (tmp_path / f"{ours.name}.sha256").write_text(
+        f"{hashlib.sha256(ours.read_bytes()).hexdigest()}  {ours.name}\n"
+    )
+    with pytest.raises(ArchiveDamaged, match="store 'settlement-p10', not 'settlement-p1'"):
+        ArchiveStore(store, tmp_path, "settlement-p1")

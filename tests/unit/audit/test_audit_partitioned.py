@@ -22,7 +22,12 @@ from services.tools.audit.auditor import audit
 from services.tools.audit.by_partition import audit_partitions, checkpoint_of
 from services.tools.audit.findings import Code, Severity
 from services.tools.audit.memory_stores import ListStore
-from services.tools.audit.partitions import layout_findings, table_partition
+from services.tools.audit.partitions import (
+    archive_findings,
+    archived_stores,
+    layout_findings,
+    table_partition,
+)
 from services.tools.audit.report import to_html, to_json, to_text
 from services.tools.audit.result import AuditReport
 from services.tools.audit.stores import SERVICES, Row, StoreReader
@@ -163,6 +168,21 @@ def test_a_gap_in_the_partitions_and_a_short_count_are_errors() -> None:
     beyond = layout_findings({0: set(SERVICES), 1: set(SERVICES)}, expected=1)
     assert [(f.code, f.partition) for f in beyond] == [(Code.PARTITION_MISSING, 1)]
     assert layout_findings({0: set(SERVICES), 1: set(SERVICES)}, expected=2) == []
+
+
+def test_a_partition_store_with_archives_but_no_store_is_an_error(tmp_path: Any) -> None:
+    """Only partition stores' archive names count; one missing store is said once."""
+    for name in ("shoe-p0", "settlement-p1", "dealing-p2", "shoe", "shoe-p3-x", "shoe-p04"):
+        (tmp_path / f"{name}-2026-11-30.jsonl.gz").write_bytes(b"")
+    (tmp_path / "shoe-p3-2026-11-30.jsonl.gz.sha256").write_bytes(b"")
+    archives = archived_stores(tmp_path)
+    assert archives == {0: {"shoe"}, 1: {"settlement"}, 2: {"dealing"}}
+    found = {0: set(SERVICES), 1: {"shoe", "dealing"}}
+    layout = layout_findings(found)
+    (gone,) = archive_findings(found, archives, layout)
+    assert (gone.code, gone.partition, gone.store) == (Code.PARTITION_MISSING, 2, "dealing")
+    assert "daily archives of its dealing store but no such store" in gone.message
+    assert archived_stores(tmp_path / "none") == {}
 
 
 def test_an_audit_missing_a_partition_store_fails(cells: dict[int, Played]) -> None:

@@ -3,21 +3,29 @@
 ``Settings.for_partition`` is what keeps partition n's state apart from every other's (a
 cell judged with another cell's store would mix two partitions' tables); the anchors of two
 partitions' stores must never share an event id (the audit matches anchors to stores); the
-process's /metrics merges its cells' registries without mixing their samples.
+process's /metrics merges its cells' registries without mixing their samples. A cell that
+cannot stop must not leave the process healthy and stalled, and a SIGTERM must not cut a
+cell's stop short (its last seal, its relay's backlog, its lease).
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
+from services.shared.platform import partitioned
 from services.shared.platform.anchors import anchor_message
 from services.shared.platform.consumer import RebalanceListener, subscriber_options
+from services.shared.platform.partitioned import CellHost
 from services.shared.platform.partitioned_ops import merged_registry
+from services.shared.platform.runner import ServiceHost
 from services.shared.platform.sealing import LEDGER_ID, SealLedger
+from services.shared.platform.service_app import KafkaService
 from services.shared.platform.settings import Settings, SettingsError
 
 DIGEST = "ab" * 32
@@ -94,7 +102,101 @@ def test_the_processes_metrics_label_each_cells_samples_with_its_partition() -> 
         registry = CollectorRegistry()
         Counter("pb_handled", "Handled.", registry=registry).inc(handled)
         registries.append((partition, registry))
-    text = merged_registry(registries).decode()
+    text = merged_registry("settlement", registries).decode()
     assert 'pb_handled_total{cell="0"} 3.0' in text
     assert 'pb_handled_total{cell="2"} 5.0' in text
     assert text.count("# HELP pb_handled_total") == 1
+    assert 'pb_cells{service="settlement"} 2.0' in text  # the process's own
+    spare = merged_registry("settlement", []).decode()  # a process owning no partition
+    assert 'pb_cells{service="settlement"} 0.0' in spare
+
+
+class FakeWorker:
+    def __init__(self) -> None:
+        self.why: str | None = None
+
+    def stuck(self) -> str | None:
+        return self.why
+
+
+class FakeCell:
+    """What CellHost uses of a cell; its stop takes ``stop_for`` seconds (None: never ends)."""
+
+    def __init__(self, stop_for: float | None = 0.0) -> None:
+        self.stop_for = stop_for
+        self.stopping = asyncio.Event()
+        self.worker = FakeWorker()
+        self.consumer = None
+        self.stopped = False
+        self.cancelled = False
+
+    async def stop(self) -> None:
+        self.stopping.set()
+        try:
+            if self.stop_for is None:
+                await asyncio.Event().wait()
+            await asyncio.sleep(self.stop_for or 0)
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        self.stopped = True
+
+
+class FakeTemplate:
+    inputs = ("table-commands",)
+
+    def asyncapi_json(self) -> str:
+        return "{}"
+
+
+def host(tmp_path: Path) -> CellHost:
+    settings = Settings("dealing", data_dir=tmp_path, partitioned=True)
+    return CellHost(lambda _settings: cast(KafkaService[Any], FakeTemplate()), settings)
+
+
+async def test_a_cell_whose_stop_hangs_is_reported_stuck_and_then_ends_the_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(partitioned, "CELL_STOP_TIMEOUT", 0.2)
+    cells = host(tmp_path)
+    hanging = FakeCell(stop_for=None)
+    hanging.worker.why = "a store call has run for 130 s"
+    cells.cells[1] = cast(ServiceHost[Any], hanging)
+    cells._stop_cell(1, "moved away")
+    assert 1 not in cells.cells and 1 in cells.leaving
+    assert cells.readiness.alive() == "p1: a store call has run for 130 s"  # /health: 503
+    await asyncio.wait_for(cells.stopping.wait(), 5)  # the process ends (its leases go)
+    assert cells.failed and hanging.cancelled and not cells.leaving
+
+
+async def test_stopping_the_process_waits_for_a_cell_stop_in_progress_never_cuts_it(
+    tmp_path: Path,
+) -> None:
+    cells = host(tmp_path)
+    moving, staying = FakeCell(stop_for=0.3), FakeCell()
+    cells.cells.update({0: cast(ServiceHost[Any], staying), 1: cast(ServiceHost[Any], moving)})
+    cells._stop_cell(1, "moved away")
+    await cells.stop()  # SIGTERM while partition 1's cell stops
+    assert moving.stopped and not moving.cancelled  # sealed, published, lease let go
+    assert staying.stopped and not cells.cells and not cells.leaving
+
+
+async def test_a_process_told_to_stop_before_its_first_assignment_does_not_wait(
+    tmp_path: Path,
+) -> None:
+    cells = host(tmp_path)
+    cells.stopping.set()
+    await asyncio.wait_for(cells.wait_ready(timeout=120), 1)
+
+
+def test_a_cell_keeps_a_small_postgres_pool() -> None:
+    """Every cell of every service opens its own pool: 12 partitions x 3 services of the
+    unpartitioned pool (5 + 10 overflow) would exceed a server's max_connections."""
+    settings = Settings.from_env(
+        "settlement", {"POSTGRES_HOST": "db", "POSTGRES_POOL_SIZE": "5", "PB_PARTITIONED": "yes"}
+    )
+    whole = settings.eventsourcing_env()
+    cell = settings.for_partition(3).eventsourcing_env()
+    assert (whole["POSTGRES_POOL_SIZE"], whole["POSTGRES_MAX_OVERFLOW"]) == ("5", "10")
+    assert (cell["POSTGRES_POOL_SIZE"], cell["POSTGRES_MAX_OVERFLOW"]) == ("2", "2")
+    assert cell["POSTGRES_SCHEMA"] == "settlement_p3"

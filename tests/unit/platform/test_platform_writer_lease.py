@@ -94,3 +94,30 @@ def test_each_store_kind_has_its_lease(tmp_path: Path) -> None:
     )
     postgres = Settings.from_env("shoe", {"PB_PERSISTENCE": "postgres"})
     assert type(writer_lease(postgres)).__name__ == "PostgresLease"
+
+
+async def test_partitioned_processes_share_the_store_lease_and_exclude_an_unpartitioned_writer(
+    tmp_path: Path,
+) -> None:
+    """A partitioned process holds the unpartitioned store's lease shared: two partitioned
+    processes run together, an unpartitioned writer waits for both to go, and a partitioned
+    process waits for an unpartitioned writer (the two modes would judge the same records
+    in two stores: every bet settled twice)."""
+    store = tmp_path / "settlement.sqlite"
+    first, second = FileLease(store, shared=True), FileLease(store, shared=True)
+    assert await first.acquire(asyncio.Event(), poll=0.01)
+    assert await second.acquire(asyncio.Event(), poll=0.01)  # shared: both hold it
+    unpartitioned = FileLease(store)
+    assert not await unpartitioned._try()
+    waiting = asyncio.create_task(unpartitioned.acquire(asyncio.Event(), poll=0.01))
+    await first.release()
+    await asyncio.sleep(0.1)
+    assert not waiting.done()  # one partitioned process still runs
+    await second.release()
+    assert await asyncio.wait_for(waiting, 10)
+    late = FileLease(store, shared=True)
+    assert not await late._try()  # the unpartitioned writer holds it
+    assert late.standby_reason() is not None
+    await unpartitioned.release()
+    assert await late._try()
+    await late.release()
