@@ -12,6 +12,7 @@ from contracts import (
     BetAccepted,
     BetLimitSpec,
     BetRejected,
+    BetSettled,
     BettingOpened,
     Message,
     OpenTable,
@@ -172,3 +173,16 @@ def answers(system: LocalSystem, bet_id: str) -> list[BetAccepted | BetRejected]
 def answered(system: LocalSystem, bet_id: str, more_than: int = 0) -> Callable[[], bool]:
     """A condition: the bet has more than ``more_than`` answers."""
     return lambda: len(answers(system, bet_id)) > more_than
+
+
+def assert_settled_once(system: LocalSystem) -> None:
+    """Every accepted bet settled exactly once, with the amount the ledger recomputes from the
+    cards; no bet with two different BetAccepted or BetSettled (a redelivery keeps its id)."""
+    assert_books_clean(system.ledger)
+    summary = system.ledger.summary()
+    assert summary.bets_settled == summary.bets_accepted > 0
+    for kind in (BetAccepted, BetSettled):
+        events: dict[str, set[object]] = {}
+        for message in system.seen(kind):
+            events.setdefault(message.bet_id, set()).add(message.event_id)
+        assert all(len(ids) == 1 for ids in events.values()), f"a bet with two {kind.__name__}"

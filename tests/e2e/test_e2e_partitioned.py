@@ -22,12 +22,12 @@ import uuid
 import pytest
 from aiokafka.partitioner import murmur2
 
-from contracts import BetAccepted, BetSettled, BettingOpened, Message
+from contracts import BettingOpened, Message
 from services.dev.demo.orchestrator import DemoConfig, TableDriver
 from services.dev.demo.processes import ServiceProcess, ServiceSettings, service_env
 from services.dev.demo.system import LocalSystem
 from services.dev.infra.ports import free_port
-from tests.e2e.helpers import assert_books_clean, wait
+from tests.e2e.helpers import assert_settled_once, wait
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -186,14 +186,7 @@ async def test_settlement_processes_share_partitions_hand_them_over_and_survive_
     await driver.close_all("test over")
     await wait(system, driver.drained, 120, "every bet answered and settled")
 
-    assert_books_clean(ledger)
-    summary = ledger.summary()
-    assert summary.bets_settled == summary.bets_accepted > 0
-    for kind in (BetAccepted, BetSettled):
-        events: dict[str, set[object]] = {}
-        for message in system.seen(kind):
-            events.setdefault(message.bet_id, set()).add(message.event_id)
-        assert all(len(ids) == 1 for ids in events.values()), f"a bet with two {kind.__name__}"
+    assert_settled_once(system)
     assert killed[0] > 0, "settlement was killed with no bet in flight"
     assert "owns partitions [0, 1, 2]" not in moved, "the joining process got no share"
 
@@ -270,12 +263,5 @@ async def test_three_settlements_and_two_of_each_other_service_share_the_tables_
     await driver.close_all("test over")
     await wait(system, driver.drained, 120, "every bet answered and settled")
 
-    assert_books_clean(ledger)
-    summary = ledger.summary()
-    assert summary.bets_settled == summary.bets_accepted > 0
-    for kind in (BetAccepted, BetSettled):
-        events: dict[str, set[object]] = {}
-        for message in system.seen(kind):
-            events.setdefault(message.bet_id, set()).add(message.event_id)
-        assert all(len(ids) == 1 for ids in events.values()), f"a bet with two {kind.__name__}"
+    assert_settled_once(system)
     assert dealing.exit_code() is not None and extra
