@@ -2,10 +2,11 @@
 
 ``partitioned.py`` runs a cell per partition the group gives the process. The member is a
 consumer of the service's FIRST input topic that fetches nothing (every partition it is given
-is paused at once), with the range assignor: the group splits the partition numbers among the
-running processes, moves them when one joins, leaves or dies (its session times out), and
-the same number of every other input topic goes with it (every project topic has the same
-partition count: ``CellHost`` checks it before joining).
+is paused at once), with a sticky assignor (``sticky_cells.py``): the group splits the
+partition numbers among the running processes, moves as few as a fair split allows when one
+joins, leaves or dies (its session times out), and the same number of every other input topic
+goes with it (every project topic has the same partition count: ``CellHost`` checks it before
+joining).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
 from services.shared.platform.kafka import client_options
 from services.shared.platform.settings import Settings
+from services.shared.platform.sticky_cells import sticky_assignor
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,7 @@ class GroupMembership(ConsumerRebalanceListener):  # type: ignore[misc]
         self.topic = settings.topic(topic)
         self.owned: frozenset[int] = frozenset()
         self.assigned_once = asyncio.Event()
+        self.assignments = 0  # rebalances this member took part in
         self.changed = asyncio.Event()
         self.consumer: AIOKafkaConsumer | None = None
 
@@ -49,7 +52,9 @@ class GroupMembership(ConsumerRebalanceListener):  # type: ignore[misc]
             group_id=settings.consumer_group,
             client_id=f"pb-{settings.service}-member",
             enable_auto_commit=False,
-            partition_assignment_strategy=(RangePartitionAssignor,),
+            # sticky (as few cells moved as a fair split allows); range while a member of an
+            # older version, which knows only range, is in the group
+            partition_assignment_strategy=(sticky_assignor(), RangePartitionAssignor),
         )
         consumer.subscribe([self.topic], listener=self)
         await consumer.start()
@@ -81,5 +86,6 @@ class GroupMembership(ConsumerRebalanceListener):  # type: ignore[misc]
             self.settings.service,
             sorted(self.owned) or "none",
         )
+        self.assignments += 1
         self.assigned_once.set()
         self.changed.set()

@@ -87,17 +87,28 @@ async def test_processes_split_the_partitions_take_a_joiner_in_and_cover_a_leave
         await second.start()  # joins: the group takes a share from the first
         await until(lambda: split([first.owned, second.owned]), "two disjoint shares")
 
+        before = {"first": first.owned, "second": second.owned}
+        rounds = {"first": first.membership.assignments, "second": second.membership.assignments}
         await third.start()
         await until(
-            lambda: split([first.owned, second.owned, third.owned]), "three disjoint shares"
+            lambda: (
+                split([first.owned, second.owned, third.owned])
+                and first.membership.assignments > rounds["first"]
+                and second.membership.assignments > rounds["second"]
+            ),
+            "three disjoint shares, the group settled",
         )
+        # Sticky (sticky_cells.py): the joiner's share comes from the others, nothing else moves.
+        assert first.owned <= before["first"] and second.owned <= before["second"]
         for member in (first, second, third):  # members only: nothing is fetched
             consumer = member.membership.consumer
             assert consumer is not None
             assert consumer.paused() == consumer.assignment()
 
+        before = {"first": first.owned, "third": third.owned}
         await second.stop()  # leaves: its partition goes to the others
         await until(lambda: split([first.owned, third.owned]), "the leaver's share taken over")
+        assert before["first"] <= first.owned and before["third"] <= third.owned
 
 
 async def committed(settings: Settings, group: str, tp: TopicPartition) -> int | None:
