@@ -86,22 +86,25 @@ def player_natural(table_id: str, coup_id: str, shoe_id: str) -> CoupResolved:
     )
 
 
+def table_opened(table_id: str) -> TableOpened:
+    """Dealing's TableOpened for a bench table: every bet type from 1 to 1,000,000 EUR cents."""
+    limits = {t: BetLimitSpec(minimum=1, maximum=1_000_000) for t in BET_TYPES}
+    return TableOpened(
+        table_id=table_id,
+        decks=8,
+        paytable="standard",
+        limits=limits,
+        currency="EUR",
+        betting_window_ms=60_000,
+        cut_card_from_end=16,
+    )
+
+
 def run(bets: int, env: dict[str, str]) -> dict[str, float]:
     env = {**env, "PB_MAX_BETS_PER_COUP": str(max(bets, 1))}  # one coup takes them all
     app = SettlementApplication(env=env)
     table = "bench"
-    limits = {t: BetLimitSpec(minimum=1, maximum=1_000_000) for t in BET_TYPES}
-    app.handle(
-        TableOpened(
-            table_id=table,
-            decks=8,
-            paytable="standard",
-            limits=limits,
-            currency="EUR",
-            betting_window_ms=60_000,
-            cut_card_from_end=16,
-        )
-    )
+    app.handle(table_opened(table))
     coup = "bench.coup-1"
     closes = datetime.now(UTC) + timedelta(hours=1)
     app.handle(open_book(table, coup, "s", closes))

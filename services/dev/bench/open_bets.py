@@ -20,7 +20,7 @@ import tracemalloc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from contracts import BetLimitSpec, PlaceBet, TableOpened
+from contracts import PlaceBet
 from services.settlement.application import SettlementApplication
 from services.settlement.benchmark import (
     BET_TYPES,
@@ -28,6 +28,7 @@ from services.settlement.benchmark import (
     open_book,
     player_natural,
     shoe_cards,
+    table_opened,
 )
 
 TABLE, COUP, SHOE = "mem", "mem.coup-1", "s1"
@@ -86,18 +87,7 @@ def _measure(bets: int, store: Path, longest: bool) -> dict[str, float]:
     env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(store)}
     env["PB_MAX_BETS_PER_COUP"] = str(2 * bets)
     app = SettlementApplication(env=env)
-    limits = {t: BetLimitSpec(minimum=1, maximum=1_000_000) for t in BET_TYPES}
-    app.handle(
-        TableOpened(
-            table_id=TABLE,
-            decks=8,
-            paytable="standard",
-            limits=limits,
-            currency="EUR",
-            betting_window_ms=60_000,
-            cut_card_from_end=16,
-        )
-    )
+    app.handle(table_opened(TABLE))
     app.handle(open_book(TABLE, COUP, SHOE, datetime.now(UTC) + timedelta(hours=1)))
     empty = _traced()
     _place(app, 0, bets, longest)

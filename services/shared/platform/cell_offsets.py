@@ -86,7 +86,7 @@ async def keep_offsets_alive(
             consumer = cell.consumer.consumer if cell.consumer is not None else None
             if consumer is None:
                 continue
-            with contextlib.suppress(Exception):  # the next round tries again
+            try:
                 offsets = {}
                 for tp in consumer.assignment():
                     committed = await consumer.committed(tp)
@@ -94,6 +94,8 @@ async def keep_offsets_alive(
                         offsets[tp] = committed
                 if offsets:
                     await consumer.commit(offsets)
+            except Exception as error:  # the next round tries again
+                log.warning("committing a cell's offsets again failed (%r); next round", error)
 
 
 OFFSETS_REFRESH_SECONDS = 3600.0
