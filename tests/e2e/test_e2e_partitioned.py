@@ -76,6 +76,23 @@ def owned(process: ServiceProcess) -> list[str]:
     ]
 
 
+def share(process: ServiceProcess) -> str | None:
+    """The partitions the process says it owns now (e.g. ``[0, 2]``), or None yet."""
+    lines = owned(process)
+    return lines[-1].split("owns partitions ")[1] if lines else None
+
+
+async def more_coups(system: LocalSystem, count: int, after: str) -> None:
+    """Wait until ``count`` more coups are resolved than now."""
+    target = system.ledger.summary().coups_resolved + count
+    await wait(
+        system,
+        lambda: system.ledger.summary().coups_resolved >= target,
+        150,
+        f"{count} more coups resolved after {after}",
+    )
+
+
 @pytest.mark.timeout(420)
 async def test_settlement_processes_share_partitions_hand_them_over_and_survive_a_kill(
     system: LocalSystem,
@@ -158,13 +175,7 @@ async def test_settlement_processes_share_partitions_hand_them_over_and_survive_
         90,
         "the second settlement to take every partition after the kill",
     )
-    resolved_after_kill = ledger.summary().coups_resolved + 4
-    await wait(
-        system,
-        lambda: ledger.summary().coups_resolved >= resolved_after_kill,
-        150,
-        "4 more coups resolved after the kill",
-    )
+    await more_coups(system, 4, "the kill")
 
     # The first comes back: partitions are handed back to it.
     system.services["settlement"] = first
@@ -176,13 +187,7 @@ async def test_settlement_processes_share_partitions_hand_them_over_and_survive_
         90,
         "the restarted settlement to own partitions again",
     )
-    resolved_after_return = ledger.summary().coups_resolved + 3
-    await wait(
-        system,
-        lambda: ledger.summary().coups_resolved >= resolved_after_return,
-        150,
-        "3 more coups resolved after the hand-back",
-    )
+    await more_coups(system, 3, "the hand-back")
     await driver.close_all("test over")
     await wait(system, driver.drained, 120, "every bet answered and settled")
 
@@ -220,12 +225,7 @@ async def test_three_settlements_and_two_of_each_other_service_share_the_tables_
     settlements = [system.services[n] for n in ("settlement", "settlement-2", "settlement-3")]
     await wait(
         system,
-        lambda: (
-            sorted(owned(process)[-1].split("owns partitions ")[1] for process in settlements)
-            == ["[0]", "[1]", "[2]"]
-            if all(owned(process) for process in settlements)
-            else False
-        ),
+        lambda: sorted(str(share(process)) for process in settlements) == ["[0]", "[1]", "[2]"],
         120,
         "each settlement process to own one partition",
     )
