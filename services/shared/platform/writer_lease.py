@@ -249,7 +249,16 @@ class PostgresLease(WriterLease):
 
     async def release(self) -> None:
         await super().release()
-        await self._close()  # the session ends: PostgreSQL lets the lock go
+        connection = self._connection
+        if connection is not None and not connection.closed:
+            # Unlock before closing: a closed socket ends the session on the server a moment
+            # later, and the next holder (a successor in a graceful hand-over) would see the
+            # lock still held and wait a poll. Unlocked, it is free once this returns.
+            with contextlib.suppress(psycopg.Error, TimeoutError):
+                await asyncio.wait_for(
+                    connection.execute("SELECT pg_catalog.pg_advisory_unlock_all()"), 5
+                )
+        await self._close()  # the session ends: PostgreSQL lets any lock left go
 
     async def _close(self) -> None:
         connection, self._connection = self._connection, None
