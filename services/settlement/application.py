@@ -15,8 +15,8 @@ record (the topic uses LogAppendTime), never the client's ``occurred_at``.
 
 Settlement believes cards, not claims: a ``CoupResolved`` is checked with the rules engine
 and against the cards the shoe drew for the coup (``CardDrawn`` on shoe-events) before
-anything is paid (see ``verification``); a claim that fails is an incident, and the coup
-stays unsettled until a claim that holds (or a void) comes. Settling a coup is one event on
+anything is paid (``claims``, ``verification``); a claim that fails is an incident, and the
+coup stays unsettled until a claim that holds (or a void) comes. Settling a coup is one event on
 its bet book: every bet of a coup is settled in ONE transaction.
 
 Operators (B2B): a bet's operator is the operator of the bet-commands topic it was read from
@@ -55,34 +55,30 @@ from contracts import (
 from services.settlement.bet_ids import change_rows
 from services.settlement.bet_index import DUPLICATE, BetAnswer, BetIndex, BetRequest
 from services.settlement.bet_index_store import BetIdStore, index_old_answers
+from services.settlement.claims import early_card, judge_claims, on_card_drawn, on_coup_resolved
 from services.settlement.domain import (
     BetBook,
     BetDesk,
     BookStatus,
-    CoupFacts,
     TableTerms,
     book_aggregate_id,
     desk_aggregate_id,
     terms_aggregate_id,
 )
-from services.settlement.verification import Claim, check_claim
 from services.shared.platform.application import ServiceApplication, UnitOfWork
 from services.shared.platform.environment import (
     DEFAULT_MAX_BETS_PER_COUP,
     check_max_bets,
     check_operators,
 )
-from services.shared.platform.incidents import Evidence, Origin, raise_incident
+from services.shared.platform.incidents import Origin
 from services.shared.platform.side_tables import BET_IDS, create_side_tables
 from services.shared.rules.validation import parse_amount
 
 A = TypeVar("A", bound=Aggregate)
 
-SERVICE = "settlement"
 FINISHED = (BookStatus.SETTLED, BookStatus.VOIDED)
 """A book in these states takes no more bets: it is not kept in memory."""
-MAX_PENDING_CLAIMS = 8
-"""Claims kept for a coup while the shoe's cards are awaited; more are refused at once."""
 
 
 class SettlementApplication(ServiceApplication):
@@ -241,6 +237,12 @@ class SettlementApplication(ServiceApplication):
             return None
         if isinstance(message, CloseBook):
             self._on_close_book(uow, message, when, operator)
+            return None
+        if isinstance(message, CardDrawn):
+            on_card_drawn(uow, message, when, origin)  # the shoe's cards (claims)
+            return None
+        if isinstance(message, CoupResolved):
+            on_coup_resolved(uow, message, origin)  # dealing's claim, judged by the cards
             return None
         handler = self._handlers.get(type(message))
         if handler is not None:
@@ -432,10 +434,10 @@ class SettlementApplication(ServiceApplication):
         if book is not None and book.close_mark(operator, appended):
             early = book.early_cards()  # cards read before the mark, appended before it
             for position in early:
-                self._early_card(uow, book, position, book.drawn[position][0], None)
+                early_card(uow, book, position, book.drawn[position][0], None)
             if early:
                 book.refuse_cards(early)
-            self._judge_claims(uow, book)  # a claim read before the mark (settlement lagging)
+            judge_claims(uow, book)  # a claim read before the mark (settlement lagging)
 
     # -- dealing's and the shoe's events --------------------------------------------
     def _on_table_opened(
@@ -466,119 +468,6 @@ class SettlementApplication(ServiceApplication):
             terms.close()
         self._refuse_held(uow, event.table_id, "TABLE_CLOSED", f"table {event.table_id} is closed")
 
-    def _on_card_drawn(
-        self, uow: UnitOfWork, message: CardDrawn, appended: datetime, origin: Origin | None
-    ) -> None:
-        book = uow.get(book_aggregate_id(message.table_id, message.coup_id), BetBook)
-        if book is None or book.status in (BookStatus.SETTLED, BookStatus.VOIDED):
-            return  # a coup settlement has no bets for, or that is over
-        evidence = Evidence.of(message, origin)
-        if book.closed_at is not None and appended < book.closed_at:
-            self._early_card(uow, book, message.position, message.card, evidence)
-            return
-        for position, had, new in book.note_cards([(message.position, message.card, appended)]):
-            raise_incident(
-                uow,
-                SERVICE,
-                "CONFLICTING_CARD",
-                f"shoe {message.shoe_id} position {position}: {new} now, {had} before",
-                table_id=message.table_id,
-                coup_id=message.coup_id,
-                evidence=evidence,
-            )
-        self._judge_claims(uow, book)
-
-    def _early_card(
-        self, uow: UnitOfWork, book: BetBook, position: int, card: str, evidence: Evidence | None
-    ) -> None:
-        raise_incident(
-            uow,
-            SERVICE,
-            "UNEXPECTED_CARD",
-            f"card {card} at position {position} refused: appended before betting on the coup "
-            "closed (no genuine card leaves the shoe while bets are taken)",
-            table_id=book.table_id,
-            coup_id=book.coup_id,
-            evidence=evidence,
-        )
-
-    def _on_coup_resolved(
-        self, uow: UnitOfWork, event: CoupResolved, _: datetime, origin: Origin | None
-    ) -> None:
-        evidence = Evidence.of(event, origin)
-        book = uow.get(book_aggregate_id(event.table_id, event.coup_id), BetBook)
-        claim = Claim.of(event)
-        refusal = None
-        if book is None:
-            refusal = ("UNEXPECTED_RESOLUTION", "there is no bet book for this coup")
-        elif book.status is BookStatus.VOIDED:
-            return  # voided: nothing is paid, whatever the result
-        elif book.status is BookStatus.SETTLED:
-            if book.settled_facts() != CoupFacts(
-                event.outcome, event.player_pair, event.banker_pair
-            ):
-                refusal = ("UNEXPECTED_RESOLUTION", "the coup was settled already, on other facts")
-        else:  # betting or closed: judged by the shoe's cards once the book is closed
-            found = check_claim(claim, book.coup_number, book.shoe_id, claim.dealing_order)
-            drawn, order = tuple(book.drawn_cards), claim.dealing_order
-            complete = len(drawn) >= len(order) or drawn != order[: len(drawn)]
-            if found is None and complete and book.status is BookStatus.CLOSED:
-                found = check_claim(claim, book.coup_number, book.shoe_id, drawn)
-                if found is None:
-                    book.settle(CoupFacts(claim.outcome, claim.player_pair, claim.banker_pair))
-            if found is not None:  # wrong whatever the shoe drew, or not what it drew
-                refusal = (found.code, found.message)
-            elif book.settled_facts() is not None:
-                pass  # settled just now
-            elif len(book.claims) >= MAX_PENDING_CLAIMS:
-                refusal = ("UNEXPECTED_RESOLUTION", "too many claims for one coup")
-            else:  # the mark or the shoe's cards are on their way: judged when they are in
-                book.claim_result({**claim.record(), "evidence": _evidence_record(evidence)})
-        if refusal is not None:
-            raise_incident(
-                uow,
-                SERVICE,
-                refusal[0],
-                f"CoupResolved refused: {refusal[1]}",
-                table_id=event.table_id,
-                coup_id=event.coup_id,
-                evidence=evidence,
-            )
-
-    def _judge_claims(self, uow: UnitOfWork, book: BetBook) -> None:
-        """Settle on the first waiting claim the shoe's cards prove; refuse those they refute.
-
-        A claim waits while the shoe has drawn fewer cards for the coup than it names and
-        those drawn so far begin its cards. Once one claim settles the coup, every other
-        waiting claim is refuted."""
-        if book.status is not BookStatus.CLOSED or not book.claims:
-            return
-        drawn = tuple(book.drawn_cards)
-        refused: list[int] = []
-        for index, record in enumerate(book.claims):
-            claim = Claim.from_record({k: v for k, v in record.items() if k != "evidence"})
-            order = claim.dealing_order
-            if book.status is BookStatus.CLOSED and drawn == order[: len(drawn)] != order:
-                continue  # the shoe's cards are still on their way
-            if book.status is BookStatus.CLOSED:
-                found = check_claim(claim, book.coup_number, book.shoe_id, drawn)
-                if found is None:
-                    book.settle(CoupFacts(claim.outcome, claim.player_pair, claim.banker_pair))
-                    continue
-            refused.append(index)
-            raise_incident(
-                uow,
-                SERVICE,
-                "CARDS_MISMATCH" if found is None else found.code,
-                "CoupResolved refused: "
-                + ("the coup was settled on another claim" if found is None else found.message),
-                table_id=book.table_id,
-                coup_id=book.coup_id,
-                evidence=_evidence(record.get("evidence")),
-            )
-        if refused and book.status is BookStatus.CLOSED:
-            book.drop_claims(refused)
-
     def _on_coup_voided(
         self, uow: UnitOfWork, event: CoupVoided, _: datetime, origin: Origin | None
     ) -> None:
@@ -591,34 +480,9 @@ class SettlementApplication(ServiceApplication):
     ] = {
         TableOpened: _on_table_opened,
         TableClosed: _on_table_closed,
-        CardDrawn: _on_card_drawn,
-        CoupResolved: _on_coup_resolved,
         CoupVoided: _on_coup_voided,
     }
     """Message type -> what settlement does with it (others of its topics: nothing)."""
-
-
-def _evidence_record(evidence: Evidence) -> dict[str, Any]:
-    return {
-        "message_type": evidence.message_type,
-        "event_id": None if evidence.event_id is None else str(evidence.event_id),
-        "topic": evidence.topic,
-        "partition": evidence.partition,
-        "offset": evidence.offset,
-    }
-
-
-def _evidence(record: dict[str, Any] | None) -> Evidence | None:
-    if not record:
-        return None
-    event_id = record.get("event_id")
-    return Evidence(
-        record.get("message_type") or "CoupResolved",
-        None if event_id is None else UUID(event_id),
-        record.get("topic"),
-        record.get("partition"),
-        record.get("offset"),
-    )
 
 
 def _utc_now() -> datetime:
