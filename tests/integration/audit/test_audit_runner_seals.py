@@ -39,7 +39,11 @@ async def test_a_service_seals_while_running_and_on_shutdown(
     settings = Settings.from_env("tally", {}, data_dir=tmp_path, persistence="sqlite")
     async with ServiceHost(_definition(), settings, create_topics=False) as host:
         await host.worker.call(host.app.add, 5)
-        await asyncio.sleep(0.6)
+        deadline = asyncio.get_running_loop().time() + 30
+        while not _seals(settings.sqlite_path):  # the periodic sealer (every 0.1 s) seals it
+            assert asyncio.get_running_loop().time() < deadline, "no periodic seal in 30 s"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # three more intervals: nothing new, so no second seal
         assert len(_seals(settings.sqlite_path)) == 1  # the periodic sealer, once
         await host.worker.call(host.app.add, 3)
     seals = _seals(settings.sqlite_path)
