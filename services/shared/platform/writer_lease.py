@@ -49,6 +49,7 @@ from services.shared.platform.writer_fence import (
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
+"""How often a standby tries the lease, and the holder checks it still has it."""
 LEASE_KEEPALIVES = {
     "tcp_keepalives_idle": 10,
     "tcp_keepalives_interval": 5,
@@ -56,7 +57,11 @@ LEASE_KEEPALIVES = {
 }
 """The lease connection's server-side TCP keepalives (seconds, probes): a lost holder's lock
 is released about 25 s after its machine went silent."""
-"""How often a standby tries the lease, and the holder checks it still has it."""
+PROBE_TIMEOUT_SECONDS = 15.0
+"""How long the holder's check of its lock connection may take before the lease counts as
+lost. Longer than an event-loop stall on a starved host (a slow answer is not a lost lock),
+shorter than the ~25 s after which the server lets a silent holder's lock go; the fence
+refuses a zombie's writes whatever this says."""
 
 
 class LeaseLost(RuntimeError):
@@ -234,7 +239,7 @@ class PostgresLease(WriterLease):
                 return
             try:
                 connection = await self._connect_existing()
-                await asyncio.wait_for(connection.execute("SELECT 1"), poll * 5)
+                await asyncio.wait_for(connection.execute("SELECT 1"), PROBE_TIMEOUT_SECONDS)
             except (psycopg.Error, TimeoutError, LeaseLost) as error:
                 self.held = False
                 raise LeaseLost(
