@@ -45,6 +45,7 @@ from services.dev.infra.postgres import PostgresServer
 from services.shared.platform.kafka_settings import KafkaAuth
 from tests import kafka_logins
 from tests.kafka_cleanup import created_under, delete_created_topics
+from tests.postgres_databases import drop_database
 from tests.signing_keys import key_env
 
 POSTGRES_KEYS = (
@@ -258,9 +259,7 @@ def postgres_env(_postgres_server_env: dict[str, str]) -> Iterator[dict[str, str
         yield {**_postgres_server_env, "POSTGRES_DBNAME": name}
     finally:
         with psycopg.connect(**admin, autocommit=True) as connection:
-            connection.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+            drop_database(connection, name)
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ from services.dev.demo.processes import ServiceSettings
 from services.dev.demo.system import LocalSystem
 from tests import kafka_logins
 from tests.kafka_cleanup import created_under
+from tests.postgres_databases import drop_database
 
 FAST_SETTINGS = {"PB_RELAY_POLL_INTERVAL": "0.05", "PB_LOG_LEVEL": "INFO"}
 
@@ -57,9 +58,7 @@ def store(request: pytest.FixtureRequest) -> Iterator[Mapping[str, str]]:
         yield {**env, "POSTGRES_DBNAME": name}
     finally:
         with psycopg.connect(admin, autocommit=True) as connection:
-            connection.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+            drop_database(connection, name)
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ from services.shared.platform.settings import PostgresSettings, Settings
 from services.shared.platform.writer_lease import writer_lease
 from services.tools.audit.partitions import table_partition
 from services.tools.cli.main import app
+from tests.postgres_databases import drop_database
 from tests.signing_keys import key_env
 
 pytestmark = pytest.mark.postgres
@@ -68,9 +69,7 @@ def admin(_postgres_server_env: dict[str, str]) -> Iterator[PostgresSettings]:
         yield replace(server, dbname=name)
     finally:
         with connect(server) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+            drop_database(conn, name)
             for (role,) in conn.execute(
                 "SELECT rolname FROM pg_roles WHERE starts_with(rolname, %s)", (PREFIX,)
             ).fetchall():

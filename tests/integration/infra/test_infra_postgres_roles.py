@@ -28,6 +28,7 @@ from services.shared.platform.pg_roles import SERVICES, Provisioning, StoreRoles
 from services.shared.platform.settings import PostgresSettings, Settings
 from services.shoe.application import ShoeApplication
 from tests.integration.audit.helpers import audit_settings
+from tests.postgres_databases import drop_database
 from tests.signing_keys import key_env
 
 SHOE_SECRET_FILE = key_env()["PB_SHOE_SECRET_KEY_FILE"]
@@ -103,9 +104,7 @@ def admin(_postgres_server_env: dict[str, str]) -> Iterator[PostgresSettings]:
     finally:
         with connect(server) as conn:
             # the database first (the roles own what is in it; FORCE ends its sessions)
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+            drop_database(conn, name)
             for (role,) in conn.execute(
                 "SELECT rolname FROM pg_roles WHERE starts_with(rolname, %s)", (PREFIX,)
             ).fetchall():

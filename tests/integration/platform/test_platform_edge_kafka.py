@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,18 @@ async def committed(settings: Settings) -> dict[int, int]:
         await admin.close()
     topic = settings.topic(TABLE_COMMANDS)
     return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic}
+
+
+async def wait_committed(
+    settings: Settings, check: Callable[[dict[int, int]], bool], what: str, timeout: float = 60.0
+) -> None:
+    """Poll :func:`committed` until ``check`` holds: a running service commits its offsets
+    last, after the store and its stats, so they may lag what the test has seen."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check(found := await committed(settings)):
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"committed offsets never became {what}: last {found}")
+        await asyncio.sleep(0.1)
 
 
 def watch_commits(host: ServiceHost[Any], settings: Settings) -> list[tuple[int, int]]:
@@ -91,10 +104,11 @@ async def test_a_bad_record_in_a_fetch_loses_nothing(
         assert consumer is not None
         await wait_for(lambda: total(host.app) == 321)
         await wait_for(lambda: consumer.stats.dead_letters == 2)
+        await wait_for(lambda: consumer.stats.batches >= 1)  # counted after the store commit
         await asyncio.sleep(0.5)
         assert total(host.app) == 321  # each valid record once
         assert consumer.stats.handled == 3 and consumer.stats.batches == 1  # one fetch
-        assert await committed(settings) == {0: 5}
+        await wait_committed(settings, lambda found: found == {0: 5}, "{0: 5}")
     letters = await read_topic(settings, DEAD_LETTERS, lambda found: len(found) >= 2)
     decoded = [decode(DEAD_LETTERS, r.value) for r in letters]
     assert all(isinstance(letter, DeadLetter) for letter in decoded)
@@ -182,7 +196,7 @@ async def test_a_handover_to_a_standby_while_records_flow_keeps_exactly_once(
         assert grand_total(second) == 6000
         consumer = second.consumer
         assert consumer is not None and len(consumer.stops) == 0
-        assert sum((await committed(settings)).values()) == 6000
+        await wait_committed(settings, lambda found: sum(found.values()) == 6000, "6000 in all")
     finally:
         await first.stop()
         if not starting.done():

@@ -52,15 +52,38 @@ def check_order(records: list[Received]) -> None:
         assert deduped == sorted(deduped)
 
 
+class WatchedRelay(OutboxRelay):
+    """An :class:`OutboxRelay` that counts the times it found nothing to publish (it then
+    waits for a save or its next poll)."""
+
+    found_nothing = 0
+
+    async def publish_pending(self) -> int:
+        count = await super().publish_pending()
+        if count == 0:
+            self.found_nothing += 1
+        return count
+
+
 async def test_relay_publishes_every_event_in_order_with_headers(
     kafka_bootstrap: str, tmp_path: Path, store_env: dict[str, str] | None
 ) -> None:
-    settings = settings_for("counter", kafka_bootstrap, data_dir=tmp_path, postgres_env=store_env)
+    # The relay polls its store only every ``poll`` seconds: an event saved while it waits
+    # is published before then only if the save listener wakes it.
+    poll = 120.0
+    settings = settings_for(
+        "counter",
+        kafka_bootstrap,
+        data_dir=tmp_path,
+        postgres_env=store_env,
+        relay_poll_interval=poll,
+    )
     app = open_application(lambda env: CounterApp(env=env), settings)
     fill(app, tables=5, adds=40)
-    relay = OutboxRelay(app, settings, counter_messages)
+    relay = WatchedRelay(app, settings, counter_messages)
     await relay.start()
     stopping = asyncio.Event()
+    running_since = time.monotonic()  # no poll's timeout can end before running_since + poll
     task = asyncio.create_task(relay.run(stopping))
     try:
         records = await read_topic(settings, TABLE_EVENTS, lambda r: len(r) >= 200)
@@ -71,14 +94,18 @@ async def test_relay_publishes_every_event_in_order_with_headers(
         assert {r.headers["pb-type"] for r in records} == {
             json.loads(r.value)["type"].encode() for r in records
         }
-        # events saved while it runs are published promptly (save listener, not only polling)
-        started = time.monotonic()
+        # an event saved while it waits is published without waiting for the next poll (the
+        # save listener wakes it)
+        deadline = time.monotonic() + 30
+        while not relay.found_nothing:  # it has published all it had: it waits now
+            assert time.monotonic() < deadline, "the relay never found its outbox empty"
+            await asyncio.sleep(0.05)
         counter: Counter = app.repository.get(Counter.create_id("t0"))
         counter.add(table_id="t0", amount=999)
         app.save(counter)
-        more = await read_topic(settings, TABLE_EVENTS, lambda r: len(r) >= 201)
+        more = await read_topic(settings, TABLE_EVENTS, lambda r: len(r) >= 201, timeout=60)
         assert len(more) == 201
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - running_since < poll  # so no poll published it
     finally:
         stopping.set()
         await task

@@ -15,6 +15,7 @@ def settings(tmp: str) -> Settings:
 
 async def test_tasks_run_in_the_worker_and_stop_cleanly(tmp_path: object) -> None:
     seen: list[int] = []
+    saved = asyncio.Event()
 
     async def ticker(ctx: ServiceContext[CounterApp]) -> None:
         def save() -> int:
@@ -22,6 +23,7 @@ async def test_tasks_run_in_the_worker_and_stop_cleanly(tmp_path: object) -> Non
             return 1
 
         seen.append(await ctx.call(save))
+        saved.set()
         await ctx.stopping.wait()
 
     definition = ServiceDefinition(
@@ -29,10 +31,7 @@ async def test_tasks_run_in_the_worker_and_stop_cleanly(tmp_path: object) -> Non
     )
     async with ServiceHost(definition, settings(str(tmp_path)), create_topics=False) as host:
         await host.wait_ready()
-        for _ in range(100):
-            if seen:
-                break
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(saved.wait(), 60)  # the task's save went through the worker
         assert host.app.repository.get(Counter.create_id("t1")).table_id == "t1"
     assert seen == [1]
     assert not host.failed
@@ -46,7 +45,7 @@ async def test_a_crashed_task_stops_the_service(tmp_path: object) -> None:
         name="counter", application=lambda env: CounterApp(env=env), tasks=[broken]
     )
     async with ServiceHost(definition, settings(str(tmp_path)), create_topics=False) as host:
-        await asyncio.wait_for(host.wait_stopping(), 5)
+        await asyncio.wait_for(host.wait_stopping(), 60)
     assert host.failed
 
 
