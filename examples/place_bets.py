@@ -17,8 +17,8 @@ What it does, step by step:
 
 1. reads ``table-events`` from the beginning to learn the table's settings (TableOpened: limits,
    currency) and which coup is open for bets (the latest BettingOpened without BettingClosed),
-   waiting for the next BettingOpened if betting is closed right now or closes within
-   ``MARGIN`` (the bets must reach the broker before ``closes_at``);
+   waiting for the next BettingOpened if betting is closed right now or closes too soon for
+   the bets to reach the broker in time (``time_to_bet``);
 2. sends PlaceBet commands to its operator's ``bet-commands`` topic with the table id as the
    Kafka key (so they are ordered with everything else of the table), one of them deliberately
    below the minimum;
@@ -67,7 +67,7 @@ from contracts import (
     partition_key,
 )
 
-MARGIN = timedelta(seconds=1)  # bet on a coup only if it stays open at least this long
+MARGIN = timedelta(seconds=1)  # how long a coup must stay open for us to bet on it (at most)
 
 
 def parse_args() -> argparse.Namespace:
@@ -218,7 +218,7 @@ async def main(args: argparse.Namespace) -> int:
             if not sent and table_id is not None:
                 coup = open_coups.get(table_id)
                 table = tables.get(table_id)
-                if coup is not None and table is not None and coup.closes_at - now() > MARGIN:
+                if coup is not None and table is not None and time_to_bet(table, coup):
                     sent = await place_bets(producer, args, table, coup)
             if sent and accepted and accepted <= settled:
                 return 0
@@ -231,6 +231,13 @@ async def main(args: argparse.Namespace) -> int:
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+def time_to_bet(table: TableOpened, coup: BettingOpened) -> bool:
+    """Whether the coup stays open long enough for bets sent now to reach the broker in time:
+    ``MARGIN``, or half the window at a table whose betting window is shorter than that."""
+    margin = min(MARGIN, timedelta(milliseconds=table.betting_window_ms) / 2)
+    return coup.closes_at - now() > margin
 
 
 async def place_bets(
