@@ -17,13 +17,15 @@ What it does, step by step:
 
 1. reads ``table-events`` from the beginning to learn the table's settings (TableOpened: limits,
    currency) and which coup is open for bets (the latest BettingOpened without BettingClosed),
-   waiting for the next BettingOpened if betting is closed right now;
+   waiting for the next BettingOpened if betting is closed right now or closes too soon for
+   the bets to reach the broker in time (``time_to_bet``);
 2. sends PlaceBet commands to its operator's ``bet-commands`` topic with the table id as the
    Kafka key (so they are ordered with everything else of the table), one of them deliberately
    below the minimum;
 3. prints each answer from its operator's ``bet-events`` topic (BetAccepted / BetRejected with
    its reason code), then each BetSettled and the coup's CoupSettled, and exits once every
-   accepted bet is settled.
+   accepted bet is settled. If every bet came too late (``BETTING_CLOSED``), it bets again, with
+   new bet ids, on the next coup.
 
 ``--operator``: whose gateway this is (default ``house``: ``punto-banco.bet-commands`` and
 ``punto-banco.bet-events``; ``acme``: ``punto-banco.bet-commands.acme`` and
@@ -37,7 +39,7 @@ import asyncio
 import os
 import sys
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -64,6 +66,8 @@ from contracts import (
     encode,
     partition_key,
 )
+
+MARGIN = timedelta(seconds=1)  # how long a coup must stay open for us to bet on it (at most)
 
 
 def parse_args() -> argparse.Namespace:
@@ -159,6 +163,7 @@ async def main(args: argparse.Namespace) -> int:
     sent: dict[str, PlaceBet] = {}
     resends: dict[str, int] = {}
     accepted: set[str] = set()
+    late: set[str] = set()  # refused BETTING_CLOSED
     settled: set[str] = set()
     try:
         while loop.time() < deadline:
@@ -188,6 +193,8 @@ async def main(args: argparse.Namespace) -> int:
                     report_answer(message)
                     if isinstance(message, BetAccepted):
                         accepted.add(message.bet_id)
+                    elif message.reason_code == "BETTING_CLOSED":
+                        late.add(message.bet_id)
                 elif isinstance(message, BetSettled) and message.bet_id in sent:
                     settled.add(message.bet_id)
                     print(
@@ -205,10 +212,13 @@ async def main(args: argparse.Namespace) -> int:
                         f"coup {message.coup_id} settled: {message.bets} bets, staked "
                         f"{message.staked}, paid {message.paid}, house {message.house_result}"
                     )
+            if sent and late == set(sent):
+                print("too late: betting again (new bet ids) on the next coup")
+                sent, late = {}, set()
             if not sent and table_id is not None:
                 coup = open_coups.get(table_id)
                 table = tables.get(table_id)
-                if coup is not None and table is not None and coup.closes_at > now():
+                if coup is not None and table is not None and time_to_bet(table, coup):
                     sent = await place_bets(producer, args, table, coup)
             if sent and accepted and accepted <= settled:
                 return 0
@@ -221,6 +231,13 @@ async def main(args: argparse.Namespace) -> int:
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+def time_to_bet(table: TableOpened, coup: BettingOpened) -> bool:
+    """Whether the coup stays open long enough for bets sent now to reach the broker in time:
+    ``MARGIN``, or half the window at a table whose betting window is shorter than that."""
+    margin = min(MARGIN, timedelta(milliseconds=table.betting_window_ms) / 2)
+    return coup.closes_at - now() > margin
 
 
 async def place_bets(

@@ -49,7 +49,9 @@ def archived(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
     """A played partitioned deployment (PB_PARTITIONED=yes), its audit alone, and the daily
-    archives of every day it played on (and the next: a seal past midnight) in ``archives``."""
+    archives of every day it played on (and the next: a seal past midnight) in ``archives``.
+    Each store is sealed once, at the end: it has one archive, of the day of that seal, even
+    when the play spans midnight UTC."""
     folder = tmp_path_factory.mktemp("partitioned")
     env = {"PB_DATA_DIR": str(folder / "var"), "PB_PARTITIONED": "yes", **key_env()}
     if request.param == "postgres":

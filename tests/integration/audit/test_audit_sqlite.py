@@ -8,6 +8,7 @@ import json
 import shutil
 import sqlite3
 from collections.abc import Callable
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -290,21 +291,25 @@ def only_codes(report: AuditReport, code: Code) -> list[object]:
 def test_a_day_archived_then_removed_from_the_store_audits_as_before(
     played: tuple[Path, object, object], tmp_path: Path
 ) -> None:
-    """``archive`` writes the day's sealed rows of each SQLite store; with them removed from
+    """``archive`` writes each day's sealed rows of each SQLite store; with them removed from
     the store (the operator's step), ``audit --archives`` reports what the store alone did;
     a checkpoint written over the archives resumes the next audit after them."""
     folder = _copy(played, tmp_path)
     before = audit_settings(_settings(folder)).to_json()
-    (day,) = before["totals"]["days"]  # the one day the history was played on
+    # The days the history was played on (two across midnight UTC), and the next: a seal
+    # recorded past midnight.
+    days = sorted(before["totals"]["days"])
+    days.append((date.fromisoformat(days[-1]) + timedelta(days=1)).isoformat())
     archives = tmp_path / "archives"
-    result = runner.invoke(
-        app, ["archive", "--day", day, "--out", str(archives), "--data-dir", str(folder)]
-    )
-    assert result.exit_code == 0, result.output
-    for store in ("shoe", "dealing", "settlement"):
-        header = json.loads(
-            gzip.decompress((archives / f"{store}-{day}.jsonl.gz").read_bytes()).split(b"\n", 1)[0]
+    for day in days:
+        result = runner.invoke(
+            app, ["archive", "--day", day, "--out", str(archives), "--data-dir", str(folder)]
         )
+        assert result.exit_code == 0, result.output
+    for store in ("shoe", "dealing", "settlement"):
+        archived = sorted(archives.glob(f"{store}-2*.jsonl.gz"))
+        assert archived, f"no archive of {store}"
+        header = json.loads(gzip.decompress(archived[-1].read_bytes()).split(b"\n", 1)[0])
         with sqlite3.connect(folder / f"{store}.sqlite") as c:
             c.execute("DELETE FROM stored_events WHERE rowid <= ?", (header["to_id"],))
     checkpoint = tmp_path / "audit.checkpoint"

@@ -21,11 +21,18 @@ from contracts import (
 )
 from services.settlement.service import build_service
 from services.shared.platform import ServiceHost
-from tests.integration.platform.kafka_tools import read_topic, send_messages, settings_for
+from services.shared.platform.kafka import ensure_topics
+from tests.integration.platform.kafka_tools import (
+    as_admin,
+    read_topic,
+    send_messages,
+    settings_for,
+)
 
 pytestmark = [pytest.mark.kafka]
 
 BET_TYPES = ["player", "banker", "tie", "player_pair", "banker_pair"]
+WINDOW_MS = 8000
 
 
 def place(bet_id: str, bettor: str, occurred_at: datetime) -> PlaceBet:
@@ -47,7 +54,6 @@ async def test_a_backdated_bet_appended_after_the_close_is_refused(
     settings = settings_for("settlement", kafka_bootstrap, data_dir=tmp_path)
     async with ServiceHost(build_service(settings), settings) as host:
         await host.wait_ready()
-        closes_at = datetime.now(UTC) + timedelta(seconds=2)
         await send_messages(
             settings,
             TABLE_EVENTS,
@@ -58,16 +64,20 @@ async def test_a_backdated_bet_appended_after_the_close_is_refused(
                     paytable="standard",
                     limits={t: BetLimitSpec(minimum=100, maximum=50_000) for t in BET_TYPES},
                     currency="EUR",
-                    betting_window_ms=2000,
+                    betting_window_ms=WINDOW_MS,
                     cut_card_from_end=16,
                 ),
             ],
         )
-        # Dealing's mark opening the coup's book, in the bets' partition.
+        await ensure_topics(as_admin(settings), [BET_COMMANDS])
+        # The window leaves the in-time bet's one send (an admin client and a producer
+        # logging in, on a loaded machine) ample time; the late one waits it out below.
+        closes_at = datetime.now(UTC) + timedelta(milliseconds=WINDOW_MS)
         await send_messages(
             settings,
             BET_COMMANDS,
             [
+                # Dealing's mark opening the coup's book, in the bets' partition.
                 OpenBook(
                     table_id="t1",
                     coup_id="c1",
@@ -77,12 +87,10 @@ async def test_a_backdated_bet_appended_after_the_close_is_refused(
                     paytable="standard",
                     limits={t: BetLimitSpec(minimum=100, maximum=50_000) for t in BET_TYPES},
                     currency="EUR",
-                )
+                ),
+                # In time, though the client's clock says it is after the close.
+                place("in-time", "alice", closes_at + timedelta(hours=1)),
             ],
-        )
-        # In time, though the client's clock says it is after the close.
-        await send_messages(
-            settings, BET_COMMANDS, [place("in-time", "alice", closes_at + timedelta(hours=1))]
         )
         await asyncio.sleep(max(0.0, (closes_at - datetime.now(UTC)).total_seconds()) + 0.2)
         # No CloseBook mark yet: the append time alone decides.
