@@ -10,7 +10,6 @@ have CREATEROLE (``punto-banco infra up`` gives it to the local project role).
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -28,7 +27,7 @@ from services.shared.platform.pg_roles import SERVICES, Provisioning, StoreRoles
 from services.shared.platform.settings import PostgresSettings, Settings
 from services.shoe.application import ShoeApplication
 from tests.integration.audit.helpers import audit_settings
-from tests.postgres_databases import drop_database
+from tests.postgres_databases import database_for_roles
 from tests.signing_keys import key_env
 
 SHOE_SECRET_FILE = key_env()["PB_SHOE_SECRET_KEY_FILE"]
@@ -79,36 +78,7 @@ def connect(pg: PostgresSettings) -> psycopg.Connection[Any]:
 @pytest.fixture(scope="module")
 def admin(_postgres_server_env: dict[str, str]) -> Iterator[PostgresSettings]:
     """The server's user, in a database of this module's own."""
-    env = _postgres_server_env
-    server = PostgresSettings(
-        host=env["POSTGRES_HOST"],
-        port=int(env.get("POSTGRES_PORT") or 5432),
-        dbname=env["POSTGRES_DBNAME"],
-        user=env["POSTGRES_USER"],
-        password=env.get("POSTGRES_PASSWORD", ""),
-    )
-    with connect(server) as conn:
-        row = conn.execute(
-            "SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user"
-        ).fetchone()
-    if not (row and row[0]):
-        pytest.skip(
-            f"PostgreSQL user {server.user} may not create roles: `punto-banco infra up` "
-            "gives the local project role CREATEROLE"
-        )
-    name = f"pb_roles_{os.getpid()}_{secrets.token_hex(3)}"
-    with connect(server) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield replace(server, dbname=name)
-    finally:
-        with connect(server) as conn:
-            # the database first (the roles own what is in it; FORCE ends its sessions)
-            drop_database(conn, name)
-            for (role,) in conn.execute(
-                "SELECT rolname FROM pg_roles WHERE starts_with(rolname, %s)", (PREFIX,)
-            ).fetchall():
-                conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+    yield from database_for_roles(_postgres_server_env, "pb_roles", PREFIX)
 
 
 @pytest.fixture(scope="module")
