@@ -13,16 +13,14 @@ from contracts import (
     BET_EVENTS,
     TABLE_EVENTS,
     BetAccepted,
-    BetLimitSpec,
     BetRejected,
     PlaceBet,
-    TableOpened,
 )
-from services.settlement.benchmark import open_book
+from services.settlement.benchmark import open_book, table_opened
 from services.settlement.service import build_service
 from services.shared.platform import ServiceHost
 from tests.integration.platform.kafka_tools import send_messages, settings_for
-from tests.integration.settlement.test_settlement_kafka import BET_TYPES, TopicReader
+from tests.integration.settlement.test_settlement_kafka import TopicReader
 
 pytestmark = [pytest.mark.kafka]
 
@@ -38,17 +36,7 @@ async def test_the_service_accepts_up_to_its_cap_and_answers_book_full_beyond(
             await send_messages(
                 settings,
                 TABLE_EVENTS,
-                [
-                    TableOpened(
-                        table_id=table,
-                        decks=8,
-                        paytable="standard",
-                        limits={t: BetLimitSpec(minimum=1, maximum=10**6) for t in BET_TYPES},
-                        currency="EUR",
-                        betting_window_ms=300_000,
-                        cut_card_from_end=16,
-                    ),
-                ],
+                [table_opened(table)],
             )
             closes_at = datetime.now(UTC) + timedelta(minutes=5)
             await send_messages(

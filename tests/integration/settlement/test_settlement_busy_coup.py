@@ -18,13 +18,17 @@ from contracts import (
     BET_EVENTS,
     SHOE_EVENTS,
     TABLE_EVENTS,
-    BetLimitSpec,
     BetSettled,
     CoupSettled,
     PlaceBet,
-    TableOpened,
 )
-from services.settlement.benchmark import close_book, open_book, player_natural, shoe_cards
+from services.settlement.benchmark import (
+    close_book,
+    open_book,
+    player_natural,
+    shoe_cards,
+    table_opened,
+)
 from services.settlement.domain import BookStatus
 from services.settlement.service import build_service
 from services.shared.platform import ServiceHost
@@ -47,17 +51,7 @@ async def test_ten_thousand_bets_are_settled_after_coup_resolved(
             await send_messages(
                 settings,
                 TABLE_EVENTS,
-                [
-                    TableOpened(
-                        table_id=table,
-                        decks=8,
-                        paytable="standard",
-                        limits={t: BetLimitSpec(minimum=1, maximum=10**6) for t in BET_TYPES},
-                        currency="EUR",
-                        betting_window_ms=300_000,
-                        cut_card_from_end=16,
-                    ),
-                ],
+                [table_opened(table)],
             )
             closes_at = datetime.now(UTC) + timedelta(minutes=5)
             await send_messages(
