@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 
 from contracts import (
@@ -21,7 +21,7 @@ from contracts import (
 )
 from services.dev.demo.ledger import Ledger, Severity
 from services.dev.demo.orchestrator import DemoConfig, TableDriver
-from services.dev.demo.processes import run_supervisor
+from services.dev.demo.processes import ServiceProcess, run_supervisor, service_env
 from services.dev.demo.system import LocalSystem, SystemTimeout
 from services.shared.platform.decisions import SupervisorSigner
 
@@ -39,6 +39,21 @@ async def wait(
         await system.until(condition, timeout, what)
     except SystemTimeout as error:
         raise AssertionError(f"{error}\n{system.log_tails(25)}") from None
+
+
+def another(
+    system: LocalSystem, service: str, name: str, env: Mapping[str, str] | None = None
+) -> ServiceProcess:
+    """Start one more process of ``service``, logged to ``<name>.log`` beside the service's log
+    and stopped with the others (``env``: settings that differ from the system's)."""
+    process = ServiceProcess(
+        service,
+        {**service_env(system.settings, service=service), **(env or {})},
+        system.services[service].log_path.with_name(f"{name}.log"),
+    )
+    system.services[name] = process
+    process.start()
+    return process
 
 
 def supervisor(system: LocalSystem) -> SupervisorSigner:

@@ -20,14 +20,14 @@ import urllib.request
 import uuid
 
 import pytest
-from aiokafka.partitioner import murmur2
 
 from contracts import BettingOpened, Message
 from services.dev.demo.orchestrator import DemoConfig, TableDriver
-from services.dev.demo.processes import ServiceProcess, ServiceSettings, service_env
+from services.dev.demo.processes import ServiceProcess, ServiceSettings
 from services.dev.demo.system import LocalSystem
 from services.dev.infra.ports import free_port
-from tests.e2e.helpers import assert_settled_once, wait
+from services.tools.audit.partitions import table_partition
+from tests.e2e.helpers import another, assert_settled_once, wait
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -52,18 +52,13 @@ def get(port: str, path: str) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
-def partition_of(table_id: str) -> int:
-    """The partition Kafka's default partitioner gives a table's records."""
-    return (murmur2(table_id.encode()) & 0x7FFFFFFF) % PARTITIONS
-
-
 def driver_on_every_partition(system: LocalSystem, tables: int) -> TableDriver:
     """A table driver whose tables cover every partition (run ids tried in a fixed order)."""
     config = DemoConfig(tables=tables, bettors=10, betting_window_ms=500, seed=7)
     for attempt in range(1000):
         run_id = f"{uuid.UUID(int=attempt).hex[-10:]}"
         ids = [f"demo-{run_id}-{number}" for number in range(1, tables + 1)]
-        if {partition_of(table_id) for table_id in ids} == set(range(PARTITIONS)):
+        if {table_partition(table_id, PARTITIONS) for table_id in ids} == set(range(PARTITIONS)):
             driver = TableDriver(config, system, run_id)
             system.reactors.append(driver.react)
             return driver
@@ -110,10 +105,7 @@ async def test_settlement_processes_share_partitions_hand_them_over_and_survive_
         assert f'pb_service_up{{cell="{partition}",service="settlement"}} 1.0' in body
     # An unpartitioned settlement (a replica without PB_PARTITIONED) waits: the partitioned
     # processes hold its store's lease shared, so the two modes never judge the same bets.
-    env = {**service_env(system.settings, service="settlement"), "PB_PARTITIONED": "no"}
-    mixed = ServiceProcess("settlement", env, first.log_path.with_name("settlement-whole.log"))
-    system.services["settlement-whole"] = mixed
-    mixed.start()
+    mixed = another(system, "settlement", "settlement-whole", {"PB_PARTITIONED": "no"})
     await wait(
         system,
         lambda: "standby: another instance writes" in mixed.log_text_since_start(),
@@ -130,13 +122,7 @@ async def test_settlement_processes_share_partitions_hand_them_over_and_survive_
     system.services.pop("settlement-whole")
 
     # A second process joins mid-shoe: the group gives it a share of the partitions.
-    second = ServiceProcess(
-        "settlement",
-        service_env(system.settings, service="settlement"),
-        first.log_path.with_name("settlement-2.log"),
-    )
-    system.services["settlement-2"] = second  # stopped with the others
-    second.start()
+    second = another(system, "settlement", "settlement-2")
     await wait(
         system,
         lambda: (
@@ -196,18 +182,6 @@ async def test_settlement_processes_share_partitions_hand_them_over_and_survive_
     assert "owns partitions [0, 1, 2]" not in moved, "the joining process got no share"
 
 
-def another(system: LocalSystem, service: str, name: str) -> ServiceProcess:
-    """One more process of ``service`` (stopped with the others)."""
-    process = ServiceProcess(
-        service,
-        service_env(system.settings, service=service),
-        system.services[service].log_path.with_name(f"{name}.log"),
-    )
-    system.services[name] = process
-    process.start()
-    return process
-
-
 @pytest.mark.timeout(420)
 async def test_three_settlements_and_two_of_each_other_service_share_the_tables_and_a_dealing_kill(
     system: LocalSystem,
@@ -215,12 +189,13 @@ async def test_three_settlements_and_two_of_each_other_service_share_the_tables_
     """Three settlement processes (one partition each), two dealing and two shoe processes;
     a dealing process is SIGKILLed during a coup: its partitions' betting clocks and coups go
     on in the other once the group's session times out."""
-    extra = [
-        another(system, "settlement", "settlement-2"),
-        another(system, "settlement", "settlement-3"),
-        another(system, "dealing", "dealing-2"),
-        another(system, "shoe", "shoe-2"),
-    ]
+    for service, name in (
+        ("settlement", "settlement-2"),
+        ("settlement", "settlement-3"),
+        ("dealing", "dealing-2"),
+        ("shoe", "shoe-2"),
+    ):
+        another(system, service, name)
     await system.wait_ready(["settlement-2", "settlement-3", "dealing-2", "shoe-2"], 120)
     settlements = [system.services[n] for n in ("settlement", "settlement-2", "settlement-3")]
     await wait(
@@ -234,7 +209,6 @@ async def test_three_settlements_and_two_of_each_other_service_share_the_tables_
     await driver.start()
     await wait(system, lambda: ledger.summary().coups_resolved >= 4, 120, "4 coups resolved")
 
-    dealing = system.services["dealing"]
     killed: list[int] = []
 
     async def kill_dealing_mid_coup(message: Message) -> None:
@@ -264,4 +238,3 @@ async def test_three_settlements_and_two_of_each_other_service_share_the_tables_
     await wait(system, driver.drained, 120, "every bet answered and settled")
 
     assert_settled_once(system)
-    assert dealing.exit_code() is not None and extra

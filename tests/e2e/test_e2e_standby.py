@@ -13,9 +13,8 @@ from __future__ import annotations
 import pytest
 
 from contracts import BettingOpened, Message
-from services.dev.demo.processes import ServiceProcess, service_env
 from services.dev.demo.system import LocalSystem
-from tests.e2e.helpers import assert_settled_once, crowd_driver, wait
+from tests.e2e.helpers import another, assert_settled_once, crowd_driver, wait
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -24,13 +23,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 async def test_a_second_settlement_waits_as_a_standby_and_takes_over_when_the_first_dies(
     system: LocalSystem,
 ) -> None:
-    standby = ServiceProcess(
-        "settlement",
-        service_env(system.settings, service="settlement"),
-        system.services["settlement"].log_path.with_name("settlement-standby.log"),
-    )
-    system.services["settlement-standby"] = standby  # stopped with the others
-    standby.start()
+    standby = another(system, "settlement", "settlement-standby")
     await wait(
         system,
         lambda: "standby: another instance writes" in standby.log_text_since_start(),
