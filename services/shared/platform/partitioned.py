@@ -53,7 +53,7 @@ from services.shared.platform.kafka import client_options, ensure_topics
 from services.shared.platform.partitioned_ops import CellsReadiness, merged_metrics
 from services.shared.platform.runner import ServiceHost, configure_logging
 from services.shared.platform.service_app import KafkaService
-from services.shared.platform.settings import Settings
+from services.shared.platform.settings import MAX_PARTITIONS, Settings
 from services.shared.platform.webserver import AsgiServer
 from services.shared.platform.writer_lease import StoppedAsStandby, writer_lease
 
@@ -150,6 +150,11 @@ class CellHost:
                 f"{self.name}: a partitioned service needs the same partition count on every "
                 f"input topic, not {counts} (docs/scaling.md)"
             )
+        if max(counts.values()) > MAX_PARTITIONS:
+            raise RuntimeError(
+                f"{self.name}: a partitioned service runs at most {MAX_PARTITIONS} partitions, "
+                f"its topics have {counts} (docs/scaling.md)"
+            )
 
     async def _guard(self, what: str, step: Any) -> None:
         try:
@@ -188,25 +193,29 @@ class CellHost:
                 self.stopping.set()
 
     async def _start_cell(self, partition: int) -> None:
-        settings = self.settings.for_partition(partition)
-        cell = ServiceHost(self.build(settings), settings, create_topics=False, freeze_gc=False)
-        # Once its store's lease is held: where its consumer starts (cell_offsets.py).
-        cell.service.after_lease = functools.partial(
-            seed_cell_offsets, self.settings, partition, self.template.inputs
-        )
-        try:
+        cell: ServiceHost[Any] | None = None
+        try:  # building the cell too: whatever fails, the partition is not left "starting"
+            settings = self.settings.for_partition(partition)
+            cell = ServiceHost(self.build(settings), settings, create_topics=False, freeze_gc=False)
+            # Once its store's lease is held: where its consumer starts (cell_offsets.py).
+            cell.service.after_lease = functools.partial(
+                seed_cell_offsets, self.settings, partition, self.template.inputs
+            )
             await cell.start()  # waits for the store's writer lease (the previous owner)
             await cell.wait_ready()
         except StoppedAsStandby:
             log.info("%s: partition %d left before its cell started", self.name, partition)
-            await cell.stop()
+            if cell is not None:
+                await cell.stop()
             return
         except asyncio.CancelledError:
-            await cell.stop()
+            if cell is not None:
+                await cell.stop()
             raise
         except Exception:
             log.exception("%s: the cell of partition %d failed to start", self.name, partition)
-            await cell.stop()
+            if cell is not None:
+                await cell.stop()
             self.failed = True
             self.stopping.set()
             return

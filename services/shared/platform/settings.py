@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from contracts import HOUSE
+from contracts.seals import MAX_PARTITION
 from services.shared.platform.environment import (
     DEFAULT_MAX_BETS_PER_COUP,
     DEFAULT_VOID_WINDOW,
@@ -96,7 +97,7 @@ Persistence = Literal["sqlite", "postgres"]
 SERVICE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
 CELL_POOL_SIZE = 2
 """A partition cell's PostgreSQL pool (its worker thread, and /ready's or /metrics' query)."""
-MAX_PARTITIONS = 1000
+MAX_PARTITIONS = MAX_PARTITION + 1
 """The most partitions a partitioned service's topics may have (a cell per partition)."""
 
 OPERATORS_ENV = "PB_OPERATORS"

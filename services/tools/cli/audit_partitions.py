@@ -21,7 +21,7 @@ from typing import Annotated, Any
 import typer
 
 from services.shared.platform.environment import Environment, SettingsError
-from services.shared.platform.settings import Settings, store_name
+from services.shared.platform.settings import MAX_PARTITIONS, Settings, store_name
 from services.tools.audit.archive import ArchiveDamaged, ArchiveStore, archived, write_day
 from services.tools.audit.auditor import read_history
 from services.tools.audit.by_partition import audit_partitions, checkpoint_of
@@ -47,7 +47,7 @@ Partitions = Annotated[
     typer.Option(
         "--partitions",
         min=1,
-        max=1000,
+        max=MAX_PARTITIONS,
         help="With PB_PARTITIONED=yes: the topics' partition count (default "
         "PB_TOPIC_PARTITIONS if set); a partition without stores below it is an error.",
     ),

@@ -18,6 +18,8 @@ import shlex
 
 import typer
 
+from services.shared.platform.settings import MAX_PARTITIONS
+
 db_app = typer.Typer(
     name="db",
     help="PostgreSQL administration: the services' least-privilege roles.",
@@ -44,7 +46,7 @@ def setup_command(
         None,
         "--partitions",
         min=1,
-        max=1000,
+        max=MAX_PARTITIONS,
         help="Provision the schemas of this many partitions of each service (<schema>_p0, "
         "...), for PB_PARTITIONED=yes; default with PB_PARTITIONED=yes: PB_TOPIC_PARTITIONS.",
     ),

@@ -181,6 +181,25 @@ async def test_stopping_the_process_waits_for_a_cell_stop_in_progress_never_cuts
     assert staying.stopped and not cells.cells and not cells.leaving
 
 
+async def test_a_cell_that_cannot_even_be_built_ends_the_process_not_left_starting(
+    tmp_path: Path,
+) -> None:
+    """A failure while a cell is set up (its settings, its service) is a failed start like any
+    other: the process stops (the orchestrator restarts it), the partition is not left
+    "starting" for ever with nobody serving it."""
+
+    def build(settings: Settings) -> KafkaService[Any]:
+        if settings.partition is not None:
+            raise SettingsError(f"partition {settings.partition}: no such store")
+        return cast(KafkaService[Any], FakeTemplate())
+
+    cells = CellHost(build, Settings("dealing", data_dir=tmp_path, partitioned=True))
+    cells._starting[3] = asyncio.create_task(cells._start_cell(3))
+    await asyncio.wait_for(cells._starting[3], 5)
+    assert cells.failed and cells.stopping.is_set()
+    assert 3 not in cells._starting and 3 not in cells.cells
+
+
 async def test_a_process_told_to_stop_before_its_first_assignment_does_not_wait(
     tmp_path: Path,
 ) -> None:
