@@ -129,8 +129,9 @@ def spread(table_ids: Iterable[str], partitions: int) -> list[int]:
 
 
 def shares(counts: Sequence[int], processes: int) -> list[int]:
-    """Tables per process when ``processes`` share the partitions with the range assignor
-    (the first ``len(counts) % processes`` processes take one partition more)."""
+    """Tables per process when ``processes`` share the partitions as a new group deals them
+    (``sticky_cells``: ranges in order, the first ``len(counts) % processes`` processes take
+    one partition more)."""
     per, extra = divmod(len(counts), processes)
     out, start = [], 0
     for index in range(processes):

@@ -32,8 +32,8 @@ class GroupMembership(ConsumerRebalanceListener):  # type: ignore[misc]
     """The process's membership of its service's consumer group: which partitions it owns.
 
     A consumer of the service's first input topic that fetches nothing (every partition it
-    is given is paused at once): the group's range assignor splits the partition numbers
-    among the running processes; ``owned`` is this one's share, ``changed`` is set on
+    is given is paused at once): the group's assignor (``sticky_cells``) splits the partition
+    numbers among the running processes; ``owned`` is this one's share, ``changed`` is set on
     every assignment."""
 
     def __init__(self, settings: Settings, topic: str) -> None:
