@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from aiokafka.partitioner import murmur2
+from services.tools.audit.partitions import table_partition
 
 DEFAULT_PARTITIONS = 6
 """Partitions per topic in partitioned runs: 1, 2, 3 and 6 processes get even shares."""
@@ -92,12 +92,6 @@ def partitions_settled(logs: Sequence[str], partitions: int) -> bool:
     return sorted(seen) == list(range(partitions))
 
 
-def partition_of(table_id: str, partitions: int) -> int:
-    """The partition of a table's records (Kafka's default partitioner: murmur2 of the key)."""
-    hashed: int = murmur2(table_id.encode())
-    return (hashed & 0x7FFFFFFF) % partitions
-
-
 def balanced_tables(tag: str, tables: int, partitions: int) -> list[str]:
     """``tables`` ids ``<tag>.t<n>`` (n counting up, some skipped) spread as evenly as can be
     over the partitions: each partition gets ``tables // partitions`` of them or one more.
@@ -113,7 +107,7 @@ def balanced_tables(tag: str, tables: int, partitions: int) -> list[str]:
     while len(chosen) < tables:
         table_id = f"{tag}.t{number}"
         number += 1
-        partition = partition_of(table_id, partitions)
+        partition = table_partition(table_id, partitions)
         if wanted[partition] > 0:
             wanted[partition] -= 1
             chosen.append(table_id)
@@ -124,7 +118,7 @@ def spread(table_ids: Iterable[str], partitions: int) -> list[int]:
     """How many of the tables land on each partition (index = partition number)."""
     counts = [0] * partitions
     for table_id in set(table_ids):
-        counts[partition_of(table_id, partitions)] += 1
+        counts[table_partition(table_id, partitions)] += 1
     return counts
 
 

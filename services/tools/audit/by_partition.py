@@ -69,6 +69,8 @@ def audit_partitions(
     )
     refused = list(anchors.findings) if anchors is not None else []
     findings = [*layout, *refused]
+    # the seals topic's refused records: every partition's audit lists them, the report once
+    refused_ids = {id(finding) for finding in refused}
     audited: set[tuple[str, int | None]] = set()
     for number in partitions:
         stores = open_partition(number)
@@ -86,7 +88,7 @@ def audit_partitions(
             for store in stores.values():
                 store.close()
         audited |= {(service, number) for service in stores}
-        own = [replace(f, partition=number) for f in report.findings if _not_in(f, refused)]
+        own = [replace(f, partition=number) for f in report.findings if id(f) not in refused_ids]
         findings += own
         _add(combined, report, number, own + [f for f in layout if f.partition == number])
     if anchors is not None:
@@ -100,11 +102,6 @@ def _named(progress: Progress | None, partition: int) -> Progress | None:
     if progress is None:
         return None
     return lambda service, rows: progress(store_name(service, partition), rows)
-
-
-def _not_in(finding: Finding, refused: Sequence[Finding]) -> bool:
-    """Not one of the seals topic's refused records (every partition's audit lists them)."""
-    return not any(finding is known for known in refused)
 
 
 def _add(combined: AuditReport, report: AuditReport, number: int, own: list[Finding]) -> None:

@@ -6,6 +6,7 @@ import html
 import json
 from collections.abc import Iterable
 
+from services.shared.platform.settings import store_name
 from services.tools.audit.auditor import AuditReport
 from services.tools.audit.findings import Finding
 from services.tools.audit.totals import Tally
@@ -177,7 +178,9 @@ def _store_of(finding: Finding) -> str | None:
     it names no store)."""
     if finding.partition is None:
         return finding.store
-    return f"{finding.store}-p{finding.partition}" if finding.store else f"p{finding.partition}"
+    return (
+        store_name(finding.store, finding.partition) if finding.store else f"p{finding.partition}"
+    )
 
 
 def _partitions_html(report: AuditReport) -> str:

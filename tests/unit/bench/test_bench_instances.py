@@ -11,13 +11,13 @@ from services.dev.bench.instances import (
     cells_of,
     parse_instances,
     parse_partitions,
-    partition_of,
     partitions_settled,
     process_memory_table,
     shares,
     spread,
     spread_lines,
 )
+from services.tools.audit.partitions import table_partition
 
 PREFIX = "2026-12-01 18:00:00,000 INFO [settlement] services.shared.platform"
 
@@ -77,8 +77,8 @@ def test_partitions_are_settled_once_each_is_owned_once_and_served_by_its_owner(
 def test_tables_land_where_kafkas_default_partitioner_puts_their_key() -> None:
     # Java's murmur2 of "foobar" and "21" is -790,332,482 and -973,932,308 (Kafka's UtilsTest);
     # the partitioner keeps the positive bits, modulo the partition count.
-    assert partition_of("foobar", 6) == (-790_332_482 & 0x7FFFFFFF) % 6 == 0
-    assert partition_of("21", 12) == (-973_932_308 & 0x7FFFFFFF) % 12
+    assert table_partition("foobar", 6) == (-790_332_482 & 0x7FFFFFFF) % 6 == 0
+    assert table_partition("21", 12) == (-973_932_308 & 0x7FFFFFFF) % 12
     assert spread(["a", "b", "a"], 1) == [2]
 
 
