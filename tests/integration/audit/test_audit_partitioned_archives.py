@@ -11,7 +11,6 @@ stand in for it.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import shutil
 import sqlite3
@@ -24,22 +23,14 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
-from typer.testing import CliRunner
 
 from services.shared.platform.settings import Settings
 from services.tools.audit.stores import SERVICES
-from services.tools.cli.main import app
-from tests.integration.audit.test_audit_partitioned_stores import PARTITIONS, play_partitions
+from tests.integration.audit.helpers import PARTITIONS, cli, play_partitions, stores_gone
 from tests.signing_keys import key_env
+from tests.unit.audit.helpers import redigest
 
-runner = CliRunner()
 NAMES = [f"{service}-p{n}" for n in range(PARTITIONS) for service in SERVICES]
-
-
-def cli(env: dict[str, str], command: str, *more: str) -> tuple[int, str]:
-    where = ["--postgres"] if env["PB_PERSISTENCE"] == "postgres" else []
-    result = runner.invoke(app, [command, *where, *more], env={"PB_TOPIC_PARTITIONS": None, **env})
-    return result.exit_code, result.output
 
 
 @pytest.fixture(
@@ -149,7 +140,7 @@ def test_a_changed_archive_of_partition_1_is_an_error_naming_it(
     path.write_bytes(gzip.compress(b"\n".join(lines) + b"\n"))
     code, output = cli(archived["env"], "audit", "--archives", str(archives))
     assert code == 1 and "partition 1: " in output and "does not match its digest" in output
-    _digest(path)  # re-digested: only partition 1's seals can tell
+    redigest(path)  # re-digested: only partition 1's seals can tell
     code, output = cli(archived["env"], "audit", "--archives", str(archives), "--json")
     assert code == 1, output
     errors = [f for f in json.loads(output)["findings"] if f["severity"] == "error"]
@@ -172,13 +163,13 @@ def test_partition_0s_archive_never_stands_in_for_partition_1s(
         path.unlink()
     stand_in = archives / f"settlement-p1-{day}"
     stand_in.write_bytes(theirs.read_bytes())
-    _digest(stand_in)
+    redigest(stand_in)
     code, output = cli(archived["env"], "audit", "--archives", str(archives))
     assert code == 1 and "partition 1: " in output and "renamed" in output, output
     header, rest = gzip.decompress(theirs.read_bytes()).split(b"\n", 1)
     forged = {**json.loads(header), "store": "settlement-p1", "day": day.split(".")[0]}
     stand_in.write_bytes(gzip.compress(json.dumps(forged).encode() + b"\n" + rest))
-    _digest(stand_in)
+    redigest(stand_in)
     code, output = cli(archived["env"], "audit", "--archives", str(archives), "--json")
     assert code == 1, output
     errors = [f for f in json.loads(output)["findings"] if f["severity"] == "error"]
@@ -191,7 +182,9 @@ def test_a_partition_with_archives_but_no_stores_is_an_error(
 ) -> None:
     """Partition 1's three stores gone (the highest partition: nothing else says it was
     there): its archives do, so each missing store is an error of partition 1."""
-    with _without_partition(archived["env"], 1, tmp_path) as env:
+    settings = Settings.from_env("shoe", archived["env"]).for_partition(1)
+    own = [settings.for_service(service) for service in SERVICES]
+    with stores_gone(own, archived["env"], tmp_path) as env:
         assert cli(env, "audit")[0] == 0  # partition 0 alone looks whole
         code, output = cli(env, "audit", "--archives", str(archived["archives"]), "--json")
     assert code == 1, output
@@ -200,39 +193,6 @@ def test_a_partition_with_archives_but_no_stores_is_an_error(
         ("partition_missing", 1, service) for service in SERVICES
     )
     assert "daily archives of its settlement store but no such store" in output
-
-
-@contextmanager
-def _without_partition(
-    env: dict[str, str], partition: int, tmp_path: Path
-) -> Iterator[dict[str, str]]:
-    """The partition's stores gone (SQLite: from a copy of the data folder; PostgreSQL: the
-    schemas renamed, and back afterwards); the environment to audit without them."""
-    settings = Settings.from_env("shoe", env).for_partition(partition)
-    own = [settings.for_service(service) for service in SERVICES]
-    if settings.persistence == "sqlite":
-        folder = tmp_path / "stores"
-        shutil.copytree(settings.data_dir, folder)
-        for store in own:
-            (folder / store.sqlite_path.name).unlink()
-        yield {**env, "PB_DATA_DIR": str(folder)}
-        return
-    rename = sql.SQL("ALTER SCHEMA {} RENAME TO {}")
-    names = [(sql.Identifier(s.postgres_schema), sql.Identifier(f"gone_{s.postgres_schema}"))
-             for s in own]  # fmt: skip
-    with psycopg.connect(**settings.postgres.connect_options(), autocommit=True) as conn:
-        for away, back in names:
-            conn.execute(rename.format(away, back))
-        try:
-            yield env
-        finally:
-            for away, back in names:
-                conn.execute(rename.format(back, away))
-
-
-def _digest(path: Path) -> None:
-    sidecar = path.with_name(path.name + ".sha256")
-    sidecar.write_text(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}\n")
 
 
 @contextmanager

@@ -22,30 +22,14 @@ import pytest
 from psycopg import sql
 from typer.testing import CliRunner
 
-from services.dev.simulation import LocalSystem, play
 from services.shared.platform.settings import Settings
-from services.tools.audit.partitions import discover, table_partition
+from services.tools.audit.partitions import discover
 from services.tools.cli.main import app
+from tests.integration.audit.helpers import PARTITIONS, cli, play_partitions, stores_gone
 from tests.signing_keys import key_env
+from tests.unit.audit.helpers import tables_of
 
-PARTITIONS = 2
 runner = CliRunner()
-
-
-def tables_of(partition: int) -> list[str]:
-    names = (f"t{n}" for n in range(1, 100))
-    return [t for t in names if table_partition(t, PARTITIONS) == partition][:2]
-
-
-def play_partitions(settings: Settings) -> None:
-    """Each partition's cells play their two tables (voids, refused and late bets); sealed."""
-    for partition in range(PARTITIONS):
-        with LocalSystem.from_settings(settings.for_partition(partition)) as system:
-            for seed, table in enumerate(tables_of(partition), start=1):
-                play(system, table, 6, bets_per_coup=4, decks=1, void_every=4,
-                     invalid_every=3, late_every=3, batch=3, seed=seed)  # fmt: skip
-            system.pump()
-            system.seal()
 
 
 @pytest.fixture(
@@ -67,20 +51,13 @@ def deployment(
     return env
 
 
-def audit(env: dict[str, str], *more: str) -> tuple[int, str]:
-    where = ["--postgres"] if env["PB_PERSISTENCE"] == "postgres" else []
-    unset = {"PB_TOPIC_PARTITIONS": None}
-    result = runner.invoke(app, ["audit", *where, *more], env={**unset, **env})
-    return result.exit_code, result.output
-
-
 def test_the_partition_stores_are_found(deployment: dict[str, str]) -> None:
     found = discover(Settings.from_env("shoe", deployment))
     assert found == {0: {"shoe", "dealing", "settlement"}, 1: {"shoe", "dealing", "settlement"}}
 
 
 def test_the_audit_passes_on_every_partition(deployment: dict[str, str]) -> None:
-    code, output = audit(deployment, "--json", "--partitions", str(PARTITIONS))
+    code, output = cli(deployment, "audit", "--json", "--partitions", str(PARTITIONS))
     assert code == 0, output
     report = json.loads(output)
     assert report["passed"] and sorted(report["partitions"]) == ["0", "1"]
@@ -88,13 +65,15 @@ def test_the_audit_passes_on_every_partition(deployment: dict[str, str]) -> None
                                      for n in range(PARTITIONS)}  # fmt: skip
     per = [report["partitions"][str(n)]["checked"]["coups"] for n in range(PARTITIONS)]
     assert report["checked"]["coups"] == sum(per) and all(c >= 12 for c in per)
-    assert set(report["totals"]["tables"]) == set(tables_of(0) + tables_of(1))
-    code, text = audit(deployment)
+    assert set(report["totals"]["tables"]) == set(
+        tables_of(0, PARTITIONS) + tables_of(1, PARTITIONS)
+    )
+    code, text = cli(deployment, "audit")
     assert code == 0 and "Audit PASSED" in text and "partition 1: stores shoe" in text
 
 
 def test_recall_reads_the_partition_of_the_table(deployment: dict[str, str]) -> None:
-    table = tables_of(1)[0]
+    table = tables_of(1, PARTITIONS)[0]
     where = ["--postgres"] if deployment["PB_PERSISTENCE"] == "postgres" else []
     result = runner.invoke(
         app, ["recall", "--table", table, "--last", "2", "--json", *where], env=deployment
@@ -118,7 +97,7 @@ def test_a_changed_row_is_found_and_named_with_its_partition(
 ) -> None:
     settings = Settings.from_env("settlement", deployment).for_partition(1)
     with _changed(settings, deployment, tmp_path) as env:
-        code, output = audit(env, "--json")
+        code, output = cli(env, "audit", "--json")
     assert code == 1, output
     errors = [f for f in json.loads(output)["findings"] if f["severity"] == "error"]
     assert {(f["partition"], f.get("store")) for f in errors} == {(1, "settlement")}
@@ -127,8 +106,8 @@ def test_a_changed_row_is_found_and_named_with_its_partition(
 
 def test_a_missing_partition_store_is_an_error(deployment: dict[str, str], tmp_path: Path) -> None:
     settings = Settings.from_env("dealing", deployment).for_partition(0)
-    with _gone(settings, deployment, tmp_path) as env:
-        code, output = audit(env)
+    with stores_gone([settings], deployment, tmp_path) as env:
+        code, output = cli(env, "audit")
     assert code == 1, output
     assert (
         "ERROR partition_missing: partition 0, dealing store: partition 0 has the shoe and "
@@ -178,37 +157,16 @@ def _changed(settings: Settings, env: dict[str, str], tmp_path: Path) -> Iterato
             conn.execute(update, (state, nid))
 
 
-@contextmanager
-def _gone(settings: Settings, env: dict[str, str], tmp_path: Path) -> Iterator[dict[str, str]]:
-    """The store gone (SQLite: from a copy of the data folder; PostgreSQL: its schema renamed,
-    and back afterwards); the environment to audit without it."""
-    if settings.persistence == "sqlite":
-        folder = tmp_path / "stores"
-        shutil.copytree(settings.data_dir, folder)
-        (folder / settings.sqlite_path.name).unlink()
-        yield {**env, "PB_DATA_DIR": str(folder)}
-        return
-    schema = settings.postgres_schema
-    rename = sql.SQL("ALTER SCHEMA {} RENAME TO {}")
-    away, back = sql.Identifier(schema), sql.Identifier(f"gone_{schema}")
-    with psycopg.connect(**settings.postgres.connect_options(), autocommit=True) as conn:
-        conn.execute(rename.format(away, back))
-        try:
-            yield env
-        finally:
-            conn.execute(rename.format(back, away))
-
-
 def test_a_checkpoint_is_kept_per_partition(deployment: dict[str, str], tmp_path: Path) -> None:
     """Each partition resumes from its own checkpoint beside the one given; with nothing new
     since, the totals are the same; a damaged partition checkpoint is refused, named."""
     checkpoint = tmp_path / "audit.json"
-    code, first = audit(deployment, "--checkpoint", str(checkpoint), "--json")
+    code, first = cli(deployment, "audit", "--checkpoint", str(checkpoint), "--json")
     assert code == 0, first
     assert sorted(p.name for p in tmp_path.iterdir()) == ["audit-p0.json", "audit-p1.json"]
-    code, again = audit(deployment, "--checkpoint", str(checkpoint), "--json")
+    code, again = cli(deployment, "audit", "--checkpoint", str(checkpoint), "--json")
     assert code == 0, again
     assert json.loads(again)["totals"]["overall"] == json.loads(first)["totals"]["overall"]
     (tmp_path / "audit-p1.json").write_text("not a checkpoint")
-    code, output = audit(deployment, "--checkpoint", str(checkpoint))
+    code, output = cli(deployment, "audit", "--checkpoint", str(checkpoint))
     assert code == 2 and "partition 1:" in output

@@ -28,10 +28,10 @@ from services.shared.platform.persistence import prepare_store
 from services.shared.platform.pg_roles import SERVICES, Provisioning, provision
 from services.shared.platform.settings import PostgresSettings, Settings
 from services.shared.platform.writer_lease import writer_lease
-from services.tools.audit.partitions import table_partition
 from services.tools.cli.main import app
 from tests.postgres_databases import database_for_roles
 from tests.signing_keys import key_env
+from tests.unit.audit.helpers import tables_of
 
 pytestmark = pytest.mark.postgres
 
@@ -92,8 +92,7 @@ def played(
             prepare_store(settings)  # checks the provisioned store
             envs[service] = {**settings.eventsourcing_env(), **lease.fence_env()}
         try:
-            table = next(t for t in (f"t{n}" for n in range(1, 50))
-                         if table_partition(t, PARTITIONS) == partition)  # fmt: skip
+            (table,) = tables_of(partition, PARTITIONS, count=1)
             with LocalSystem(envs) as system:
                 play(system, table, 5, bets_per_coup=3, decks=1, seed=partition + 1)
                 system.pump()

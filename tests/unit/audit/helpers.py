@@ -1,10 +1,13 @@
-"""Histories played in memory through the real Applications, and in-memory stores of them."""
+"""Histories played in memory through the real Applications, and in-memory stores of them;
+the table ids of a partition, and an archive re-digested (also for the integration tests)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from services.dev.simulation import LocalSystem, PlayLog, play
@@ -13,6 +16,7 @@ from services.tools.audit.auditor import AuditReport, audit, read_history
 from services.tools.audit.checks import Checker, Filters
 from services.tools.audit.findings import Code, Finding, Severity
 from services.tools.audit.memory_stores import ListStore, RecorderStore
+from services.tools.audit.partitions import table_partition
 from services.tools.audit.stores import SERVICES, Row, StoreReader
 
 TOPIC_SETTLED = CoupSettledFact.STORED_TOPIC
@@ -95,3 +99,16 @@ def edit_state(row: Row, change: Callable[[dict[str, object]], None]) -> Row:
     state = json.loads(row.state)
     change(state)
     return row._replace(state=json.dumps(state, separators=(",", ":")).encode())
+
+
+def tables_of(partition: int, partitions: int, count: int = 2) -> list[str]:
+    """The first ``count`` table ids ``t<N>`` that live in ``partition`` (of ``partitions``)."""
+    names = (f"t{n}" for n in range(1, 100))
+    return [t for t in names if table_partition(t, partitions) == partition][:count]
+
+
+def redigest(path: Path) -> None:
+    """The archive's ``.sha256`` file rewritten for its bytes as they are now (after a change:
+    then only the seals can tell)."""
+    sidecar = path.with_name(path.name + ".sha256")
+    sidecar.write_text(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}\n")

@@ -9,7 +9,6 @@ the seals (its file re-digested), and a file that does not match its digest is r
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from services.tools.audit.findings import Code
 from services.tools.audit.memory_stores import ListStore
 from services.tools.audit.stores import SERVICES, Row
 from services.tools.history.from_store import read_json
-from tests.unit.audit.helpers import Played, streamed
+from tests.unit.audit.helpers import Played, redigest, streamed
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -85,8 +84,7 @@ def test_a_row_changed_in_an_archive_is_found_by_the_seals(
     path.write_bytes(gzip.compress(b"\n".join(lines) + b"\n"))
     with pytest.raises(ArchiveDamaged, match="does not match its digest"):
         _with_archives(rows, tmp_path)
-    sidecar = path.with_name(path.name + ".sha256")  # re-digested: only the seals can tell
-    sidecar.write_text(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}\n")
+    redigest(path)  # re-digested: only the seals can tell
     report = audit(_with_archives(rows, tmp_path))
     altered = [f for f in report.errors if f.code is Code.ROW_ALTERED]
     assert [f.notification_id for f in altered] == [row["id"]]
@@ -114,8 +112,6 @@ def test_each_store_reads_only_the_archives_of_its_own_name(
     taken = tmp_path / "settlement-p10-2026-11-30.jsonl.gz"
     ours = tmp_path / "settlement-p1-2026-11-30.jsonl.gz"
     ours.write_bytes(taken.read_bytes())
-    (tmp_path / f"{ours.name}.sha256").write_text(
-        f"{hashlib.sha256(ours.read_bytes()).hexdigest()}  {ours.name}\n"
-    )
+    redigest(ours)
     with pytest.raises(ArchiveDamaged, match="store 'settlement-p10', not 'settlement-p1'"):
         ArchiveStore(store, tmp_path, "settlement-p1")

@@ -32,15 +32,9 @@ from services.tools.audit.report import to_html, to_json, to_text
 from services.tools.audit.result import AuditReport
 from services.tools.audit.stores import SERVICES, Row, StoreReader
 from tests.unit.audit.anchoring import Record, read, relay_anchors, seal_rows, signers
-from tests.unit.audit.helpers import Played, edit_state, only
+from tests.unit.audit.helpers import Played, edit_state, only, tables_of
 
 PARTITIONS = 2
-
-
-def tables_of(partition: int, count: int = 2) -> list[str]:
-    """The first ``count`` table ids ``t<N>`` that live in ``partition``."""
-    names = (f"t{n}" for n in range(1, 100))
-    return [t for t in names if table_partition(t, PARTITIONS) == partition][:count]
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +44,7 @@ def cells() -> dict[int, Played]:
     for partition in range(PARTITIONS):
         system = LocalSystem.in_memory()
         logs = {}
-        for seed, table in enumerate(tables_of(partition), start=1 + 10 * partition):
+        for seed, table in enumerate(tables_of(partition, PARTITIONS), start=1 + 10 * partition):
             logs[table] = play(system, table, 6, bets_per_coup=4, decks=1, void_every=4, seed=seed)
             system.pump()
             system.seal()
@@ -103,7 +97,11 @@ def test_the_tables_hash_into_their_partition_as_the_producer_puts_them() -> Non
     for table in ("t1", "t2", "t3", "baccarat-07", "salon-privé"):
         expected = producer(table.encode(), list(range(3)), list(range(3)))
         assert table_partition(table, 3) == expected
-    assert tables_of(0) and tables_of(1) and not set(tables_of(0)) & set(tables_of(1))
+    assert (
+        tables_of(0, PARTITIONS)
+        and tables_of(1, PARTITIONS)
+        and not set(tables_of(0, PARTITIONS)) & set(tables_of(1, PARTITIONS))
+    )
 
 
 def test_every_partition_is_audited_and_the_totals_are_over_all(
@@ -123,7 +121,9 @@ def test_every_partition_is_audited_and_the_totals_are_over_all(
     assert report.totals.overall.staked == sum(a.totals.overall.staked for a in alone) > 0
     assert report.totals.overall.paid == sum(a.totals.overall.paid for a in alone)
     assert report.totals.tables == {**alone[0].totals.tables, **alone[1].totals.tables}
-    assert set(report.totals.tables) == set(tables_of(0)) | set(tables_of(1))
+    assert set(report.totals.tables) == set(tables_of(0, PARTITIONS)) | set(
+        tables_of(1, PARTITIONS)
+    )
     text = to_text(report)
     assert "Partitions (2;" in text and "partition 1: stores shoe, dealing, settlement" in text
     shown = json.loads(to_json(report))["partitions"]["1"]
