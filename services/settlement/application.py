@@ -137,20 +137,19 @@ class SettlementApplication(ServiceApplication):
     def _drop_finished_books(self, uow: UnitOfWork) -> None:
         """A settled or voided book leaves the aggregate cache: memory holds the bets of open
         coups only (a late message about a finished coup reads its book from the store)."""
+        self._evict(uow, lambda a: isinstance(a, BetBook) and a.status in FINISHED)
+
+    def _forget(self, uow: UnitOfWork) -> None:
+        """A failed unit of work: what it touched leaves the cache (it may hold its drafts)."""
+        self._evict(uow, lambda _: True)
+
+    def _evict(self, uow: UnitOfWork, which: Callable[[Any], bool]) -> None:
         cache = self.repository.cache
         touched: dict[Any, Any] = getattr(uow, "_aggregates", {})
         if cache is None:
             return
         for aggregate_id, aggregate in touched.items():
-            if isinstance(aggregate, BetBook) and aggregate.status in FINISHED:
-                with suppress(KeyError):
-                    cache.get(aggregate_id, evict=True)
-
-    def _forget(self, uow: UnitOfWork) -> None:
-        cache = self.repository.cache
-        touched: dict[Any, Any] = getattr(uow, "_aggregates", {})
-        if cache is not None:
-            for aggregate_id in touched:
+            if which(aggregate):
                 with suppress(KeyError):
                     cache.get(aggregate_id, evict=True)
 
