@@ -139,16 +139,22 @@ class FileLease(WriterLease):
         try:
             fcntl.flock(fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
+            self.holder = None
             with contextlib.suppress(OSError):
                 self.holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or None
-            self.holder = self.holder or "partitioned processes share it"
             os.close(fd)
             return False
-        if self.shared:  # several holders: the file names the last exclusive one, if any
-            self._fd = fd
-            return True
+        # The file names who holds the lock, for a blocked instance to say whom it waits for:
+        # the writer, or (shared) the partitioned process that took it last.
+        me = f"pid {os.getpid()} on {socket.gethostname()}"
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        os.pwrite(
+            fd,
+            f"partitioned processes, the last to join {me}\n".encode()
+            if self.shared
+            else f"{me}\n".encode(),
+            0,
+        )
         self._fd = fd
         return True
 
@@ -156,8 +162,9 @@ class FileLease(WriterLease):
         await super().release()
         fd, self._fd = self._fd, None
         if fd is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
+            if not self.shared:  # (other partitioned processes may still hold a shared lock)
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
             os.close(fd)  # closing the file lets the lock go
 
 

@@ -109,6 +109,8 @@ async def test_partitioned_processes_share_the_store_lease_and_exclude_an_unpart
     assert await second.acquire(asyncio.Event(), poll=0.01)  # shared: both hold it
     unpartitioned = FileLease(store)
     assert not await unpartitioned._try()
+    me = f"pid {os.getpid()} on {os.uname().nodename}"
+    assert unpartitioned.holder == f"partitioned processes, the last to join {me}"
     waiting = asyncio.create_task(unpartitioned.acquire(asyncio.Event(), poll=0.01))
     await first.release()
     await asyncio.sleep(0.1)
@@ -117,6 +119,7 @@ async def test_partitioned_processes_share_the_store_lease_and_exclude_an_unpart
     assert await asyncio.wait_for(waiting, 10)
     late = FileLease(store, shared=True)
     assert not await late._try()  # the unpartitioned writer holds it
+    assert late.holder == me
     assert late.standby_reason() is not None
     await unpartitioned.release()
     assert await late._try()
