@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import logging
 import signal
 from collections.abc import Callable
@@ -196,7 +195,7 @@ class CellHost:
         cell: ServiceHost[Any] | None = None
         try:  # building the cell too: whatever fails, the partition is not left "starting"
             settings = self.settings.for_partition(partition)
-            cell = ServiceHost(self.build(settings), settings, create_topics=False, freeze_gc=False)
+            cell = ServiceHost(self.build(settings), settings, create_topics=False)
             # Once its store's lease is held: where its consumer starts (cell_offsets.py).
             cell.service.after_lease = functools.partial(
                 seed_cell_offsets, self.settings, partition, self.template.inputs
@@ -222,7 +221,6 @@ class CellHost:
         finally:
             self._starting.pop(partition, None)
         self.cells[partition] = cell
-        gc.freeze()  # what runs from now on is long-lived (runner.py: fewer GC scans)
         log.info("%s: partition %d: serving", self.name, partition)
 
     def _stop_cell(self, partition: int, why: str) -> None:
@@ -253,9 +251,6 @@ class CellHost:
         finally:
             self.leaving.pop(partition, None)
             self._stops.pop(partition, None)
-        gc.unfreeze()  # the stopped cell's objects may go now
-        gc.collect()
-        gc.freeze()
 
     async def wait_ready(self, timeout: float = 60.0) -> None:
         """Wait until the process owns its first partitions and runs their cells (or stops)."""
@@ -290,7 +285,6 @@ class CellHost:
         if stops:
             await asyncio.wait(stops)
         await self.mode_lease.release()
-        gc.unfreeze()
 
 
 CELL_STOP_TIMEOUT = 60.0

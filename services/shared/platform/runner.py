@@ -54,7 +54,6 @@ class ServiceHost(Generic[TApp]):
         settings: Settings,
         *,
         create_topics: bool = True,
-        freeze_gc: bool = True,
     ) -> None:
         if isinstance(service, ServiceDefinition):
             service = KafkaService(service, settings)
@@ -66,7 +65,6 @@ class ServiceHost(Generic[TApp]):
         self.http: AsgiServer | None = None
         self._stopped = False
         self._frozen = False
-        self._freeze_gc = freeze_gc  # False: a partition cell (partitioned.py manages it)
 
     # What tests and tools read of the running service.
     @property
@@ -106,9 +104,8 @@ class ServiceHost(Generic[TApp]):
         # service's startup) answers /health, and /ready says it is a standby.
         await self._start_http()
         await self.service.start()
-        if self._freeze_gc:
-            _freeze()
-            self._frozen = True
+        _freeze()
+        self._frozen = True
 
     async def _start_http(self) -> None:
         """The ASGI app under uvicorn; a busy port is a warning, not a failure."""
@@ -159,16 +156,19 @@ class ServiceHost(Generic[TApp]):
         if self._stopped:
             return
         self._stopped = True
-        if self._frozen:
-            _thaw()
         self.stopping.set()
-        http, self.http = self.http, None
-        if http is not None:  # operations endpoints first
-            try:
-                await http.stop()
-            except Exception:
-                log.exception("%s: stopping the HTTP endpoints failed", self.settings.service)
-        await self.service.stop()
+        try:
+            http, self.http = self.http, None
+            if http is not None:  # operations endpoints first
+                try:
+                    await http.stop()
+                except Exception:
+                    log.exception("%s: stopping the HTTP endpoints failed", self.settings.service)
+            await self.service.stop()
+        finally:
+            if self._frozen:  # stopped: its objects may go
+                self._frozen = False
+                _thaw()
 
     async def __aenter__(self) -> ServiceHost[TApp]:
         try:
@@ -200,12 +200,16 @@ def _freeze() -> None:
 
 
 def _thaw() -> None:
-    """A service stopped: once none runs in this process, collect as usual (``gc.unfreeze``)."""
+    """A service stopped: once none runs in this process, collect as usual (``gc.unfreeze``);
+    while others run (a partitioned process's cells), collect the stopped one's objects now and
+    freeze what remains (else they would stay frozen, never collected)."""
     global _running_hosts
     if _running_hosts > 0:
         _running_hosts -= 1
-        if _running_hosts == 0:
-            gc.unfreeze()
+        gc.unfreeze()
+        if _running_hosts > 0:
+            gc.collect()
+            gc.freeze()
 
 
 def configure_logging(settings: Settings) -> None:

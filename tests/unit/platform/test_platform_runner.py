@@ -1,9 +1,12 @@
 """ServiceHost without Kafka: application, tasks and shutdown."""
 
 import asyncio
+import gc
+import weakref
 
 import pytest
 
+from services.shared.platform import runner
 from services.shared.platform.runner import ServiceContext, ServiceDefinition, ServiceHost
 from services.shared.platform.settings import Settings
 from tests.unit.platform.fakes import Counter, CounterApp
@@ -70,3 +73,31 @@ def test_the_platform_modules_import_each_other_without_cycles() -> None:
         and graph.chain_exists(importer=other, imported=module, as_packages=False)
     ]
     assert cycles == []
+
+
+class _Node:
+    me: object = None
+
+
+def test_a_stopped_services_objects_are_collected_while_others_run_in_the_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Running services' objects are frozen (fewer GC scans). When one of several stops (a
+    partitioned process's cell moving away), its objects must be collected and what remains
+    frozen again; when the last stops, collection is as usual."""
+    monkeypatch.setattr(runner, "_running_hosts", 0)
+    try:
+        runner._freeze()  # a first cell
+        node = _Node()
+        node.me = node  # a cycle: only the collector frees it
+        gone = weakref.ref(node)
+        del node
+        runner._freeze()  # a second cell starts: the garbage is frozen with the rest
+        gc.collect()
+        assert gone() is not None  # frozen: no collection sees it
+        runner._thaw()  # one stops, the other runs on
+        assert gone() is None and gc.get_freeze_count() > 0
+        runner._thaw()  # the last stops
+        assert gc.get_freeze_count() == 0
+    finally:
+        gc.unfreeze()
