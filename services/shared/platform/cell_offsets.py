@@ -6,11 +6,12 @@ partition n from the beginning of each topic, and a deployment switched to ``PB_
 would judge again every command its unpartitioned service had handled (its store's tracking
 records are in the old store, not the cell's). :func:`seed_cell_offsets` copies, for each
 input topic's partition n that the cell's group has no offset for, the offset the service's
-own group committed there (none: the beginning, as for a new deployment). Offsets the cell's
-group already has are never touched (and :func:`keep_offsets_alive` commits them again now
-and then, so that Kafka does not expire a quiet partition's). Switching a running deployment
-is still a maintenance step (``docs/scaling.md``): the cells start with empty stores, so
-tables must be closed first.
+own group committed there (none: the beginning, as for a new deployment); the service's
+group is read only then, so a cell that ran before (a partition handed over) starts with one
+offsets reader, not two. Offsets the cell's group already has are never touched (and
+:func:`keep_offsets_alive` commits them again now and then, so that Kafka does not expire a
+quiet partition's). Switching a running deployment is still a maintenance step
+(``docs/scaling.md``): the cells start with empty stores, so tables must be closed first.
 """
 
 from __future__ import annotations
@@ -37,17 +38,14 @@ async def seed_cell_offsets(
     """Give partition ``partition``'s cell the service group's offsets it lacks; returns them."""
     cell = settings.for_partition(partition)
     partitions = [TopicPartition(settings.topic(topic), partition) for topic in inputs]
-    service = _offsets_reader(settings, settings.consumer_group)
-    own = _offsets_reader(settings, cell.consumer_group)
     seeded: dict[TopicPartition, int] = {}
     async with contextlib.AsyncExitStack() as stack:
-        for consumer in (service, own):
-            consumer.assign(partitions)  # no group membership: offsets only
-            await consumer.start()
-            stack.push_async_callback(consumer.stop)
-        for tp in partitions:
-            if await own.committed(tp) is not None:
-                continue
+        own = await _offsets_reader(settings, cell.consumer_group, partitions, stack)
+        lacking = [tp for tp in partitions if await own.committed(tp) is None]
+        if not lacking:
+            return seeded  # not the cell's first run: the service's group is not asked
+        service = await _offsets_reader(settings, settings.consumer_group, lacking, stack)
+        for tp in lacking:
             offset = await service.committed(tp)
             if offset is not None:
                 seeded[tp] = offset
@@ -62,13 +60,23 @@ async def seed_cell_offsets(
     return seeded
 
 
-def _offsets_reader(settings: Settings, group: str) -> AIOKafkaConsumer:
-    return AIOKafkaConsumer(
+async def _offsets_reader(
+    settings: Settings,
+    group: str,
+    partitions: list[TopicPartition],
+    stack: contextlib.AsyncExitStack,
+) -> AIOKafkaConsumer:
+    """A started reader of ``group``'s offsets of ``partitions``, stopped when ``stack`` closes."""
+    consumer = AIOKafkaConsumer(
         **client_options(settings),
         group_id=group,
         client_id=f"pb-{settings.service}-offsets",
         enable_auto_commit=False,
     )
+    consumer.assign(partitions)  # no group membership: offsets only
+    await consumer.start()
+    stack.push_async_callback(consumer.stop)
+    return consumer
 
 
 async def keep_offsets_alive(

@@ -25,7 +25,7 @@ import gzip
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -104,13 +104,17 @@ def _file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def archived(folder: Path, name: str) -> list[tuple[Path, dict[str, Any]]]:
+Archived = list[tuple[Path, dict[str, Any]]]
+"""A store's archives, by day, each with its checked header (:func:`archived`)."""
+
+
+def archived(folder: Path, name: str, listing: Iterable[Path] | None = None) -> Archived:
     """The archives of store ``name`` in ``folder`` (``<name>-<day>.jsonl.gz``), by day, each
-    with its header once checked (:func:`check_file`); ArchiveDamaged names the first bad one."""
+    with its header once checked (:func:`check_file`); ArchiveDamaged names the first bad one.
+    ``listing``: the folder's files, when already listed (many stores share one folder)."""
     pattern = re.compile(rf"^{re.escape(name)}-([0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}})\.jsonl\.gz$")
-    found = sorted(
-        (match[1], path) for path in folder.iterdir() if (match := pattern.match(path.name))
-    )
+    paths = folder.iterdir() if listing is None else listing
+    found = sorted((match[1], path) for path in paths if (match := pattern.match(path.name)))
     return [(path, check_file(path, name, day)) for day, path in found]
 
 
@@ -139,12 +143,20 @@ def check_file(path: Path, name: str | None = None, day: str | None = None) -> d
 
 class ArchiveStore:
     """A store read as its archives (in order), then the hot store after them (``name``: the
-    store's, default its service's; ``<service>-p<N>`` for a partition's)."""
+    store's, default its service's; ``<service>-p<N>`` for a partition's). ``files``: its
+    archives already checked (:func:`archived`), not checked again; default: checked here."""
 
-    def __init__(self, hot: StoreReader, folder: Path, name: str | None = None) -> None:
+    def __init__(
+        self,
+        hot: StoreReader,
+        folder: Path,
+        name: str | None = None,
+        files: Archived | None = None,
+    ) -> None:
         self.service = hot.service
         self.hot = hot
-        files = archived(folder, name or hot.service) if folder.is_dir() else []
+        if files is None:
+            files = archived(folder, name or hot.service) if folder.is_dir() else []
         self.files = [path for path, _header in files]
         self.headers = [header for _path, header in files]
         self.archived_to = int(self.headers[-1]["to_id"]) if self.headers else 0

@@ -18,7 +18,7 @@ partition store whose daily archives (``audit --archives``) are there but not th
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from services.shared.platform.settings import Settings
@@ -132,12 +132,15 @@ def layout_findings(found: Mapping[int, set[str]], expected: int | None = None) 
     return findings
 
 
-def archived_stores(folder: Path) -> Layout:
-    """The partition stores with daily archives in ``folder`` (``<service>-p<N>-<day>``)."""
+def archived_stores(folder: Path, listing: Iterable[Path] | None = None) -> Layout:
+    """The partition stores with daily archives in ``folder`` (``<service>-p<N>-<day>``;
+    ``listing``: the folder's files, when already listed)."""
     day = "[0-9]{4}-[0-9]{2}-[0-9]{2}"
     pattern = re.compile(rf"^({_SERVICES})-p{_NUMBER}-{day}\.jsonl\.gz$")
     found: Layout = {}
-    for path in folder.iterdir() if folder.is_dir() else ():
+    if listing is None:
+        listing = folder.iterdir() if folder.is_dir() else ()
+    for path in listing:
         if match := pattern.match(path.name):
             found.setdefault(int(match[2]), set()).add(match[1])
     return found

@@ -22,7 +22,13 @@ import typer
 
 from services.shared.platform.environment import Environment, SettingsError
 from services.shared.platform.settings import MAX_PARTITIONS, Settings, store_name
-from services.tools.audit.archive import ArchiveDamaged, ArchiveStore, archived, write_day
+from services.tools.audit.archive import (
+    Archived,
+    ArchiveDamaged,
+    ArchiveStore,
+    archived,
+    write_day,
+)
 from services.tools.audit.auditor import read_history
 from services.tools.audit.by_partition import audit_partitions, checkpoint_of
 from services.tools.audit.checkpoint import CheckpointError
@@ -79,9 +85,19 @@ def found_partitions(settings: Settings) -> Layout:
     return found
 
 
-def opener(settings: Settings, found: Layout, archives: Path | None = None) -> Any:
+Checked = dict[tuple[int, str], Archived]
+"""Each partition store's archives, checked (:func:`_check_archives`): by (partition, service)."""
+
+
+def opener(
+    settings: Settings,
+    found: Layout,
+    archives: Path | None = None,
+    checked: Checked | None = None,
+) -> Any:
     """``open_partition(n)``: the stores partition n has (``archives``: each read as its daily
-    archives there, then the store; ArchiveDamaged names the partition)."""
+    archives there, then the store; ``checked``: those archives, already checked, not checked
+    again; ArchiveDamaged names the partition)."""
 
     def open_partition(number: int) -> Mapping[str, StoreReader]:
         services = [s for s in SERVICES if s in found.get(number, ())]
@@ -90,7 +106,12 @@ def opener(settings: Settings, found: Layout, archives: Path | None = None) -> A
             return stores
         try:
             return {
-                service: ArchiveStore(store, archives, store_name(service, number))
+                service: ArchiveStore(
+                    store,
+                    archives,
+                    store_name(service, number),
+                    None if checked is None else checked[number, service],
+                )
                 for service, store in stores.items()
             }
         except ArchiveDamaged as error:
@@ -117,17 +138,21 @@ def archive_partitions(settings: Settings, day: str, out: Path) -> None:
                 store.close()
 
 
-def _check_archives(found: Layout, archives: Path) -> None:
-    """Every partition store's archives match their digests and names, before the audit."""
+def _check_archives(found: Layout, archives: Path) -> tuple[Checked, list[Path]] | None:
+    """Every partition store's archives, once they match their digests and names, before the
+    audit; and the folder's files (listed once). None: no folder."""
     if not archives.is_dir():
-        return  # none yet: each store reads as itself (as the unpartitioned audit does)
+        return None  # none yet: each store reads as itself (as the unpartitioned audit does)
+    listing = list(archives.iterdir())
+    checked: Checked = {}
     for number in sorted(found):
         for service in sorted(found[number], key=SERVICES.index):
             try:
-                archived(archives, store_name(service, number))
+                checked[number, service] = archived(archives, store_name(service, number), listing)
             except ArchiveDamaged as error:
                 err(f"partition {number}: {error}; audit without --archives, or restore it")
                 raise typer.Exit(EXIT_ERRORS) from None
+    return checked, listing
 
 
 def audit_partitioned(
@@ -142,9 +167,10 @@ def audit_partitioned(
     expected = expected_partitions(partitions)
     found = found_partitions(settings)
     layout = layout_findings(found, expected)
+    checked: Checked | None = None
     if archives is not None:
-        _check_archives(found, archives)
-        layout += archive_findings(found, archived_stores(archives), layout)
+        checked, listing = _check_archives(found, archives) or (None, None)
+        layout += archive_findings(found, archived_stores(archives, listing), layout)
     if checkpoint is not None:
         for number in sorted(found):
             path = checkpoint_of(checkpoint, number)
@@ -158,7 +184,7 @@ def audit_partitioned(
         try:
             return audit_partitions(
                 sorted(found),
-                opener(settings, found, archives),
+                opener(settings, found, archives, checked),
                 layout,
                 progress=lambda name, rows: bar.update(step, advance=rows, description=name),
                 checkpoint=checkpoint,
