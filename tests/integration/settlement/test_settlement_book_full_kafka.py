@@ -3,7 +3,6 @@ bets over real Kafka, the BOOK_FULL answers published on bet-events."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -11,16 +10,14 @@ import pytest
 from contracts import (
     BET_COMMANDS,
     BET_EVENTS,
-    TABLE_EVENTS,
     BetAccepted,
     BetRejected,
     PlaceBet,
 )
-from services.settlement.benchmark import open_book, table_opened
 from services.settlement.service import build_service
 from services.shared.platform import ServiceHost
 from tests.integration.platform.kafka_tools import send_messages, settings_for
-from tests.integration.settlement.test_settlement_kafka import TopicReader
+from tests.integration.settlement.test_settlement_kafka import TopicReader, open_for_bets
 
 pytestmark = [pytest.mark.kafka]
 
@@ -33,15 +30,7 @@ async def test_the_service_accepts_up_to_its_cap_and_answers_book_full_beyond(
     async with ServiceHost(build_service(settings), settings) as host:
         await host.wait_ready()
         async with TopicReader(settings, BET_EVENTS) as bet_events:
-            await send_messages(
-                settings,
-                TABLE_EVENTS,
-                [table_opened(table)],
-            )
-            closes_at = datetime.now(UTC) + timedelta(minutes=5)
-            await send_messages(
-                settings, BET_COMMANDS, [open_book(table, coup, "s1", closes_at, maximum=10**6)]
-            )
+            await open_for_bets(settings, table, coup)
             bets = [
                 PlaceBet(
                     table_id=table,

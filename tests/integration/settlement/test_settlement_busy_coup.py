@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,16 +23,18 @@ from contracts import (
 )
 from services.settlement.benchmark import (
     close_book,
-    open_book,
     player_natural,
     shoe_cards,
-    table_opened,
 )
 from services.settlement.domain import BookStatus
 from services.settlement.service import build_service
 from services.shared.platform import ServiceHost
 from tests.integration.platform.kafka_tools import send_messages, settings_for
-from tests.integration.settlement.test_settlement_kafka import BET_TYPES, TopicReader
+from tests.integration.settlement.test_settlement_kafka import (
+    BET_TYPES,
+    TopicReader,
+    open_for_bets,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -48,15 +49,7 @@ async def test_ten_thousand_bets_are_settled_after_coup_resolved(
     async with ServiceHost(build_service(settings), settings) as host:
         await host.wait_ready()
         async with TopicReader(settings, BET_EVENTS, decoded=False) as bet_events:
-            await send_messages(
-                settings,
-                TABLE_EVENTS,
-                [table_opened(table)],
-            )
-            closes_at = datetime.now(UTC) + timedelta(minutes=5)
-            await send_messages(
-                settings, BET_COMMANDS, [open_book(table, coup, "s1", closes_at, maximum=10**6)]
-            )
+            await open_for_bets(settings, table, coup)
             bets = [
                 PlaceBet(
                     table_id=table,

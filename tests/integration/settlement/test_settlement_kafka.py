@@ -7,6 +7,7 @@ import contextlib
 import random
 from collections import Counter
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from contracts import (
     decode,
 )
 from services.dealing.service import build_service as build_dealing
+from services.settlement.benchmark import open_book, table_opened
 from services.settlement.service import build_service as build_settlement
 from services.shared.platform import ServiceHost, Settings
 from services.shared.platform.kafka import client_options, ensure_topics
@@ -43,6 +45,14 @@ from tests.unit.settlement.harness import expected_returned
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 BET_TYPES = ["player", "banker", "tie", "player_pair", "banker_pair"]
+
+
+async def open_for_bets(settings: Settings, table: str, coup: str) -> None:
+    """Dealing's part before bets: the table opened, the coup's book open for five minutes."""
+    await send_messages(settings, TABLE_EVENTS, [table_opened(table)])
+    closes_at = datetime.now(UTC) + timedelta(minutes=5)
+    book = open_book(table, coup, "s1", closes_at, maximum=10**6)
+    await send_messages(settings, BET_COMMANDS, [book])
 
 
 class TopicReader:
