@@ -21,11 +21,10 @@ command, and :func:`mismatch` against the command itself. The audit checks the s
 the stored void and the time it was recorded. Every refusal is a :class:`DecisionRefused`
 with the ``CommandRejected.reason_code`` it is answered with.
 
-``joserfc`` makes and parses the compact JWS (canonical base64url, the ``alg`` allow-list, the
-EdDSA signature). The claim rules stay here: the claim set is this scheme's own (exactly these
-members, no duplicate, ids, a bounded lifetime), and :func:`check_time` takes the moment from
-its caller and accepts up to ``exp + LEEWAY`` inclusive, as the audit did when it recorded the
-voids in the stores (joserfc's ``JWTClaimsRegistry`` refuses at that second).
+``joserfc`` makes and parses the JWS; the claim rules are the scheme's own (exactly these
+members, ids, a bounded lifetime), and :func:`check_time` accepts up to ``exp + LEEWAY``
+inclusive, as the audit did for the voids in the stores (joserfc's ``JWTClaimsRegistry``
+refuses at that second).
 """
 
 from __future__ import annotations
@@ -86,9 +85,7 @@ _EARLIEST, _LATEST = 946_684_800, 32_503_680_000  # 2000-01-01, 3000-01-01 (Unix
 
 
 class _EdDSAOnly(jws.JWSRegistry):
-    def get_alg(self, name: str) -> Any:
-        """EdDSA, without joserfc's warning that RFC 9864 names it Ed25519 now: the tokens in
-        the stores say EdDSA."""
+    def get_alg(self, name: str) -> Any:  # no warning that RFC 9864 says Ed25519 now
         if name != ALGORITHM:
             raise UnsupportedAlgorithmError(f"{name!r}: a decision is signed with {ALGORITHM}")
         return self.algorithms[name]

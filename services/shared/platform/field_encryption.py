@@ -41,16 +41,14 @@ SCHEME = "jwe-dir-a256gcm/v1"
 """The scheme named in every encrypted field (its version: the binding and the plaintext)."""
 
 
-def _an_object(value: object) -> None:  # pb-bind, compared whole with the row's once decrypted
+def _an_object(value: object) -> None:  # pb-bind; compared whole with the row's once opened
     if not isinstance(value, dict):
         raise ValueError("must be an object")
 
 
 class _A256GCM(GCMEncModel):
-    def generate_iv(self) -> bytes:
-        """From ``os.urandom`` as ``secrets`` would: the shoe draws its cards and salt alone
-        from ``secrets`` (``test_shoe_fair_cards`` counts them)."""
-        return os.urandom(self.iv_size // 8)
+    def generate_iv(self) -> bytes:  # the OS CSPRNG, not via secrets: test_shoe_fair_cards
+        return os.urandom(self.iv_size // 8)  # counts what the shoe draws from secrets
 
 
 _JWE = jwe.JWERegistry(
@@ -84,9 +82,8 @@ def encrypt_fields(
     kid = keys.current
     key = keys.key(kid)
     assert key is not None
-    plaintext = _compact(dict(values))
     sealed = jwe.encrypt_compact(
-        _header(kid, binding), plaintext, OctKey.import_key(key), registry=_JWE
+        _header(kid, binding), _compact(dict(values)), OctKey.import_key(key), registry=_JWE
     )
     return {"scheme": SCHEME, "kid": kid, "jwe": sealed}
 
