@@ -124,8 +124,8 @@ def spread(table_ids: Iterable[str], partitions: int) -> list[int]:
 
 def shares(counts: Sequence[int], processes: int) -> list[int]:
     """Tables per process when ``processes`` share the partitions as a new group deals them
-    (``sticky_cells``: ranges in order, the first ``len(counts) % processes`` processes take
-    one partition more)."""
+    (ranges in order, the first ``len(counts) % processes`` processes take one partition more:
+    as the sticky assignor deals them when two processes join one after the other)."""
     per, extra = divmod(len(counts), processes)
     out, start = [], 0
     for index in range(processes):

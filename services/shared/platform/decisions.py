@@ -20,6 +20,11 @@ the signature, the key's holder) and :func:`check_time` whether it may be used a
 command, and :func:`mismatch` against the command itself. The audit checks the same against
 the stored void and the time it was recorded. Every refusal is a :class:`DecisionRefused`
 with the ``CommandRejected.reason_code`` it is answered with.
+
+``joserfc`` makes and parses the JWS; the claim rules are the scheme's own (exactly these
+members, ids, a bounded lifetime), and :func:`check_time` accepts up to ``exp + LEEWAY``
+inclusive, as the audit did for the voids in the stores (joserfc's ``JWTClaimsRegistry``
+refuses at that second).
 """
 
 from __future__ import annotations
@@ -32,11 +37,14 @@ from pathlib import Path
 from typing import Any, Literal
 from uuid import UUID, uuid4
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from joserfc import jws, jwt
+from joserfc.errors import JoseError, UnsupportedAlgorithmError
+from joserfc.jwk import OKPKey
+from joserfc.util import urlsafe_b64decode
 
 from contracts import MAX_AUTHORIZATION, MAX_TEXT, VoidCoup
-from services.shared.platform.signing import ALGORITHM, KEY_ID, b64url, b64url_decode
+from services.shared.platform.signing import ALGORITHM, KEY_ID
 from services.shared.platform.supervisors import (
     SUPERVISOR_ID,
     SupervisorKey,
@@ -76,6 +84,16 @@ _UUID = re.compile(r"[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}")
 _EARLIEST, _LATEST = 946_684_800, 32_503_680_000  # 2000-01-01, 3000-01-01 (Unix seconds)
 
 
+class _EdDSAOnly(jws.JWSRegistry):
+    def get_alg(self, name: str) -> Any:  # no warning that RFC 9864 says Ed25519 now
+        if name != ALGORITHM:
+            raise UnsupportedAlgorithmError(f"{name!r}: a decision is signed with {ALGORITHM}")
+        return self.algorithms[name]
+
+
+_JWS = _EdDSAOnly()
+
+
 class DecisionRefused(ValueError):
     """A token refused; ``code`` is the ``CommandRejected.reason_code`` it is answered with."""
 
@@ -101,12 +119,6 @@ class Decision:
     expires_at: datetime
 
 
-def _json(document: dict[str, Any]) -> bytes:
-    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
-        "utf-8"
-    )
-
-
 def _unix(moment: datetime) -> int:
     return int(moment.timestamp())
 
@@ -126,7 +138,7 @@ def sign_decision(
 ) -> str:
     """The token of a decision (``decision_id``: the ``event_id`` of the command carrying it)."""
     issued = issued_at or datetime.now(UTC)
-    header = {"alg": ALGORITHM, "kid": key_id, "typ": TOKEN_TYPE}
+    header = {"alg": ALGORITHM, "kid": key_id, "typ": TOKEN_TYPE}  # keys sorted, as the claims
     claims = {
         "action": action,
         "aud": AUDIENCE,
@@ -140,8 +152,7 @@ def sign_decision(
         "table_id": table_id,
         "ver": CLAIMS_VERSION,
     }
-    signing_input = b64url(_json(header)) + b"." + b64url(_json(claims))
-    return (signing_input + b"." + b64url(key.sign(signing_input))).decode("ascii")
+    return jwt.encode(header, claims, OKPKey.import_key(key), registry=_JWS, default_type=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,18 +209,18 @@ class SupervisorSigner:
         )
 
 
-def read_decision(token: str) -> tuple[Decision, bytes, bytes]:
-    """The decision a token states, its signing input and its signature, NOT verified;
-    ``AUTHORIZATION_MALFORMED`` unless it is a well-formed token of this scheme."""
+def read_decision(token: str) -> tuple[Decision, jws.CompactSignature]:
+    """The decision a token states and its JWS, NOT verified; ``AUTHORIZATION_MALFORMED``
+    unless it is a well-formed token of this scheme."""
     if len(token) > MAX_AUTHORIZATION:
         raise _malformed(f"it has {len(token)} characters, more than {MAX_AUTHORIZATION}")
     try:
-        encoded_header, encoded_claims, encoded_signature = token.split(".")
-        header = _object(b64url_decode(encoded_header))
-        claims = _object(b64url_decode(encoded_claims))
-        signature = b64url_decode(encoded_signature)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise _malformed(f"not a JWS in compact serialization ({error})") from None
+        signed = jws.extract_compact(token.encode("ascii"), registry=_JWS)
+        header = _object(urlsafe_b64decode(signed.segments["header"]))  # duplicates refused
+        claims = _object(signed.payload)
+        urlsafe_b64decode(signed.segments["signature"])
+    except (ValueError, JoseError) as error:
+        raise _malformed(f"not a JWS in compact serialization ({error!r})") from None
     if set(header) != _HEADER:
         raise _malformed(f"its header must have exactly {sorted(_HEADER)}")
     if header["alg"] != ALGORITHM or header["typ"] != TOKEN_TYPE:
@@ -254,27 +265,24 @@ def read_decision(token: str) -> tuple[Decision, bytes, bytes]:
             issued_at=datetime.fromtimestamp(issued, UTC),
             expires_at=datetime.fromtimestamp(expires, UTC),
         ),
-        f"{encoded_header}.{encoded_claims}".encode("ascii"),
-        signature,
+        signed,
     )
 
 
 def authenticate(keyring: SupervisorKeyring, token: str) -> tuple[Decision, SupervisorKey]:
     """The decision and the key that signed it, when a key of ``keyring`` did and holds it."""
-    decision, signing_input, signature = read_decision(token)
+    decision, signed = read_decision(token)
     key = keyring.get(decision.key_id)
     if key is None:
         raise DecisionRefused(
             "UNKNOWN_SUPERVISOR_KEY",
             f"key {decision.key_id!r} is not in the supervisors keyring",
         )
-    try:
-        key.public_key.verify(signature, signing_input)
-    except InvalidSignature:
+    if not jws.validate_compact(signed, OKPKey.import_key(key.public_key), registry=_JWS):
         raise DecisionRefused(
             "BAD_SIGNATURE",
             f"the signature is not key {decision.key_id!r}'s: the token was changed, or forged",
-        ) from None
+        )
     for name, named in (("iss", decision.issuer), ("sub", decision.supervisor_id)):
         if named != key.supervisor:
             raise DecisionRefused(

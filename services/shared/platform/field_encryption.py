@@ -3,7 +3,7 @@
 Scheme ``jwe-dir-a256gcm/v1``: JWE (RFC 7516) compact serialization, key management ``dir``
 (the key is the content encryption key: no encrypted key part) and content encryption
 ``A256GCM`` (RFC 7518 section 5.3: AES-256-GCM, a random 96-bit IV per event, a 128-bit tag),
-PyCA ``cryptography``'s ``AESGCM``. The plaintext is the encrypted fields as compact JSON
+``joserfc`` over PyCA ``cryptography``. The plaintext is the encrypted fields as compact JSON
 (keys sorted). The protected header, which is the AEAD's associated data
 (``ASCII(BASE64URL(header))``), names the key id and binds the ciphertext to where it belongs::
 
@@ -24,21 +24,30 @@ must equal the header's).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from joserfc import jwe
+from joserfc.errors import JoseError
+from joserfc.jwk import OctKey
+from joserfc.registry import HeaderParameter
 
 from services.shared.platform.secret_keys import SecretKeys
-from services.shared.platform.signing import b64url, b64url_decode
 
 SCHEME = "jwe-dir-a256gcm/v1"
 """The scheme named in every encrypted field (its version: the binding and the plaintext)."""
-IV_BYTES = 12
-TAG_BYTES = 16
-_HEADER_MEMBERS = frozenset({"alg", "enc", "kid", "pb-bind"})
+
+
+def _an_object(value: object) -> None:  # pb-bind; compared whole with the row's once opened
+    if not isinstance(value, dict):
+        raise ValueError("must be an object")
+
+
+_JWE = jwe.JWERegistry(
+    header_registry={"pb-bind": HeaderParameter("where the ciphertext belongs", _an_object)},
+    algorithms=["dir", "A256GCM"],
+)
 
 
 class FieldEncryptionError(ValueError):
@@ -53,6 +62,11 @@ def _compact(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
+def _header(kid: str, binding: Mapping[str, str]) -> dict[str, Any]:
+    """The protected header (keys sorted: joserfc writes them in this order)."""
+    return {"alg": "dir", "enc": "A256GCM", "kid": kid, "pb-bind": dict(sorted(binding.items()))}
+
+
 def encrypt_fields(
     keys: SecretKeys, values: Mapping[str, Any], binding: Mapping[str, str]
 ) -> dict[str, str]:
@@ -60,13 +74,10 @@ def encrypt_fields(
     kid = keys.current
     key = keys.key(kid)
     assert key is not None
-    header = {"alg": "dir", "enc": "A256GCM", "kid": kid, "pb-bind": dict(binding)}
-    protected = b64url(_compact(header))
-    iv = os.urandom(IV_BYTES)
-    sealed = AESGCM(key).encrypt(iv, _compact(dict(values)), protected)
-    ciphertext, tag = sealed[:-TAG_BYTES], sealed[-TAG_BYTES:]
-    jwe = b".".join((protected, b"", b64url(iv), b64url(ciphertext), b64url(tag)))
-    return {"scheme": SCHEME, "kid": kid, "jwe": jwe.decode("ascii")}
+    sealed = jwe.encrypt_compact(
+        _header(kid, binding), _compact(dict(values)), OctKey.import_key(key), registry=_JWE
+    )
+    return {"scheme": SCHEME, "kid": kid, "jwe": sealed}
 
 
 def decrypt_fields(
@@ -89,29 +100,20 @@ def decrypt_fields(
             "it (a rotation keeps the old keys)"
         )
     try:
-        protected, encrypted_key, iv, ciphertext, tag = str(envelope["jwe"]).split(".")
-        header = json.loads(b64url_decode(protected))
-        parts = [b64url_decode(part) for part in (iv, ciphertext, tag)]
-    except ValueError:
-        raise FieldDecryptionError(f"{where}: the JWE is malformed") from None
-    expected = {"alg": "dir", "enc": "A256GCM", "kid": kid, "pb-bind": dict(binding)}
-    if encrypted_key or not isinstance(header, dict) or set(header) != _HEADER_MEMBERS:
-        raise FieldDecryptionError(f"{where}: the JWE header is not a {SCHEME} header")
-    if header != expected:
+        opened = jwe.decrypt_compact(str(envelope["jwe"]), OctKey.import_key(key), registry=_JWE)
+    except (JoseError, ValueError) as error:
+        if isinstance(error.__cause__, InvalidTag):
+            raise FieldDecryptionError(
+                f"{where}: does not decrypt with key {kid} from {keys.source}: the key file "
+                "holds another key under that id, or the stored row was altered"
+            ) from None
+        raise FieldDecryptionError(f"{where}: not a {SCHEME} JWE ({error!r})") from None
+    if opened.protected != _header(kid, binding):
         raise FieldDecryptionError(
             f"{where}: the ciphertext belongs elsewhere (its header says "
-            f"{json.dumps(header, sort_keys=True)}): copied from another row, or altered"
+            f"{json.dumps(opened.protected, sort_keys=True)}): copied from another row, or altered"
         )
-    if len(parts[0]) != IV_BYTES or len(parts[2]) != TAG_BYTES:
-        raise FieldDecryptionError(f"{where}: the JWE's IV or tag has the wrong length")
-    try:
-        plain = AESGCM(key).decrypt(parts[0], parts[1] + parts[2], protected.encode("ascii"))
-    except InvalidTag:
-        raise FieldDecryptionError(
-            f"{where}: does not decrypt with key {kid} from {keys.source}: the key file holds "
-            "another key under that id, or the stored row was altered"
-        ) from None
-    values = json.loads(plain)
+    values = json.loads(opened.plaintext or b"")
     if not isinstance(values, dict):
         raise FieldDecryptionError(f"{where}: the plaintext is not a JSON object")
     return values

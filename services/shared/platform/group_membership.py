@@ -2,11 +2,18 @@
 
 ``partitioned.py`` runs a cell per partition the group gives the process. The member is a
 consumer of the service's FIRST input topic that fetches nothing (every partition it is given
-is paused at once), with a sticky assignor (``sticky_cells.py``): the group splits the
-partition numbers among the running processes, moves as few as a fair split allows when one
-joins, leaves or dies (its session times out), and the same number of every other input topic
-goes with it (every project topic has the same partition count: ``CellHost`` checks it before
-joining).
+is paused at once), with a sticky assignor: the group splits the partition numbers among the
+running processes, moves as few as a fair split allows when one joins, leaves or dies (its
+session times out), and the same number of every other input topic goes with it (every project
+topic has the same partition count: ``CellHost`` checks it before joining).
+
+The assignor is aiokafka's ``StickyPartitionAssignor`` (KIP-54): each member tells the group
+the partitions it was given last, and the leader keeps each where it is up to a fair share
+(shares differ by one at most), so a joiner takes only its share and a leaver's partitions go
+to the others while nothing else moves. It keeps that last assignment as class state, so each
+membership has a class of its own (:func:`sticky_assignor`). The guarantee holds when every
+member subscribes to the same topics and the leader's metadata holds no other topic: here each
+subscribes to one, and aiokafka's leader asks the broker for the group's topics only.
 """
 
 from __future__ import annotations
@@ -18,23 +25,47 @@ from collections.abc import Iterable
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.coordinator.assignors.sticky.sticky_assignor import (
+    StickyAssignorMemberMetadataV1,
+    StickyPartitionAssignor,
+)
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
 
 from services.shared.platform.kafka import client_options
 from services.shared.platform.settings import Settings
-from services.shared.platform.sticky_cells import sticky_assignor
 
 log = logging.getLogger(__name__)
 
 MEMBERSHIP_POLL_MS = 500
 
 
+class StickyCellsAssignor(StickyPartitionAssignor):  # type: ignore[misc]
+    @classmethod
+    def parse_member_metadata(
+        cls, metadata: ConsumerProtocolMemberMetadata
+    ) -> StickyAssignorMemberMetadataV1:
+        """The library's, except that user data decoding to a null array claims nothing (the
+        library raises TypeError then, and the group's rebalance fails with it)."""
+        try:
+            return super().parse_member_metadata(metadata)
+        except TypeError:
+            nothing = ConsumerProtocolMemberMetadata(metadata.version, metadata.subscription, b"")
+            return super().parse_member_metadata(nothing)
+
+
+def sticky_assignor() -> type[StickyCellsAssignor]:
+    """aiokafka's sticky assignor, as a class of this membership's own (see the module)."""
+    fresh = {"member_assignment": None, "generation": StickyPartitionAssignor.generation}
+    return type("StickyCellsAssignor", (StickyCellsAssignor,), fresh)
+
+
 class GroupMembership(ConsumerRebalanceListener):  # type: ignore[misc]
     """The process's membership of its service's consumer group: which partitions it owns.
 
     A consumer of the service's first input topic that fetches nothing (every partition it
-    is given is paused at once): the group's assignor (``sticky_cells``) splits the partition
-    numbers among the running processes; ``owned`` is this one's share, ``changed`` is set on
-    every assignment."""
+    is given is paused at once): the group's sticky assignor splits the partition numbers
+    among the running processes; ``owned`` is this one's share, ``changed`` is set on every
+    assignment."""
 
     def __init__(self, settings: Settings, topic: str) -> None:
         self.settings = settings
@@ -52,8 +83,8 @@ class GroupMembership(ConsumerRebalanceListener):  # type: ignore[misc]
             group_id=settings.consumer_group,
             client_id=f"pb-{settings.service}-member",
             enable_auto_commit=False,
-            # sticky (as few cells moved as a fair split allows); range while a member of an
-            # older version, which knows only range, is in the group
+            # sticky (as few cells moved as a fair split allows); range while a member that
+            # does not speak it is in the group (an older version's "pb-sticky-cells")
             partition_assignment_strategy=(sticky_assignor(), RangePartitionAssignor),
         )
         consumer.subscribe([self.topic], listener=self)

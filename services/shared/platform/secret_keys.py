@@ -30,9 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from joserfc.errors import JoseError
+from joserfc.jwk import KeySet, OctKey
 
 from services.shared.platform.key_files import create_private, replace_file
-from services.shared.platform.signing import KEY_ID, b64url, b64url_decode
+from services.shared.platform.signing import KEY_ID
 
 KEY_VARIABLE = "PB_SHOE_SECRET_KEY"
 KEY_FILE_VARIABLE = "PB_SHOE_SECRET_KEY_FILE"
@@ -121,34 +123,24 @@ def env_form(keys: SecretKeys) -> str:
 
 
 def parse_key_set(text: str, source: str) -> SecretKeys:
-    """The keys of a JWK Set of ``oct`` keys (in its order)."""
+    """The keys of a JWK Set of ``oct`` keys, each with its ``kid`` (in its order; an entry
+    that is not one is refused, not skipped)."""
     try:
-        document = json.loads(text)
-    except ValueError as error:
-        raise SecretKeyError(f"{source} is not JSON: {error}") from None
-    entries = document.get("keys") if isinstance(document, dict) else None
-    if not isinstance(entries, list):
-        raise SecretKeyError(f'{source} must be a JWK Set: {{"keys": [...]}}')
-    keys: list[tuple[str, bytes]] = []
-    for number, entry in enumerate(entries, start=1):
-        if not isinstance(entry, dict) or entry.get("kty") != "oct":
-            raise SecretKeyError(f'{source}: key {number} is not a symmetric JWK ("kty": "oct")')
-        kid, encoded = entry.get("kid"), entry.get("k")
-        if not isinstance(kid, str) or not isinstance(encoded, str):
-            raise SecretKeyError(f'{source}: key {number} needs "kid" and "k"')
-        try:
-            keys.append((kid, b64url_decode(encoded)))
-        except ValueError:
-            raise SecretKeyError(f"{source}: key {kid} is not base64url") from None
+        entries = json.loads(text)["keys"]
+        key_set = KeySet.import_key_set({"keys": entries})
+    except (ValueError, TypeError, LookupError, JoseError) as error:
+        raise SecretKeyError(f'{source} must be a JWK Set {{"keys": [...]}}: {error!r}') from None
+    keys = [(str(key.kid), key.raw_value) for key in key_set if isinstance(key, OctKey)]
+    if len(keys) != len(entries) or not all("kid" in entry for entry in entries):
+        raise SecretKeyError(
+            f'{source}: each key must be a symmetric JWK ("kty": "oct") with a kid'
+        )
     return SecretKeys(tuple(keys), source)
 
 
 def key_set_json(keys: SecretKeys) -> str:
-    entries = [
-        {"kty": "oct", "use": "enc", "kid": kid, "k": b64url(key).decode("ascii")}
-        for kid, key in keys.keys
-    ]
-    return json.dumps({"keys": entries}, indent=2) + "\n"
+    jwks = KeySet([OctKey.import_key(key, {"kid": kid, "use": "enc"}) for kid, key in keys.keys])
+    return json.dumps(jwks.as_dict(private=True), indent=2) + "\n"
 
 
 def read_key_file(path: Path) -> SecretKeys:

@@ -98,7 +98,7 @@ async def test_processes_split_the_partitions_take_a_joiner_in_and_cover_a_leave
             ),
             "three disjoint shares, the group settled",
         )
-        # Sticky (sticky_cells.py): the joiner's share comes from the others, nothing else moves.
+        # Sticky (KIP-54): the joiner's share comes from the others, nothing else moves.
         assert first.owned <= before["first"] and second.owned <= before["second"]
         for member in (first, second, third):  # members only: nothing is fetched
             consumer = member.membership.consumer

@@ -9,6 +9,9 @@ import json
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from joserfc import jws
+from joserfc.errors import BadSignatureError
+from joserfc.jwk import OKPKey
 
 from services.shared.platform.signing import (
     Keyring,
@@ -36,8 +39,7 @@ VECTOR = (
     "s79Kavr2oSqHDCGXZzO_Gy5s8jSBj-kJunljkV2RiiniymOTmcA7vAQbBcJqcswEzAIVLO-EnPL_QDoTtDidBA"
 )
 """pb-sig of VALUE at table-events, key table-1, notification 42 message 3, by the RFC 8032
-key as dealing-1. Checked once with joserfc 1.6.5 (an independent JOSE library) as an RFC 7797
-detached unencoded JWS."""
+key as dealing-1 (joserfc verifies it: the test below)."""
 
 
 def check(header: bytes | None, **record: object) -> str | None:
@@ -62,6 +64,19 @@ def test_ed25519_here_is_rfc_8037_eddsa() -> None:
     assert raw_public_key(KEY.public_key()).hex() == (
         "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"
     )
+
+
+@pytest.mark.filterwarnings("ignore:EdDSA is deprecated")  # RFC 9864's name is Ed25519
+def test_joserfc_verifies_a_record_signature_as_a_detached_unencoded_jws() -> None:
+    """signing.py stays hand-written (BENCHMARKS.md, "Record signatures"): an independent JOSE
+    library reads its pb-sig as RFC 7515 appendix F with RFC 7797 and checks it over the value."""
+    registry = jws.JWSRegistry(algorithms=["EdDSA"], strict_check_header=False)  # pb-* members
+    public = OKPKey.import_key(KEY.public_key())
+    for value, pb_sig in ((VALUE, VECTOR), (b"[]", SIGNER.sign(TOPIC, RECORD_KEY, b"[]", 7, 0))):
+        signed = jws.deserialize_compact(pb_sig, public, registry=registry, payload=value)
+        assert signed.payload == value and signed.protected["b64"] is False
+        with pytest.raises(BadSignatureError):
+            jws.deserialize_compact(pb_sig, public, registry=registry, payload=value + b"!")
 
 
 def test_a_signature_with_a_fixed_key_is_byte_stable() -> None:

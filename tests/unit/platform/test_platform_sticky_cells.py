@@ -1,20 +1,56 @@
 """The partitioned processes' assignor moves as few cells as a fair split allows.
 
 Every move of a partition stops a cell (its last seal, its relay's backlog) and starts it
-elsewhere; Kafka's range assignor deals everything afresh at each rebalance. ``sticky_shares``
-must still give every partition to exactly one member, shares within one of each other.
+elsewhere; Kafka's range assignor deals everything afresh at each rebalance. The group's
+assignor (aiokafka's sticky one, ``group_membership.sticky_assignor``) must still give every
+partition to exactly one member, shares within one of each other. ``sticky_shares`` runs a
+rebalance as the group leader does: each member's claim is what it was given last.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
+from collections.abc import Collection, Mapping
 
-from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyAssignorUserDataV1
+from aiokafka.coordinator.protocol import (
+    ConsumerProtocolMemberAssignment,
+    ConsumerProtocolMemberMetadata,
+)
 
-from services.shared.platform.sticky_cells import decode_claim, sticky_assignor, sticky_shares
+from services.shared.platform.group_membership import sticky_assignor
 
 TWELVE = range(12)
+
+
+class Cluster:
+    """The leader's metadata: one topic, ``t``."""
+
+    def __init__(self, partitions: Collection[int]) -> None:
+        self.partitions = set(partitions)
+
+    def topics(self) -> set[str]:
+        return {"t"}
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        return self.partitions if topic == "t" else None
+
+
+def joining(claim: list[int] | None) -> ConsumerProtocolMemberMetadata:
+    """A member's subscription as the leader decodes it, claiming what it was given last."""
+    assignor = sticky_assignor()
+    if claim is not None:
+        assignor.on_assignment(ConsumerProtocolMemberAssignment(0, [("t", claim)], b""))
+    return ConsumerProtocolMemberMetadata.decode(assignor.metadata(["t"]).encode())
+
+
+def sticky_shares(
+    partitions: Collection[int], claims: Mapping[str, list[int] | None]
+) -> dict[str, list[int]]:
+    """Each member's partitions after a rebalance (members in id order, as the broker lists)."""
+    members = {member: joining(claims[member]) for member in sorted(claims)}
+    assignment = sticky_assignor().assign(Cluster(partitions), members)
+    return {m: [p for _, ps in a.assignment for p in ps] for m, a in assignment.items()}
 
 
 def check_fair(shares: dict[str, list[int]], partitions: range) -> None:
@@ -45,19 +81,23 @@ def test_every_split_is_fair_and_keeps_what_each_member_may_keep() -> None:
     for count, members in itertools.product(range(1, 9), range(1, 5)):
         partitions = range(count)
         names = [f"m{i}" for i in range(members)]
-        first = sticky_shares(partitions, {name: [] for name in names})
+        first = sticky_shares(partitions, {name: None for name in names})
         check_fair(first, partitions)
-        joined = sticky_shares(partitions, {**first, "new": []})
+        joined = sticky_shares(partitions, {**first, "new": None})
         check_fair(joined, partitions)
         moved = sum(len(set(first[n]) - set(joined[n])) for n in names)
         assert moved == len(joined["new"])  # only the joiner's share moved
+        for leaver in names[1:]:  # and a leaver's share only goes to the others
+            left = sticky_shares(partitions, {n: first[n] for n in names if n != leaver})
+            check_fair(left, partitions)
+            assert all(set(first[n]) <= set(left[n]) for n in names if n != leaver)
 
 
 def test_bad_claims_claim_nothing_and_a_partition_claimed_twice_stays_with_one() -> None:
-    assert decode_claim(b"not json") == [] and decode_claim(b'{"a": 1}') == []
-    assert decode_claim(b"[1, -2, true, 3.5, 4]") == [1, 4]
-    assert decode_claim(json.dumps(list(range(10_000))).encode()) == []  # over the bound
-    shares = sticky_shares(range(4), {"a": [0, 1], "b": [1, 2, 99]})
+    for user_data in (b"not json", b'{"a": 1}', b"\xff" * 64):
+        junk = ConsumerProtocolMemberMetadata(0, ["t"], user_data)
+        assert sticky_assignor().parse_member_metadata(junk).partitions == []
+    shares = sticky_shares(range(4), {"a": [0, 1], "b": [1, 2, 99]})  # 99: no such partition
     check_fair(shares, range(4))
     assert shares["a"] == [0, 1] and 1 not in shares["b"] and 2 in shares["b"]
 
@@ -66,5 +106,6 @@ def test_each_process_claims_what_it_was_given_on_its_own_class() -> None:
     mine, other = sticky_assignor(), sticky_assignor()
     given = ConsumerProtocolMemberAssignment(0, [("t", [2, 5])], b"")
     mine.on_assignment(given)
-    assert json.loads(mine.metadata(["t"]).user_data) == [2, 5]
-    assert json.loads(other.metadata(["t"]).user_data) == []  # not shared between processes
+    claim = StickyAssignorUserDataV1.decode(mine.metadata(["t"]).user_data)
+    assert [tuple(p) for p in claim.previous_assignment] == [("t", [2, 5])]
+    assert other.metadata(["t"]).user_data == b""  # not shared between processes

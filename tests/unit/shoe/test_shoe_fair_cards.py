@@ -53,9 +53,10 @@ def test_the_shoe_service_shuffles_and_salts_with_the_os_csprng(
 ) -> None:
     shoes = ShoeApplication(env=shoe_env())
     shoes.shuffle_shoe("t1", "s1", decks, 16)
-    # Fisher-Yates asks the generator once per card but the first; the salt is 32 bytes.
+    # Fisher-Yates asks the generator once per card but the first; the salt is 32 bytes, and
+    # the order and salt are encrypted at rest under a fresh 96-bit IV (A256GCM).
     assert os_generator.below == 52 * decks - 1
-    assert os_generator.bytes == rules.SALT_BYTES
+    assert os_generator.bytes == rules.SALT_BYTES + 12
     shoe = shoes.get_shoe("t1", "s1")
     assert shoe is not None and shoe.verify()
 
