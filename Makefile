@@ -5,12 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv run test lint bench clean infra-up infra-down infra-status
+.PHONY: venv run test lint bench clean infra-up infra-down infra-status constraints
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml contracts/pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -c constraints.txt -e ./contracts -e '.[dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -51,6 +51,16 @@ infra-down: $(STAMP)
 
 infra-status: $(STAMP)
 	@$(BIN)/punto-banco infra status
+
+# `make constraints`: pin every dependency at the newest versions pyproject.toml allows, in a
+# throw-away environment (then run `make test` before committing constraints.txt).
+constraints:
+	rm -rf .venv-constraints && $(PYTHON) -m venv .venv-constraints
+	.venv-constraints/bin/pip install -q --upgrade pip
+	.venv-constraints/bin/pip install -q ./contracts '.[dev]'
+	{ sed -n '1,2p' constraints.txt; .venv-constraints/bin/pip freeze --exclude-editable \
+	  | grep -v '^punto-banco'; } > constraints.txt.new && mv constraints.txt.new constraints.txt
+	rm -rf .venv-constraints
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache
