@@ -74,7 +74,8 @@ def amount_for(value: int | Decimal | str) -> int | str:
 
 
 BetTypeInput = Annotated[str, StringConstraints(max_length=32)]
-"""A bet type as sent (an unknown one is answered ``UNKNOWN_BET_TYPE``)."""
+"""A bet type as sent (an unknown one is answered ``UNKNOWN_BET_TYPE``, one the table does not
+offer ``BET_TYPE_NOT_OFFERED``)."""
 
 CurrencyInput = Annotated[str, StringConstraints(max_length=16)]
 """A currency as sent (another than the table's is answered ``WRONG_CURRENCY``)."""
@@ -87,10 +88,17 @@ class OpenTable(TableMessage):
     decks: int = Field(default=6, ge=1, le=8, description="Decks in each shoe, 1 to 8.")
     paytable: PaytableName = Field(
         default="standard",
-        description="Name of the paytable: `standard` (Tie 8:1) or `tie-9-to-1`.",
+        description=(
+            "Name of the paytable: `standard` (Banker 19:20, Tie 8:1), `tie-9-to-1`, "
+            "`no-commission` (Banker 1:1, 1:2 on a winning 6) or `ez-baccarat` (Banker 1:1, a "
+            "winning three-card 7 pushes). Each offers its own bet types (docs/integrating.md)."
+        ),
     )
     limits: dict[BetTypeName, BetLimitSpec] = Field(
-        description="Minimum and maximum stake per bet type; a bet type absent here is not offered."
+        description=(
+            "Minimum and maximum stake per bet type; a bet type absent here is not offered. "
+            "Every one must be a bet type of the paytable (else `INVALID_SETTINGS`)."
+        )
     )
     currency: Currency = Field(description="The table's currency; bets in another are rejected.")
     betting_window_ms: int = Field(
@@ -159,7 +167,8 @@ class PlaceBet(TableMessage):
     """Place a bet on a coup. Idempotent by `bet_id`.
 
     `bet_type`, `amount` and `currency` are deliberately lenient (within their bounds): a bad
-    value is answered with `BetRejected` (UNKNOWN_BET_TYPE, INVALID_AMOUNT, WRONG_CURRENCY),
+    value is answered with `BetRejected` (UNKNOWN_BET_TYPE, BET_TYPE_NOT_OFFERED, INVALID_AMOUNT,
+    WRONG_CURRENCY),
     not refused as malformed. A message the schema refuses (an oversized field, a float
     amount...) gets no answer: it is a dead letter.
 
@@ -179,7 +188,13 @@ class PlaceBet(TableMessage):
         description="Who bets (one bettor cannot back both Player and Banker in a coup)."
     )
     bet_type: BetTypeInput = Field(
-        description="One of `player`, `banker`, `tie`, `player_pair`, `banker_pair`."
+        description=(
+            "One of `player`, `banker`, `tie`, `player_pair`, `banker_pair`, `either_pair`, "
+            "`perfect_pair`, `dragon_bonus_player`, `dragon_bonus_banker`, `big`, `small`, "
+            "`super_6`, `dragon_7`, `panda_8`: one the table offers (its limits name them), "
+            "else `BET_TYPE_NOT_OFFERED`. One bettor may not back both Player and Banker in a "
+            "coup; side bets combine freely."
+        )
     )
     amount: AmountInput = Field(
         description=(

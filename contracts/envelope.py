@@ -97,8 +97,10 @@ MAX_MINOR_UNITS = 2**53 - 1
 a signed 64-bit integer and stays exact as a JavaScript number (IEEE 754 double)."""
 
 MAX_STAKE = 10**14
-"""The largest stake a table limit may allow, in minor units. The largest return of one bet is
-12 times its stake (a pair pays 11 to 1), which stays below :data:`MAX_MINOR_UNITS`."""
+"""The largest stake a table limit may allow, in minor units. A bet returns at most 251 times its
+stake (a Perfect Pair on both hands pays 250 to 1): settlement refuses the stakes of a coup
+beyond (2^53 - 1) / 251 (``ABOVE_MAXIMUM``), so every amount stays below
+:data:`MAX_MINOR_UNITS`."""
 
 MAX_COUNT = 10**9
 """The largest count (bets on a coup, coup number) any message carries."""
@@ -138,12 +140,28 @@ TypeName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 """The name of a message type (``VoidCoup``...)."""
 
 PaytableName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
-"""The name of a paytable (``standard``, ``tie-9-to-1``)."""
+"""The name of a paytable (``standard``, ``tie-9-to-1``, ``no-commission``, ``ez-baccarat``)."""
 
 SchemaVersion = Annotated[int, Field(ge=1, le=1000)]
 
-BetTypeName = Literal["player", "banker", "tie", "player_pair", "banker_pair"]
-"""A bet type (the values of the rules engine's ``BetType``)."""
+BetTypeName = Literal[
+    "player",
+    "banker",
+    "tie",
+    "player_pair",
+    "banker_pair",
+    "either_pair",
+    "perfect_pair",
+    "dragon_bonus_player",
+    "dragon_bonus_banker",
+    "big",
+    "small",
+    "super_6",
+    "dragon_7",
+    "panda_8",
+]
+"""A bet type (the values of the rules engine's ``BetType``); each paytable offers some of
+them (docs/integrating.md)."""
 
 OutcomeName = Literal["PLAYER", "BANKER", "TIE"]
 """The outcome of a coup."""
@@ -164,6 +182,7 @@ RejectionCode = Literal[
     "WRONG_CURRENCY",
     "INVALID_AMOUNT",
     "UNKNOWN_BET_TYPE",
+    "BET_TYPE_NOT_OFFERED",
     "TABLE_CLOSED",
     "BOOK_FULL",
     "DUPLICATE_BET_ID",

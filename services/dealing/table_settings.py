@@ -1,4 +1,4 @@
-"""Whether OpenTable's settings can work: paytable, limits, cut card."""
+"""Whether OpenTable's settings can work: paytable, limits (of bet types it offers), cut card."""
 
 from __future__ import annotations
 
@@ -15,11 +15,19 @@ MIN_CARDS_BEFORE_CUT = 17
 def settings_problem(command: OpenTable) -> tuple[str, str] | None:
     """(reason code, message) when the table settings cannot work, else None."""
     try:
-        get_paytable(command.paytable)
+        paytable = get_paytable(command.paytable)
     except UnknownPaytable as error:
         return "UNKNOWN_PAYTABLE", str(error)
     if not command.limits:
         return "INVALID_SETTINGS", "a table needs limits for at least one bet type"
+    foreign = [bet_type for bet_type in command.limits if bet_type not in paytable.pays]
+    if foreign:
+        offered = ", ".join(bet.value for bet in paytable.offered)
+        return (
+            "INVALID_SETTINGS",
+            f"the {paytable.name} paytable does not offer {', '.join(foreign)} (it offers "
+            f"{offered})",
+        )
     for bet_type, limit in command.limits.items():
         if limit.minimum > limit.maximum:
             return (

@@ -79,6 +79,18 @@ LIMITS: dict[str, tuple[int, int]] = {
     "banker_pair": (100, 50_000),
 }
 BET_TYPES = tuple(LIMITS)
+SIDE_LIMITS: dict[str, tuple[int, int]] = {
+    "either_pair": (100, 50_000),
+    "perfect_pair": (100, 10_000),
+    "dragon_bonus_player": (100, 50_000),
+    "dragon_bonus_banker": (100, 50_000),
+    "big": (100, 100_000),
+    "small": (100, 100_000),
+    "super_6": (100, 10_000),
+    "dragon_7": (100, 10_000),
+    "panda_8": (100, 10_000),
+}
+"""Limits of the side bets a table of :func:`play` may also offer (``side_bets``)."""
 SUPERVISOR = "supervisor-7"
 """Who signs the voids of :func:`play`."""
 
@@ -274,12 +286,16 @@ class PlayLog:
     invalid_bets: list[str] = field(default_factory=list)
 
 
-def open_table_command(table_id: str, decks: int = 8, paytable: str = "standard") -> OpenTable:
+def open_table_command(
+    table_id: str, decks: int = 8, paytable: str = "standard", side_bets: Sequence[str] = ()
+) -> OpenTable:
+    """A table of LIMITS' bet types and ``side_bets`` (SIDE_LIMITS)."""
+    limits = {**LIMITS, **{bet_type: SIDE_LIMITS[bet_type] for bet_type in side_bets}}
     return OpenTable(
         table_id=table_id,
         decks=decks,
         paytable=paytable,
-        limits={k: BetLimitSpec(minimum=lo, maximum=hi) for k, (lo, hi) in LIMITS.items()},
+        limits={k: BetLimitSpec(minimum=lo, maximum=hi) for k, (lo, hi) in limits.items()},
         currency="EUR",
         betting_window_ms=3_600_000,
         cut_card_from_end=16,
@@ -287,15 +303,21 @@ def open_table_command(table_id: str, decks: int = 8, paytable: str = "standard"
 
 
 def _bets(
-    table_id: str, coup_id: str, count: int, rng: random.Random, prefix: str
+    table_id: str,
+    coup_id: str,
+    count: int,
+    rng: random.Random,
+    prefix: str,
+    side_bets: Sequence[str] = (),
 ) -> list[PlaceBet]:
     """``count`` valid bets; a bettor backs only one of Player/Banker (by bettor number)."""
     bets = []
     for index in range(count):
         number = index % 97
         side = "player" if number % 2 == 0 else "banker"
-        kind = (side, "tie", side, "player_pair", "banker_pair")[(index // 97 + number) % 5]
-        low, high = LIMITS[kind]
+        kinds = (side, "tie", side, "player_pair", "banker_pair", *side_bets)
+        kind = kinds[(index // 97 + number) % len(kinds)]
+        low, high = LIMITS.get(kind) or SIDE_LIMITS[kind]
         bets.append(
             PlaceBet(
                 table_id=table_id,
@@ -326,6 +348,7 @@ def play(
     bet_prefix: str = "",
     on_coup: Any = None,
     operators: Sequence[str] = (HOUSE,),
+    side_bets: Sequence[str] = (),
 ) -> PlayLog:
     """Open ``table_id`` and play ``coups`` coups (new shoes as the cut card comes out).
 
@@ -334,16 +357,17 @@ def play(
     and opposing Player/Banker bets; ``late_every``: a bet sent after betting closed.
     ``batch``: PlaceBet per settlement transaction (0: all of a coup's bets in one).
     ``operators``: each places the same bets (the same ids: each operator has its own).
+    ``side_bets``: bet types the table offers besides LIMITS' (its paytable's), bet too.
     """
     rng = random.Random(seed)
     log = PlayLog()
-    system.command(open_table_command(table_id, decks, paytable))
+    system.command(open_table_command(table_id, decks, paytable, side_bets))
     for number in range(1, coups + 1):
         coup_id = system.current_coup(table_id)
         if coup_id is None:
             raise RuntimeError(f"table {table_id} has no coup in play after {number - 1} coups")
         log.coups.append(coup_id)
-        bets = _bets(table_id, coup_id, bets_per_coup, rng, bet_prefix)
+        bets = _bets(table_id, coup_id, bets_per_coup, rng, bet_prefix, side_bets)
         if invalid_every and number % invalid_every == 0:
             bad = [
                 PlaceBet(

@@ -46,8 +46,9 @@ from services.shared.facts.settlement import (
     SettledLine,
 )
 from services.shared.facts.topics import record, register_stored_topics
-from services.shared.rules.paytable import BetType, get_paytable
-from services.shared.rules.settlement import settle_bet
+from services.shared.rules.paytable import MAX_RETURN, PAYTABLES, BetType, Paytable, get_paytable
+from services.shared.rules.settlement import Payoff, payoff, settle_stake
+from services.shared.rules.tableau import CoupResult
 from services.shared.rules.validation import (
     BetLimit,
     Rejection,
@@ -55,10 +56,10 @@ from services.shared.rules.validation import (
     validate_stake,
 )
 
-MAX_BOOK_STAKE = (2**53 - 1) // 12
-"""The most a coup's accepted stakes may add up to: a bet returns at most 12 times its stake,
-so every total of the coup (staked, paid, the house's result) stays below 2^53, exact in every
-wallet and in JavaScript."""
+MAX_BOOK_STAKE = (2**53 - 1) // MAX_RETURN
+"""The most a coup's accepted stakes may add up to: a bet returns at most ``MAX_RETURN`` (251)
+times its stake (a Perfect Pair on both hands), so every amount of the coup (a bet's return,
+staked, paid, the house's result) stays below 2^53, exact in every wallet and in JavaScript."""
 
 
 class BookStatus(StrEnum):
@@ -81,7 +82,8 @@ BetKey = tuple[str, str]
 
 
 class CoupFacts(NamedTuple):
-    """What settling needs of a resolved coup (satisfies rules' CoupOutcomeLike)."""
+    """What a coup was settled on, as its CoupSettled records it (a claim of the same coup on
+    other facts is refused)."""
 
     outcome: str
     player_pair: bool
@@ -337,11 +339,16 @@ class BetBook(Aggregate):
         return None
 
     def _bet_limits(self) -> dict[BetType, BetLimit]:
+        """The limits of the bet types offered: named by the book's limits and by its
+        paytable (a type the paytable does not offer is never accepted: it could not be
+        settled)."""
         parsed: dict[BetType, BetLimit] | None = getattr(self, "_parsed_limits", None)
         if parsed is None:
+            paytable = PAYTABLES.get(self.paytable)
             parsed = {
                 BetType(name): BetLimit(limit["minimum"], limit["maximum"])
                 for name, limit in self.limits.items()
+                if paytable is None or name in paytable.pays
             }
             self._parsed_limits = parsed
         return parsed
@@ -501,22 +508,32 @@ class BetBook(Aggregate):
             found.setdefault(bet.operator, []).append(bet)
         return found
 
-    def settle(self, coup: CoupFacts) -> None:
-        """Settle every accepted bet against the coup: one event per operator (its bets)."""
+    def settle(self, coup: CoupResult) -> None:
+        """Settle every accepted bet against the coup (resolved from its verified cards): one
+        event per operator (its bets)."""
         self.flush()
         paytable = get_paytable(self.paytable)
+        payoffs = {bet.value: payoff(bet, coup, paytable) for bet in paytable.offered}
+        facts = CoupFacts(coup.outcome.value, coup.player_pair, coup.banker_pair)
         settled = [
-            self._settled(coup, paytable, operator, bets)
+            self._settled(facts, payoffs, paytable, operator, bets)
             for operator, bets in self._by_operator().items()
         ]
         for fact in settled:
             record(self, self.CoupSettled, fact)
 
-    def _settled(self, coup: CoupFacts, paytable: Any, operator: str, bets: list[Bet]) -> Any:
+    def _settled(
+        self,
+        coup: CoupFacts,
+        payoffs: dict[str, Payoff],
+        paytable: Paytable,
+        operator: str,
+        bets: list[Bet],
+    ) -> CoupSettledFact:
         lines: list[SettledLine] = []
         staked = paid = 0
         for bet in bets:
-            result = settle_bet(BetType(bet.bet_type), bet.amount, coup, paytable)
+            result = settle_stake(bet.amount, payoffs[bet.bet_type], paytable)
             lines.append(
                 _new_tuple(  # SettledLine(...) without its Python-level __new__: 10,000 a coup
                     SettledLine,

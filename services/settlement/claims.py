@@ -83,7 +83,7 @@ def on_coup_resolved(uow: UnitOfWork, event: CoupResolved, origin: Origin | None
         if found is None and complete and book.status is BookStatus.CLOSED:
             found = check_claim(claim, book.coup_number, book.shoe_id, drawn)
             if found is None:
-                book.settle(CoupFacts(claim.outcome, claim.player_pair, claim.banker_pair))
+                book.settle(claim.coup())
         if found is not None:  # wrong whatever the shoe drew, or not what it drew
             refusal = (found.code, found.message)
         elif book.settled_facts() is not None:
@@ -122,7 +122,7 @@ def judge_claims(uow: UnitOfWork, book: BetBook) -> None:
         if book.status is BookStatus.CLOSED:
             found = check_claim(claim, book.coup_number, book.shoe_id, drawn)
             if found is None:
-                book.settle(CoupFacts(claim.outcome, claim.player_pair, claim.banker_pair))
+                book.settle(claim.coup())
                 continue
         refused.append(index)
         raise_incident(

@@ -72,6 +72,13 @@ class Claim:
             "banker_pair": self.banker_pair,
         }
 
+    def coup(self) -> CoupResult:
+        """The coup the claimed cards make (for a claim :func:`check_claim` holds)."""
+        result = _resolve(self)
+        if isinstance(result, Refusal):
+            raise ValueError(f"the claim makes no coup: {result.message}")
+        return result
+
     @property
     def dealing_order(self) -> tuple[str, ...]:
         """The claimed cards in the order they left the shoe: P, B, P, B, P3, B3."""

@@ -103,6 +103,7 @@ async def test_each_rejection_reason_is_answered_with_its_code(system: LocalSyst
         "WRONG_CURRENCY": bet(table, coup, "bob", "player", 1000, currency="USD"),
         "INVALID_AMOUNT": bet(table, coup, "bob", "player", Decimal("100.5")),
         "UNKNOWN_BET_TYPE": bet(table, coup, "bob", "dragon", 1000),
+        "BET_TYPE_NOT_OFFERED": bet(table, coup, "bob", "dragon_7", 1000),
     }
     bad_amounts = [bet(table, coup, "carol", "tie", amount) for amount in (0, -500)]
     resend = good.model_copy(update={"event_id": uuid.uuid4()})  # same bet, delivered again

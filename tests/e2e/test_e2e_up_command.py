@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 from services.dev.demo.processes import PROJECT_ROOT
 from services.dev.demo.system import LocalSystem
 from services.dev.infra.kafka_clients import GATEWAY
+from services.shared.rules.paytable import get_paytable
 from tests import kafka_logins
 from tests.e2e.helpers import assert_books_clean, open_table, wait
 from tests.kafka_cleanup import created_under
@@ -63,6 +65,29 @@ def up_command(kafka: str, prefix: str, data_dir: Path, *options: str) -> list[s
     ]
 
 
+async def run_to_end(
+    command: list[str], env: Mapping[str, str], timeout: float = 180, cwd: Path = PROJECT_ROOT
+) -> str:
+    """Run a command (`up`, the example client) to its end; its exit status must be 0. Its
+    output."""
+    process = await asyncio.create_subprocess_exec(
+        *command,
+        cwd=cwd,
+        env=dict(env),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), timeout)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    text = output.decode(errors="replace")
+    assert process.returncode == 0, text
+    return text
+
+
 def leftovers(prefix: str) -> list[str]:
     """Processes still running with this run's topic prefix in their environment."""
     found = []
@@ -80,21 +105,8 @@ async def test_up_plays_n_coups_checks_the_books_and_stops_everything(
     kafka_bootstrap: str, store: Mapping[str, str], tmp_path: Path
 ) -> None:
     prefix = created_under(f"e2e-up-{uuid.uuid4().hex[:10]}.")
-    process = await asyncio.create_subprocess_exec(
-        *up_command(kafka_bootstrap, prefix, tmp_path / "var", "--coups", "6"),
-        cwd=PROJECT_ROOT,
-        env=up_env(store),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        output, _ = await asyncio.wait_for(process.communicate(), 180)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    text = output.decode(errors="replace")
-    assert process.returncode == 0, text
+    command = up_command(kafka_bootstrap, prefix, tmp_path / "var", "--coups", "6")
+    text = await run_to_end(command, up_env(store))
     assert "OK: " in text
     assert "6 with bets of 6 per table" in text
     assert "0 errors" in text
@@ -104,6 +116,24 @@ async def test_up_plays_n_coups_checks_the_books_and_stops_everything(
         assert (tmp_path / "var" / "logs" / f"{name}.log").is_file()
         if not store:
             assert (tmp_path / "var" / f"{name}.sqlite").is_file()
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("paytable", ["no-commission", "ez-baccarat"])
+async def test_up_plays_a_paytable_with_its_side_bets_and_recomputes_every_payout(
+    kafka_bootstrap: str, tmp_path: Path, paytable: str
+) -> None:
+    """The bettors play the paytable's side bets; `up` ends OK only if every payout equals its
+    recomputation from the cards (the ledger's end-of-run check)."""
+    prefix = created_under(f"e2e-up-{uuid.uuid4().hex[:10]}.")
+    env = {**up_env({}), "PB_HTTP_PORT_DASHBOARD": "off", "COLUMNS": "400"}
+    command = up_command(kafka_bootstrap, prefix, tmp_path / "var", "--coups", "5")
+    text = await run_to_end([*command, "--paytable", paytable, "--seed", "7"], env)
+    assert "OK: " in text and "0 errors" in text
+    offered = {bet.value for bet in get_paytable(paytable).offered}
+    settled = {bet for bet in offered if re.search(rf"\b{bet} [1-9]", text)}  # "settled" row
+    assert len(settled - {"player", "banker", "tie"}) >= 3, text
+    assert not leftovers(prefix)
 
 
 @pytest.mark.timeout(240)
@@ -119,21 +149,9 @@ async def test_up_with_two_operators_plays_both_gateways_at_one_table_with_clean
 
     prefix = created_under(f"e2e-up-{uuid.uuid4().hex[:10]}.")
     env = {**up_env({}), "PB_OPERATORS": "acme,bravo", "PB_HTTP_PORT_DASHBOARD": "off"}
-    process = await asyncio.create_subprocess_exec(
-        *up_command(kafka_bootstrap, prefix, tmp_path / "var", "--coups", "4"),
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+    text = await run_to_end(
+        up_command(kafka_bootstrap, prefix, tmp_path / "var", "--coups", "4"), env
     )
-    try:
-        output, _ = await asyncio.wait_for(process.communicate(), 180)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    text = output.decode(errors="replace")
-    assert process.returncode == 0, text
     assert "OK: " in text and "0 errors" in text
     consumer = AIOKafkaConsumer(
         bootstrap_servers=kafka_bootstrap, group_id=None, **kafka_logins.options()
@@ -200,20 +218,10 @@ def integrator_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = tmp_path_factory.mktemp("integrator") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run(
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "-c",
-            str(PROJECT_ROOT / "constraints.txt"),
-            str(PROJECT_ROOT / "contracts"),
-            "aiokafka",
-        ],
-        check=True,
-    )
+    constraints = str(PROJECT_ROOT / "constraints.txt")
+    contracts = str(PROJECT_ROOT / "contracts")
+    pip = [str(python), "-m", "pip", "install", "-q", "-c", constraints, contracts, "aiokafka"]
+    subprocess.run(pip, check=True)
     return python
 
 
@@ -223,7 +231,7 @@ async def test_the_example_client_places_bets_and_gets_its_settlements(
 ) -> None:
     """examples/place_bets.py, run with the contracts distribution alone, plays a real coup."""
     table = await open_table(system, betting_window_ms=4000)
-    process = await asyncio.create_subprocess_exec(
+    command = [
         str(integrator_python),
         str(PROJECT_ROOT / "examples" / "place_bets.py"),
         "--bootstrap",
@@ -234,19 +242,10 @@ async def test_the_example_client_places_bets_and_gets_its_settlements(
         table,
         "--timeout",
         "90",
-        cwd=tmp_path,  # nothing of the checkout importable but what the venv installed
-        env={**os.environ, **system.settings.logins.env(GATEWAY)},  # as an integrator logs in
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        output, _ = await asyncio.wait_for(process.communicate(), 120)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    text = output.decode(errors="replace")
-    assert process.returncode == 0, text
+    ]
+    env = {**os.environ, **system.settings.logins.env(GATEWAY)}  # as an integrator logs in
+    # cwd: nothing of the checkout importable but what the integrator's venv installed
+    text = await run_to_end(command, env, timeout=120, cwd=tmp_path)
     assert text.count("accepted ") == 3, text
     assert "BELOW_MINIMUM" in text
     assert text.count("settled  ") == 3, text

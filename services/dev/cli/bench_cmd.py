@@ -28,11 +28,11 @@ from rich.table import Table
 
 from services.dev.bench.report import Figure
 from services.shared.rules import (
+    card_counts_of,
     composition,
     exact_odds,
     full_shoe_odds,
     get_paytable,
-    rank_counts_of,
     resolve_coup,
     shuffle,
 )
@@ -140,7 +140,7 @@ def run_rules(quick: bool, progress: Callable[[str], None]) -> list[Measurement]
             "ms",
             1000,
             runs=runs,
-            note="exact Fractions by full enumeration",
+            note="every bet type (side bets too): exact Fractions by full enumeration",
         )
     )
 
@@ -150,7 +150,7 @@ def run_rules(quick: bool, progress: Callable[[str], None]) -> list[Measurement]
     depth_runs = 1 if quick else 3
     times = []
     for dealt in depths:
-        counts = rank_counts_of(shoe[dealt:])
+        counts = card_counts_of(shoe[dealt:])
         times.append(median_seconds(partial(exact_odds, counts, paytable), depth_runs))
     results.append(
         Measurement(
@@ -159,8 +159,9 @@ def run_rules(quick: bool, progress: Callable[[str], None]) -> list[Measurement]
             "ms",
             100,
             runs=len(times),
-            note=f"shoes left after dealing 0, {depths.step}, ... {depths[-1]} cards of a shuffled "
-            f"6-deck shoe; median of {depth_runs} runs at each depth",
+            note=f"every bet type, from the count of each card left after dealing 0, "
+            f"{depths.step}, ... {depths[-1]} cards of a shuffled 6-deck shoe; median of "
+            f"{depth_runs} runs at each depth",
         )
     )
     results.append(

@@ -34,7 +34,8 @@ def up_command(
         min=0.0,
         max=1.0,
         help="0..1: chance per bettor and coup of also trying a bad bet (out of limits, Player "
-        "and Banker, wrong currency, bad amount, unknown type, late, repeated bet id).",
+        "and Banker, wrong currency, bad amount, unknown type, a type not offered, late, "
+        "repeated bet id).",
     ),
     data_dir: Path = typer.Option(
         Path("var"),
@@ -51,7 +52,11 @@ def up_command(
     ),
     tables: int = typer.Option(1, "--tables", min=1, max=50, help="How many demo tables."),
     paytable: str = typer.Option(
-        "standard", "--paytable", help="standard (Tie 8:1) or tie-9-to-1."
+        "standard",
+        "--paytable",
+        help="standard (Banker 19:20, Tie 8:1), tie-9-to-1, no-commission (Banker 1:1, 1:2 on a "
+        "winning 6; Super 6) or ez-baccarat (a winning three-card 7 pushes; Dragon 7, Panda 8). "
+        "The bettors play the paytable's side bets too.",
     ),
     decks: int = typer.Option(6, "--decks", min=1, max=8, help="Decks per shoe."),
     betting_window_ms: int = typer.Option(

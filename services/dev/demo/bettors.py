@@ -4,8 +4,10 @@ Pure planning, no I/O: :class:`Crowd` turns "a coup is open" into a list of
 :class:`PlannedBet` (what to send, and which answer to expect). ``wildness``
 (0..1) is the chance that a bettor also tries one bad bet in a coup, each of a
 kind from :class:`BetKind`: out of limits, Player and Banker from one bettor,
-wrong currency, bad amounts, unknown bet types, late bets (sent after betting
-closed) and repeated bet ids (same id again: the original answer is expected).
+wrong currency, bad amounts, unknown bet types, bet types the table does not offer,
+late bets (sent after betting closed) and repeated bet ids (same id again: the
+original answer is expected). Valid bets are a main bet and, now and then, one of the
+side bets the table's paytable offers.
 
 Randomness is :class:`random.Random` with an optional seed: this is a
 simulation, not a game of chance, so reproducibility beats unpredictability.
@@ -15,14 +17,13 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from enum import StrEnum
 from typing import Final
 
 MAIN_BET_TYPES: Final = ("player", "banker", "tie")
-SIDE_BET_TYPES: Final = ("player_pair", "banker_pair")
 HALF: Final = Decimal("0.5")
 UNKNOWN_BET_TYPES: Final = ("dragon", "egalite", "super6", "big_small")
 
@@ -37,6 +38,7 @@ class BetKind(StrEnum):
     WRONG_CURRENCY = "wrong_currency"
     BAD_AMOUNT = "bad_amount"
     UNKNOWN_BET_TYPE = "unknown_bet_type"
+    NOT_OFFERED = "not_offered"
     LATE = "late"
     REPEAT = "repeat"
 
@@ -49,6 +51,7 @@ EXPECTED_REASON: Final[Mapping[BetKind, str | None]] = {
     BetKind.WRONG_CURRENCY: "WRONG_CURRENCY",
     BetKind.BAD_AMOUNT: "INVALID_AMOUNT",
     BetKind.UNKNOWN_BET_TYPE: "UNKNOWN_BET_TYPE",
+    BetKind.NOT_OFFERED: "BET_TYPE_NOT_OFFERED",
     BetKind.LATE: "BETTING_CLOSED",
 }
 """Rejection code expected per kind (None: accepted). A REPEAT expects the original's answer."""
@@ -60,6 +63,7 @@ WILD_KINDS: Final = (
     BetKind.WRONG_CURRENCY,
     BetKind.BAD_AMOUNT,
     BetKind.UNKNOWN_BET_TYPE,
+    BetKind.NOT_OFFERED,
     BetKind.LATE,
     BetKind.REPEAT,
 )
@@ -73,11 +77,16 @@ class Limit:
 
 @dataclass(frozen=True, slots=True)
 class TableTerms:
-    """What bettors know of a table: its id, currency and limits per bet type (minor units)."""
+    """What bettors know of a table: its id, currency and limits per bet type (minor units):
+    the bet types it offers."""
 
     table_id: str
     currency: str
     limits: Mapping[str, Limit]
+
+    @property
+    def side_bets(self) -> list[str]:
+        return [bet_type for bet_type in self.limits if bet_type not in MAIN_BET_TYPES]
 
 
 DEMO_LIMITS: Final[Mapping[str, Limit]] = {
@@ -86,8 +95,23 @@ DEMO_LIMITS: Final[Mapping[str, Limit]] = {
     "tie": Limit(100, 50_000),
     "player_pair": Limit(100, 25_000),
     "banker_pair": Limit(100, 25_000),
+    "either_pair": Limit(100, 25_000),
+    "perfect_pair": Limit(100, 10_000),
+    "dragon_bonus_player": Limit(100, 25_000),
+    "dragon_bonus_banker": Limit(100, 25_000),
+    "big": Limit(100, 100_000),
+    "small": Limit(100, 100_000),
+    "super_6": Limit(100, 10_000),
+    "dragon_7": Limit(100, 10_000),
+    "panda_8": Limit(100, 10_000),
 }
-"""Default demo limits in minor units (1.00 to 5,000.00 on the main bets)."""
+"""Demo limits of every bet type in minor units (1.00 to 5,000.00 on the main bets); a table
+offers those of its paytable (:func:`demo_limits`)."""
+
+
+def demo_limits(offered: Iterable[str]) -> dict[str, Limit]:
+    """The demo limits of the bet types ``offered`` (a paytable's)."""
+    return {bet_type: DEMO_LIMITS[bet_type] for bet_type in offered}
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +153,8 @@ class Crowd:
     """``bettors`` simulated bettors at one table; ``wildness`` in 0..1.
 
     ``participation`` is the chance a bettor bets at all in a coup; ``side_bet_rate`` the chance
-    of adding a pair bet. ``unit`` rounds valid stakes (minor units) so they look like chips.
+    of adding a side bet (one of the table's). ``unit`` rounds valid stakes (minor units) so they
+    look like chips.
     """
 
     terms: TableTerms
@@ -137,7 +162,7 @@ class Crowd:
     wildness: float = 0.1
     seed: int | None = None
     participation: float = 0.8
-    side_bet_rate: float = 0.2
+    side_bet_rate: float = 0.4
     unit: int = 100
     _rng: random.Random = field(init=False, repr=False)
     _run: str = field(init=False, repr=False)
@@ -211,6 +236,12 @@ class Crowd:
         if kind is BetKind.UNKNOWN_BET_TYPE:
             name = self._rng.choice(UNKNOWN_BET_TYPES)
             return self._bet(coup_id, bettor, name, self._stake("player"), kind)
+        if kind is BetKind.NOT_OFFERED:
+            absent = [bet_type for bet_type in DEMO_LIMITS if bet_type not in terms.limits]
+            if not absent:
+                return None
+            name = self._rng.choice(absent)
+            return self._bet(coup_id, bettor, name, DEMO_LIMITS[name].minimum, kind)
         if kind is BetKind.LATE:
             # Not Player/Banker, so it cannot also be an opposing bet.
             return replace(self._bet(coup_id, bettor, "tie", self._stake("tie"), kind), late=True)
@@ -219,8 +250,9 @@ class Crowd:
     def _valid_bets(self, coup_id: str, bettor: str) -> list[PlannedBet]:
         main = self._rng.choices(MAIN_BET_TYPES, weights=(45, 45, 10))[0]
         bets = [self._bet(coup_id, bettor, main, self._stake(main), BetKind.VALID)]
-        if self._rng.random() < self.side_bet_rate:
-            side = self._rng.choice(SIDE_BET_TYPES)
+        sides = self.terms.side_bets
+        if sides and self._rng.random() < self.side_bet_rate:
+            side = self._rng.choice(sides)
             bets.append(self._bet(coup_id, bettor, side, self._stake(side), BetKind.VALID))
         return bets
 

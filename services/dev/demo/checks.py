@@ -23,7 +23,7 @@ from services.shared.rules.cards import Card
 from services.shared.rules.paytable import BetType, get_paytable
 from services.shared.rules.settlement import BetSettlement, settle_bet
 from services.shared.rules.shoe import verify_commitment
-from services.shared.rules.tableau import CoupResult, resolve_coup
+from services.shared.rules.tableau import CoupResult, dealing_order, resolve_coup
 from services.tools.history.codes import Check, Severity
 from services.tools.history.views import TableSettings, TableView
 
@@ -77,9 +77,7 @@ class Problem:
 def shoe_order(player: Iterable[str], banker: Iterable[str]) -> list[Card]:
     """The cards of a coup back in the order they left the shoe: P, B, P, B, then the
     Player's third card, then the Banker's third card."""
-    p = [Card.parse(code) for code in player]
-    b = [Card.parse(code) for code in banker]
-    return [*p[:1], *b[:1], *p[1:2], *b[1:2], *p[2:], *b[2:]]
+    return [Card.parse(code) for code in dealing_order(list(player), list(banker))]
 
 
 def check_coup(coup: CoupState, lines: Lines, final: bool) -> list[Problem]:

@@ -91,6 +91,7 @@ class Summary:
     bets_accepted: int
     bets_rejected: Mapping[str, int]
     bets_settled: int
+    settled_by_type: Mapping[str, int]
     bets_refunded: int
     staked: int
     returned: int
@@ -261,6 +262,7 @@ class Ledger:
             bets_accepted=sum(1 for b in self.answers.bets.values() if b.accepted_in is not None),
             bets_rejected=self.rejections(),
             bets_settled=len(self._settled),
+            settled_by_type=dict(Counter(m.bet_type for m in self._settled.values()).most_common()),
             bets_refunded=len(self._refunded_bets),
             staked=self._staked,
             returned=self._returned,

@@ -1,9 +1,9 @@
 """The live view of `punto-banco up`, and its final summary (rich).
 
 Coups and outcomes (with the recent road), the shoe, bets accepted / rejected by reason /
-settled, and the house result against the theoretical edge: the exact edge of each bet type
-from :mod:`services.shared.rules.odds` for the table's paytable, weighted by the stakes actually
-played.
+settled (by bet type: the side bets of the table's paytable too), and the house result against
+the theoretical edge: the exact edge of each bet type from :mod:`services.shared.rules.odds` for
+the table's paytable, weighted by the stakes actually played.
 """
 
 from __future__ import annotations
@@ -93,6 +93,10 @@ def render(
         f"{len(ledger.unanswered())} awaiting an answer",
     )
     grid.add_row("rejected", _reasons(summary) or "-")
+    grid.add_row(
+        "settled",
+        ", ".join(f"{bet_type} {n}" for bet_type, n in summary.settled_by_type.items()) or "-",
+    )
     grid.add_row(
         "money",
         f"staked {money(summary.staked, currency)}, returned {money(summary.returned, currency)}",

@@ -37,13 +37,14 @@ from contracts import (
     TableMessage,
     amount_for,
 )
-from services.dev.demo.bettors import DEMO_LIMITS, Crowd, PlannedBet, TableTerms
+from services.dev.demo.bettors import Crowd, PlannedBet, TableTerms, demo_limits
 from services.dev.demo.bus import cluster_id
 from services.dev.demo.ledger import Ledger
 from services.dev.demo.processes import SERVICES, ServiceSettings, stop_all
 from services.dev.demo.system import LocalSystem, SystemTimeout
 from services.dev.infra.kafka_clients import ADMIN, DASHBOARD, KafkaLogins
 from services.shared.platform.kafka_settings import KafkaAuth
+from services.shared.rules.paytable import get_paytable
 
 MAX_RESENDS = 3
 
@@ -116,10 +117,11 @@ class TableDriver:
     def __init__(self, config: DemoConfig, system: LocalSystem, run_id: str) -> None:
         self.config = config
         self.system = system
+        self.limits = demo_limits(bet.value for bet in get_paytable(config.paytable).offered)
         self.tables: dict[str, TableRun] = {}
         for number in range(1, config.tables + 1):
             table_id = f"demo-{run_id}-{number}"
-            terms = TableTerms(table_id, config.currency, DEMO_LIMITS)
+            terms = TableTerms(table_id, config.currency, self.limits)
             seed = None if config.seed is None else config.seed * 1000 + number
             crowd = Crowd(terms, bettors=config.bettors, wildness=config.wildness, seed=seed)
             self.tables[table_id] = TableRun(table_id, crowd)
@@ -136,7 +138,7 @@ class TableDriver:
         config = self.config
         limits = {
             name: BetLimitSpec(minimum=limit.minimum, maximum=limit.maximum)
-            for name, limit in DEMO_LIMITS.items()
+            for name, limit in self.limits.items()
         }
         return [
             OpenTable(

@@ -5,8 +5,8 @@ Standard library only; imports nothing else of the project. Modules:
 - ``cards``: ranks, suits, :class:`Card`, values and hand totals.
 - ``shoe``: composition, Fisher-Yates shuffle over ``secrets``, commitment, burn, cut card.
 - ``tableau``: the drawing rules and :func:`resolve_coup`.
-- ``paytable``: bet types, odds as data, the named paytables and rounding.
-- ``settlement``: WIN / LOSE / PUSH of one bet in integer minor units.
+- ``paytable``: bet types and their cases, odds as data, the named paytables and rounding.
+- ``settlement``: the case a coup is for a bet, WIN / LOSE / PUSH in integer minor units.
 - ``validation``: pure checks of a bet, with reason codes.
 - ``odds``: exact probabilities and house edges by full enumeration.
 """
@@ -23,17 +23,20 @@ from services.shared.rules.cards import (
 )
 from services.shared.rules.odds import (
     PROBABILITY_KEYS,
+    CoupWeights,
     ExactOdds,
     InvalidCounts,
+    card_counts_of,
+    coup_weights,
     exact_odds,
     full_shoe_counts,
     full_shoe_odds,
-    house_edges,
-    pair_probability,
     rank_counts_of,
 )
 from services.shared.rules.paytable import (
+    CASES,
     DEFAULT_PAYTABLE,
+    MAX_RETURN,
     PAYTABLES,
     BetType,
     Paytable,
@@ -45,9 +48,11 @@ from services.shared.rules.paytable import (
 from services.shared.rules.settlement import (
     BetResult,
     BetSettlement,
-    CoupOutcomeLike,
-    bet_result,
+    Payoff,
+    bet_case,
+    payoff,
     settle_bet,
+    settle_stake,
 )
 from services.shared.rules.shoe import (
     COMMITMENT_SCHEME,
@@ -72,6 +77,7 @@ from services.shared.rules.tableau import (
     Outcome,
     Side,
     banker_draws,
+    dealing_order,
     next_side,
     player_draws,
     resolve_coup,
@@ -86,10 +92,12 @@ from services.shared.rules.validation import (
 
 __all__ = [
     "ALL_CARDS",
+    "CASES",
     "COMMITMENT_SCHEME",
     "DEFAULT_DECKS",
     "DEFAULT_PAYTABLE",
     "MAX_DECKS",
+    "MAX_RETURN",
     "MIN_DECKS",
     "PAYTABLES",
     "PROBABILITY_KEYS",
@@ -103,12 +111,13 @@ __all__ = [
     "Burn",
     "Card",
     "CardParseError",
-    "CoupOutcomeLike",
     "CoupResult",
+    "CoupWeights",
     "ExactOdds",
     "InvalidCounts",
     "NotEnoughCards",
     "Outcome",
+    "Payoff",
     "Paytable",
     "Rejection",
     "RejectionReason",
@@ -116,30 +125,33 @@ __all__ = [
     "Side",
     "UnknownPaytable",
     "banker_draws",
-    "bet_result",
+    "bet_case",
     "burn",
     "burn_count",
+    "card_counts_of",
     "check_decks",
     "commitment",
     "composition",
+    "coup_weights",
     "cut_card_index",
+    "dealing_order",
     "encode_order",
     "exact_odds",
     "full_shoe_counts",
     "full_shoe_odds",
     "get_paytable",
     "hand_total",
-    "house_edges",
     "new_salt",
     "next_side",
-    "pair_probability",
     "parse_amount",
     "parse_cards",
+    "payoff",
     "player_draws",
     "rank_counts_of",
     "resolve_coup",
     "round_amount",
     "settle_bet",
+    "settle_stake",
     "shuffle",
     "validate_bet",
     "verify_commitment",

@@ -1,19 +1,19 @@
 """Settlement of one bet on a resolved coup: WIN, LOSE or PUSH, in integer minor units.
 
-Player and Banker bets push (the stake is returned) on a tie; a Tie bet wins
-only on a tie; a pair bet wins when that side's first two cards share a rank.
-Only the coup's outcome and pair flags matter, so any object with those three
-attributes (a :class:`CoupResult`, a decoded message) can be settled.
+:func:`bet_case` reads off the coup's cards which case of a bet type it is (or None: the bet
+loses); the paytable says what that case pays (0: a push). Player and Banker push on a tie; a
+pair bet wins when that side's first two cards share a rank; the other side bets are in
+:data:`services.shared.rules.paytable.CASES`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from fractions import Fraction
 
-from services.shared.rules.paytable import BetType, Paytable
-from services.shared.rules.tableau import Outcome
+from services.shared.rules.paytable import WIN, BetType, Paytable
+from services.shared.rules.tableau import CoupResult, Outcome
 
 
 class BetResult(StrEnum):
@@ -22,19 +22,6 @@ class BetResult(StrEnum):
     WIN = "WIN"
     LOSE = "LOSE"
     PUSH = "PUSH"
-
-
-class CoupOutcomeLike(Protocol):
-    """The facts of a coup that settle bets; ``outcome`` is "PLAYER", "BANKER" or "TIE"."""
-
-    @property
-    def outcome(self) -> str: ...
-
-    @property
-    def player_pair(self) -> bool: ...
-
-    @property
-    def banker_pair(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -52,33 +39,82 @@ class BetSettlement:
         return self.returned - self.stake
 
 
-def bet_result(bet_type: BetType, coup: CoupOutcomeLike) -> BetResult:
-    """WIN, LOSE or PUSH for a bet of this type on this coup."""
-    outcome = Outcome(coup.outcome)
-    bet_type = BetType(bet_type)
-    if bet_type is BetType.PLAYER or bet_type is BetType.BANKER:
+@dataclass(frozen=True, slots=True)
+class Payoff:
+    """What a bet type gets on a coup: its ``case`` (None: it lost), the ``odds`` paid on it
+    (net win per unit staked) and so the ``result``."""
+
+    result: BetResult
+    odds: Fraction
+    case: str | None
+
+
+LOST = Payoff(BetResult.LOSE, Fraction(0), None)
+
+
+def bet_case(bet_type: BetType, coup: CoupResult) -> str | None:
+    """The case of ``bet_type`` this coup is (one of ``CASES[bet_type]``), or None: it loses."""
+    outcome, player, banker = coup.outcome, coup.player_total, coup.banker_total
+    bet = BetType(bet_type)
+    if bet is BetType.PLAYER or bet is BetType.BANKER:
         if outcome is Outcome.TIE:
-            return BetResult.PUSH
-        won = outcome.value == bet_type.value.upper()
-    elif bet_type is BetType.TIE:
-        won = outcome is Outcome.TIE
-    elif bet_type is BetType.PLAYER_PAIR:
-        won = coup.player_pair
-    else:
-        won = coup.banker_pair
-    return BetResult.WIN if won else BetResult.LOSE
+            return "tie"
+        if outcome.value != bet.value.upper():
+            return None
+        if bet is BetType.BANKER and banker == 6:
+            return "six"
+        if bet is BetType.BANKER and banker == 7 and len(coup.banker) == 3:
+            return "three_card_seven"
+        return WIN
+    if bet is BetType.PERFECT_PAIR:
+        perfect = (coup.player[0] == coup.player[1]) + (coup.banker[0] == coup.banker[1])
+        return (None, "one", "both")[perfect]
+    if bet is BetType.DRAGON_BONUS_PLAYER or bet is BetType.DRAGON_BONUS_BANKER:
+        side = Outcome.PLAYER if bet is BetType.DRAGON_BONUS_PLAYER else Outcome.BANKER
+        if coup.natural:  # both hands stood on two cards: a win here is a natural's
+            if outcome is Outcome.TIE:
+                return "natural_tie"
+            return "natural_win" if outcome is side else None
+        margin = player - banker if side is Outcome.PLAYER else banker - player
+        return f"by_{margin}" if margin >= 4 else None
+    won = {
+        BetType.TIE: outcome is Outcome.TIE,
+        BetType.PLAYER_PAIR: coup.player_pair,
+        BetType.BANKER_PAIR: coup.banker_pair,
+        BetType.EITHER_PAIR: coup.player_pair or coup.banker_pair,
+        BetType.BIG: coup.cards_used >= 5,
+        BetType.SMALL: coup.cards_used == 4,
+        BetType.SUPER_6: outcome is Outcome.BANKER and banker == 6,
+        BetType.DRAGON_7: outcome is Outcome.BANKER and banker == 7 and len(coup.banker) == 3,
+        BetType.PANDA_8: outcome is Outcome.PLAYER and player == 8 and len(coup.player) == 3,
+    }[bet]
+    return WIN if won else None
+
+
+def payoff(bet_type: BetType, coup: CoupResult, paytable: Paytable) -> Payoff:
+    """What ``bet_type`` gets on this coup under ``paytable`` (KeyError: not offered)."""
+    pays = paytable.pays[BetType(bet_type)]
+    case = bet_case(bet_type, coup)
+    if case is None:
+        return LOST
+    odds = pays[case]
+    return Payoff(BetResult.WIN if odds else BetResult.PUSH, odds, case)
+
+
+def settle_stake(stake: int, payoff: Payoff, paytable: Paytable) -> BetSettlement:
+    """Settle ``stake`` minor units on a bet that got ``payoff`` (paytable: its rounding)."""
+    if isinstance(stake, bool) or not isinstance(stake, int) or stake <= 0:
+        raise ValueError(f"a stake is a positive whole number of minor units, not {stake!r}")
+    if payoff.result is BetResult.WIN:
+        payout = paytable.win_amount(stake, payoff.odds)
+        return BetSettlement(BetResult.WIN, stake, payout, stake + payout)
+    if payoff.result is BetResult.PUSH:
+        return BetSettlement(BetResult.PUSH, stake, 0, stake)
+    return BetSettlement(BetResult.LOSE, stake, 0, 0)
 
 
 def settle_bet(
-    bet_type: BetType, stake: int, coup: CoupOutcomeLike, paytable: Paytable
+    bet_type: BetType, stake: int, coup: CoupResult, paytable: Paytable
 ) -> BetSettlement:
     """Settle ``stake`` minor units on ``bet_type`` for this coup under ``paytable``."""
-    if isinstance(stake, bool) or not isinstance(stake, int) or stake <= 0:
-        raise ValueError(f"a stake is a positive whole number of minor units, not {stake!r}")
-    result = bet_result(bet_type, coup)
-    if result is BetResult.WIN:
-        payout = paytable.win_amount(BetType(bet_type), stake)
-        return BetSettlement(result, stake, payout, stake + payout)
-    if result is BetResult.PUSH:
-        return BetSettlement(result, stake, 0, stake)
-    return BetSettlement(result, stake, 0, 0)
+    return settle_stake(stake, payoff(bet_type, coup, paytable), paytable)

@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Final, TypeVar
 
 from services.shared.rules.cards import RANK_VALUES, Card
+
+T = TypeVar("T")
 
 
 class Side(StrEnum):
@@ -101,6 +103,12 @@ def _check_total(total: int) -> None:
 
 def _total(cards: Sequence[Card]) -> int:
     return sum(RANK_VALUES[card.rank] for card in cards) % 10
+
+
+def dealing_order(player: Sequence[T], banker: Sequence[T]) -> list[T]:
+    """A coup's cards (or codes) back in the order they left the shoe from its two hands:
+    P, B, P, B, then the Player's third card, then the Banker's."""
+    return [*player[:1], *banker[:1], *player[1:2], *banker[1:2], *player[2:], *banker[2:]]
 
 
 def next_side(player: Sequence[Card], banker: Sequence[Card]) -> Side | None:

@@ -2,9 +2,11 @@
 
 The reason codes are shared with the ``BetRejected``/``CommandRejected``
 messages. ``validate_bet`` checks what a bet says on its own and against the
-table: a known bet type offered at the table, a positive whole amount of
-minor units, the table's currency, the table's minimum and maximum for that
-bet type, and no Player and Banker from one bettor in one coup.
+table: a known bet type (``UNKNOWN_BET_TYPE``), offered at the table
+(``BET_TYPE_NOT_OFFERED``: the table's limits name the bet types it offers), a
+positive whole amount of minor units, the table's currency, the table's minimum
+and maximum for that bet type, and no Player and Banker from one bettor in one
+coup (side bets combine freely).
 ``validate_stake`` makes the same checks of an amount parsed already (by
 :func:`parse_amount`, once, where the bet enters a service). The remaining
 codes (no such table or coup, betting or table closed, the coup's book full) are for the
@@ -36,6 +38,7 @@ class RejectionReason(StrEnum):
     WRONG_CURRENCY = "WRONG_CURRENCY"
     INVALID_AMOUNT = "INVALID_AMOUNT"
     UNKNOWN_BET_TYPE = "UNKNOWN_BET_TYPE"
+    BET_TYPE_NOT_OFFERED = "BET_TYPE_NOT_OFFERED"
     TABLE_CLOSED = "TABLE_CLOSED"
     BOOK_FULL = "BOOK_FULL"
 
@@ -148,9 +151,10 @@ def validate_stake(
         )
     limit = limits.get(kind)
     if limit is None:
+        offered = ", ".join(bet.value for bet in BetType if bet in limits) or "none"
         return Rejection(
-            RejectionReason.UNKNOWN_BET_TYPE,
-            f"bet type {kind.value!r} is not offered at this table",
+            RejectionReason.BET_TYPE_NOT_OFFERED,
+            f"bet type {kind.value!r} is not offered at this table (offered: {offered})",
         )
     if stake is None:
         return Rejection(

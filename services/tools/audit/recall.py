@@ -1,8 +1,9 @@
 """Game recall: a table's last N coups as the stores recorded them.
 
 For each coup: the cards in the order they were dealt (side, card, shoe
-position), the totals and outcome dealing recorded, every bet with its
-settlement (and refund), bets refused, and voids with who and why.
+position), the totals and outcome dealing recorded, the paytable, every bet with
+its settlement (and refund) and what the cards gave it under the paytable (the
+rules' case and odds: ``by 9: 30 to 1``), bets refused, and voids with who and why.
 """
 
 from __future__ import annotations
@@ -10,6 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from services.shared.facts.settlement import RefundLine, SettledLine
+from services.shared.rules.cards import CardParseError, parse_cards
+from services.shared.rules.paytable import CASE_NAMES, PAYTABLES, WIN, BetType, ratio
+from services.shared.rules.settlement import payoff
+from services.shared.rules.tableau import CoupResult, NotEnoughCards, dealing_order, resolve_coup
 from services.tools.history.views import BookView, CoupView, History
 
 
@@ -60,6 +65,8 @@ def _coup(coup: CoupView, book: BookView | None) -> dict[str, Any]:
     }
     if book is None:
         return out
+    out["paytable"] = book.paytable
+    result = None if fact is None else _result(fact.player_cards, fact.banker_cards)
     settled: dict[str, SettledLine] = {}
     for settlement in book.settlements:
         for line in settlement.lines:
@@ -85,6 +92,7 @@ def _coup(coup: CoupView, book: BookView | None) -> dict[str, Any]:
                 "result": settled_line.result,
                 "payout": settled_line.payout,
                 "returned": settled_line.returned,
+                "on": _on(bet.bet_type, result, book.paytable),
             }
         refund_line = refunded.get(bet_id)
         if refund_line is not None:
@@ -102,6 +110,26 @@ def _coup(coup: CoupView, book: BookView | None) -> dict[str, Any]:
         for bet_id, r in book.rejected.items()
     ]
     return out
+
+
+def _result(player: list[str], banker: list[str]) -> CoupResult | None:
+    """The coup the recorded hands make (None: they make none; the audit says why)."""
+    try:
+        return resolve_coup(parse_cards(dealing_order(player, banker)))
+    except (CardParseError, NotEnoughCards, ValueError):
+        return None
+
+
+def _on(bet_type: str, result: CoupResult | None, paytable: str) -> str | None:
+    """What the cards gave this bet under the paytable: ``19 to 20``, ``by 9: 30 to 1``,
+    ``tie: push`` (None: it lost, or the cards, bet type or paytable are unknown)."""
+    table = PAYTABLES.get(paytable)
+    if result is None or table is None or bet_type not in table.pays:
+        return None
+    got = payoff(BetType(bet_type), result, table)
+    if got.case is None:
+        return None
+    return ratio(got.odds) if got.case == WIN else f"{CASE_NAMES[got.case]}: {ratio(got.odds)}"
 
 
 def recall_text(table_id: str, coups: list[dict[str, Any]]) -> str:
@@ -129,6 +157,7 @@ def recall_text(table_id: str, coups: list[dict[str, Any]]) -> str:
                 f"Banker {' '.join(coup['banker_cards'])} = {coup['banker_total']}: "
                 f"{coup['outcome']}{' (natural)' if coup['natural'] else ''}"
                 + (f"; {', '.join(pairs)}" if pairs else "")
+                + (f"; paytable {coup['paytable']}" if coup.get("paytable") else "")
             )
         for void in coup["voids"]:
             lines.append(
@@ -142,7 +171,8 @@ def recall_text(table_id: str, coups: list[dict[str, Any]]) -> str:
             )
             if bet["settlement"]:
                 s = bet["settlement"]
-                text += f" -> {s['result']}, payout {s['payout']:,}, returned {s['returned']:,}"
+                on = f" ({s['on']})" if s.get("on") else ""
+                text += f" -> {s['result']}{on}, payout {s['payout']:,}, returned {s['returned']:,}"
             if bet["refund"]:
                 r = bet["refund"]
                 text += f"; refunded {r['stake']:,} (adjustment {r['adjustment']:+,})"

@@ -7,7 +7,6 @@ Bad input prints one clear message on stderr and exits with status 2.
 from __future__ import annotations
 
 import json
-from fractions import Fraction
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -21,7 +20,6 @@ from services.shared.rules import (
     MIN_DECKS,
     PAYTABLES,
     PROBABILITY_KEYS,
-    BetType,
     CardParseError,
     CoupResult,
     ExactOdds,
@@ -33,9 +31,11 @@ from services.shared.rules import (
     full_shoe_counts,
     get_paytable,
     parse_cards,
+    payoff,
     resolve_coup,
-    settle_bet,
+    settle_stake,
 )
+from services.shared.rules.paytable import CASE_NAMES, WIN, ratio
 
 EXAMPLE_STAKE = 100
 """The stake whose net result ``coup`` reports for every bet type."""
@@ -60,14 +60,12 @@ def _paytable(name: str) -> Paytable:
         _fail(str(error))
 
 
-def _ratio(odds: Fraction) -> str:
-    """Odds as people say them: ``8 to 1``, ``19 to 20``."""
-    return f"{odds.numerator} to {odds.denominator}"
-
-
 def coup_payouts(result: CoupResult, paytable: Paytable, stake: int) -> dict[str, int]:
-    """Net result of ``stake`` on every bet type for this coup."""
-    return {bet.value: settle_bet(bet, stake, result, paytable).net for bet in BetType}
+    """Net result of ``stake`` on every bet type of the paytable for this coup."""
+    return {
+        bet.value: settle_stake(stake, payoff(bet, result, paytable), paytable).net
+        for bet in paytable.offered
+    }
 
 
 def coup_document(
@@ -115,16 +113,20 @@ def _print_coup(result: CoupResult, unused: list[str], paytable: Paytable) -> No
         title_justify="left",
     )
     payouts.add_column("Bet")
-    payouts.add_column("Pays", justify="right")
     payouts.add_column("Result")
+    payouts.add_column("On", justify="right")
     payouts.add_column("Net", justify="right")
-    for bet in BetType:
-        settled = settle_bet(bet, EXAMPLE_STAKE, result, paytable)
+    for bet in paytable.offered:
+        got = payoff(bet, result, paytable)
+        settled = settle_stake(EXAMPLE_STAKE, got, paytable)
         colour = {"WIN": "green", "LOSE": "red"}.get(settled.result.value, "yellow")
+        on = "" if got.case is None else ratio(got.odds)
+        if got.case not in (None, WIN):
+            on = f"{CASE_NAMES[got.case]}: {on}"
         payouts.add_row(
             bet.value,
-            _ratio(paytable.odds[bet]),
             f"[{colour}]{settled.result.value}[/]",
+            on,
             f"{settled.net:+d}" if settled.net else "0",
         )
     console.print(payouts)
@@ -185,15 +187,17 @@ def parse_counts(text: str) -> list[int]:
 
 
 def odds_document(odds: ExactOdds) -> dict[str, Any]:
-    """The JSON object printed by ``odds --json``: probabilities and house edges as numbers."""
+    """The JSON object printed by ``odds --json``: the outcomes' probabilities and each
+    offered bet's chance to win, and each offered bet's house edge, as numbers (null: the
+    counts cannot tell)."""
+    offered = odds.paytable.offered
+    keys = (*PROBABILITY_KEYS, *(bet.value for bet in offered if bet.value not in PROBABILITY_KEYS))
+    found = odds.probabilities
     return {
-        "probabilities": {
-            key: (float(odds.probabilities[key]) if key in odds.probabilities else None)
-            for key in PROBABILITY_KEYS
-        },
+        "probabilities": {key: float(found[key]) if key in found else None for key in keys},
         "house_edge": {
             bet.value: (float(odds.house_edge[bet]) if bet in odds.house_edge else None)
-            for bet in BetType
+            for bet in offered
         },
     }
 
@@ -205,26 +209,31 @@ def _print_odds(odds: ExactOdds, shoe: str) -> None:
         title=f"Exact odds: {shoe}, {odds.card_count} cards, paytable {paytable.name}",
         title_justify="left",
     )
-    table.add_column("Bet")
-    table.add_column("Probability", justify="right")
-    table.add_column("Pays", justify="right")
+    table.add_column("Bet", no_wrap=True, min_width=max(len(b.value) for b in paytable.offered))
+    table.add_column("Wins", justify="right")
+    table.add_column("Pays")
     table.add_column("House edge", justify="right")
     table.add_column("Return to player", justify="right")
-    for bet in BetType:
+    for bet in paytable.offered:
         if bet not in odds.house_edge:
-            table.add_row(bet.value, "n/a", _ratio(paytable.odds[bet]), "n/a", "n/a")
+            table.add_row(bet.value, "n/a", paytable.describe(bet), "n/a", "n/a")
             continue
         table.add_row(
             bet.value,
-            f"{float(odds.probabilities[bet.value]):.6f}",
-            _ratio(paytable.odds[bet]),
+            f"{float(odds.win_probability(bet) or 0):.6f}",
+            paytable.describe(bet),
             f"{float(odds.house_edge[bet]) * 100:.4f} %",
             f"{float(odds.return_to_player[bet]) * 100:.4f} %",
         )
     console.print(table)
-    console.print("Player and Banker bets push on a tie; the Banker's figures are before rounding.")
+    console.print(
+        "Wins: the chance the bet wins (a push is neither). Player and Banker bets push on a "
+        "tie; figures are before rounding of single payouts."
+    )
     if not odds.pairs_known:
         console.print("Pair figures need counts by rank (13 numbers); values alone cannot tell.")
+    elif not odds.suits_known:
+        console.print("The Perfect Pair needs counts by card (52 numbers): ranks cannot tell.")
 
 
 def odds(
@@ -239,8 +248,8 @@ def odds(
         typer.Option(
             "--remaining",
             metavar="COUNTS",
-            help="Cards left, comma-separated: 13 counts by rank A,2,...,10,J,Q,K "
-            "or 10 by value 0..9.",
+            help="Cards left, comma-separated: 52 counts by card (clubs A,2,...,K, then "
+            "diamonds, hearts, spades), 13 by rank A,2,...,10,J,Q,K, or 10 by value 0..9.",
         ),
     ] = None,
     paytable_name: Annotated[
@@ -250,7 +259,8 @@ def odds(
         bool, typer.Option("--json", help="Print exactly one JSON object.")
     ] = False,
 ) -> None:
-    """Exact odds of every bet for a full shoe or the cards left in a shoe (full enumeration)."""
+    """Exact odds and house edge of each bet the paytable offers, for a full shoe or the cards
+    left in a shoe (full enumeration)."""
     paytable = _paytable(paytable_name)
     if (decks is None) == (remaining is None):
         _fail("give exactly one of --decks N or --remaining COUNTS")

@@ -13,29 +13,30 @@ ShoeShuffled's deck count minus the shown, burned and drawn cards), the current 
 phase (betting, dealing, resolved, settled, voided), the shoe's roads
 (:mod:`services.tools.dashboard.roads`), money (staked, paid, house result, realised hold
 overall and per bet type, from CoupSettled / BetSettled, less refunds of voided coups), the
-theoretical edge of each bet (full shoe) and its exact edge for the cards left
-(``services.shared.rules.odds``; ``favourable`` when it is negative, i.e. the bet favours
-the players), bets accepted / rejected (by reason) / settled, bets per second and the
-settlement latency (CoupResolved's time to the Kafka timestamp of CoupSettled).
+theoretical edge of each bet type of the table's paytable (full shoe) and its exact edge for
+the cards left (``services.shared.rules.odds``, from the count of each card left; ``favourable``
+when it is negative, i.e. the bet favours the players) beside its realised hold, bets accepted
+/ rejected (by reason) / settled, bets per second and the settlement latency (CoupResolved's
+time to the Kafka timestamp of CoupSettled).
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter, deque
+from collections.abc import Iterable
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
 from contracts import DeadLetter, Message
 from services.shared.rules.odds import MIN_CARDS, exact_odds, full_shoe_odds
-from services.shared.rules.paytable import get_paytable
+from services.shared.rules.paytable import PAYTABLES, STANDARD, get_paytable
 from services.tools.dashboard.panels import COUPS_KEPT, Money, TableView
 from services.tools.dashboard.roads import scoreboard
 from services.tools.history.from_messages import MessageFeed
 from services.tools.history.views import History
 
-BET_TYPES = ("player", "banker", "tie", "player_pair", "banker_pair")
 RATE_WINDOW = 10.0  # seconds over which bets per second are counted
 DEAD_LETTERS_KEPT = 10
 EVENT_IDS_KEPT = 100_000  # event ids remembered for spotting a relay's redeliveries
@@ -53,6 +54,13 @@ def _edges(counts: tuple[int, ...], paytable: str) -> dict[str, float] | None:
 def _theoretical(decks: int, paytable: str) -> dict[str, float]:
     odds = full_shoe_odds(decks, get_paytable(paytable))
     return {bet.value: float(edge) for bet, edge in odds.house_edge.items()}
+
+
+def bet_types(paytable: str, played: Iterable[str] = ()) -> list[str]:
+    """The rows of a table's bets panel: its paytable's bet types (the standard's while it is
+    not known), then any other bet type ``played`` there."""
+    offered = [bet.value for bet in PAYTABLES.get(paytable, STANDARD).offered]
+    return offered + sorted(set(played) - set(offered))
 
 
 class DashboardModel:
@@ -133,7 +141,7 @@ class DashboardModel:
         if shoe is not None and not shoe.closed:
             remaining = _edges(tuple(shoe.counts), terms.paytable)
         bets = []
-        for name in BET_TYPES:
+        for name in bet_types(terms.paytable, t.by_bet):
             money = t.by_bet.get(name, Money())
             edge_now = None if remaining is None else remaining.get(name)
             bets.append(
@@ -206,4 +214,4 @@ def _quantile(values: list[float], q: float) -> float | None:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-__all__ = ["BET_TYPES", "COUPS_KEPT", "DashboardModel", "TableView"]
+__all__ = ["COUPS_KEPT", "DashboardModel", "TableView", "bet_types"]

@@ -28,14 +28,14 @@ from contracts import (
     Message,
     ShoeShuffled,
 )
-from services.shared.rules.cards import RANKS
+from services.shared.rules.cards import ALL_CARDS
 from services.tools.dashboard.roads import Outcome, RoadCoup
 from services.tools.history.views import History, TableSettings, bet_key
 
 LATENCIES_KEPT = 200
 COUPS_KEPT = 200  # coups per table kept in the views (and their settled bets)
 SHOES_KEPT = 2  # shoes per table kept in the views (the one in play and the last)
-_RANK_INDEX = {rank: i for i, rank in enumerate(RANKS)}
+_CARD_INDEX = {card.code: i for i, card in enumerate(ALL_CARDS)}
 _DEFAULT_TERMS = TableSettings(6, "standard", "", {})
 
 
@@ -76,7 +76,7 @@ class ShoePanel:
     decks: int
     card_count: int
     cut_card_index: int
-    counts: list[int]  # cards left per rank
+    counts: list[int]  # cards left per card (``ALL_CARDS`` order: the odds' counts by card)
     dealt: int  # positions out of the shoe (shown + burned + drawn)
     cut_card_out: bool
     closed: bool
@@ -177,9 +177,9 @@ class TableView:
         view = None if self.shoe_id is None else self.history.shoes.get(key)
         if view is None:
             return None
-        counts = [4 * view.decks] * len(RANKS)
+        counts = [view.decks] * len(ALL_CARDS)
         for _position, card in view.handed_out():
-            index = _RANK_INDEX.get(card[:1])
+            index = _CARD_INDEX.get(card)
             if index is not None and counts[index] > 0:
                 counts[index] -= 1
         return ShoePanel(

@@ -40,6 +40,7 @@ from services.shared.platform import ServiceHost, Settings
 from services.shared.platform.kafka import client_options, ensure_topics
 from services.shoe.service import build_service as build_shoe
 from tests.integration.platform.kafka_tools import as_admin, send_messages, settings_for
+from tests.payout_oracle import OFFERED
 from tests.unit.settlement.harness import expected_returned
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -156,20 +157,29 @@ async def running_table(
             await host.stop()
 
 
-def table_command(**fields: Any) -> OpenTable:
+def table_command(bet_types: list[str] = BET_TYPES, **fields: Any) -> OpenTable:
     return OpenTable(
         table_id="vip-1",
         decks=1,
-        limits={t: BetLimitSpec(minimum=100, maximum=50_000) for t in BET_TYPES},
+        limits={t: BetLimitSpec(minimum=100, maximum=50_000) for t in bet_types},
         currency="EUR",
         **fields,
     )
 
 
-@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize(
+    ("store", "paytable"),
+    [
+        ("sqlite", "no-commission"),
+        pytest.param("postgres", "ez-baccarat", marks=pytest.mark.postgres),
+    ],
+)
 async def test_bettors_play_coups_and_every_accepted_bet_is_settled_once(
-    tmp_path: Path, kafka_bootstrap: str, request: pytest.FixtureRequest, store: str
+    tmp_path: Path, kafka_bootstrap: str, request: pytest.FixtureRequest, store: str, paytable: str
 ) -> None:
+    """A table of each commission-free paytable, with every bet type it offers (its side
+    bets): each accepted bet settled once, for the amount the cards give (the tests' oracle)."""
+    offered = OFFERED[paytable]
     postgres = request.getfixturevalue("postgres_env") if store == "postgres" else None
     async with (
         running_table(tmp_path, kafka_bootstrap, postgres) as settings,
@@ -179,7 +189,11 @@ async def test_bettors_play_coups_and_every_accepted_bet_is_settled_once(
         await send_messages(
             settings,
             TABLE_COMMANDS,
-            [table_command(betting_window_ms=1500, cut_card_from_end=14)],
+            [
+                table_command(
+                    offered, paytable=paytable, betting_window_ms=1500, cut_card_from_end=14
+                )
+            ],
         )
         rng = random.Random(4)
         coups_bet_on: list[str] = []
@@ -199,7 +213,7 @@ async def test_bettors_play_coups_and_every_accepted_bet_is_settled_once(
                         bet_id=f"{coup.coup_id}/{n}",
                         coup_id=coup.coup_id,
                         bettor_id=bettor,
-                        bet_type=rng.choice([*BET_TYPES, "dragon"]),
+                        bet_type=rng.choice([*offered, "dragon"]),
                         amount=rng.choice([50, 100, 2500, 10_000, 60_000]),
                         currency="EUR",
                     )
@@ -227,7 +241,8 @@ async def test_bettors_play_coups_and_every_accepted_bet_is_settled_once(
         for message in settled:
             placed = accepted[message.bet_id]
             assert message.returned == expected_returned(
-                placed.bet_type, placed.amount, resolved[message.coup_id]
+                placed.bet_type, placed.amount, resolved[message.coup_id], paytable
             )
+        assert len({m.bet_type for m in settled} - set(BET_TYPES)) >= 5  # side bets settled
         rejected = table_events.of_type(CommandRejected)
         assert [r.reason_code for r in rejected] == ["SUPERVISOR_REQUIRED"]

@@ -41,10 +41,15 @@ def _jsonl(name: str) -> list[dict[str, Any]]:
         return [json.loads(line) for line in lines]
 
 
+GOLDEN_SETS = ("", "sidebets.")
+"""The golden stores, by file prefix: the first history (before the side bets existed), and the
+commission-free tables played with every side bet (``sidebets.``)."""
+
+
 @cache
-def golden_rows(service: str) -> tuple[dict[str, Any], ...]:
-    """The service's stored rows, in notification order."""
-    return tuple(_jsonl(f"{service}.rows.jsonl"))
+def golden_rows(service: str, prefix: str = "") -> tuple[dict[str, Any], ...]:
+    """The service's stored rows of the golden set ``prefix``, in notification order."""
+    return tuple(_jsonl(f"{prefix}{service}.rows.jsonl"))
 
 
 @cache

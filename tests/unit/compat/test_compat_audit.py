@@ -12,10 +12,10 @@ from tests.unit.compat.golden import SERVICES, golden_rows, legacy_rows, report
 DROPPED = ("generated_at", "seconds", "stores")
 
 
-def _audit(with_legacy: bool) -> dict[str, Any]:
+def _audit(with_legacy: bool, prefix: str = "") -> dict[str, Any]:
     stores = {}
     for service in SERVICES:
-        rows = golden_rows(service) + (legacy_rows(service) if with_legacy else ())
+        rows = golden_rows(service, prefix) + (legacy_rows(service) if with_legacy else ())
         stores[service] = ListStore(
             service,
             [
@@ -37,6 +37,13 @@ def _audit(with_legacy: bool) -> dict[str, Any]:
 
 def test_the_audit_of_the_golden_stores_is_the_recorded_report() -> None:
     assert _audit(with_legacy=False) == report("audit.json")
+
+
+def test_the_audit_of_the_side_bets_golden_stores_is_the_recorded_report() -> None:
+    """Every side bet's payout recomputed from the cards as when it was recorded."""
+    recorded = report("sidebets.audit.json")
+    assert recorded["passed"] and recorded["checked"]["bets"] > 500
+    assert _audit(with_legacy=False, prefix="sidebets.") == recorded
 
 
 def test_the_legacy_rows_give_the_recorded_findings() -> None:

@@ -7,6 +7,7 @@ the hand-made rows of older shapes (upcast on the way in).
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 
 from contracts import encode
 from tests.unit.compat.golden import (
+    GOLDEN_SETS,
     PUBLISH,
     SERVICES,
     golden_rows,
@@ -44,15 +46,34 @@ def _translated(service: str, rows: tuple[dict[str, Any], ...]) -> dict[int, lis
     return made
 
 
+@pytest.mark.parametrize("prefix", GOLDEN_SETS)
 @pytest.mark.parametrize("service", SERVICES)
-def test_golden_rows_publish_the_recorded_messages_byte_for_byte(service: str) -> None:
-    assert _translated(service, golden_rows(service)) == _expected("published.jsonl", service)
+def test_golden_rows_publish_the_recorded_messages_byte_for_byte(service: str, prefix: str) -> None:
+    assert _translated(service, golden_rows(service, prefix)) == _expected(
+        f"{prefix}published.jsonl", service
+    )
 
 
 @pytest.mark.parametrize("service", SERVICES)
 def test_legacy_rows_publish_the_recorded_messages_byte_for_byte(service: str) -> None:
     rows = legacy_rows(service, replays=True)
     assert _translated(service, rows) == _expected("legacy.published.jsonl", service)
+
+
+def test_the_side_bets_golden_messages_cover_every_bet_type_and_paytable() -> None:
+    """Every bet type settled, on both commission-free paytables, and a refusal of a bet
+    type the table does not offer."""
+    from services.shared.rules import BetType
+
+    payloads = [json.loads(record["payload"]) for record in published("sidebets.published.jsonl")]
+    settled = {p["bet_type"] for p in payloads if p["type"] == "BetSettled"}
+    assert settled == {bet.value for bet in BetType}
+    assert {p["paytable"] for p in payloads if p["type"] == "TableOpened"} == {
+        "no-commission",
+        "ez-baccarat",
+    }
+    reasons = {p["reason_code"] for p in payloads if p["type"] == "BetRejected"}
+    assert "BET_TYPE_NOT_OFFERED" in reasons
 
 
 def test_the_golden_messages_cover_every_published_type() -> None:

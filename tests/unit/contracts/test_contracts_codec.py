@@ -149,6 +149,7 @@ def test_rejection_codes_are_exactly_the_agreed_set() -> None:
         "WRONG_CURRENCY",
         "INVALID_AMOUNT",
         "UNKNOWN_BET_TYPE",
+        "BET_TYPE_NOT_OFFERED",
         "TABLE_CLOSED",
         "BOOK_FULL",
         "DUPLICATE_BET_ID",

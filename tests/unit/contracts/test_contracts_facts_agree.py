@@ -349,3 +349,15 @@ def test_answered_bets_round_trip_through_their_lines(data: st.DataObject) -> No
         for i, m in enumerate(answers)
     ]
     assert [c.encode(m) for m in settlement_messages(event)] == expected
+
+
+def test_the_contracts_name_the_rules_bet_types_paytables_and_reasons() -> None:
+    """Every bet type, paytable and refusal reason of the rules engine is in the contracts."""
+    from typing import get_args
+
+    from services.shared.rules import PAYTABLES, BetType, RejectionReason
+
+    assert set(get_args(c.BetTypeName)) == {bet.value for bet in BetType}
+    assert {reason.value for reason in RejectionReason} <= set(get_args(c.RejectionCode))
+    for name in PAYTABLES:
+        assert f"`{name}`" in c.OpenTable.model_fields["paytable"].description

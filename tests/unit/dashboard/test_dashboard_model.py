@@ -26,8 +26,8 @@ from contracts import (
     TableClosed,
     TableOpened,
 )
-from services.shared.rules.cards import RANKS, SUITS
-from services.shared.rules.odds import full_shoe_odds
+from services.shared.rules.cards import ALL_CARDS, RANKS, SUITS
+from services.shared.rules.odds import card_counts_of, exact_odds, full_shoe_odds
 from services.shared.rules.paytable import BetType, get_paytable
 from services.tools.dashboard.model import DashboardModel
 
@@ -44,12 +44,12 @@ class Clock:
         return self.now
 
 
-def opened(decks: int = 6) -> list[object]:
+def opened(decks: int = 6, paytable: str = "standard") -> list[object]:
     return [
         TableOpened(
             table_id=T,
             decks=decks,
-            paytable="standard",
+            paytable=paytable,
             limits={"player": BetLimitSpec(minimum=100, maximum=10_000)},
             currency="EUR",
             betting_window_ms=1000,
@@ -234,6 +234,39 @@ def test_a_side_bet_in_the_players_favour_is_flagged() -> None:
     # P(pair) = 3 * 4 * 3 / (12 * 11) = 3/11; a pair pays 11: edge = 1 - 12 * 3/11 < 0
     assert abs(by_bet["player_pair"]["edge_now"] - float(1 - Fraction(36, 11))) < 1e-12
     assert by_bet["player_pair"]["favourable"] and by_bet["banker_pair"]["favourable"]
+
+
+def test_each_bet_type_of_the_paytable_with_its_exact_edge_for_the_cards_left() -> None:
+    """An EZ table: its bet types (Dragon 7 and Panda 8, no Super 6); the edge for the cards
+    left counts each card (the Perfect Pair's too), beside each bet type's realised hold."""
+    model = DashboardModel(clock=Clock())
+    for message in opened(decks=2, paytable="ez-baccarat"):
+        model.apply(message)  # type: ignore[arg-type]
+    gone = ["7C", "7D", "7H", "KS", "QS", "AS", "2S"]
+    for position, card in enumerate(gone):
+        model.apply(
+            CardDrawn(
+                table_id=T, shoe_id="s1", coup_id="c", request_id="r", position=position, card=card
+            )
+        )
+    model.apply(
+        BetSettled(
+            table_id=T, bet_id="d7", coup_id="c", bettor_id="x", bet_type="dragon_7",
+            result="WIN", stake=100, payout=4000, returned=4100, currency="EUR",
+        )
+    )  # fmt: skip
+    [table] = model.snapshot()["tables"]
+    ez = get_paytable("ez-baccarat")
+    assert [b["bet_type"] for b in table["bets"]] == [bet.value for bet in ez.offered]
+    left = [*(c for c in ALL_CARDS if c.code not in gone), *ALL_CARDS]
+    now = exact_odds(card_counts_of(left), ez).house_edge
+    full = full_shoe_odds(2, ez).house_edge
+    by_bet = {b["bet_type"]: b for b in table["bets"]}
+    for bet in ez.offered:
+        assert by_bet[bet.value]["edge_now"] == float(now[bet])
+        assert by_bet[bet.value]["theoretical_edge"] == float(full[bet])
+    assert by_bet["perfect_pair"]["edge_now"] != by_bet["perfect_pair"]["theoretical_edge"]
+    assert by_bet["dragon_7"]["staked"] == 100 and by_bet["dragon_7"]["hold"] == -40.0
 
 
 def test_bets_per_second_dead_letters_and_closing() -> None:

@@ -98,6 +98,10 @@ def test_the_same_open_table_twice_has_one_effect(driver: Driver) -> None:
             open_table("t2", limits={"player": {"minimum": 500, "maximum": 100}}),
             "INVALID_SETTINGS",
         ),
+        (  # a bet type of another paytable
+            open_table("t2", limits={"dragon_7": {"minimum": 100, "maximum": 500}}),
+            "INVALID_SETTINGS",
+        ),
     ],
 )
 def test_a_refused_command_is_answered_with_its_reason(
@@ -113,6 +117,17 @@ def test_a_refused_command_is_answered_with_its_reason(
     assert found[0].command_id == command.event_id
     assert found[0].message
     assert len(driver.published) == before + 1  # nothing else changed
+
+
+def test_a_table_offers_only_bet_types_of_its_paytable(driver: Driver) -> None:
+    super_6 = {"super_6": {"minimum": 100, "maximum": 500}}
+    driver.app.handle(open_table("t2", paytable="ez-baccarat", limits=super_6))
+    (refused,) = rejections(driver)
+    assert refused.reason_code == "INVALID_SETTINGS"
+    assert "ez-baccarat paytable does not offer super_6" in refused.message
+    assert "dragon_7, panda_8" in refused.message  # what it does offer
+    driver.app.handle(open_table("t3", paytable="no-commission", limits=super_6))
+    assert len(rejections(driver)) == 1  # the no-commission table opens
 
 
 def test_a_refused_command_sent_twice_is_refused_once(driver: Driver) -> None:

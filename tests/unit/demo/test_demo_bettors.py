@@ -8,20 +8,21 @@ from decimal import Decimal
 import pytest
 
 from services.dev.demo.bettors import (
-    DEMO_LIMITS,
     EXPECTED_REASON,
     WILD_KINDS,
     BetKind,
     Crowd,
     PlannedBet,
     TableTerms,
+    demo_limits,
 )
-from services.shared.rules.paytable import BetType
+from services.shared.rules.paytable import PAYTABLES, BetType, get_paytable
 from services.shared.rules.validation import BetLimit, validate_bet
 
-TERMS = TableTerms("demo-1", "EUR", DEMO_LIMITS)
+OFFERED = [bet.value for bet in get_paytable("no-commission").offered]
+TERMS = TableTerms("demo-1", "EUR", demo_limits(OFFERED))
 RULES_LIMITS = {
-    BetType(name): BetLimit(limit.minimum, limit.maximum) for name, limit in DEMO_LIMITS.items()
+    BetType(name): BetLimit(limit.minimum, limit.maximum) for name, limit in TERMS.limits.items()
 }
 
 
@@ -45,7 +46,18 @@ def test_a_tame_crowd_bets_only_within_the_limits() -> None:
         by_coup.setdefault(bet.coup_id, []).append(bet)
         assert bet.amount == int(bet.amount) > 0
     assert len({bet.bet_id for bet in bets}) == len(bets)
-    assert {bet.bet_type for bet in bets} == {b.value for b in BetType}
+    assert {bet.bet_type for bet in bets} == set(OFFERED)  # the side bets of the table too
+
+
+@pytest.mark.parametrize("paytable", list(PAYTABLES))
+def test_bettors_play_the_side_bets_their_table_offers(paytable: str) -> None:
+    offered = [bet.value for bet in get_paytable(paytable).offered]
+    crowd = Crowd(TableTerms("t", "EUR", demo_limits(offered)), bettors=50, wildness=0.5, seed=8)
+    bets = [bet for n in range(20) for bet in crowd.plan_coup(f"c{n}").all_bets]
+    valid = {bet.bet_type for bet in bets if bet.kind is BetKind.VALID}
+    assert valid == set(offered)
+    refused = {bet.bet_type for bet in bets if bet.kind is BetKind.NOT_OFFERED}
+    assert refused and not refused & set(offered) and refused <= {b.value for b in BetType}
 
 
 def test_no_bettor_backs_both_player_and_banker_unless_meant_to() -> None:

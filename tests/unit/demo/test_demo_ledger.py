@@ -25,6 +25,7 @@ from contracts import (
 from services.dev.demo.bettors import BetKind, PlannedBet
 from services.dev.demo.ledger import Ledger, ProblemKind, Severity, recompute, shoe_order
 from services.shared.rules.cards import Card
+from services.shared.rules.paytable import get_paytable
 from services.shared.rules.shoe import commitment
 
 TABLE = "t1"
@@ -39,13 +40,18 @@ def flat_edge(decks: int, paytable: str) -> dict[str, Fraction]:
     return {"player": Fraction(1, 100), "banker": Fraction(1, 100), "tie": Fraction(1, 10)}
 
 
-def opened_table(ledger: Ledger) -> None:
+def opened_table(ledger: Ledger, paytable: str = "standard") -> None:
     ledger.observe(
         TableOpened(
             table_id=TABLE,
             decks=1,
-            paytable="standard",
-            limits=LIMITS,
+            paytable=paytable,
+            limits=LIMITS
+            if paytable == "standard"
+            else {
+                bet.value: BetLimitSpec(minimum=100, maximum=100_000)
+                for bet in get_paytable(paytable).offered
+            },
             currency="EUR",
             betting_window_ms=100,
             cut_card_from_end=10,
@@ -103,9 +109,11 @@ def accepted(bet_id: str, bet_type: str = "banker", amount: int = 1000) -> BetAc
     )
 
 
-def settled_as(event: BetAccepted, coup: CoupResolved, **overrides: object) -> BetSettled:
+def settled_as(
+    event: BetAccepted, coup: CoupResolved, paytable: str = "standard", **overrides: object
+) -> BetSettled:
     """The correct BetSettled for ``event`` (unless overridden)."""
-    right = recompute(event.bet_type, event.amount, coup, "standard")
+    right = recompute(event.bet_type, event.amount, coup, paytable)
     fields: dict[str, object] = {
         "table_id": TABLE,
         "bet_id": event.bet_id,
@@ -201,6 +209,28 @@ def test_a_wrong_result_is_caught_even_when_the_coup_event_lies_about_the_outcom
         settled_as(bet, lying, result="WIN", payout=1000, returned=2000)  # as the lie says
     )
     assert sorted(kinds(ledger)) == sorted([ProblemKind.TABLEAU_MISMATCH, ProblemKind.WRONG_AMOUNT])
+
+
+def test_side_bets_are_recomputed_under_the_tables_paytable() -> None:
+    ledger = Ledger(edge=flat_edge)
+    opened_table(ledger, "no-commission")
+    coup = resolved(*BANKER_WINS)  # Banker's natural 9: a natural win for its Dragon Bonus
+    bets = [
+        accepted("b1", "dragon_bonus_banker", 1000),
+        accepted("b2", "banker", 1000),
+        accepted("b3", "super_6", 100),
+    ]
+    for bet in bets:
+        ledger.observe(bet)
+    ledger.observe(coup)
+    ledger.observe(settled_as(bets[0], coup, "no-commission"))
+    ledger.observe(settled_as(bets[1], coup, "no-commission", payout=950, returned=1950))
+    ledger.observe(settled_as(bets[2], coup, "no-commission"))
+    [problem] = ledger.problems()
+    assert (problem.kind, problem.bet_id) == (ProblemKind.WRONG_AMOUNT, "b2")  # 1 to 1 here
+    assert recompute("dragon_bonus_banker", 1000, coup, "no-commission").payout == 1000
+    summary = ledger.summary()
+    assert summary.settled_by_type == {"dragon_bonus_banker": 1, "banker": 1, "super_6": 1}
 
 
 def test_a_push_on_a_tie_returns_the_stake() -> None:

@@ -9,7 +9,9 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
+from services.shared.rules import BetType, get_paytable
 from services.tools.cli import game
+from tests.unit.rules.test_rules_odds import PUBLISHED_EDGES
 
 app = typer.Typer()
 game.register(app)
@@ -53,6 +55,12 @@ def test_coup_json_has_the_documented_shape() -> None:
             "tie": -100,
             "player_pair": -100,
             "banker_pair": -100,
+            "either_pair": -100,
+            "perfect_pair": -100,
+            "dragon_bonus_player": 100,  # a natural win
+            "dragon_bonus_banker": -100,
+            "big": -100,
+            "small": 150,
         },
     }
 
@@ -67,7 +75,24 @@ def test_coup_banker_win_pays_95_and_a_player_pair_1100() -> None:
         "tie": -100,
         "player_pair": 1100,
         "banker_pair": -100,
+        "either_pair": 500,
+        "perfect_pair": -100,
+        "dragon_bonus_player": -100,
+        "dragon_bonus_banker": 100,
+        "big": -100,
+        "small": 150,
     }
+
+
+def test_coup_pays_each_paytable_s_own_bets() -> None:
+    # Player 2+4=6 stands; Banker A+4=5 draws 2 -> a three-card 7.
+    cards = ("2C", "AD", "4H", "4S", "2D")
+    ez = run_json("coup", *cards, "--paytable", "ez-baccarat")["payouts"]
+    assert (ez["banker"], ez["dragon_7"], ez["panda_8"]) == (0, 4000, -100)
+    assert "super_6" not in ez and "big" not in ez
+    no_commission = run_json("coup", *cards, "--paytable", "no-commission")["payouts"]
+    assert (no_commission["banker"], no_commission["super_6"]) == (100, -100)
+    assert "dragon_7" not in no_commission
 
 
 @pytest.mark.parametrize(("paytable", "tie"), [("standard", 800), ("tie-9-to-1", 900)])
@@ -128,7 +153,7 @@ def test_odds_json_for_eight_decks() -> None:
     document = run_json("odds", "--decks", "8")
     assert set(document) == {"probabilities", "house_edge"}
     p, edge = document["probabilities"], document["house_edge"]
-    assert set(p) == set(edge) == {"player", "banker", "tie", "player_pair", "banker_pair"}
+    assert set(p) == set(edge) == {bet.value for bet in get_paytable("standard").offered}
     assert round(p["banker"], 6) == 0.458597
     assert round(p["player"], 6) == 0.446247
     assert round(p["tie"], 6) == 0.095156
@@ -140,6 +165,26 @@ def test_odds_json_for_eight_decks() -> None:
 def test_odds_json_follows_the_paytable() -> None:
     document = run_json("odds", "--decks", "8", "--paytable", "tie-9-to-1")
     assert round(document["house_edge"]["tie"], 4) == 0.0484
+
+
+@pytest.mark.parametrize(("paytable", "bet", "percent", "source"), PUBLISHED_EDGES)
+def test_odds_gives_the_published_edges_of_each_paytable(
+    paytable: str, bet: BetType, percent: str, source: str
+) -> None:
+    """The same published figures as the engine's (tests/unit/rules/test_rules_odds.py)."""
+    document = run_json("odds", "--decks", "8", "--paytable", paytable)
+    assert set(document["house_edge"]) == {b.value for b in get_paytable(paytable).offered}
+    assert f"{document['house_edge'][bet.value] * 100:.4f}" == percent, source
+    table = run("odds", "--decks", "8", "--paytable", paytable)
+    assert f"{percent} %" in table.stdout
+
+
+def test_odds_of_the_cards_left_by_card_tells_the_perfect_pair() -> None:
+    by_card = run_json("odds", "--remaining", ",".join(["8"] * 51 + ["2"]))
+    by_rank = run_json("odds", "--remaining", ",".join(["32"] * 12 + ["26"]))
+    assert by_card["house_edge"]["perfect_pair"] is not None
+    assert by_rank["house_edge"]["perfect_pair"] is None  # ranks cannot tell a suit
+    assert by_card["house_edge"]["banker"] == by_rank["house_edge"]["banker"]
 
 
 def test_odds_of_a_remaining_shoe_by_rank_and_by_value() -> None:
@@ -157,6 +202,7 @@ def test_odds_prints_a_readable_table() -> None:
     assert "0.458653" in result.stdout
     assert "House edge" in result.stdout
     assert "19 to 20" in result.stdout
+    assert "dragon_bonus_banker" in result.stdout
 
 
 @pytest.mark.parametrize(

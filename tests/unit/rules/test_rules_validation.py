@@ -12,6 +12,7 @@ from services.shared.rules import BetLimit, BetType, RejectionReason, parse_amou
 from services.shared.rules.validation import validate_stake
 
 LIMITS = {bet: BetLimit(100, 10_000) for bet in BetType}
+OPPOSING = (BetType.PLAYER, BetType.BANKER)
 
 
 def reason(
@@ -39,9 +40,13 @@ def test_an_unknown_bet_type_is_rejected(bet_type: str) -> None:
     assert reason(bet_type) is RejectionReason.UNKNOWN_BET_TYPE
 
 
-def test_a_bet_type_the_table_does_not_offer_is_rejected() -> None:
-    limits = {BetType.PLAYER: BetLimit(1, 10)}
-    assert reason("tie", 5, limits=limits) is RejectionReason.UNKNOWN_BET_TYPE
+def test_a_bet_type_the_table_does_not_offer_is_rejected_with_its_own_reason() -> None:
+    limits = {BetType.PLAYER: BetLimit(1, 10), BetType.SUPER_6: BetLimit(1, 10)}
+    assert reason("tie", 5, limits=limits) is RejectionReason.BET_TYPE_NOT_OFFERED
+    assert reason("dragon_7", 5, limits=limits) is RejectionReason.BET_TYPE_NOT_OFFERED
+    rejection = validate_bet("panda_8", 5, limits, "EUR", "EUR", ())
+    assert rejection is not None and "offered: player, super_6" in rejection.message
+    assert reason("dragon", 5, limits=limits) is RejectionReason.UNKNOWN_BET_TYPE
 
 
 @pytest.mark.parametrize(
@@ -73,6 +78,15 @@ def test_a_side_bet_next_to_player_or_banker_is_allowed() -> None:
     held = frozenset({BetType.PLAYER, BetType.BANKER})
     assert reason("tie", bettor=held) is None
     assert reason("player_pair", bettor=held) is None
+
+
+@given(st.frozensets(st.sampled_from([b for b in BetType if b not in OPPOSING])), st.data())
+def test_side_bets_combine_freely(held: frozenset[BetType], data: st.DataObject) -> None:
+    """Any side bet beside any others (both Dragon Bonuses, Big and Small...) and beside one
+    of Player or Banker."""
+    side = data.draw(st.sampled_from([b for b in BetType if b not in OPPOSING]))
+    main = data.draw(st.sampled_from([frozenset(), frozenset({BetType.PLAYER})]))
+    assert reason(side.value, bettor=held | main) is None
 
 
 @given(st.integers(1, 10**15))
@@ -133,7 +147,7 @@ amounts = st.one_of(
 
 
 @given(
-    st.sampled_from(["player", "banker", "tie", "player_pair", "banker_pair", "draw"]),
+    st.sampled_from([*(bet.value for bet in BetType), "draw"]),
     amounts,
     st.sampled_from(["EUR", "USD"]),
     st.frozensets(st.sampled_from(list(BetType))),

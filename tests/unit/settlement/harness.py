@@ -6,7 +6,6 @@ import itertools
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from fractions import Fraction
 from typing import TypeVar
 
 from eventsourcing.persistence import Tracking
@@ -29,6 +28,7 @@ from contracts import (
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages
 from services.shared.platform.incidents import with_incidents
+from tests.payout_oracle import oracle_returned
 from tests.unit.settlement.stores import POPO
 
 M = TypeVar("M", bound=Message)
@@ -222,19 +222,12 @@ def hand_total(cards: list[str]) -> int:
     return sum(VALUES[card[0]] for card in cards) % 10
 
 
-def expected_returned(bet_type: str, stake: int, coup: CoupResolved, tie_pays: int = 8) -> int:
-    """What the bettor gets back, computed here from the cards alone (not with rules)."""
-    p, b = hand_total(coup.player_cards), hand_total(coup.banker_cards)
-    if bet_type in ("player", "banker"):
-        if p == b:
-            return stake
-        if bet_type == "player":
-            return 2 * stake if p > b else 0
-        return stake + int(Fraction(stake * 19, 20)) if b > p else 0
-    if bet_type == "tie":
-        return stake * (1 + tie_pays) if p == b else 0
-    cards = coup.player_cards if bet_type == "player_pair" else coup.banker_cards
-    return stake * 12 if cards[0][0] == cards[1][0] else 0
+def expected_returned(
+    bet_type: str, stake: int, coup: CoupResolved, paytable: str = "standard"
+) -> int:
+    """What the bettor gets back, computed from the cards alone by the tests' oracle."""
+    cards = dealing_order(coup.player_cards, coup.banker_cards)
+    return oracle_returned(bet_type, stake, cards, paytable)
 
 
 def bet(
@@ -291,11 +284,14 @@ class Relay:
         return [m for m in self.published if isinstance(m, kind)]
 
 
-def random_bets(coup_id: str, count: int, seed: int) -> list[PlaceBet]:
+def random_bets(
+    coup_id: str, count: int, seed: int, bet_types: list[str] | None = None
+) -> list[PlaceBet]:
+    """``count`` bets of ``bet_types`` (default: those of LIMITS), some out of the limits."""
     rng = random.Random(seed)
     bets = []
     for n in range(count):
-        kind = rng.choice(list(LIMITS))
+        kind = rng.choice(bet_types or list(LIMITS))
         amount = rng.choice([50, 100, 125, 999, 1000, 2501, 7777, 20_000, 150_000])
         bets.append(
             bet(

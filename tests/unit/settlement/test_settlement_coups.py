@@ -18,6 +18,7 @@ from contracts import (
 from services.settlement.domain import BetBook, BookStatus
 from services.shared.rules.cards import Card
 from services.shared.rules.tableau import resolve_coup
+from tests.payout_oracle import OFFERED
 from tests.unit.dealing.harness import shuffled_order
 from tests.unit.settlement.harness import (
     Dealing,
@@ -42,7 +43,9 @@ def deal_coups(count: int, seed: int) -> list[tuple[list[str], list[str]]]:
     return coups
 
 
-def check_settlements(relay: Relay, resolved: dict[str, CoupResolved], tie_pays: int = 8) -> int:
+def check_settlements(
+    relay: Relay, resolved: dict[str, CoupResolved], paytable: str = "standard"
+) -> int:
     """Every accepted bet settled exactly once, with the amounts the cards give."""
     accepted = {m.bet_id: m for m in relay.of_type(BetAccepted) if isinstance(m, BetAccepted)}
     settled = [m for m in relay.of_type(BetSettled) if isinstance(m, BetSettled)]
@@ -53,7 +56,7 @@ def check_settlements(relay: Relay, resolved: dict[str, CoupResolved], tie_pays:
         placed = accepted[message.bet_id]
         coup = resolved[message.coup_id]
         assert message.stake == placed.amount
-        assert message.returned == expected_returned(placed.bet_type, placed.amount, coup, tie_pays)
+        assert message.returned == expected_returned(placed.bet_type, placed.amount, coup, paytable)
         assert message.payout == max(0, message.returned - message.stake)
         assert message.result == (
             "WIN"
@@ -79,27 +82,58 @@ def play(
     for number, (player, banker) in enumerate(coups, start=1):
         coup_id = f"t1.coup-{number}"
         dealing.open_betting(coup_id, number)
-        for placed in random_bets(coup_id, bets_per_coup, seed + number):
+        for placed in random_bets(coup_id, bets_per_coup, seed + number, list(dealing.limits)):
             dealing.app.place_bet(placed)
         dealing.close_betting(coup_id)
         resolved[coup_id] = dealing.resolve(coup_id, player, banker)
     return resolved
 
 
-@pytest.mark.parametrize("paytable", ["standard", "tie-9-to-1"])
+@pytest.mark.parametrize("paytable", list(OFFERED))
 def test_every_accepted_bet_is_settled_once_from_the_cards(paytable: str) -> None:
+    """Each paytable with every bet type it offers, side bets too: the amounts are the
+    oracle's (tests.payout_oracle)."""
     dealing = Dealing(settlement_app(env=POPO))
-    dealing.open_table(paytable=paytable)
-    resolved = play(dealing, deal_coups(30, seed=5), bets_per_coup=40, seed=1)
+    dealing.open_table(paytable=paytable, limits=dict.fromkeys(OFFERED[paytable], (100, 100_000)))
+    resolved = play(dealing, deal_coups(30, seed=5), bets_per_coup=60, seed=1)
     # Dealing's messages delivered again (same tracking): no second effect.
     for message, tracking in list(dealing.sent):
         dealing.send(message, tracking)
     relay = Relay(dealing.app)
     relay.pump()
-    settled = check_settlements(relay, resolved, tie_pays=9 if paytable == "tie-9-to-1" else 8)
+    settled = check_settlements(relay, resolved, paytable)
     assert settled > 600
     assert len(relay.of_type(CoupSettled)) == 30
     assert {m.result for m in relay.of_type(BetSettled)} == {"WIN", "LOSE", "PUSH"}
+    won = {m.bet_type for m in relay.of_type(BetSettled) if m.result == "WIN"}
+    assert len(won) >= len(OFFERED[paytable]) - 3  # the rare side bets may not come up
+
+
+def test_a_bet_type_the_table_does_not_offer_is_refused_with_its_own_reason() -> None:
+    dealing = Dealing(settlement_app(env=POPO))
+    dealing.open_table(paytable="ez-baccarat", limits={"banker": (100, 1000), "dragon_7": (1, 50)})
+    dealing.open_betting("c1")
+    app = dealing.app
+    assert app.place_bet(bet("b1", bet_type="dragon_7", amount=50)).accepted
+    refused = app.place_bet(bet("b2", bet_type="panda_8", amount=50))  # EZ's, but not here
+    assert refused.reason_code == "BET_TYPE_NOT_OFFERED"
+    assert "offered: banker, dragon_7" in refused.message
+    assert app.place_bet(bet("b3", bet_type="super_6", amount=50)).reason_code == (
+        "BET_TYPE_NOT_OFFERED"
+    )
+    assert app.place_bet(bet("b4", bet_type="dragon", amount=50)).reason_code == (
+        "UNKNOWN_BET_TYPE"
+    )
+
+
+def test_a_book_never_takes_a_bet_type_its_paytable_does_not_offer() -> None:
+    """An OpenBook naming limits beyond its paytable's bet types (dealing refuses such a
+    table): those bets are refused, none could be settled."""
+    dealing = Dealing(settlement_app(env=POPO))
+    dealing.open_table(limits={"player": (100, 1000), "dragon_7": (1, 50)})
+    dealing.open_betting("c1")
+    refused = dealing.app.place_bet(bet("b1", bet_type="dragon_7", amount=50))
+    assert refused.reason_code == "BET_TYPE_NOT_OFFERED"
 
 
 def test_a_second_coup_resolved_under_a_new_position_settles_nothing() -> None:

@@ -38,8 +38,8 @@ class CheckContext:
     """(table, coup) -> the result the cards give (coups recorded as resolved)."""
     last_shoe: dict[str, str] = field(default_factory=dict)
     """table -> its last shoe (the one still in play may be unrevealed)."""
-    wins: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
-    """paytable -> (bet type, stake) -> winning payout."""
+    wins: dict[str, dict[tuple[str, str | None, int], int]] = field(default_factory=dict)
+    """paytable -> (bet type, case, stake) -> winning payout."""
 
     def add(self, severity: Severity, code: Code, message: str, **where: Any) -> None:
         self.findings.append(Finding(severity, code, message, **where))

@@ -1,7 +1,8 @@
 """Each settlement of a book against the rules: the result, every payout, the coup totals.
 
-Every line is recomputed from the accepted bet, the result the cards give (the rules'
-``bet_result``) and the table's paytable (its odds and rounding rule). A coup of many bets
+Every line is recomputed from the accepted bet, what the cards give each bet type (the rules'
+``payoff``: its case, e.g. a Dragon Bonus win by 9, and the odds the table's paytable pays on
+it) and the paytable's rounding rule. A coup of many bets
 takes the fast path first (:func:`settled_as_expected`: one comparison per bet); any
 difference sends it through the detailed checks that say what is wrong.
 """
@@ -10,14 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.shared.rules.paytable import BetType, Paytable
-from services.shared.rules.settlement import BetResult, bet_result
+from services.shared.rules.paytable import Paytable
+from services.shared.rules.settlement import BetResult, Payoff, payoff
 from services.shared.rules.tableau import CoupResult
 from services.tools.audit.checks.context import CheckContext
 from services.tools.audit.findings import Code
 from services.tools.history.views import Accepted, BookView, Settlement
 
-BET_TYPES = {bet.value: bet for bet in BetType}
+Wins = dict[tuple[str, str | None, int], int]
+"""(bet type, case, stake) -> winning payout, per paytable."""
 
 
 def check_settlement(
@@ -45,7 +47,11 @@ def check_settlement(
             **where,
         )
     accepted = book.accepted
-    outcomes = None if result is None else {bet.value: bet_result(bet, result) for bet in BetType}
+    outcomes = (
+        None
+        if result is None or paytable is None
+        else {bet.value: payoff(bet, result, paytable) for bet in paytable.offered}
+    )
     wins = ctx.wins.setdefault(book.paytable, {})
     if outcomes is not None and paytable is not None:
         fast = settled_as_expected(settlement, accepted, outcomes, wins, paytable)
@@ -131,34 +137,31 @@ def check_settlement(
 
 
 def _due(
-    bet: Accepted,
-    outcomes: dict[str, BetResult],
-    wins: dict[tuple[str, int], int],
-    paytable: Paytable,
+    bet: Accepted, outcomes: dict[str, Payoff], wins: Wins, paytable: Paytable
 ) -> tuple[str, int, int]:
     """(result, payout, returned) the rules give ``bet``: services.shared.rules.settle_bet,
-    made fast for a coup of many bets (each bet type's result once per coup, a winning
-    payout remembered per stake)."""
+    made fast for a coup of many bets (each bet type's payoff once per coup, a winning
+    payout remembered per case and stake)."""
     amount = bet.amount
     due = outcomes.get(bet.bet_type)
-    if due is BetResult.WIN:
-        key = (bet.bet_type, amount)
+    if due is None:
+        return (f"a bet type the {paytable.name} paytable does not offer", 0, 0)
+    if due.result is BetResult.WIN:
+        key = (bet.bet_type, due.case, amount)
         payout = wins.get(key)
         if payout is None:
-            payout = wins[key] = paytable.win_amount(BET_TYPES[bet.bet_type], amount)
+            payout = wins[key] = paytable.win_amount(amount, due.odds)
         return ("WIN", payout, amount + payout)
-    if due is BetResult.PUSH:
+    if due.result is BetResult.PUSH:
         return ("PUSH", 0, amount)
-    if due is None:
-        return ("unknown bet type", 0, 0)
     return ("LOSE", 0, 0)
 
 
 def settled_as_expected(
     settlement: Settlement,
     accepted: dict[str, Accepted],
-    outcomes: dict[str, BetResult],
-    wins: dict[tuple[str, int], int],
+    outcomes: dict[str, Payoff],
+    wins: Wins,
     paytable: Paytable,
 ) -> dict[str, int] | None:
     """bet id -> returned when every line is exactly the rules' settlement, else None.
@@ -177,18 +180,18 @@ def settled_as_expected(
     for line, (bet_id, bet) in zip(lines, accepted.items(), strict=True):
         bettor_id, bet_type, amount = bet[0], bet[1], bet[2]
         due = outcomes.get(bet_type)
-        if due is win:
-            key = (bet_type, amount)
+        if due is None:
+            return None
+        if due.result is win:
+            key = (bet_type, due.case, amount)
             payout = wins.get(key)
             if payout is None:
-                payout = wins[key] = paytable.win_amount(BET_TYPES[bet_type], amount)
+                payout = wins[key] = paytable.win_amount(amount, due.odds)
             returned = amount + payout
             expected = (bet_id, bettor_id, bet_type, "WIN", amount, payout, returned)
-        elif due is push:
+        elif due.result is push:
             returned = amount
             expected = (bet_id, bettor_id, bet_type, "PUSH", amount, 0, amount)
-        elif due is None:
-            return None
         else:
             returned = 0
             expected = (bet_id, bettor_id, bet_type, "LOSE", amount, 0, 0)
