@@ -14,20 +14,31 @@ table's primary key makes a second writer of the same key fail its whole transac
 eventsourcing's ``IntegrityError``, like a second writer of an aggregate's version. A state
 that changes is a new row at the next version (see ``settlement.bet_index_store``).
 
-:func:`select_rows` reads the rows of many keys in one query per chunk of keys.
+:func:`select_rows` reads the rows of many keys in one query per chunk of keys;
+:func:`fill_from_history` gives the events a store recorded before its table existed their rows.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eventsourcing.persistence import IntegrityError, ProcessRecorder, Recorder, StoredEvent
+from eventsourcing.persistence import (
+    IntegrityError,
+    Notification,
+    ProcessRecorder,
+    Recorder,
+    StoredEvent,
+    Tracking,
+)
 from eventsourcing.popo import POPOFactory, POPOProcessRecorder
 from eventsourcing.sqlite import SQLiteCursor, SQLiteProcessRecorder
+
+log = logging.getLogger(__name__)
 
 SIDE_ROWS = "side_rows"
 """The recorders' keyword: the :class:`SideRows` of a unit of work."""
@@ -192,6 +203,37 @@ def select_rows(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> li
     for start in range(0, len(keys), CHUNK):
         found += _select(recorder, table, keys[start : start + CHUNK])
     return found
+
+
+def fill_from_history(
+    recorder: ProcessRecorder,
+    done: str,
+    progress: str,
+    topics: Sequence[str],
+    page: int,
+    record: Callable[[Sequence[Notification]], None],
+) -> int:
+    """Give the events of ``topics`` recorded before a side table existed their rows, once;
+    the notifications read (0 when done before).
+
+    The log is read in order, ``page`` notifications at a time: ``record(notifications)``
+    inserts their rows with the tracking record ``(progress, id of the last one it covers)``
+    in one transaction, so a start that stops midway resumes after it; its memory is bounded
+    by a page, whatever the length of history. At the end ``(done, 1)`` is recorded: every
+    later start reads that one record and nothing of history. A fresh store is done at its
+    first start (its log is empty); deleting both tracking records (and the rows) rebuilds.
+    """
+    if recorder.max_tracking_id(done):
+        return 0
+    start = (recorder.max_tracking_id(progress) or 0) + 1
+    read = 0
+    while notifications := recorder.select_notifications(start, page, topics=list(topics)):
+        record(notifications)
+        read += len(notifications)
+        start = notifications[-1].id + 1
+        log.info("%s: rows of older events recorded up to notification %d", progress, start - 1)
+    recorder.insert_tracking(Tracking(done, 1))
+    return read
 
 
 def _select(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> list[Row]:
