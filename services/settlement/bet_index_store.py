@@ -58,7 +58,7 @@ class BetIdStore:
 def index_old_answers(app: SettlementApplication) -> int:
     """Give every answer of an older settlement its bet-id row (once); the notifications
     read (0 when done before)."""
-    topics = [_ANSWERED, _REFUSED, _HELD, _HELD_LINES]
+    topics = [_ANSWERED, _REFUSED_LINES, _REFUSED, _HELD, _HELD_LINES]
 
     def record(page: Sequence[Notification]) -> None:
         answers: list[tuple[BetRequest, BetAnswer]] = []
@@ -83,6 +83,7 @@ def _record(
 
 
 _ANSWERED = get_topic(BetBook.BetsAnswered)
+_REFUSED_LINES = get_topic(BetDesk.BetsRefused)
 _REFUSED = get_topic(BetDesk.BetRejected)
 _HELD = get_topic(BetDesk.BetHeld)
 _HELD_LINES = get_topic(BetDesk.BetsHeld)
@@ -90,7 +91,7 @@ _HELD_LINES = get_topic(BetDesk.BetsHeld)
 
 def _answers(notification: Notification, event: Any) -> Iterator[tuple[BetRequest, BetAnswer]]:
     """The (bet, answer) pairs of one stored event, in their order."""
-    if notification.topic == _ANSWERED:
+    if notification.topic in (_ANSWERED, _REFUSED_LINES):
         for line in event.lines:
             request = BetRequest(
                 event.table_id,
