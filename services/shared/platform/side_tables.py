@@ -1,13 +1,14 @@
 """Tables beside a service's events table, written in the same transaction as its events.
 
 A service may keep derived state in rows of its own tables (settlement's bet ids,
-``BET_IDS``): never history (that is the events), never published (no notification id, no
-domain event), but written atomically with the events it derives from, so a failed
-transaction leaves neither. A unit of work hands its rows over with the save
-(:class:`SideRows`, the recorder's ``side_rows`` keyword, ``application.UnitOfWork``); the
-recorders here write them inside the events' transaction: :class:`SideSQLiteRecorder`,
-:class:`SidePOPORecorder` and, for PostgreSQL, ``pg_store.FencedRecorder`` (after the writer's
-fence, so an instance that lost its lease writes no row either).
+``BET_IDS``; dealing's refused command ids, ``REFUSED_COMMANDS``): never history (that is the
+events), never published (no notification id, no domain event), but written atomically with
+the events it derives from, so a failed transaction leaves neither. A unit of work hands its
+rows over with the save (:class:`SideRows`, the recorder's ``side_rows`` keyword,
+``application.UnitOfWork``); the recorders here write them inside the events' transaction:
+:class:`SideSQLiteRecorder`, :class:`SidePOPORecorder` and, for PostgreSQL,
+``pg_store.FencedRecorder`` (after the writer's fence, so an instance that lost its lease
+writes no row either).
 
 Rows are only ever INSERTed (the services' roles may SELECT and INSERT, nothing else): a
 table's primary key makes a second writer of the same key fail its whole transaction with
@@ -288,5 +289,20 @@ BET_IDS = SideTable(
 BetsAnswered / BetRejected / BetsHeld events; a row per answer given to an (operator, bet
 id), the highest version saying what holds."""
 
-SIDE_TABLES: dict[str, tuple[SideTable, ...]] = {"settlement": (BET_IDS,)}
+REFUSED_COMMANDS = SideTable(
+    "refused_commands",
+    (
+        ("table_id", "TEXT NOT NULL", "text NOT NULL"),
+        ("command_id", "TEXT NOT NULL", "text NOT NULL"),
+    ),
+    ("table_id", "command_id"),
+    ("table_id", "command_id"),
+)
+"""Dealing's refused table commands (``dealing.rejections``): a row per command id refused for
+a table id, derived state rebuildable from its CommandRejected events."""
+
+SIDE_TABLES: dict[str, tuple[SideTable, ...]] = {
+    "settlement": (BET_IDS,),
+    "dealing": (REFUSED_COMMANDS,),
+}
 """Each service's side tables (what ``punto-banco db setup`` creates and grants)."""
