@@ -1,14 +1,14 @@
 """A batch's cost against what came before it: late bets and refused commands (no Kafka).
 
-Settlement: coups of one table are played and settled, then batches of late bets name a
-finished coup (each refused ``BETTING_CLOSED``). The figure is one batch's time when the
-coup it names had 0 late bets before it (a fresh coup per run) and when it had ``earlier``
-(100,000) before it. Dealing: batches of table commands for one table id, each refused
-(``CloseBetting`` of a table never opened: ``NO_SUCH_TABLE``), with 0 refused before (a
-fresh table id per run) and with ``earlier`` refused before. Both on a SQLite store (the
-events on disk, as in the service), through the Applications' batch entry points, as the
-consumer hands batches over. A batch costs the same whatever came before: each ratio stays
-under :data:`RATIO_LIMIT`.
+Settlement: batches of late bets name a settled coup (each refused ``BETTING_CLOSED``), on a
+store where nothing came before (a fresh settled coup per run) and on one where ``earlier``
+(100,000) late bets named the coup before. Dealing: batches of table commands for one table
+id, each refused (``CloseBetting`` of a table never opened: ``NO_SUCH_TABLE``), on a store
+with none refused before (a fresh table id per run) and on one that refused ``earlier`` for
+the table id. Each on its SQLite store (the events on disk, as in the service), through the
+Applications' batch entry points as the consumer hands batches over, the two stores' batches
+timed in turns. A batch costs the same whatever came before: each ratio stays under
+:data:`RATIO_LIMIT`.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ def _sqlite(path: Path) -> dict[str, str]:
 
 
 def _timed(action: Callable[[], object]) -> float:
+    """Seconds ``action`` took."""
     started = time.perf_counter()
     action()
     return time.perf_counter() - started
@@ -88,10 +89,10 @@ class _Settlement:
             for index in (next(self.ids) for _ in range(n))
         ]
 
-    def late_batch(self, coup: str) -> None:
-        """One batch of late bets naming ``coup`` (every one refused)."""
-        batch = self.bets(coup, BATCH)
-        self.app.handle_batch(batch, self._tracking())
+    def late_batch(self, coup: str) -> float:
+        """One batch of late bets naming ``coup`` (every one refused): seconds to handle it."""
+        batch, tracking = self.bets(coup, BATCH), self._tracking()
+        return _timed(partial(self.app.handle_batch, batch, tracking))
 
     def _tracking(self) -> Tracking:
         return Tracking("bench:bet-commands:0", next(self.positions))
@@ -104,45 +105,65 @@ class _Dealing:
         self.app = DealingApplication(env=_sqlite(store))
         self.positions = count(1)
 
-    def refused_batch(self, table_id: str) -> None:
-        """One batch of table commands for ``table_id`` (never opened: each refused)."""
+    def refused_batch(self, table_id: str) -> float:
+        """One batch of table commands for ``table_id`` (never opened: each refused): seconds
+        to handle it."""
         batch: list[Message] = [
             CloseBetting(table_id=table_id, coup_id=f"c{n}") for n in range(BATCH)
         ]
-        self.app.handle_batch(batch, Tracking("bench:table-commands:0", next(self.positions)))
+        tracking = Tracking("bench:table-commands:0", next(self.positions))
+        return _timed(partial(self.app.handle_batch, batch, tracking))
+
+
+def _interleaved(
+    fresh: Callable[[int], float], loaded: Callable[[], float], runs: int
+) -> tuple[list[float], list[float]]:
+    """Seconds of ``runs`` batches on each store, taken in turns (0 before, ``earlier``
+    before, 0 before, ...): a machine busier at one moment weighs on both alike."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for run in range(runs):
+        times[0].append(fresh(run))
+        times[1].append(loaded())
+    return times
 
 
 def settlement_times(
     earlier: int, runs: int, folder: Path, progress: Callable[[str], None]
 ) -> tuple[list[float], list[float]]:
-    """Seconds per batch of late bets: with none before on its coup, and with ``earlier``."""
-    bench = _Settlement(folder / "settlement.sqlite")
-    for run in range(runs + 1):
-        bench.settle(f"c{run}")
-    fresh = [_timed(partial(bench.late_batch, f"c{run + 1}")) for run in range(runs)]
+    """Seconds per batch of late bets: on a store with none before (a fresh settled coup per
+    run), and on one whose coup had ``earlier`` before."""
+    fresh, loaded = _Settlement(folder / "fresh.sqlite"), _Settlement(folder / "loaded.sqlite")
+    for run in range(runs):
+        fresh.settle(f"c{run}")
+    loaded.settle("c0")
     for done in range(0, earlier, BATCH):
         if done % 10_000 == 0:
             progress(f"settlement: {done:,} of {earlier:,} late bets before")
-        bench.late_batch("c0")
-    after = [_timed(lambda: bench.late_batch("c0")) for _ in range(runs)]
-    bench.app.close()
-    return fresh, after
+        loaded.late_batch("c0")
+    times = _interleaved(
+        lambda run: fresh.late_batch(f"c{run}"), partial(loaded.late_batch, "c0"), runs
+    )
+    fresh.app.close()
+    loaded.app.close()
+    return times
 
 
 def dealing_times(
     earlier: int, runs: int, folder: Path, progress: Callable[[str], None]
 ) -> tuple[list[float], list[float]]:
-    """Seconds per batch of refused commands: with none before for its table id, and with
-    ``earlier``."""
-    bench = _Dealing(folder / "dealing.sqlite")
-    fresh = [_timed(partial(bench.refused_batch, f"fresh-{run}")) for run in range(runs)]
+    """Seconds per batch of refused commands: on a store with none before (a fresh table id
+    per run), and on one that refused ``earlier`` for the table id before."""
+    fresh, loaded = _Dealing(folder / "fresh.sqlite"), _Dealing(folder / "loaded.sqlite")
     for done in range(0, earlier, BATCH):
         if done % 10_000 == 0:
             progress(f"dealing: {done:,} of {earlier:,} refused commands before")
-        bench.refused_batch(TABLE)
-    after = [_timed(lambda: bench.refused_batch(TABLE)) for _ in range(runs)]
-    bench.app.close()
-    return fresh, after
+        loaded.refused_batch(TABLE)
+    times = _interleaved(
+        lambda run: fresh.refused_batch(f"fresh-{run}"), partial(loaded.refused_batch, TABLE), runs
+    )
+    fresh.app.close()
+    loaded.app.close()
+    return times
 
 
 def figures(
@@ -159,7 +180,7 @@ def figures(
             after_ms,
             "ms",
             runs=len(after),
-            note=f"the same after {earlier:,} {what} before it",
+            note=f"the same after {earlier:,} {what} before it (in turns with the first)",
         ),
         Figure(
             f"{service} ratio",
@@ -175,11 +196,12 @@ def figures(
 def run(quick: bool, progress: Callable[[str], None]) -> list[Figure]:
     """The group's figures (``punto-banco bench --only flat``)."""
     earlier = QUICK_EARLIER if quick else EARLIER
-    runs = 3 if quick else 5
+    runs = 7 if quick else 15
     with tempfile.TemporaryDirectory(prefix="pb-flat-") as tmp:
-        folder = Path(tmp)
-        settled = settlement_times(earlier, runs, folder, progress)
-        dealt = dealing_times(earlier, runs, folder, progress)
+        (Path(tmp) / "settlement").mkdir()
+        (Path(tmp) / "dealing").mkdir()
+        settled = settlement_times(earlier, runs, Path(tmp) / "settlement", progress)
+        dealt = dealing_times(earlier, runs, Path(tmp) / "dealing", progress)
     return [
         *figures("Settlement", "late bets on a settled coup", earlier, *settled),
         *figures("Dealing", "refused table commands for one table id", earlier, *dealt),
