@@ -12,7 +12,8 @@ from the Application's environment).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar
@@ -48,16 +49,20 @@ from services.dealing.domain import (
     rejections_aggregate_id,
     table_aggregate_id,
 )
+from services.dealing.rejections import Refused, index_old_refusals
 from services.dealing.table_settings import settings_problem
 from services.dealing.voids import Refusal, VoidAuthority
 from services.shared.platform.application import ServiceApplication, UnitOfWork
 from services.shared.platform.incidents import Evidence, Origin, raise_incident
 from services.shared.platform.logs import message_context
+from services.shared.platform.side_tables import REFUSED_COMMANDS, create_side_tables
 from services.shared.platform.supervisors import SupervisorKeyring
 
 A = TypeVar("A", bound=Aggregate)
 
 SERVICE = "dealing"
+COMMANDS = (OpenTable, CloseTable, CloseBetting, VoidCoup)
+"""The table commands (what may be refused)."""
 
 
 @dataclass(frozen=True)
@@ -71,9 +76,9 @@ class DealingApplication(ServiceApplication):
     """Tables and coups (see the module docstring)."""
 
     name = "dealing"
-    # A table records a few events per coup: snapshot it now and then, so a restart
-    # does not replay a long-running table from its first coup.
-    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Table: 100}
+    # A table records a few events per coup, a table id's log of refusals one per refusal:
+    # snapshot them now and then, so a restart (or a cold read) does not replay them all.
+    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Table: 100, CommandRejections: 500}
 
     def __init__(
         self,
@@ -84,6 +89,10 @@ class DealingApplication(ServiceApplication):
         """``supervisors``: who may sign a void (default: the keyring file the environment
         names, ``PB_SUPERVISOR_KEYRING``; none: every void is refused)."""
         super().__init__(env)
+        # the command ids refused: a table in the store (read by id), written with the refusal
+        create_side_tables(self.factory, self.recorder, [REFUSED_COMMANDS])
+        self.refused = Refused(self.recorder)
+        index_old_refusals(self)  # once per store written by an older dealing
         self._clock = clock or (lambda: datetime.now(UTC))
         self.voids = VoidAuthority.from_env(self.env.get, supervisors)
         self._table_ids: set[str] = set(self._load_table_ids())
@@ -92,6 +101,15 @@ class DealingApplication(ServiceApplication):
         self._deadlines: dict[str, BettingDeadline] = {}
         for table_id in self._table_ids:
             self._refresh_deadline(table_id)
+
+    @contextmanager
+    def unit_of_work(self, tracking: Tracking | None = None) -> Iterator[UnitOfWork]:
+        """The base's unit of work, with the rows of the commands it refused."""
+        self.refused.begin()
+        uow = UnitOfWork(self, tracking)
+        yield uow
+        uow.add_rows(self.refused.rows())
+        uow.commit()
 
     # -- entry points ----------------------------------------------------------------
     def handle(self, message: Message, tracking: Tracking | None = None) -> None:
@@ -133,6 +151,9 @@ class DealingApplication(ServiceApplication):
         tables: set[str] = set()
         try:
             with self.unit_of_work(tracking) as uow:
+                self.refused.prefetch(  # the batch's command ids: one read of the store
+                    (m.table_id, m.event_id) for m in messages if isinstance(m, COMMANDS)
+                )
                 for index, message in enumerate(messages):
                     handler = self._handlers.get(type(message))
                     if handler is not None:
@@ -346,8 +367,7 @@ class DealingApplication(ServiceApplication):
         if isinstance(decision, Refusal):
             self._reject(uow, command, decision.code, decision.message)
             return
-        refused = uow.get(rejections_aggregate_id(command.table_id), CommandRejections)
-        if refused is not None and command.event_id in refused.command_ids:
+        if self.refused.before(command.table_id, command.event_id):
             return  # refused before, answered once: its decision is spent (a replay)
         found = self._table_and_coup(uow, command)
         if found is None:
@@ -508,7 +528,10 @@ class DealingApplication(ServiceApplication):
         table.close(reason)
 
     def _reject(self, uow: UnitOfWork, command: Message, code: str, message: str) -> None:
+        """Answer ``command`` CommandRejected, once per command id and table id."""
         table_id: str = getattr(command, "table_id", "")
+        if not self.refused.add(table_id, command.event_id):
+            return  # refused before: answered once
         rejections = uow.get(rejections_aggregate_id(table_id), CommandRejections)
         if rejections is None:
             rejections = CommandRejections(table_id=table_id)

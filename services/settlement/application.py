@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.application import AggregateNotFoundError, LRUCache
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, Tracking
 
@@ -60,6 +60,7 @@ from services.settlement.domain import (
     BetBook,
     BetDesk,
     BookStatus,
+    FinishedBook,
     TableTerms,
     book_aggregate_id,
     desk_aggregate_id,
@@ -79,6 +80,9 @@ A = TypeVar("A", bound=Aggregate)
 
 FINISHED = (BookStatus.SETTLED, BookStatus.VOIDED)
 """A book in these states takes no more bets: it is not kept in memory."""
+FINISHED_KEPT = 10_000
+"""Finished books whose :class:`FinishedBook` is kept (about 300 bytes each): a bet naming
+one of them is answered without reading the book; one naming an older one reads it once."""
 
 
 class SettlementApplication(ServiceApplication):
@@ -111,8 +115,7 @@ class SettlementApplication(ServiceApplication):
         create_side_tables(self.factory, self.recorder, [BET_IDS])
         self.bet_ids = BetIdStore(self.recorder)
         self.bet_index = BetIndex(self.bet_ids)
-        # books with answers, desks with refusals, to record in this unit (flush)
-        self._drafted: dict[UUID, BetBook | BetDesk] = {}
+        self._finished: LRUCache[UUID, FinishedBook] = LRUCache(FINISHED_KEPT)
         index_old_answers(self)  # once per store written by an older settlement
 
     # -- units of work that keep the cache and the bet index clean ----------------------
@@ -120,11 +123,11 @@ class SettlementApplication(ServiceApplication):
     def unit_of_work(self, tracking: Tracking | None = None) -> Iterator[UnitOfWork]:
         uow = UnitOfWork(self, tracking)
         self.bet_index.begin()
-        self._drafted = {}
         try:
             yield uow
-            for drafted in self._drafted.values():
-                drafted.flush()  # one BetsAnswered event per book per unit
+            for aggregate in uow.aggregates():
+                if isinstance(aggregate, BetBook | BetDesk):
+                    aggregate.flush()  # a book's answers, a desk's refusals: one event each
             uow.add_rows(change_rows(self.bet_index.changes()))
             uow.commit()
         except BaseException:
@@ -136,7 +139,12 @@ class SettlementApplication(ServiceApplication):
 
     def _drop_finished_books(self, uow: UnitOfWork) -> None:
         """A settled or voided book leaves the aggregate cache: memory holds the bets of open
-        coups only (a late message about a finished coup reads its book from the store)."""
+        coups only; what a bet naming it needs is kept instead (:class:`FinishedBook`: a
+        late message about a finished coup other than a bet reads its book from the store)."""
+        for aggregate in uow.aggregates():
+            finished = aggregate.finished() if isinstance(aggregate, BetBook) else None
+            if finished is not None:
+                self._finished.put(finished.id, finished)
         self._evict(uow, lambda a: isinstance(a, BetBook) and a.status in FINISHED)
 
     def _forget(self, uow: UnitOfWork) -> None:
@@ -145,13 +153,12 @@ class SettlementApplication(ServiceApplication):
 
     def _evict(self, uow: UnitOfWork, which: Callable[[Any], bool]) -> None:
         cache = self.repository.cache
-        touched: dict[Any, Any] = getattr(uow, "_aggregates", {})
         if cache is None:
             return
-        for aggregate_id, aggregate in touched.items():
+        for aggregate in uow.aggregates():
             if which(aggregate):
                 with suppress(KeyError):
-                    cache.get(aggregate_id, evict=True)
+                    cache.get(aggregate.id, evict=True)
 
     # -- entry points ----------------------------------------------------------------
     def handle(
@@ -284,7 +291,7 @@ class SettlementApplication(ServiceApplication):
             operator,  # the topic's, never a field of the bet
         )
         previous = self.bet_index.get(operator, request.bet_id)
-        book = uow.get(book_aggregate_id(request.table_id, request.coup_id), BetBook)
+        book = self._book(uow, request.table_id, request.coup_id)
         if book is not None and not book.opened_for(operator):
             book = None  # not open for this operator's bets yet: its OpenBook is still to come
         if previous is not None:
@@ -298,13 +305,16 @@ class SettlementApplication(ServiceApplication):
                 f"bet id {request.bet_id} was already used for another bet; "
                 "use a new bet id for a new bet",
             )
-        if book is not None and book.status is BookStatus.BETTING:
+        if isinstance(book, BetBook) and book.status is BookStatus.BETTING:
             return self._judge(uow, book, request)
         terms = uow.get(terms_aggregate_id(request.table_id), TableTerms)
         if terms is not None and terms.closed:
             return self._refuse(
                 uow, book, request, "TABLE_CLOSED", f"table {request.table_id} is closed"
             )
+        if isinstance(book, FinishedBook):
+            refusal = book.refusal()
+            return self._refuse(uow, book, request, refusal.reason.value, refusal.message)
         if book is not None:
             return self._judge(uow, book, request)  # too late: the book says why
         if terms is None:
@@ -320,6 +330,16 @@ class SettlementApplication(ServiceApplication):
             "(bet on the coup_id of the latest BettingOpened; a bet that overtook it may be "
             "sent again with the same bet id)",
         )
+
+    def _book(self, uow: UnitOfWork, table_id: str, coup_id: str) -> BetBook | FinishedBook | None:
+        """The coup's book for judging a bet; a finished one as its :class:`FinishedBook`,
+        which answers without the book being read (unless this unit holds it already)."""
+        book_id = book_aggregate_id(table_id, coup_id)
+        if not uow.holds(book_id):
+            with suppress(KeyError):
+                return self._finished.get(book_id)
+        book = uow.get(book_id, BetBook)
+        return None if book is None else book.finished() or book
 
     def _judge(self, uow: UnitOfWork, book: BetBook, request: BetRequest) -> BetAnswer:
         """Accept the bet into ``book`` or refuse it with the first rule it breaks."""
@@ -345,7 +365,6 @@ class SettlementApplication(ServiceApplication):
             request.placed_at,
             request.operator,
         )
-        self._drafted[book.id] = book
         answer = BetAnswer(request.bet_id, True)
         self.bet_index.record(request, answer)
         return answer
@@ -353,13 +372,15 @@ class SettlementApplication(ServiceApplication):
     def _refuse(
         self,
         uow: UnitOfWork,
-        book: BetBook | None,
+        book: BetBook | FinishedBook | None,
         request: BetRequest,
         code: str,
         message: str,
     ) -> BetAnswer:
+        """Record the refusal in the coup's open book, else on the table's desk (no book, or
+        a finished one: it takes nothing more, so a late bet never makes it longer)."""
         fields = {**request.fields(), "reason_code": code, "message": message}
-        if book is not None:
+        if isinstance(book, BetBook):
             book.draft_reject(
                 request.bet_id,
                 request.bettor_id,
@@ -371,7 +392,6 @@ class SettlementApplication(ServiceApplication):
                 request.placed_at,
                 request.operator,
             )
-            self._drafted[book.id] = book
         else:
             self._desk(uow, request.table_id).reject(**fields, placed_at=request.placed_at)
         answer = BetAnswer(request.bet_id, False, code, message)

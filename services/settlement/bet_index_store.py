@@ -8,11 +8,9 @@ written with the answer. Stores written before that hold the answers only (``Bet
 lines, the desk's ``BetRejected``, ``BetsHeld`` / ``BetHeld``): at the first start on such a
 store, :func:`index_old_answers` reads them in log order, :data:`PAGE` notifications at a
 time, and inserts their rows, about :data:`UNIT` answers per transaction with a tracking
-record of how far it got (:data:`PROGRESS`), so a start that stops midway resumes there; its
-memory is bounded by a unit, whatever the length of history. At the end it records
-:data:`DONE`; every later start reads that one tracking record and nothing of history. The
-same rebuilds the table from the events if it is ever lost (empty the table, delete the two
-tracking records).
+record of how far it got (:data:`PROGRESS`), until it records :data:`DONE`
+(``side_tables.fill_from_history``). The same rebuilds the table from the events if it is
+ever lost (empty the table, delete the two tracking records).
 
 A fresh store is marked done at its first start (its log is empty). Nothing stored is
 changed: the old answers stay as they were, readable and sealed.
@@ -20,7 +18,6 @@ changed: the old answers stay as they were, readable and sealed.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,12 +28,10 @@ from services.settlement.bet_ids import latest
 from services.settlement.bet_index import BetAnswer, BetKey, BetRequest, Stored
 from services.settlement.domain import BetBook, BetDesk
 from services.shared.facts.settlement import HOUSE
-from services.shared.platform.side_tables import BET_IDS, select_rows
+from services.shared.platform.side_tables import BET_IDS, fill_from_history, select_rows
 
 if TYPE_CHECKING:
     from services.settlement.application import SettlementApplication
-
-log = logging.getLogger(__name__)
 
 DONE = "settlement:bet-id-table-filled"
 """Tracking name: the old answers have their rows (position 1)."""
@@ -63,24 +58,17 @@ class BetIdStore:
 def index_old_answers(app: SettlementApplication) -> int:
     """Give every answer of an older settlement its bet-id row (once); the notifications
     read (0 when done before)."""
-    recorder = app.process_recorder
-    if recorder.max_tracking_id(DONE):
-        return 0
-    start = (recorder.max_tracking_id(PROGRESS) or 0) + 1
-    read = 0
-    topics = [_ANSWERED, _REFUSED, _HELD, _HELD_LINES]
-    while page := recorder.select_notifications(start, PAGE, topics=topics):
+    topics = [_ANSWERED, _REFUSED_LINES, _REFUSED, _HELD, _HELD_LINES]
+
+    def record(page: Sequence[Notification]) -> None:
         answers: list[tuple[BetRequest, BetAnswer]] = []
         for notification in page:  # a notification's answers are never split between units
             answers += _answers(notification, app.mapper.to_domain_event(notification))
             if len(answers) >= UNIT or notification is page[-1]:
                 _record(app, answers, notification.id)
                 answers = []
-        read += len(page)
-        start = page[-1].id + 1
-        log.info("bet ids of older answers recorded up to notification %d", start - 1)
-    recorder.insert_tracking(Tracking(DONE, 1))
-    return read
+
+    return fill_from_history(app.process_recorder, DONE, PROGRESS, topics, PAGE, record)
 
 
 def _record(
@@ -95,6 +83,7 @@ def _record(
 
 
 _ANSWERED = get_topic(BetBook.BetsAnswered)
+_REFUSED_LINES = get_topic(BetDesk.BetsRefused)
 _REFUSED = get_topic(BetDesk.BetRejected)
 _HELD = get_topic(BetDesk.BetHeld)
 _HELD_LINES = get_topic(BetDesk.BetsHeld)
@@ -102,7 +91,7 @@ _HELD_LINES = get_topic(BetDesk.BetsHeld)
 
 def _answers(notification: Notification, event: Any) -> Iterator[tuple[BetRequest, BetAnswer]]:
     """The (bet, answer) pairs of one stored event, in their order."""
-    if notification.topic == _ANSWERED:
+    if notification.topic in (_ANSWERED, _REFUSED_LINES):
         for line in event.lines:
             request = BetRequest(
                 event.table_id,

@@ -90,6 +90,37 @@ class CoupFacts(NamedTuple):
     banker_pair: bool
 
 
+class FinishedBook(NamedTuple):
+    """What answering a bet needs of a settled or voided book, kept instead of the book: such
+    a book takes no bet, and a bet naming it is answered on the table's desk (a late bet's
+    cost does not grow with the book)."""
+
+    id: UUID
+    coup_id: str
+    status: BookStatus
+    opened: frozenset[str]  # the operators whose OpenBook was read
+
+    def opened_for(self, operator: str) -> bool:
+        return operator in self.opened
+
+    def refusal(self) -> Rejection:
+        """Why a bet on this coup is refused (what :meth:`BetBook.check` says of it)."""
+        return _closed(self.coup_id, _FINISHED[self.status])
+
+
+_FINISHED = {
+    BookStatus.SETTLED: "the coup is resolved and settled",
+    BookStatus.VOIDED: "the coup was voided",
+}
+
+
+def _closed(coup_id: str, why: str) -> Rejection:
+    return Rejection(
+        RejectionReason.BETTING_CLOSED,
+        f"betting on coup {coup_id} is closed ({why}); wait for the next BettingOpened",
+    )
+
+
 @lru_cache(maxsize=4096)
 def book_aggregate_id(table_id: str, coup_id: str) -> UUID:
     return uuid5(NAMESPACE_URL, f"/punto-banco/settlement/books/{table_id}/{coup_id}")
@@ -278,11 +309,7 @@ class BetBook(Aggregate):
         """
         closed = self.closed_for(placed_at, operator)
         if closed is not None:
-            return Rejection(
-                RejectionReason.BETTING_CLOSED,
-                f"betting on coup {self.coup_id} is closed ({closed}); "
-                "wait for the next BettingOpened",
-            )
+            return _closed(self.coup_id, closed)
         refused = validate_stake(
             bet_type,
             stake,
@@ -316,10 +343,8 @@ class BetBook(Aggregate):
         late is refused even before BettingClosed is applied. An operator's bet judged after
         that operator's CloseBook is too late too (the book may wait for others' marks).
         """
-        if self.status is BookStatus.SETTLED:
-            return "the coup is resolved and settled"
-        if self.status is BookStatus.VOIDED:
-            return "the coup was voided"
+        if self.status in _FINISHED:
+            return _FINISHED[self.status]
         if placed_at >= self.closes_at:
             return f"bet placed at {placed_at.isoformat()}, betting closed at " + (
                 self.closes_at.isoformat()
@@ -590,6 +615,12 @@ class BetBook(Aggregate):
             )
         for refund in refunds:
             record(self, self.CoupRefunded, refund)
+
+    def finished(self) -> FinishedBook | None:
+        """The book as a :class:`FinishedBook` once settled or voided (else None)."""
+        if self.status not in _FINISHED:
+            return None
+        return FinishedBook(self.id, self.coup_id, self.status, frozenset(self.opened))
 
     @property
     def bet_count(self) -> int:

@@ -10,7 +10,13 @@ Bets held in one unit of work are recorded as ONE ``BetsHeld`` event (``draft_ho
 then ``flush``, as a book records its answers): a flood of bets that overtook its
 coup's ``BettingOpened`` costs one event, not one per bet. ``BetHeld`` (one bet) is
 what earlier stores hold; it is still read. Held bets are the house's (they predate
-operators); a refusal names the bet's operator.
+operators); a refusal names the bet's operator. Refusals likewise: one ``BetsRefused``
+event per coup id and operator per unit of work (``reject`` then ``flush``); earlier
+versions recorded a ``BetRejected`` per bet, still read.
+
+The desk is also where a bet naming a settled or voided coup is answered: a finished book
+takes nothing more, so a flood of late bets never makes a book longer, and the desk (a
+few fields, snapshotted) costs the same however many came before.
 """
 
 from __future__ import annotations
@@ -23,7 +29,13 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from eventsourcing.domain import Aggregate, event
 
 from services.shared.facts.legacy import DeskBetHeldFact
-from services.shared.facts.settlement import HOUSE, DeskRejectedFact, HeldLine
+from services.shared.facts.settlement import (
+    HOUSE,
+    AnswerLine,
+    DeskRefusedFact,
+    DeskRejectedFact,
+    HeldLine,
+)
 from services.shared.facts.topics import record, register_stored_topics
 
 
@@ -62,9 +74,15 @@ class BetDesk(Aggregate):
         bet_ids: list[str]
 
     class BetRejected(DeskRejectedFact, Aggregate.Event):
-        """A bet refused with no book to record it (its fields: the bet as received)."""
+        """A bet refused with no book to record it (its fields: the bet as received):
+        replayed, no longer recorded (:class:`BetsRefused`)."""
 
         TOPIC = DeskRejectedFact.STORED_TOPIC
+
+    class BetsRefused(DeskRefusedFact, Aggregate.Event):
+        """One unit's refusals of one coup id and operator (each line: the bet as received)."""
+
+        TOPIC = DeskRefusedFact.STORED_TOPIC
 
     @staticmethod
     def create_id(table_id: str, **_: Any) -> UUID:
@@ -99,11 +117,16 @@ class BetDesk(Aggregate):
         self.__dict__.setdefault("_draft", []).append(line)  # snapshots may predate it
 
     def flush(self) -> None:
-        """Record the bets held since the last flush as one BetsHeld event."""
+        """Record the bets held since the last flush as one BetsHeld event, and the refusals
+        as one BetsRefused event per coup id and operator."""
         lines = self.__dict__.get("_draft")
         if lines:
             self._draft: list[HeldLine] = []
             self._hold_lines(table_id=self.table_id, lines=lines)
+        refusals = self.__dict__.pop("_refusals", None)
+        for (coup_id, operator), (refused, placed) in (refusals or {}).items():
+            fact = DeskRefusedFact(self.table_id, coup_id, refused, placed, operator)
+            record(self, self.BetsRefused, fact)
 
     @event(BetsHeld)
     def _hold_lines(self, table_id: str, lines: list[HeldLine]) -> None:
@@ -137,20 +160,13 @@ class BetDesk(Aggregate):
         placed_at: datetime | None = None,
         operator: str = HOUSE,
     ) -> None:
-        rejected = DeskRejectedFact(
-            table_id=table_id,
-            coup_id=coup_id,
-            bet_id=bet_id,
-            bettor_id=bettor_id,
-            bet_type=bet_type,
-            amount=amount,
-            currency=currency,
-            reason_code=reason_code,
-            message=message,
-            placed_at=placed_at,
-            operator=operator,
-        )
-        record(self, self.BetRejected, rejected)
+        """Refuse a bet of this table (``table_id``: the desk's); :meth:`flush` records it."""
+        assert table_id == self.table_id, (table_id, self.table_id)
+        line = AnswerLine(bet_id, bettor_id, bet_type, amount, currency, reason_code, message)
+        refusals = self.__dict__.setdefault("_refusals", {})
+        lines, placed = refusals.setdefault((coup_id, operator), ([], []))
+        lines.append(line)
+        placed.append(None if placed_at is None else placed_at.isoformat())
 
 
 register_stored_topics(BetDesk)

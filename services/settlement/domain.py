@@ -8,6 +8,7 @@ from services.settlement.books import (
     BetBook,
     BookStatus,
     CoupFacts,
+    FinishedBook,
     book_aggregate_id,
 )
 from services.settlement.desk import BetDesk, desk_aggregate_id
@@ -19,6 +20,7 @@ __all__ = [
     "BetDesk",
     "BookStatus",
     "CoupFacts",
+    "FinishedBook",
     "TableTerms",
     "book_aggregate_id",
     "desk_aggregate_id",

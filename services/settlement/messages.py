@@ -60,10 +60,12 @@ _ACCEPTED = line_shape(
 
 
 @to_messages.register(BetBook.BetsAnswered)
+@to_messages.register(BetDesk.BetsRefused)
 @shaped(BetAccepted, BetRejected)
-def _bets_answered(event: BetBook.BetsAnswered) -> list[Message]:
+def _bets_answered(event: BetBook.BetsAnswered | BetDesk.BetsRefused) -> list[Message]:
     """A BetAccepted per accepted line (trusted: the bet was validated when it was
-    accepted), a BetRejected per refused one (validated: it echoes what was received)."""
+    accepted), a BetRejected per refused one (validated: it echoes what was received).
+    The desk's refusals (no open book) are lines of the same shape, every one refused."""
     ids = line_ids(event, len(event.lines))
     occurred_at = event.timestamp
     common = (event.table_id, event.coup_id, event.operator)

@@ -206,6 +206,16 @@ register_group(
 )
 
 
+def run_flat(quick: bool, progress: Callable[[str], None]) -> list[Measurement]:
+    """A batch's time with nothing and with 100,000 late bets / refused commands before it."""
+    from services.dev.bench.flat_cost import run
+
+    return run(quick, progress)
+
+
+register_group(BenchGroup("flat", "Flat batch cost (late bets, refused commands)", run_flat))
+
+
 def machine_description() -> str:
     """CPU model, cores, OS and Python, in one line."""
     model = platform.processor() or platform.machine()

@@ -212,9 +212,21 @@ class CoupRefundedFact(Fact):
 
 
 @dataclass(frozen=True)
+class DeskRefusedFact(BetsAnsweredFact):
+    """The refusals of one transaction that have no open book to record them, for one coup id
+    and operator, on the table's desk: no such table or coup, or a coup settled or voided (a
+    finished book takes nothing more, so a late bet never makes it longer). ``BetRejected``
+    per line, as :class:`BetsAnsweredFact`'s lines."""
+
+    STORED_TOPIC: ClassVar[str] = "services.settlement.desk:BetDesk.BetsRefused"
+    class_version: ClassVar[int] = 1
+
+
+@dataclass(frozen=True)
 class DeskRejectedFact(Fact):
     """A bet refused with no book to record it (no such table or coup): ``BetRejected``.
-    Version 1 did not keep ``placed_at``."""
+    Recorded one per bet before :class:`DeskRefusedFact`; still read. Version 1 did not keep
+    ``placed_at``."""
 
     STORED_TOPIC: ClassVar[str] = "services.settlement.desk:BetDesk.BetRejected"
     class_version: ClassVar[int] = 3
@@ -248,4 +260,9 @@ BOOK_FACTS: tuple[type[Fact], ...] = (
 )
 """The published facts of the bet books (one aggregate per coup)."""
 
-SETTLEMENT_FACTS: tuple[type[Fact], ...] = (*BOOK_FACTS, OperatorClosedFact, DeskRejectedFact)
+SETTLEMENT_FACTS: tuple[type[Fact], ...] = (
+    *BOOK_FACTS,
+    OperatorClosedFact,
+    DeskRefusedFact,
+    DeskRejectedFact,
+)

@@ -152,6 +152,14 @@ class UnitOfWork:
             )
         return found
 
+    def holds(self, aggregate_id: UUID) -> bool:
+        """Whether the unit read or added the aggregate already (it may have changed it)."""
+        return aggregate_id in self._aggregates
+
+    def aggregates(self) -> list[Aggregate]:
+        """The aggregates the unit read or added."""
+        return list(self._aggregates.values())
+
     def add(self, *aggregates: Aggregate) -> None:
         """Include new or changed aggregates (those from ``get`` are included already)."""
         for aggregate in aggregates:

@@ -1,33 +1,45 @@
 """Tables beside a service's events table, written in the same transaction as its events.
 
 A service may keep derived state in rows of its own tables (settlement's bet ids,
-``BET_IDS``): never history (that is the events), never published (no notification id, no
-domain event), but written atomically with the events it derives from, so a failed
-transaction leaves neither. A unit of work hands its rows over with the save
-(:class:`SideRows`, the recorder's ``side_rows`` keyword, ``application.UnitOfWork``); the
-recorders here write them inside the events' transaction: :class:`SideSQLiteRecorder`,
-:class:`SidePOPORecorder` and, for PostgreSQL, ``pg_store.FencedRecorder`` (after the writer's
-fence, so an instance that lost its lease writes no row either).
+``BET_IDS``; dealing's refused command ids, ``REFUSED_COMMANDS``): never history (that is the
+events), never published (no notification id, no domain event), but written atomically with
+the events it derives from, so a failed transaction leaves neither. A unit of work hands its
+rows over with the save (:class:`SideRows`, the recorder's ``side_rows`` keyword,
+``application.UnitOfWork``); the recorders here write them inside the events' transaction:
+:class:`SideSQLiteRecorder`, :class:`SidePOPORecorder` and, for PostgreSQL,
+``pg_store.FencedRecorder`` (after the writer's fence, so an instance that lost its lease
+writes no row either).
 
 Rows are only ever INSERTed (the services' roles may SELECT and INSERT, nothing else): a
 table's primary key makes a second writer of the same key fail its whole transaction with
 eventsourcing's ``IntegrityError``, like a second writer of an aggregate's version. A state
 that changes is a new row at the next version (see ``settlement.bet_index_store``).
 
-:func:`select_rows` reads the rows of many keys in one query per chunk of keys.
+:func:`select_rows` reads the rows of many keys in one query per chunk of keys;
+:func:`fill_from_history` gives the events a store recorded before its table existed their rows.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eventsourcing.persistence import IntegrityError, ProcessRecorder, Recorder, StoredEvent
+from eventsourcing.persistence import (
+    IntegrityError,
+    Notification,
+    ProcessRecorder,
+    Recorder,
+    StoredEvent,
+    Tracking,
+)
 from eventsourcing.popo import POPOFactory, POPOProcessRecorder
 from eventsourcing.sqlite import SQLiteCursor, SQLiteProcessRecorder
+
+log = logging.getLogger(__name__)
 
 SIDE_ROWS = "side_rows"
 """The recorders' keyword: the :class:`SideRows` of a unit of work."""
@@ -194,6 +206,37 @@ def select_rows(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> li
     return found
 
 
+def fill_from_history(
+    recorder: ProcessRecorder,
+    done: str,
+    progress: str,
+    topics: Sequence[str],
+    page: int,
+    record: Callable[[Sequence[Notification]], None],
+) -> int:
+    """Give the events of ``topics`` recorded before a side table existed their rows, once;
+    the notifications read (0 when done before).
+
+    The log is read in order, ``page`` notifications at a time: ``record(notifications)``
+    inserts their rows with the tracking record ``(progress, id of the last one it covers)``
+    in one transaction, so a start that stops midway resumes after it; its memory is bounded
+    by a page, whatever the length of history. At the end ``(done, 1)`` is recorded: every
+    later start reads that one record and nothing of history. A fresh store is done at its
+    first start (its log is empty); deleting both tracking records (and the rows) rebuilds.
+    """
+    if recorder.max_tracking_id(done):
+        return 0
+    start = (recorder.max_tracking_id(progress) or 0) + 1
+    read = 0
+    while notifications := recorder.select_notifications(start, page, topics=list(topics)):
+        record(notifications)
+        read += len(notifications)
+        start = notifications[-1].id + 1
+        log.info("%s: rows of older events recorded up to notification %d", progress, start - 1)
+    recorder.insert_tracking(Tracking(done, 1))
+    return read
+
+
 def _select(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> list[Row]:
     # The keys are joined to the table (a search of its primary key per key): written as
     # ``(a, b) IN (VALUES ...)``, SQLite would scan the whole table instead.
@@ -246,5 +289,20 @@ BET_IDS = SideTable(
 BetsAnswered / BetRejected / BetsHeld events; a row per answer given to an (operator, bet
 id), the highest version saying what holds."""
 
-SIDE_TABLES: dict[str, tuple[SideTable, ...]] = {"settlement": (BET_IDS,)}
+REFUSED_COMMANDS = SideTable(
+    "refused_commands",
+    (
+        ("table_id", "TEXT NOT NULL", "text NOT NULL"),
+        ("command_id", "TEXT NOT NULL", "text NOT NULL"),
+    ),
+    ("table_id", "command_id"),
+    ("table_id", "command_id"),
+)
+"""Dealing's refused table commands (``dealing.rejections``): a row per command id refused for
+a table id, derived state rebuildable from its CommandRejected events."""
+
+SIDE_TABLES: dict[str, tuple[SideTable, ...]] = {
+    "settlement": (BET_IDS,),
+    "dealing": (REFUSED_COMMANDS,),
+}
 """Each service's side tables (what ``punto-banco db setup`` creates and grants)."""

@@ -53,6 +53,9 @@ KEY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _B64URL = re.compile(r"[A-Za-z0-9_-]*")
 _MEMBERS = frozenset({"alg", "b64", "crit", "kid", "pb-key", "pb-pos", "pb-topic"})
 _RELOAD_EVERY = 1.0  # seconds: at most one keyring re-read per second on unknown key ids
+HEADERS_KEPT = 4096
+"""(topic, key) pairs whose header a signer keeps built (about 500 B each), the oldest going
+first: memory stays bounded however many table ids records name."""
 
 
 class KeyringError(ValueError):
@@ -115,6 +118,8 @@ class Signer:
             marker = b'"pb-pos":"0:0"'
             whole = protected_header(self.kid, topic, key.decode("utf-8"), 0, 0)
             before, after = whole.split(marker)
+            if len(self._halves) >= HEADERS_KEPT:
+                del self._halves[next(iter(self._halves))]
             halves = self._halves[(topic, key)] = (before + b'"pb-pos":"', b'"' + after)
         header = b64url(b"%s%d:%d%s" % (halves[0], notification_id, index, halves[1]))
         signature = self._key.sign(header + b"." + value)

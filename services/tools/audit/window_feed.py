@@ -2,7 +2,10 @@
 
 :class:`StreamFeed` is the :class:`~services.tools.history.from_store.StoreFeed` that notes
 the originator id of every shoe, coup and bet book it reads (a checked one is dropped by
-id, and read again by id when a late event brings it back) and forgets one on request.
+id, and read again by id when a late event brings it back) and forgets one on request. It
+keeps no desk refusal of a coup whose book is not open in the window (a late bet on a coup
+checked already, a bet for no coup): no check of a coup reads it then, and a flood of them
+would hold memory in proportion to the history.
 :func:`drawn_of` gives what a shoe handed out by position, as the shoe check records it.
 """
 
@@ -56,6 +59,10 @@ class StreamFeed(StoreFeed):
         super()._book_opened(oid, nid, d)
         table_id, _, coup_id = self._owner(oid)
         self.book_oids[(table_id, str(coup_id))] = oid
+
+    def _desk_refused(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        if (d["table_id"], d["coup_id"]) in self.history.books:
+            super()._desk_refused(oid, nid, d)
 
     def forget(self, oid: bytes) -> None:
         """Drop what the feed holds about one aggregate (it was checked)."""

@@ -40,6 +40,7 @@ from services.shared.facts.settlement import (
     BookOpenedFact,
     CoupRefundedFact,
     CoupSettledFact,
+    DeskRefusedFact,
     DeskRejectedFact,
     OperatorClosedFact,
     SettledLine,
@@ -95,9 +96,17 @@ def _at(state: dict[str, Any]) -> str:
     return moment(state["timestamp"])
 
 
-def _rejected(fact: DeskRejectedFact | BookBetRejectedFact, at: str, nid: int) -> Rejected:
+def _rejected(
+    fact: DeskRejectedFact | BookBetRejectedFact | AnswerLine, at: str, nid: int
+) -> Rejected:
     return Rejected(
-        fact.bettor_id, fact.bet_type, str(fact.amount), fact.reason_code, fact.message, at, nid
+        fact.bettor_id,
+        fact.bet_type,
+        str(fact.amount),
+        str(fact.reason_code),
+        fact.message,
+        at,
+        nid,
     )
 
 
@@ -146,6 +155,7 @@ class StoreFeed:
             BetsAnsweredFact.STORED_TOPIC: self._bets_answered,
             CoupSettledFact.STORED_TOPIC: self._coup_settled,
             CoupRefundedFact.STORED_TOPIC: self._coup_refunded,
+            DeskRefusedFact.STORED_TOPIC: self._desk_refused,
             DeskRejectedFact.STORED_TOPIC: self._desk_rejected,
             BookBetAcceptedFact.STORED_TOPIC: self._bet_accepted,  # retired: older stores
             BookBetRejectedFact.STORED_TOPIC: self._bet_rejected,  # retired: older stores
@@ -269,6 +279,20 @@ class StoreFeed:
 
     def _coup_refunded(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
         self.project.coup_refunded(self._books[oid], read_fact(CoupRefundedFact, d), _at(d), nid)
+
+    def _desk_refused(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        """A transaction's refusals of one coup id on the desk: the coup's rejected bets when
+        its book was read and is settled or voided (a bet too late for it: what the book
+        recorded before, and what Kafka's reader sees), else the desk's."""
+        fact = read_fact(DeskRefusedFact, d)
+        at = _at(d)
+        book = self.history.books.get((fact.table_id, fact.coup_id))
+        if book is not None and (book.settlements or book.refunds):
+            self._answer(book, fact.lines, fact.placed_at, at, nid, fact.operator)
+            return
+        for line in fact.lines:
+            key = bet_key(fact.operator, line.bet_id)
+            self.project.desk_rejected(fact.table_id, key, _rejected(line, at, nid))
 
     def _desk_rejected(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
         fact = read_fact(DeskRejectedFact, d)

@@ -45,6 +45,10 @@ def test_recall_matches_what_was_dealt_bet_and_voided() -> None:
             b["bet_id"] for b in coup["rejected_bets"]
         }
         assert sent <= answered
+        late = [b for b in coup["rejected_bets"] if b["bet_id"] in log.late_bets]
+        if f"{coup_id}.late" in log.late_bets:  # answered on the desk: the coup's refusal
+            assert [b["reason_code"] for b in late] == ["BETTING_CLOSED"]
+    assert sum(".late" in b["bet_id"] for c in coups for b in c["rejected_bets"]) == 3
     text = recall_text("t1", coups)
     assert "VOIDED by supervisor-7" in text and "cards in order" in text
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from contracts import PlaceBet
 from services.dev.simulation import LocalSystem, PlayLog, _void, play
 from services.tools.audit.auditor import audit
 from services.tools.audit.checks import Checker
@@ -120,6 +121,36 @@ def _voided_late() -> dict[str, list[Row]]:
     system.pump()
     system.seal()
     return Played(system, {}).rows()
+
+
+def test_late_bets_on_checked_coups_bring_nothing_back_and_are_not_held() -> None:
+    """Bets naming coups checked long before (refused on the desk, BETTING_CLOSED): none
+    brings its coup back to be read and checked again, and the audit holds none of them,
+    however many; the report is the whole history's (which shows them under their coups)."""
+    system = LocalSystem.in_memory()
+    log = play(system, "t1", 24, bets_per_coup=4, decks=1, batch=2, seed=5)
+    late = [
+        PlaceBet(
+            table_id="t1",
+            coup_id=coup_id,
+            bet_id=f"{coup_id}.late-{n}",
+            bettor_id=f"late-{n}",
+            bet_type="player",
+            amount=1_000,
+            currency="EUR",
+        )
+        for coup_id in list(log.bets)[:12]
+        for n in range(5)
+    ]
+    system.place_bets(late)
+    system.pump()
+    system.seal()
+    rows = Played(system, {}).rows()
+    run = StreamAudit(_stores(rows), Checker(History()), step=STEP)
+    run.run()
+    assert run.revived == 0
+    assert run.feed.history.desk_rejections == {}
+    assert _streamed(rows) == _whole(rows)
 
 
 def test_a_coup_voided_long_after_its_result_is_checked_again_with_its_refund() -> None:

@@ -111,6 +111,7 @@ def test_the_line_records_are_the_batch_fields() -> None:
         "BetsAnsweredFact": ["lines"],
         "CoupSettledFact": ["lines"],
         "CoupRefundedFact": ["lines"],
+        "DeskRefusedFact": ["lines"],
     }
 
 

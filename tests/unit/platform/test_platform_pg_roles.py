@@ -18,7 +18,7 @@ from services.shared.platform.pg_roles import (
 from services.shared.platform.pg_schemas import StoreTables, grants
 from services.shared.platform.pg_store import ProvisionedRecorder
 from services.shared.platform.settings import PostgresSettings, Settings, SettingsError
-from services.shared.platform.side_tables import BET_IDS, SIDE_TABLES
+from services.shared.platform.side_tables import BET_IDS, REFUSED_COMMANDS, SIDE_TABLES
 from services.tools.cli.main import app
 
 PG = {"POSTGRES_HOST": "db", "POSTGRES_DBNAME": "casino", "POSTGRES_USER": "admin"}
@@ -88,7 +88,7 @@ def test_a_side_table_is_given_select_and_insert_only() -> None:
         ("settlement", "SELECT, INSERT on table settlement.bet_ids")
     ]
     assert ("auditor", "SELECT on all tables in schema settlement") in given
-    assert SIDE_TABLES == {"settlement": (BET_IDS,)}
+    assert SIDE_TABLES == {"settlement": (BET_IDS,), "dealing": (REFUSED_COMMANDS,)}
 
 
 def test_a_provisioned_store_turns_table_creation_off_and_locks_through_the_owner() -> None:
