@@ -186,12 +186,12 @@ class Environment(BaseSettings):
     persistence: Annotated[
         Lower, _one_of("'sqlite' or 'postgres'", "", "sqlite", "postgres", "postgresql")
     ] = Field("", alias="PB_PERSISTENCE")
-    postgres_dsn: Stripped = Field("", alias="PB_POSTGRES_DSN")
+    postgres_dsn: SecretStr = Field(SecretStr(""), alias="PB_POSTGRES_DSN")  # holds a password
     postgres_host: str = Field("", alias="POSTGRES_HOST")
     postgres_port: int | None = Field(None, alias="POSTGRES_PORT")
     postgres_dbname: str = Field("", alias="POSTGRES_DBNAME")
     postgres_user: str = Field("", alias="POSTGRES_USER")
-    postgres_password: str = Field("", alias="POSTGRES_PASSWORD")
+    postgres_password: SecretStr = Field(SecretStr(""), alias="POSTGRES_PASSWORD")
     postgres_pool_size: int | None = Field(None, alias="POSTGRES_POOL_SIZE")
     postgres_schema_prefix: str = Field("", alias="PB_POSTGRES_SCHEMA_PREFIX")
     postgres_create_tables: bool = Field(True, alias="PB_POSTGRES_CREATE_TABLES")

@@ -64,6 +64,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import SecretStr
+
 from contracts import HOUSE
 from contracts.seals import MAX_PARTITION
 from services.shared.platform.environment import (
@@ -112,7 +114,7 @@ class PostgresSettings:
     port: int = 5432
     dbname: str = "punto_banco"
     user: str = "postgres"
-    password: str = ""
+    password: str = field(default="", repr=False)  # never in a repr or a log line
     pool_size: int = 5
 
     def connect_options(self) -> dict[str, Any]:
@@ -134,10 +136,13 @@ class PostgresSettings:
     def from_environment(cls, environment: Environment) -> PostgresSettings:
         """``PB_POSTGRES_DSN`` first, then each ``POSTGRES_*`` variable that is set."""
         values: dict[str, Any] = {}
-        if environment.postgres_dsn:
-            values.update(_parse_dsn(environment.postgres_dsn))
+        dsn = environment.postgres_dsn.get_secret_value().strip()
+        if dsn:
+            values.update(_parse_dsn(dsn))
         for name in ("host", "dbname", "user", "password", "port", "pool_size"):
             value = getattr(environment, f"postgres_{name}")
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
             if value not in ("", None):
                 values[name] = value
         return cls(**values)
@@ -158,8 +163,8 @@ def _parse_dsn(dsn: str) -> dict[str, Any]:
         try:
             out["port"] = int(str(parsed["port"]))
         except ValueError:
-            raise SettingsError(
-                f"PB_POSTGRES_DSN has a port that is not a number: {dsn!r}"
+            raise SettingsError(  # the port alone: the DSN holds the password
+                f"PB_POSTGRES_DSN has a port that is not a number: {parsed['port']!r}"
             ) from None
     return out
 
@@ -286,7 +291,11 @@ class Settings:
         read = Environment.read(env)
         wants_postgres = read.persistence in ("postgres", "postgresql") or (
             read.persistence == ""
-            and bool(read.postgres_dsn or read.postgres_host or read.postgres_dbname)
+            and bool(
+                read.postgres_dsn.get_secret_value().strip()
+                or read.postgres_host
+                or read.postgres_dbname
+            )
         )
         values: dict[str, Any] = {
             "service": service,
