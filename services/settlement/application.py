@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
@@ -67,7 +67,9 @@ from services.settlement.domain import (
 )
 from services.shared.platform.application import ServiceApplication, UnitOfWork
 from services.shared.platform.environment import (
+    DEFAULT_BROKER_CLOCK_SKEW,
     DEFAULT_MAX_BETS_PER_COUP,
+    check_clock_skew,
     check_max_bets,
     check_operators,
 )
@@ -106,6 +108,13 @@ class SettlementApplication(ServiceApplication):
         # the most bets a coup's book accepts (PB_MAX_BETS_PER_COUP): BOOK_FULL beyond
         self.max_bets_per_coup = check_max_bets(
             self.env.get("PB_MAX_BETS_PER_COUP") or DEFAULT_MAX_BETS_PER_COUP
+        )
+        # how far two brokers' append times may disagree (PB_BROKER_CLOCK_SKEW): a card
+        # appended up to this much before its coup's close mark is still the shoe's
+        self.clock_skew = timedelta(
+            seconds=check_clock_skew(
+                self.env.get("PB_BROKER_CLOCK_SKEW") or DEFAULT_BROKER_CLOCK_SKEW
+            )
         )
         # bet ids' answers: a table in the store (read on demand), written with the answers
         create_side_tables(self.factory, self.recorder, [BET_IDS])
@@ -238,7 +247,7 @@ class SettlementApplication(ServiceApplication):
             self._on_close_book(uow, message, when, operator)
             return None
         if isinstance(message, CardDrawn):
-            on_card_drawn(uow, message, when, origin)  # the shoe's cards (claims)
+            on_card_drawn(uow, message, when, origin, self.clock_skew)  # the shoe's cards
             return None
         if isinstance(message, CoupResolved):
             on_coup_resolved(uow, message, origin)  # dealing's claim, judged by the cards
@@ -431,7 +440,7 @@ class SettlementApplication(ServiceApplication):
         book = uow.get(book_aggregate_id(message.table_id, message.coup_id), BetBook)
         # every bet of the operator after its mark is too late; the last mark closes the book
         if book is not None and book.close_mark(operator, appended):
-            early = book.early_cards()  # cards read before the mark, appended before it
+            early = book.early_cards(self.clock_skew)  # read before the mark, appended before
             for position in early:
                 early_card(uow, book, position, book.drawn[position][0], None)
             if early:

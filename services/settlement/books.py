@@ -23,7 +23,7 @@ is the book's own accepted bets, rebuilt from its events on every replay.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -446,11 +446,12 @@ class BetBook(Aggregate):
             when = None if appended is None else datetime.fromisoformat(appended)
             self.drawn[int(position)] = (card, when)
 
-    def early_cards(self) -> list[int]:
-        """Positions of cards appended before the book's close mark (none while open)."""
+    def early_cards(self, skew: timedelta) -> list[int]:
+        """Positions of cards appended more than ``skew`` before the book's close mark (none
+        while open); ``skew``: how far the two partition leaders' clocks may disagree."""
         if self.closed_at is None:
             return []
-        closed_at = self.closed_at
+        closed_at = self.closed_at - skew
         return sorted(
             position
             for position, (_, when) in self.drawn.items()

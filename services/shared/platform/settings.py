@@ -53,6 +53,11 @@ book waits for each operator's close mark).
 Settlement's cap on open bets: ``PB_MAX_BETS_PER_COUP``, the most bets one coup's book accepts
 (default 50,000; a bet beyond is refused ``BOOK_FULL``), carried by settlement's eventsourcing
 environment. It bounds the memory of open bets (``docs/scaling.md``).
+
+Settlement's tolerance of the brokers' clocks: ``PB_BROKER_CLOCK_SKEW`` (default 1 s, 0 to 60 s),
+how much earlier than its coup's close mark (another partition leader's append time) a card may
+be appended and still be taken (``settlement/claims.py``); carried by its eventsourcing
+environment.
 """
 
 from __future__ import annotations
@@ -69,11 +74,13 @@ from pydantic import SecretStr
 from contracts import HOUSE
 from contracts.seals import MAX_PARTITION
 from services.shared.platform.environment import (
+    DEFAULT_BROKER_CLOCK_SKEW,
     DEFAULT_MAX_BETS_PER_COUP,
     DEFAULT_VOID_WINDOW,
     Environment,
     SettingsError,
     check_allowed_hosts,
+    check_clock_skew,
     check_http_host,
     check_max_bets,
     check_operators,
@@ -106,6 +113,9 @@ OPERATORS_ENV = "PB_OPERATORS"
 """The variable naming the operators (also in settlement's eventsourcing environment)."""
 MAX_BETS_ENV = "PB_MAX_BETS_PER_COUP"
 """The variable capping a coup's bets (also in settlement's eventsourcing environment)."""
+CLOCK_SKEW_ENV = "PB_BROKER_CLOCK_SKEW"
+"""The variable of the brokers' clock skew settlement tolerates (also in its eventsourcing
+environment)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +259,8 @@ class Settings:
     void_window: float = DEFAULT_VOID_WINDOW  # PB_VOID_WINDOW, in seconds
     # Settlement: the most bets one coup's book accepts (BOOK_FULL beyond).
     max_bets_per_coup: int = DEFAULT_MAX_BETS_PER_COUP  # PB_MAX_BETS_PER_COUP
+    # Settlement: how far two brokers' append times may disagree (the early-card check), in s.
+    broker_clock_skew: float = DEFAULT_BROKER_CLOCK_SKEW  # PB_BROKER_CLOCK_SKEW
     # Operators (B2B): PB_OPERATORS, checked by environment.check_operators.
     operators: tuple[str, ...] = (HOUSE,)
 
@@ -270,6 +282,10 @@ class Settings:
             object.__setattr__(self, "max_bets_per_coup", check_max_bets(self.max_bets_per_coup))
         except ValueError as error:
             raise SettingsError(f"{MAX_BETS_ENV} {error}") from None
+        try:
+            object.__setattr__(self, "broker_clock_skew", check_clock_skew(self.broker_clock_skew))
+        except ValueError as error:
+            raise SettingsError(f"{CLOCK_SKEW_ENV} {error}") from None
         if self.shoe_secret_key and self.shoe_secret_key_file:
             raise SettingsError(
                 "PB_SHOE_SECRET_KEY and PB_SHOE_SECRET_KEY_FILE are both set: give the shoe's "
@@ -322,6 +338,7 @@ class Settings:
             "supervisor_keyring": read.supervisor_keyring,
             "void_window": read.void_window,
             "max_bets_per_coup": read.max_bets_per_coup,
+            "broker_clock_skew": read.broker_clock_skew,
             "operators": read.operators,
         }
         for name in ("topic_partitions", "relay_batch_size", "consumer_max_records"):
@@ -443,6 +460,7 @@ class Settings:
         if self.service == "settlement":
             env[OPERATORS_ENV] = ",".join(self.operators)
             env[MAX_BETS_ENV] = str(self.max_bets_per_coup)
+            env[CLOCK_SKEW_ENV] = repr(float(self.broker_clock_skew))
         return env
 
     def _store_env(self) -> dict[str, str]:
