@@ -109,6 +109,14 @@ class SettlementApplication(ServiceApplication):
         self.max_bets_per_coup = check_max_bets(
             self.env.get("PB_MAX_BETS_PER_COUP") or DEFAULT_MAX_BETS_PER_COUP
         )
+        # the most of one operator (PB_MAX_BETS_PER_OPERATOR; by default an equal share, so
+        # that no operator's bets take another's place)
+        per_operator = self.env.get("PB_MAX_BETS_PER_OPERATOR")
+        self.max_bets_per_operator = (
+            check_max_bets(per_operator)
+            if per_operator
+            else max(1, self.max_bets_per_coup // len(self.operators))
+        )
         # how far two brokers' append times may disagree (PB_BROKER_CLOCK_SKEW): a card
         # appended up to this much before its coup's close mark is still the shoe's
         self.clock_skew = timedelta(
@@ -341,6 +349,7 @@ class SettlementApplication(ServiceApplication):
             request.placed_at or self._clock(),
             request.operator,
             max_bets=self.max_bets_per_coup,
+            max_operator_bets=self.max_bets_per_operator,
         )
         if rejection is not None:
             return self._refuse(uow, book, request, rejection.reason.value, rejection.message)

@@ -264,6 +264,9 @@ class Environment(BaseSettings):
     max_bets_per_coup: Annotated[int, BeforeValidator(check_max_bets)] = Field(
         DEFAULT_MAX_BETS_PER_COUP, alias="PB_MAX_BETS_PER_COUP"
     )
+    max_bets_per_operator: Annotated[
+        int | None, BeforeValidator(lambda value: None if value is None else check_max_bets(value))
+    ] = Field(None, alias="PB_MAX_BETS_PER_OPERATOR")
     broker_clock_skew: Annotated[float, BeforeValidator(check_clock_skew)] = Field(
         DEFAULT_BROKER_CLOCK_SKEW, alias="PB_BROKER_CLOCK_SKEW"
     )

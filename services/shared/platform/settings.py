@@ -52,7 +52,9 @@ book waits for each operator's close mark).
 
 Settlement's cap on open bets: ``PB_MAX_BETS_PER_COUP``, the most bets one coup's book accepts
 (default 50,000; a bet beyond is refused ``BOOK_FULL``), carried by settlement's eventsourcing
-environment. It bounds the memory of open bets (``docs/scaling.md``).
+environment. It bounds the memory of open bets (``docs/scaling.md``). ``PB_MAX_BETS_PER_OPERATOR``
+caps one operator's bets on a coup (default: an equal share of the first, so one operator's flood
+never takes another's places).
 
 Settlement's tolerance of the brokers' clocks: ``PB_BROKER_CLOCK_SKEW`` (default 1 s, 0 to 60 s),
 how much earlier than its coup's close mark (another partition leader's append time) a card may
@@ -113,6 +115,9 @@ OPERATORS_ENV = "PB_OPERATORS"
 """The variable naming the operators (also in settlement's eventsourcing environment)."""
 MAX_BETS_ENV = "PB_MAX_BETS_PER_COUP"
 """The variable capping a coup's bets (also in settlement's eventsourcing environment)."""
+OPERATOR_BETS_ENV = "PB_MAX_BETS_PER_OPERATOR"
+"""The variable capping one operator's bets on a coup (also in settlement's eventsourcing
+environment; empty: an equal share of the coup's cap)."""
 CLOCK_SKEW_ENV = "PB_BROKER_CLOCK_SKEW"
 """The variable of the brokers' clock skew settlement tolerates (also in its eventsourcing
 environment)."""
@@ -259,6 +264,7 @@ class Settings:
     void_window: float = DEFAULT_VOID_WINDOW  # PB_VOID_WINDOW, in seconds
     # Settlement: the most bets one coup's book accepts (BOOK_FULL beyond).
     max_bets_per_coup: int = DEFAULT_MAX_BETS_PER_COUP  # PB_MAX_BETS_PER_COUP
+    max_bets_per_operator: int | None = None  # PB_MAX_BETS_PER_OPERATOR; None: an equal share
     # Settlement: how far two brokers' append times may disagree (the early-card check), in s.
     broker_clock_skew: float = DEFAULT_BROKER_CLOCK_SKEW  # PB_BROKER_CLOCK_SKEW
     # Operators (B2B): PB_OPERATORS, checked by environment.check_operators.
@@ -282,6 +288,11 @@ class Settings:
             object.__setattr__(self, "max_bets_per_coup", check_max_bets(self.max_bets_per_coup))
         except ValueError as error:
             raise SettingsError(f"{MAX_BETS_ENV} {error}") from None
+        if self.max_bets_per_operator is not None:
+            try:
+                check_max_bets(self.max_bets_per_operator)
+            except ValueError as error:
+                raise SettingsError(f"{OPERATOR_BETS_ENV} {error}") from None
         try:
             object.__setattr__(self, "broker_clock_skew", check_clock_skew(self.broker_clock_skew))
         except ValueError as error:
@@ -338,6 +349,7 @@ class Settings:
             "supervisor_keyring": read.supervisor_keyring,
             "void_window": read.void_window,
             "max_bets_per_coup": read.max_bets_per_coup,
+            "max_bets_per_operator": read.max_bets_per_operator,
             "broker_clock_skew": read.broker_clock_skew,
             "operators": read.operators,
         }
@@ -460,6 +472,7 @@ class Settings:
         if self.service == "settlement":
             env[OPERATORS_ENV] = ",".join(self.operators)
             env[MAX_BETS_ENV] = str(self.max_bets_per_coup)
+            env[OPERATOR_BETS_ENV] = str(self.max_bets_per_operator or "")
             env[CLOCK_SKEW_ENV] = repr(float(self.broker_clock_skew))
         return env
 
