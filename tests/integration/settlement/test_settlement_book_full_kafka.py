@@ -27,6 +27,22 @@ from tests.integration.settlement.test_settlement_kafka import TopicReader, open
 pytestmark = [pytest.mark.kafka]
 
 
+def bets(table: str, coup: str, prefix: str, count: int) -> list[PlaceBet]:
+    """``count`` bets of 100 on Player, ids ``<prefix>-<n>``, each of its own bettor."""
+    return [
+        PlaceBet(
+            table_id=table,
+            bet_id=f"{prefix}-{n}",
+            coup_id=coup,
+            bettor_id=f"bettor-{n}",
+            bet_type="player",
+            amount=100,
+            currency="EUR",
+        )
+        for n in range(count)
+    ]
+
+
 async def test_the_service_accepts_up_to_its_cap_and_answers_book_full_beyond(
     tmp_path: Path, kafka_bootstrap: str
 ) -> None:
@@ -36,19 +52,7 @@ async def test_the_service_accepts_up_to_its_cap_and_answers_book_full_beyond(
         await host.wait_ready()
         async with TopicReader(settings, BET_EVENTS) as bet_events:
             await open_for_bets(settings, table, coup)
-            bets = [
-                PlaceBet(
-                    table_id=table,
-                    bet_id=f"bet-{n}",
-                    coup_id=coup,
-                    bettor_id=f"bettor-{n}",
-                    bet_type="player",
-                    amount=100,
-                    currency="EUR",
-                )
-                for n in range(5)
-            ]
-            await send_messages(settings, BET_COMMANDS, bets)
+            await send_messages(settings, BET_COMMANDS, bets(table, coup, "bet", 5))
             await bet_events.wait_until(lambda: len(bet_events.messages) >= 5, timeout=60)
             book = await host.worker.call(host.app.get_book, table, coup)
     accepted = [m.bet_id for m in bet_events.of_type(BetAccepted)]
@@ -86,19 +90,8 @@ async def test_one_operators_flood_leaves_another_operators_share_over_kafka(
                 book = open_book(table, coup, "s1", closes_at)
                 await send_messages(settings, bet_commands_topic(operator), [book])
             for operator, count in (("acme", 6), ("bravo", 2)):
-                bets = [
-                    PlaceBet(
-                        table_id=table,
-                        bet_id=f"{operator}-{n}",
-                        coup_id=coup,
-                        bettor_id=f"bettor-{n}",
-                        bet_type="player",
-                        amount=100,
-                        currency="EUR",
-                    )
-                    for n in range(count)
-                ]
-                await send_messages(settings, bet_commands_topic(operator), bets)
+                placed = bets(table, coup, operator, count)
+                await send_messages(settings, bet_commands_topic(operator), placed)
             await acme.wait_until(lambda: len(acme.messages) >= 6, timeout=60)
             await bravo.wait_until(lambda: len(bravo.messages) >= 2, timeout=60)
     assert [m.bet_id for m in acme.of_type(BetAccepted)] == ["acme-0", "acme-1"]
