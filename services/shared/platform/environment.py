@@ -130,33 +130,35 @@ def check_max_bets(value: object) -> int:
     return int(text)
 
 
-DEFAULT_BROKER_CLOCK_SKEW = 1.0
+DEFAULT_BROKER_CLOCK_SKEW = 0.1
 """``PB_BROKER_CLOCK_SKEW`` by default, in seconds: how far settlement lets the append times of
 two partition leaders disagree when it asks whether a card left the shoe before betting closed.
 A genuine card is appended several hops after the close mark (settlement's BetsClosed, dealing's
-DrawCards, the shoe's CardDrawn, each through a relay); brokers kept by NTP disagree by
-milliseconds."""
+DrawCards, the shoe's CardDrawn, each through a relay), which adds to it; brokers kept by NTP
+disagree by a few milliseconds. Kept small: a card forged with the shoe's stolen key and
+appended within it before the close is not refused as early (docs/security.md)."""
 
 MAX_BROKER_CLOCK_SKEW = 60.0
 """The largest ``PB_BROKER_CLOCK_SKEW``: beyond, the early-card check would mean little."""
 
 
 def check_clock_skew(value: object) -> float:
-    """``PB_BROKER_CLOCK_SKEW`` (a duration, see :func:`parse_duration`; ``0`` allowed) in
+    """``PB_BROKER_CLOCK_SKEW`` (a duration, see :func:`parse_duration`, or ``100ms``; ``0``
+    allowed) in
     seconds, at most :data:`MAX_BROKER_CLOCK_SKEW`; ValueError saying what it must be."""
     text = str(value).strip()
     found = _DURATION.fullmatch(text)
     seconds = float(found[1]) * _UNIT_SECONDS[found[2].lower()] if found else -1.0
     if not 0 <= seconds <= MAX_BROKER_CLOCK_SKEW:
         raise ValueError(
-            f"must be a duration from 0 to {MAX_BROKER_CLOCK_SKEW:.0f}s like 1s, 0.5s or 0, "
+            f"must be a duration from 0 to {MAX_BROKER_CLOCK_SKEW:.0f}s like 100ms, 2s or 0, "
             f"got {value!r}"
         )
     return seconds
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)", re.IGNORECASE)
-_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|[smhd]?)", re.IGNORECASE)
+_UNIT_SECONDS = {"": 1, "ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86_400}
 
 
 def check_operators(entries: str | Iterable[str]) -> tuple[str, ...]:

@@ -56,7 +56,7 @@ environment. It bounds the memory of open bets (``docs/scaling.md``). ``PB_MAX_B
 caps one operator's bets on a coup (default: an equal share of the first, so one operator's flood
 never takes another's places).
 
-Settlement's tolerance of the brokers' clocks: ``PB_BROKER_CLOCK_SKEW`` (default 1 s, 0 to 60 s),
+Settlement's tolerance of the brokers' clocks: ``PB_BROKER_CLOCK_SKEW`` (default 100 ms, 0 to 60 s),
 how much earlier than its coup's close mark (another partition leader's append time) a card may
 be appended and still be taken (``settlement/claims.py``); carried by its eventsourcing
 environment.

@@ -136,8 +136,8 @@ def test_cards_appended_before_betting_closed_are_refused_and_the_shoes_own_are_
 @pytest.mark.parametrize("mark_first", [True, False], ids=["mark-read-first", "cards-read-first"])
 @pytest.mark.parametrize(
     ("setting", "skew"),
-    [(None, timedelta(seconds=1)), ("2s", timedelta(seconds=2)), ("0", timedelta(0))],
-    ids=["default-1s", "2s", "none"],
+    [(None, timedelta(milliseconds=100)), ("2s", timedelta(seconds=2)), ("0", timedelta(0))],
+    ids=["default-100ms", "2s", "none"],
 )
 def test_brokers_clocks_may_disagree_by_the_set_skew_and_no_more(
     setting: str | None, skew: timedelta, mark_first: bool
