@@ -10,9 +10,9 @@ when the holder stops or dies. This is active/standby high availability of one w
 
 Partitioned processes (``PB_PARTITIONED``, ``partitioned.py``): each cell takes the writer
 lease of its own partition store; and each process holds the lease of the service's
-UNPARTITIONED store **shared** (``shared=True``: ``flock`` LOCK_SH, a shared advisory lock).
-Shared holders do not exclude each other, but exclude an unpartitioned writer (and wait for
-one to stop): the two modes never judge the same records in two stores, even when one
+UNPARTITIONED store **shared** (``shared=True``: ``flock`` LOCK_SH; PostgreSQL: the lease table
+locked SHARE). Shared holders do not exclude each other, but exclude an unpartitioned writer
+(and wait for one to stop): the two modes never judge the same records in two stores, even when one
 process of a rolling update or a misconfigured replica runs the other mode.
 
 - SQLite (one machine): an exclusive ``flock`` on ``<store>.writer`` (mode 0600), which the
