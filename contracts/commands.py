@@ -179,8 +179,9 @@ class PlaceBet(TableMessage):
     type: Literal["PlaceBet"] = "PlaceBet"
     bet_id: BetId = Field(
         description=(
-            "Id of the bet, 1-64 characters, chosen by the sender: the idempotency key "
-            "(a resend is answered like the first; reuse with other content is rejected)."
+            "Id of the bet, 1-64 characters (no control character), chosen by the sender: the "
+            "idempotency key (a resend is answered like the first; reuse with other content is "
+            "rejected)."
         )
     )
     coup_id: Identifier = Field(description="The coup bet on (from `BettingOpened`).")

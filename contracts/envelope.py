@@ -74,11 +74,29 @@ TableId = Annotated[
 ]
 """A table's id: 1-64 characters of letters, digits, ``_ . : -``. Also the Kafka key."""
 
-Identifier = Annotated[str, StringConstraints(min_length=1, max_length=128)]
-"""An opaque id chosen by the producer (coup, shoe, bettor, request...): 1-128 characters."""
+NO_CONTROL_CHARACTERS = r"^[^\x00-\x1f\x7f-\x9f]*$"
+"""The schemas' pattern of an id: no control character (Unicode Cc: U+0000-U+001F, U+007F-U+009F).
+A NUL cannot be stored in a PostgreSQL text column, a line feed or an escape forges log lines."""
 
-BetId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
-"""A bet's id, chosen by the bettor's front end: 1-64 characters; the idempotency key of a bet."""
+
+def _no_control_characters(value: str) -> str:
+    if any(ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F for char in value):
+        raise ValueError("must hold no control character (U+0000-U+001F, U+007F-U+009F)")
+    return value
+
+
+_NoControl = (
+    AfterValidator(_no_control_characters),
+    Field(json_schema_extra={"pattern": NO_CONTROL_CHARACTERS}),
+)
+
+Identifier = Annotated[str, StringConstraints(min_length=1, max_length=128), *_NoControl]
+"""An opaque id chosen by the producer (coup, shoe, bettor, request...): 1-128 characters, no
+control character."""
+
+BetId = Annotated[str, StringConstraints(min_length=1, max_length=64), *_NoControl]
+"""A bet's id, chosen by the bettor's front end: 1-64 characters, no control character; the
+idempotency key of a bet."""
 
 CardCode = Annotated[str, StringConstraints(pattern=r"^(A|[2-9]|T|J|Q|K)[CDHS]$")]
 """A card as rank + suit: ranks A 2-9 T J Q K (T is the ten), suits C D H S. Example: ``9H``."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
@@ -68,7 +68,9 @@ from services.settlement.domain import (
 )
 from services.shared.platform.application import ServiceApplication, UnitOfWork
 from services.shared.platform.environment import (
+    DEFAULT_BROKER_CLOCK_SKEW,
     DEFAULT_MAX_BETS_PER_COUP,
+    check_clock_skew,
     check_max_bets,
     check_operators,
 )
@@ -110,6 +112,21 @@ class SettlementApplication(ServiceApplication):
         # the most bets a coup's book accepts (PB_MAX_BETS_PER_COUP): BOOK_FULL beyond
         self.max_bets_per_coup = check_max_bets(
             self.env.get("PB_MAX_BETS_PER_COUP") or DEFAULT_MAX_BETS_PER_COUP
+        )
+        # the most of one operator (PB_MAX_BETS_PER_OPERATOR; by default an equal share, so
+        # that no operator's bets take another's place)
+        per_operator = self.env.get("PB_MAX_BETS_PER_OPERATOR")
+        self.max_bets_per_operator = (
+            check_max_bets(per_operator)
+            if per_operator
+            else max(1, self.max_bets_per_coup // len(self.operators))
+        )
+        # how far two brokers' append times may disagree (PB_BROKER_CLOCK_SKEW): a card
+        # appended up to this much before its coup's close mark is still the shoe's
+        self.clock_skew = timedelta(
+            seconds=check_clock_skew(
+                self.env.get("PB_BROKER_CLOCK_SKEW") or DEFAULT_BROKER_CLOCK_SKEW
+            )
         )
         # bet ids' answers: a table in the store (read on demand), written with the answers
         create_side_tables(self.factory, self.recorder, [BET_IDS])
@@ -245,7 +262,7 @@ class SettlementApplication(ServiceApplication):
             self._on_close_book(uow, message, when, operator)
             return None
         if isinstance(message, CardDrawn):
-            on_card_drawn(uow, message, when, origin)  # the shoe's cards (claims)
+            on_card_drawn(uow, message, when, origin, self.clock_skew)  # the shoe's cards
             return None
         if isinstance(message, CoupResolved):
             on_coup_resolved(uow, message, origin)  # dealing's claim, judged by the cards
@@ -352,6 +369,7 @@ class SettlementApplication(ServiceApplication):
             request.placed_at or self._clock(),
             request.operator,
             max_bets=self.max_bets_per_coup,
+            max_operator_bets=self.max_bets_per_operator,
         )
         if rejection is not None:
             return self._refuse(uow, book, request, rejection.reason.value, rejection.message)
@@ -451,7 +469,7 @@ class SettlementApplication(ServiceApplication):
         book = uow.get(book_aggregate_id(message.table_id, message.coup_id), BetBook)
         # every bet of the operator after its mark is too late; the last mark closes the book
         if book is not None and book.close_mark(operator, appended):
-            early = book.early_cards()  # cards read before the mark, appended before it
+            early = book.early_cards(self.clock_skew)  # read before the mark, appended before
             for position in early:
                 early_card(uow, book, position, book.drawn[position][0], None)
             if early:

@@ -16,14 +16,17 @@ topic: the book takes an operator's bets once that operator's OpenBook is read
 which lets dealing deal) only when the CloseBook of every operator it waits for is read.
 
 A book accepts at most ``max_bets`` bets (``PB_MAX_BETS_PER_COUP``, all operators together;
-``BOOK_FULL`` beyond), so what settlement holds per coup is bounded (docs/scaling.md). The count
-is the book's own accepted bets, rebuilt from its events on every replay.
+``BOOK_FULL`` beyond), so what settlement holds per coup is bounded (docs/scaling.md), and at
+most ``max_operator_bets`` of one operator (``PB_MAX_BETS_PER_OPERATOR``, by default an equal
+share of the first), so one operator's bets never take another's share; likewise each operator's
+stakes at most an equal share of :data:`MAX_BOOK_STAKE`. The counts are the book's own accepted
+bets, rebuilt from its events on every replay.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -247,6 +250,8 @@ class BetBook(Aggregate):
         self.drawn: dict[int, tuple[str, datetime | None]] = {}
         self.claims: list[dict[str, Any]] = []  # CoupResolved waiting for the shoe's cards
         self.staked = 0
+        self.operator_bets: dict[str, int] = {}  # operator -> its accepted bets
+        self.operator_staked: dict[str, int] = {}  # operator -> their stakes
         self.status = BookStatus.BETTING
         self.closed_at: datetime | None = None  # dealing's BettingClosed.occurred_at
         self.bets: dict[BetKey, Bet] = {}
@@ -297,6 +302,7 @@ class BetBook(Aggregate):
         operator: str = HOUSE,
         *,
         max_bets: int,
+        max_operator_bets: int,
     ) -> Rejection | None:
         """Why this bet cannot be accepted, or None (see rules.validation).
 
@@ -305,7 +311,9 @@ class BetBook(Aggregate):
         was placed: the Kafka broker's append time of the PlaceBet (never a time the
         client wrote). See :meth:`closed_for`. ``max_bets``: the most bets the book accepts
         (``PB_MAX_BETS_PER_COUP``), counted over every operator's accepted bets, those
-        drafted in this unit included; a bet beyond is ``BOOK_FULL``.
+        drafted in this unit included; ``max_operator_bets`` the most of one operator
+        (``PB_MAX_BETS_PER_OPERATOR``); a bet beyond either is ``BOOK_FULL``. An operator's
+        stakes stay within an equal share of :data:`MAX_BOOK_STAKE` (``ABOVE_MAXIMUM``).
         """
         closed = self.closed_for(placed_at, operator)
         if closed is not None:
@@ -319,19 +327,36 @@ class BetBook(Aggregate):
             self.currency,
             self.bettor_types.get((operator, bettor_id), set()),
         )
-        if refused is None and len(self.bets) >= max_bets:
+        if refused is not None:
+            return refused
+        if len(self.bets) >= max_bets:
             return Rejection(
                 RejectionReason.BOOK_FULL,
                 f"coup {self.coup_id} already holds {len(self.bets)} bets, the most one coup "
                 "takes; bet on the next coup (with a new bet id)",
             )
-        if refused is None and self.staked + (stake or 0) > MAX_BOOK_STAKE:
+        mine = self.operator_bets.get(operator, 0)
+        if mine >= max_operator_bets:
+            return Rejection(
+                RejectionReason.BOOK_FULL,
+                f"coup {self.coup_id} already holds {mine} bets of operator {operator}, the "
+                "most one coup takes from one operator; bet on the next coup (with a new bet id)",
+            )
+        if self.staked + (stake or 0) > MAX_BOOK_STAKE:
             return Rejection(
                 RejectionReason.ABOVE_MAXIMUM,
                 f"the stakes on coup {self.coup_id} would exceed the house's limit of "
                 f"{MAX_BOOK_STAKE} minor units for one coup",
             )
-        return refused
+        sharing = len(self.operators) + (operator not in self.operators)
+        share = MAX_BOOK_STAKE // sharing
+        if self.operator_staked.get(operator, 0) + (stake or 0) > share:
+            return Rejection(
+                RejectionReason.ABOVE_MAXIMUM,
+                f"the stakes of operator {operator} on coup {self.coup_id} would exceed the "
+                f"house's limit of {share} minor units for one operator on one coup",
+            )
+        return None
 
     def closed_for(self, placed_at: datetime, operator: str = HOUSE) -> str | None:
         """Why a bet placed at ``placed_at`` is too late for this coup, or None.
@@ -433,6 +458,8 @@ class BetBook(Aggregate):
         key = (operator, bet_id)
         if key not in self.bets:
             self.staked += amount
+            self.operator_bets[operator] = self.operator_bets.get(operator, 0) + 1
+            self.operator_staked[operator] = self.operator_staked.get(operator, 0) + amount
         self.bets[key] = Bet(bet_id, line.bettor_id, line.bet_type, amount, operator)
         types = self.bettor_types.setdefault((operator, line.bettor_id), set())
         types.add(BetType(line.bet_type))
@@ -478,11 +505,12 @@ class BetBook(Aggregate):
             when = None if appended is None else datetime.fromisoformat(appended)
             self.drawn[int(position)] = (card, when)
 
-    def early_cards(self) -> list[int]:
-        """Positions of cards appended before the book's close mark (none while open)."""
+    def early_cards(self, skew: timedelta) -> list[int]:
+        """Positions of cards appended more than ``skew`` before the book's close mark (none
+        while open); ``skew``: how far the two partition leaders' clocks may disagree."""
         if self.closed_at is None:
             return []
-        closed_at = self.closed_at
+        closed_at = self.closed_at - skew
         return sorted(
             position
             for position, (_, when) in self.drawn.items()

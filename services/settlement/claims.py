@@ -6,12 +6,14 @@ A claim is checked with the rules engine and against the cards the shoe drew for
 fails is an incident and the coup stays unsettled until a claim that holds (or a void) comes;
 one that names cards still on their way waits in the book (at most ``MAX_PENDING_CLAIMS``).
 A card appended before betting on its coup closed is refused: no genuine card leaves the
-shoe while bets are taken.
+shoe while bets are taken. The card's append time is one partition leader's clock, the close
+mark's another's: a card appended at most ``skew`` (``PB_BROKER_CLOCK_SKEW``) before the mark is
+taken, so that brokers whose clocks disagree by that much refuse no genuine card.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -27,13 +29,17 @@ MAX_PENDING_CLAIMS = 8
 
 
 def on_card_drawn(
-    uow: UnitOfWork, message: CardDrawn, appended: datetime, origin: Origin | None
+    uow: UnitOfWork,
+    message: CardDrawn,
+    appended: datetime,
+    origin: Origin | None,
+    skew: timedelta,
 ) -> None:
     book = uow.get(book_aggregate_id(message.table_id, message.coup_id), BetBook)
     if book is None or book.status in (BookStatus.SETTLED, BookStatus.VOIDED):
         return  # a coup settlement has no bets for, or that is over
     evidence = Evidence.of(message, origin)
-    if book.closed_at is not None and appended < book.closed_at:
+    if book.closed_at is not None and appended < book.closed_at - skew:
         early_card(uow, book, message.position, message.card, evidence)
         return
     for position, had, new in book.note_cards([(message.position, message.card, appended)]):

@@ -130,8 +130,35 @@ def check_max_bets(value: object) -> int:
     return int(text)
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)", re.IGNORECASE)
-_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}
+DEFAULT_BROKER_CLOCK_SKEW = 0.1
+"""``PB_BROKER_CLOCK_SKEW`` by default, in seconds: how far settlement lets the append times of
+two partition leaders disagree when it asks whether a card left the shoe before betting closed.
+A genuine card is appended several hops after the close mark (settlement's BetsClosed, dealing's
+DrawCards, the shoe's CardDrawn, each through a relay), which adds to it; brokers kept by NTP
+disagree by a few milliseconds. Kept small: a card forged with the shoe's stolen key and
+appended within it before the close is not refused as early (docs/security.md)."""
+
+MAX_BROKER_CLOCK_SKEW = 60.0
+"""The largest ``PB_BROKER_CLOCK_SKEW``: beyond, the early-card check would mean little."""
+
+
+def check_clock_skew(value: object) -> float:
+    """``PB_BROKER_CLOCK_SKEW`` (a duration, see :func:`parse_duration`, or ``100ms``; ``0``
+    allowed) in
+    seconds, at most :data:`MAX_BROKER_CLOCK_SKEW`; ValueError saying what it must be."""
+    text = str(value).strip()
+    found = _DURATION.fullmatch(text)
+    seconds = float(found[1]) * _UNIT_SECONDS[found[2].lower()] if found else -1.0
+    if not 0 <= seconds <= MAX_BROKER_CLOCK_SKEW:
+        raise ValueError(
+            f"must be a duration from 0 to {MAX_BROKER_CLOCK_SKEW:.0f}s like 100ms, 2s or 0, "
+            f"got {value!r}"
+        )
+    return seconds
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|[smhd]?)", re.IGNORECASE)
+_UNIT_SECONDS = {"": 1, "ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86_400}
 
 
 def check_operators(entries: str | Iterable[str]) -> tuple[str, ...]:
@@ -186,12 +213,12 @@ class Environment(BaseSettings):
     persistence: Annotated[
         Lower, _one_of("'sqlite' or 'postgres'", "", "sqlite", "postgres", "postgresql")
     ] = Field("", alias="PB_PERSISTENCE")
-    postgres_dsn: Stripped = Field("", alias="PB_POSTGRES_DSN")
+    postgres_dsn: SecretStr = Field(SecretStr(""), alias="PB_POSTGRES_DSN")  # holds a password
     postgres_host: str = Field("", alias="POSTGRES_HOST")
     postgres_port: int | None = Field(None, alias="POSTGRES_PORT")
     postgres_dbname: str = Field("", alias="POSTGRES_DBNAME")
     postgres_user: str = Field("", alias="POSTGRES_USER")
-    postgres_password: str = Field("", alias="POSTGRES_PASSWORD")
+    postgres_password: SecretStr = Field(SecretStr(""), alias="POSTGRES_PASSWORD")
     postgres_pool_size: int | None = Field(None, alias="POSTGRES_POOL_SIZE")
     postgres_schema_prefix: str = Field("", alias="PB_POSTGRES_SCHEMA_PREFIX")
     postgres_create_tables: bool = Field(True, alias="PB_POSTGRES_CREATE_TABLES")
@@ -238,6 +265,12 @@ class Environment(BaseSettings):
     )
     max_bets_per_coup: Annotated[int, BeforeValidator(check_max_bets)] = Field(
         DEFAULT_MAX_BETS_PER_COUP, alias="PB_MAX_BETS_PER_COUP"
+    )
+    max_bets_per_operator: Annotated[
+        int | None, BeforeValidator(lambda value: None if value is None else check_max_bets(value))
+    ] = Field(None, alias="PB_MAX_BETS_PER_OPERATOR")
+    broker_clock_skew: Annotated[float, BeforeValidator(check_clock_skew)] = Field(
+        DEFAULT_BROKER_CLOCK_SKEW, alias="PB_BROKER_CLOCK_SKEW"
     )
     # Operators (B2B): whose gateways' topics dealing marks and settlement reads.
     operators: Annotated[tuple[str, ...], NoDecode, BeforeValidator(check_operators)] = Field(

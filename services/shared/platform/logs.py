@@ -13,6 +13,13 @@ The ids come from the message being handled: the consumer's adapters
 carries its ``table_id``, ``coup_id`` and ``bet_id`` (when the message has them);
 ``extra={"table_id": ...}`` on a log call works too. Text logs append them as
 ``[table=... coup=... bet=...]``.
+
+Log lines carry what attackers name (ids, types, reasons, errors quoting a record), so no
+value may forge a line or drive a terminal: text logs write every control character, line
+separator and bidirectional override of the message and the ids as its backslash escape
+(a line feed as backslash-n, ESC as backslash-x1b), and indent a traceback's lines (each record
+starts at the beginning of a line, nothing else does); JSON lines write them as JSON's own
+escapes (the values read back exactly).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import contextlib
 import contextvars
 import json
 import logging
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
@@ -29,6 +37,27 @@ IDS = ("table_id", "coup_id", "bet_id")
 _context: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
     "pb_log_context", default=None
 )
+
+
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+"""Control characters (C0, DEL, C1), line and paragraph separators, bidirectional overrides."""
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(found: re.Match[str]) -> str:
+    char = found.group()
+    code = ord(char)
+    return _SHORT.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def escaped(text: str) -> str:
+    """``text`` with every character of :data:`_UNSAFE` written as its escape: one line, and
+    nothing a terminal acts on."""
+    return _UNSAFE.sub(_escape, text)
+
+
+def _json_escape(found: re.Match[str]) -> str:
+    return f"\\u{ord(found.group()):04x}"
 
 
 def ids_of(message: object) -> dict[str, str]:
@@ -79,7 +108,8 @@ class JsonFormatter(logging.Formatter):
         data.update(_ids(record))
         if record.exc_info:
             data["exception"] = self.formatException(record.exc_info)
-        return json.dumps(data, ensure_ascii=False, default=str)
+        # json escapes C0 controls itself; the rest of _UNSAFE only appears inside strings
+        return _UNSAFE.sub(_json_escape, json.dumps(data, ensure_ascii=False, default=str))
 
 
 class TextFormatter(logging.Formatter):
@@ -88,13 +118,21 @@ class TextFormatter(logging.Formatter):
     def __init__(self, service: str) -> None:
         super().__init__(f"%(asctime)s %(levelname)s [{service}] %(name)s: %(message)s")
 
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = escaped(record.message)
+        return super().formatMessage(record)
+
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
+        first, newline, rest = line.partition("\n")
+        if rest:  # a traceback or stack: each line indented, its characters escaped
+            rest = "\n".join(f"    {escaped(part)}" for part in rest.split("\n"))
         ids = _ids(record)
         if not ids:
-            return line
-        tail = " ".join(f"{name.removesuffix('_id')}={value}" for name, value in ids.items())
-        first, newline, rest = line.partition("\n")
+            return f"{first}{newline}{rest}"
+        tail = " ".join(
+            f"{name.removesuffix('_id')}={escaped(value)}" for name, value in ids.items()
+        )
         return f"{first} [{tail}]{newline}{rest}"
 
 

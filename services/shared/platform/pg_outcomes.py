@@ -37,6 +37,8 @@ class Provisioning:
     auditor: str
     roles: list[RoleOutcome]
     stores: list[StoreOutcome]
+    shared_leases: list[StoreOutcome] = field(default_factory=list)  # partitioned: the lease
+    # of each service's unpartitioned schema, which its partitioned processes share
 
     def describe(self) -> list[str]:
         """The report ``punto-banco db setup`` prints (never a password)."""
@@ -47,11 +49,12 @@ class Provisioning:
                 state = "created" if role.created else "exists"
             lines.append(f"role {role.name} ({role.kind}): {state}")
             lines += [f"  warning: {warning}" for warning in role.warnings]
-        for store in self.stores:
+        for store in [*self.stores, *self.shared_leases]:
             tables = store.tables
             state = "created" if store.schema_created else "exists"
             lines.append(
                 f"schema {self.database}.{store.roles.schema}: {state}, owner {store.roles.owner}"
+                + (", the lease partitioned processes share" if store in self.shared_leases else "")
             )
             if store.taken_over:
                 lines.append(
@@ -62,6 +65,7 @@ class Provisioning:
                 ("tracking", tables.tracking),
                 ("snapshots", tables.snapshots),
                 ("derived state (rebuildable from the events)", tables.side),
+                ("writer lease (locked, never written)", tables.lease),
                 ("other tables (auditor only)", tables.others),
             ):
                 if names:

@@ -16,13 +16,19 @@ For each service, with schema ``<schema prefix><service>`` and roles named with 
   ``INSERT ... ON CONFLICT DO UPDATE``); SELECT and INSERT on its snapshots table and on its
   side tables (``side_tables.py``: settlement's ``bet_ids``, derived state whose rows are
   only ever inserted).
+  UPDATE on the writer lease's two tables (``writer_fence.py``: empty tables whose locks are
+  the lease; UPDATE is what PostgreSQL asks of whoever takes those lock modes, so no other
+  login can take the lease or freeze the writes).
 - ``auditor`` (LOGIN, ``default_transaction_read_only``): USAGE on every service schema and
   SELECT on every table in them.
 
 A partitioned service (``PB_PARTITIONED``, ``partitioned.py``) keeps one store per partition:
 ``partitions=N`` provisions the schemas ``<schema prefix><service>_p0`` .. ``_p<N-1>`` instead of
 the service's one, each exactly as the one schema above (the same two roles: the service's
-role writes its own partitions' schemas, nothing of another service's; the auditor reads all).
+role writes its own partitions' schemas, nothing of another service's; the auditor reads all),
+and the service's unpartitioned schema gets the lease's tables (created if missing, nothing else
+of it changed): partitioned processes lock its lease shared, which keeps an unpartitioned writer
+out.
 
 A trigger on each events table refuses UPDATE, DELETE and TRUNCATE (statement level, before
 anything changes) whoever runs them, the owner included: a second line behind the grants, for
@@ -39,6 +45,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -53,6 +60,7 @@ from services.shared.platform.pg_outcomes import (
 from services.shared.platform.pg_schemas import (
     Grant,
     StoreRoles,
+    StoreTables,
     acting_as,
     append_only,
     apply_grants,
@@ -60,6 +68,8 @@ from services.shared.platform.pg_schemas import (
     describe_tables,
     ensure_schema,
     grants,
+    lease_grants,
+    lease_tables,
     take_over,
 )
 from services.shared.platform.pg_store import ROLE_NAME
@@ -69,6 +79,7 @@ from services.shared.platform.settings import (
     PostgresSettings,
     SettingsError,
 )
+from services.shared.platform.writer_fence import LEASE_TABLES
 
 __all__ = ["AUDITOR", "SERVICES", "Grant", "Provisioning", "StoreRoles", "provision", "store_roles"]
 
@@ -134,14 +145,41 @@ def provision(
             tables = create_tables(admin, store)
             with conn.transaction():
                 describe_tables(conn, store, tables)
+                tables.lease = list(LEASE_TABLES)
                 given = grants(store, tables, auditor)
                 with acting_as(conn, store.owner):
                     append_only(conn, store, tables)
+                    lease_tables(conn, store)
                     apply_grants(conn, store, auditor, given)
             outcomes.append(
                 StoreOutcome(store, store.schema in created_schemas, tables, given, taken)
             )
-    return Provisioning(admin.dbname, auditor, roles, outcomes)
+        shared = [_shared_lease(conn, store, auditor) for store in _unpartitioned(stores)]
+    return Provisioning(admin.dbname, auditor, roles, outcomes, shared)
+
+
+def _unpartitioned(stores: Sequence[StoreRoles]) -> list[StoreRoles]:
+    """The service's unpartitioned schema of each partitioned service provisioned (its lease
+    is what partitioned processes share: ``writer_lease.py``)."""
+    found = {
+        store.service: replace(store, schema=store.schema.rsplit("_p", 1)[0], partition=None)
+        for store in stores
+        if store.partition is not None
+    }
+    return list(found.values())
+
+
+def _shared_lease(conn: psycopg.Connection[Any], store: StoreRoles, auditor: str) -> StoreOutcome:
+    """The unpartitioned schema's lease tables, which partitioned processes lock shared, and
+    their grants, added to what the schema holds (a store from before is left as it is)."""
+    with conn.transaction():
+        created = ensure_schema(conn, store)
+        given = lease_grants(store, auditor)
+        with acting_as(conn, store.owner):
+            tables = StoreTables(lease=lease_tables(conn, store))
+            for grant in given:
+                conn.execute(grant.statement())
+    return StoreOutcome(store, created, tables, given)
 
 
 def _connect(admin: PostgresSettings) -> psycopg.Connection[Any]:

@@ -12,6 +12,8 @@
   DELETE and TRUNCATE (FOR EACH STATEMENT, before anything changes, whoever runs them), and
   the procedure ``pb_lock_events`` (SECURITY DEFINER, ``search_path`` pinned) that takes an
   events table's write lock for the service (``pg_store.py``);
+- :func:`lease_tables`: the writer lease's two tables (``writer_fence.py``), whose locks the
+  service's role alone may take (UPDATE on them: they are never written);
 - :func:`grants` and :func:`apply_grants`: the privileges of the service's role and of the
   auditor, applied after revoking everything from PUBLIC, the service and the auditor, so that
   the result is the same however often it runs.
@@ -31,6 +33,7 @@ from services.shared.platform.application import ServiceApplication
 from services.shared.platform.pg_store import LOCK_PROCEDURE, OWNER_ROLE_FACTORY, SET_ROLE
 from services.shared.platform.settings import PostgresSettings
 from services.shared.platform.side_tables import SIDE_TABLES, create_side_tables
+from services.shared.platform.writer_fence import LEASE_TABLES, lease_tables_statements
 
 TRIGGER = "pb_append_only"
 REFUSE_FUNCTION = "pb_refuse_change"
@@ -78,11 +81,14 @@ class StoreTables:
     tracking: list[str] = field(default_factory=list)
     snapshots: list[str] = field(default_factory=list)
     side: list[str] = field(default_factory=list)  # derived state (side_tables.SIDE_TABLES)
+    lease: list[str] = field(default_factory=list)  # the writer lease's (writer_fence.py)
     others: list[str] = field(default_factory=list)
 
 
 def grants(store: StoreRoles, tables: StoreTables, auditor: str) -> list[Grant]:
-    """Every privilege of the service's role and the auditor on ``store`` (nothing else)."""
+    """Every privilege of the service's role and the auditor on ``store`` (nothing else; the
+    lease's tables: UPDATE, the privilege PostgreSQL asks of whoever takes their lock modes,
+    ``writer_fence.py``; they take no row)."""
     schema, login = store.schema, store.login
     given = [Grant("USAGE", "SCHEMA", (schema,), login)]
     given += [Grant("SELECT, INSERT", "TABLE", (schema, t), login) for t in tables.events]
@@ -94,9 +100,30 @@ def grants(store: StoreRoles, tables: StoreTables, auditor: str) -> list[Grant]:
         given.append(Grant("UPDATE (notification_id)", "TABLE", (schema, table), login))
     given += [Grant("SELECT, INSERT", "TABLE", (schema, t), login) for t in tables.snapshots]
     given += [Grant("SELECT, INSERT", "TABLE", (schema, t), login) for t in tables.side]
+    given += [Grant("UPDATE", "TABLE", (schema, t), login) for t in tables.lease]
     given.append(Grant("USAGE", "SCHEMA", (schema,), auditor))
     given.append(Grant("SELECT", "ALL TABLES IN SCHEMA", (schema,), auditor))
     return given
+
+
+def lease_grants(store: StoreRoles, auditor: str) -> list[Grant]:
+    """The grants on a schema holding only the lease's tables for ``pg_roles.provision``: the
+    service's role may lock them (UPDATE, the privilege PostgreSQL asks for those lock modes:
+    the tables take no row), the auditor may read them."""
+    schema, login = store.schema, store.login
+    return [
+        Grant("USAGE", "SCHEMA", (schema,), login),
+        *(Grant("UPDATE", "TABLE", (schema, t), login) for t in LEASE_TABLES),
+        Grant("USAGE", "SCHEMA", (schema,), auditor),
+        *(Grant("SELECT", "TABLE", (schema, t), auditor) for t in LEASE_TABLES),
+    ]
+
+
+def lease_tables(conn: psycopg.Connection[Any], store: StoreRoles) -> list[str]:
+    """Create the writer lease's tables of the schema if missing (acting as its owner)."""
+    for statement in lease_tables_statements(store.schema):
+        conn.execute(statement)
+    return list(LEASE_TABLES)
 
 
 @contextmanager
@@ -206,7 +233,7 @@ def describe_tables(conn: psycopg.Connection[Any], store: StoreRoles, tables: St
         ).fetchone()
         if row is not None:
             tables.sequences.append(str(row[0]))
-    known = {*tables.events, *tables.tracking, *tables.snapshots, *tables.side}
+    known = {*tables.events, *tables.tracking, *tables.snapshots, *tables.side, *LEASE_TABLES}
     tables.others = [
         row[0]
         for row in conn.execute(

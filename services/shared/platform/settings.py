@@ -52,7 +52,14 @@ book waits for each operator's close mark).
 
 Settlement's cap on open bets: ``PB_MAX_BETS_PER_COUP``, the most bets one coup's book accepts
 (default 50,000; a bet beyond is refused ``BOOK_FULL``), carried by settlement's eventsourcing
-environment. It bounds the memory of open bets (``docs/scaling.md``).
+environment. It bounds the memory of open bets (``docs/scaling.md``). ``PB_MAX_BETS_PER_OPERATOR``
+caps one operator's bets on a coup (default: an equal share of the first, so one operator's flood
+never takes another's places).
+
+Settlement's tolerance of the brokers' clocks: ``PB_BROKER_CLOCK_SKEW`` (default 100 ms, 0 to 60 s),
+how much earlier than its coup's close mark (another partition leader's append time) a card may
+be appended and still be taken (``settlement/claims.py``); carried by its eventsourcing
+environment.
 """
 
 from __future__ import annotations
@@ -64,14 +71,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import SecretStr
+
 from contracts import HOUSE
 from contracts.seals import MAX_PARTITION
 from services.shared.platform.environment import (
+    DEFAULT_BROKER_CLOCK_SKEW,
     DEFAULT_MAX_BETS_PER_COUP,
     DEFAULT_VOID_WINDOW,
     Environment,
     SettingsError,
     check_allowed_hosts,
+    check_clock_skew,
     check_http_host,
     check_max_bets,
     check_operators,
@@ -104,6 +115,12 @@ OPERATORS_ENV = "PB_OPERATORS"
 """The variable naming the operators (also in settlement's eventsourcing environment)."""
 MAX_BETS_ENV = "PB_MAX_BETS_PER_COUP"
 """The variable capping a coup's bets (also in settlement's eventsourcing environment)."""
+OPERATOR_BETS_ENV = "PB_MAX_BETS_PER_OPERATOR"
+"""The variable capping one operator's bets on a coup (also in settlement's eventsourcing
+environment; empty: an equal share of the coup's cap)."""
+CLOCK_SKEW_ENV = "PB_BROKER_CLOCK_SKEW"
+"""The variable of the brokers' clock skew settlement tolerates (also in its eventsourcing
+environment)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +129,7 @@ class PostgresSettings:
     port: int = 5432
     dbname: str = "punto_banco"
     user: str = "postgres"
-    password: str = ""
+    password: str = field(default="", repr=False)  # never in a repr or a log line
     pool_size: int = 5
 
     def connect_options(self) -> dict[str, Any]:
@@ -134,10 +151,13 @@ class PostgresSettings:
     def from_environment(cls, environment: Environment) -> PostgresSettings:
         """``PB_POSTGRES_DSN`` first, then each ``POSTGRES_*`` variable that is set."""
         values: dict[str, Any] = {}
-        if environment.postgres_dsn:
-            values.update(_parse_dsn(environment.postgres_dsn))
+        dsn = environment.postgres_dsn.get_secret_value().strip()
+        if dsn:
+            values.update(_parse_dsn(dsn))
         for name in ("host", "dbname", "user", "password", "port", "pool_size"):
             value = getattr(environment, f"postgres_{name}")
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
             if value not in ("", None):
                 values[name] = value
         return cls(**values)
@@ -158,8 +178,8 @@ def _parse_dsn(dsn: str) -> dict[str, Any]:
         try:
             out["port"] = int(str(parsed["port"]))
         except ValueError:
-            raise SettingsError(
-                f"PB_POSTGRES_DSN has a port that is not a number: {dsn!r}"
+            raise SettingsError(  # the port alone: the DSN holds the password
+                f"PB_POSTGRES_DSN has a port that is not a number: {parsed['port']!r}"
             ) from None
     return out
 
@@ -244,6 +264,9 @@ class Settings:
     void_window: float = DEFAULT_VOID_WINDOW  # PB_VOID_WINDOW, in seconds
     # Settlement: the most bets one coup's book accepts (BOOK_FULL beyond).
     max_bets_per_coup: int = DEFAULT_MAX_BETS_PER_COUP  # PB_MAX_BETS_PER_COUP
+    max_bets_per_operator: int | None = None  # PB_MAX_BETS_PER_OPERATOR; None: an equal share
+    # Settlement: how far two brokers' append times may disagree (the early-card check), in s.
+    broker_clock_skew: float = DEFAULT_BROKER_CLOCK_SKEW  # PB_BROKER_CLOCK_SKEW
     # Operators (B2B): PB_OPERATORS, checked by environment.check_operators.
     operators: tuple[str, ...] = (HOUSE,)
 
@@ -265,6 +288,15 @@ class Settings:
             object.__setattr__(self, "max_bets_per_coup", check_max_bets(self.max_bets_per_coup))
         except ValueError as error:
             raise SettingsError(f"{MAX_BETS_ENV} {error}") from None
+        if self.max_bets_per_operator is not None:
+            try:
+                check_max_bets(self.max_bets_per_operator)
+            except ValueError as error:
+                raise SettingsError(f"{OPERATOR_BETS_ENV} {error}") from None
+        try:
+            object.__setattr__(self, "broker_clock_skew", check_clock_skew(self.broker_clock_skew))
+        except ValueError as error:
+            raise SettingsError(f"{CLOCK_SKEW_ENV} {error}") from None
         if self.shoe_secret_key and self.shoe_secret_key_file:
             raise SettingsError(
                 "PB_SHOE_SECRET_KEY and PB_SHOE_SECRET_KEY_FILE are both set: give the shoe's "
@@ -286,7 +318,11 @@ class Settings:
         read = Environment.read(env)
         wants_postgres = read.persistence in ("postgres", "postgresql") or (
             read.persistence == ""
-            and bool(read.postgres_dsn or read.postgres_host or read.postgres_dbname)
+            and bool(
+                read.postgres_dsn.get_secret_value().strip()
+                or read.postgres_host
+                or read.postgres_dbname
+            )
         )
         values: dict[str, Any] = {
             "service": service,
@@ -313,6 +349,8 @@ class Settings:
             "supervisor_keyring": read.supervisor_keyring,
             "void_window": read.void_window,
             "max_bets_per_coup": read.max_bets_per_coup,
+            "max_bets_per_operator": read.max_bets_per_operator,
+            "broker_clock_skew": read.broker_clock_skew,
             "operators": read.operators,
         }
         for name in ("topic_partitions", "relay_batch_size", "consumer_max_records"):
@@ -434,6 +472,8 @@ class Settings:
         if self.service == "settlement":
             env[OPERATORS_ENV] = ",".join(self.operators)
             env[MAX_BETS_ENV] = str(self.max_bets_per_coup)
+            env[OPERATOR_BETS_ENV] = str(self.max_bets_per_operator or "")
+            env[CLOCK_SKEW_ENV] = repr(float(self.broker_clock_skew))
         return env
 
     def _store_env(self) -> dict[str, str]:

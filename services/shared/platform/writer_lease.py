@@ -10,19 +10,22 @@ when the holder stops or dies. This is active/standby high availability of one w
 
 Partitioned processes (``PB_PARTITIONED``, ``partitioned.py``): each cell takes the writer
 lease of its own partition store; and each process holds the lease of the service's
-UNPARTITIONED store **shared** (``shared=True``: ``flock`` LOCK_SH, a shared advisory lock).
-Shared holders do not exclude each other, but exclude an unpartitioned writer (and wait for
-one to stop): the two modes never judge the same records in two stores, even when one
+UNPARTITIONED store **shared** (``shared=True``: ``flock`` LOCK_SH; PostgreSQL: the lease table
+locked SHARE). Shared holders do not exclude each other, but exclude an unpartitioned writer
+(and wait for one to stop): the two modes never judge the same records in two stores, even when one
 process of a rolling update or a misconfigured replica runs the other mode.
 
 - SQLite (one machine): an exclusive ``flock`` on ``<store>.writer`` (mode 0600), which the
   kernel releases when the process ends, however it ends. The holder's pid and host are
   written in the file for the operator.
-- PostgreSQL: a session advisory lock on a connection of its own, with a write fence
+- PostgreSQL: a lock on the schema's lease table, which only the service's own role may take,
+  held in a transaction its connection of its own keeps open, with a write fence
   (``writer_fence.py``): every write transaction checks that this instance still holds the
   lease, and the next holder waits for the old holder's last writes before it reads. A
-  holder whose lock connection is lost commits nothing more and stops itself
-  (:meth:`WriterLease.watch`).
+  holder whose lock connection is lost (or its transaction ended by a timeout) commits nothing
+  more and stops itself (:meth:`WriterLease.watch`). An instance of the version before (whose
+  lease was an advisory lock) logged in as the same role is waited for, so a rolling update
+  never runs two writers; an advisory lock anyone else holds means nothing.
 """
 
 from __future__ import annotations
@@ -37,16 +40,29 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
+from psycopg.pq import TransactionStatus
 
 from services.shared.platform.settings import Settings
 from services.shared.platform.writer_fence import (
     FENCE_ENV,
+    LEASE_TABLES,
     LOCK_CLASS,
     barrier_statements,
-    lease_key,
+    lease_holders,
+    lease_statement,
+    lease_tables_statements,
+    legacy_lease_key,
 )
 
 log = logging.getLogger(__name__)
+
+SETUP = (
+    "provision the store with `punto-banco db setup` (as an administrator; again after an "
+    "upgrade), and give the service its own role"
+)
+IDLE_IN_TXN = TransactionStatus.INTRANS
+"""The lock connection's state while it holds the lease: in its open transaction, idle."""
 
 POLL_SECONDS = 1.0
 """How often a standby tries the lease, and the holder checks it still has it."""
@@ -57,6 +73,11 @@ LEASE_KEEPALIVES = {
 }
 """The lease connection's server-side TCP keepalives (seconds, probes): a lost holder's lock
 is released about 25 s after its machine went silent."""
+LEASE_TIMEOUTS_OFF = ("idle_in_transaction_session_timeout", "transaction_timeout")
+"""Timeouts that would end the lease's open transaction, off for its session (a server or role
+default of a few seconds would take the lease from a holder whose host stalls; one that fires
+anyway ends the session: the lease is lost and noticed like a lost connection).
+``transaction_timeout`` exists from PostgreSQL 17."""
 PROBE_TIMEOUT_SECONDS = 15.0
 """How long the holder's check of its lock connection may take before the lease counts as
 lost. Longer than an event-loop stall on a starved host (a slow answer is not a lost lock),
@@ -169,7 +190,8 @@ class FileLease(WriterLease):
 
 
 class PostgresLease(WriterLease):
-    """The lease of a PostgreSQL schema: a session advisory lock on a connection of its own."""
+    """The lease of a PostgreSQL schema: its lease table locked in a transaction that a
+    connection of its own keeps open (``writer_fence.py``)."""
 
     def __init__(self, settings: Settings, shared: bool = False) -> None:
         super().__init__(settings.describe_store(), shared)
@@ -190,48 +212,84 @@ class PostgresLease(WriterLease):
             # not the OS's two hours (statements, so a pooler in session mode passes them).
             for name, value in LEASE_KEEPALIVES.items():
                 await connection.execute(f"SET {name} = {value}")
+            for name in LEASE_TIMEOUTS_OFF[: 1 if connection.info.server_version < 170000 else 2]:
+                await connection.execute(f"SET {name} = 0")
             self._connection = connection
         return self._connection
 
     async def _try(self) -> bool:
         try:
             connection = await self._connect()
-            cursor = await connection.execute(
-                "SELECT pg_catalog.pg_try_advisory_lock_shared(%s, %s)"
-                if self.shared
-                else "SELECT pg_catalog.pg_try_advisory_lock(%s, %s)",
-                (LOCK_CLASS, lease_key(self.schema)),
-            )
-            row = await cursor.fetchone()
-            if not (row and row[0]):
-                self.holder = await self._holder(connection)
+            if self.settings.postgres_create_tables:  # the service makes its own tables
+                await self._create_tables(connection)
+            await connection.execute("BEGIN ISOLATION LEVEL READ COMMITTED")  # no snapshot kept
+            try:
+                await connection.execute(lease_statement(self.schema, self.shared))
+                waiting_for = await self._legacy_holder(connection)
+            except psycopg.errors.LockNotAvailable:
+                waiting_for = ""  # (named below, once the failed transaction is over)
+            except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+                waiting_for = f"no lease table in schema {self.schema}: {SETUP}"
+            except psycopg.errors.InsufficientPrivilege:
+                waiting_for = f"role {self.settings.postgres.user} may not take it: {SETUP}"
+            if waiting_for is not None:
+                await connection.execute("ROLLBACK")
+                self.holder = waiting_for or await self._holder(connection)
                 return False
             if not self.shared:  # a writer: wait for the old holder's last writes
                 for statement in barrier_statements(self.schema):
                     await connection.execute(statement)
-            cursor = await connection.execute("SELECT pg_catalog.pg_backend_pid()")
-            row = await cursor.fetchone()
-            assert row is not None
-            self.pid = int(row[0])
+            self.pid = connection.info.backend_pid
             return True
         except psycopg.Error as error:
             self.holder = f"PostgreSQL not answering: {error}"
             await self._close()
             return False
 
-    async def _holder(self, connection: psycopg.AsyncConnection[Any]) -> str | None:
+    async def _create_tables(self, connection: psycopg.AsyncConnection[Any]) -> None:
+        """The schema and the lease's tables, if missing (another instance may be making them
+        at the same moment: what it made is what this one wanted)."""
         cursor = await connection.execute(
-            "SELECT a.client_addr::text, a.pid, a.application_name FROM pg_catalog.pg_locks l "
-            "LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid "
-            "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s "
-            "AND l.objsubid = 2",
-            (LOCK_CLASS, lease_key(self.schema)),
+            "SELECT n.nspname IS NOT NULL, count(c.oid) FROM (SELECT) one "
+            "LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = %s "
+            "LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = ANY(%s) "
+            "GROUP BY n.nspname",
+            (self.schema, list(LEASE_TABLES)),
         )
+        row = await cursor.fetchone()
+        schema_found, tables_found = row if row else (False, 0)
+        statements: list[sql.Composed] = (
+            []
+            if schema_found
+            else [sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))]
+        )
+        if tables_found < len(LEASE_TABLES):
+            statements += lease_tables_statements(self.schema)
+        for statement in statements:
+            with contextlib.suppress(psycopg.errors.UniqueViolation):
+                await connection.execute(statement)
+
+    async def _holder(self, connection: psycopg.AsyncConnection[Any]) -> str | None:
+        cursor = await connection.execute(lease_holders(self.schema))
         row = await cursor.fetchone()
         if row is None:
             return None
         address, pid, name = row
         return f"backend pid {pid} ({name or 'unnamed'}) from {address or 'local socket'}"
+
+    async def _legacy_holder(self, connection: psycopg.AsyncConnection[Any]) -> str | None:
+        """An instance of the version before (its lease an advisory lock) logged in as this
+        role, that this lease excludes: it still writes, so this one waits. Nobody else's
+        advisory lock counts (anyone may take any advisory key)."""
+        cursor = await connection.execute(
+            "SELECT l.pid FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a "
+            "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s "
+            "AND l.objid = %s AND l.objsubid = 2 AND a.usename = current_user "
+            "AND (%s OR l.mode = 'ExclusiveLock') LIMIT 1",
+            (LOCK_CLASS, legacy_lease_key(self.schema), not self.shared),
+        )
+        row = await cursor.fetchone()
+        return None if row is None else f"backend pid {row[0]}, of the version before"
 
     def fence_env(self) -> dict[str, str]:
         if self.pid is None:
@@ -247,6 +305,8 @@ class PostgresLease(WriterLease):
             try:
                 connection = await self._connect_existing()
                 await asyncio.wait_for(connection.execute("SELECT 1"), PROBE_TIMEOUT_SECONDS)
+                if connection.info.transaction_status != IDLE_IN_TXN:
+                    raise LeaseLost("its transaction ended")
             except (psycopg.Error, TimeoutError, LeaseLost) as error:
                 self.held = False
                 raise LeaseLost(
@@ -263,13 +323,11 @@ class PostgresLease(WriterLease):
         await super().release()
         connection = self._connection
         if connection is not None and not connection.closed:
-            # Unlock before closing: a closed socket ends the session on the server a moment
-            # later, and the next holder (a successor in a graceful hand-over) would see the
-            # lock still held and wait a poll. Unlocked, it is free once this returns.
+            # End the transaction before closing: a closed socket ends the session on the server
+            # a moment later, and the next holder (a successor in a graceful hand-over) would
+            # see the lock still held and wait a poll. Ended, it is free once this returns.
             with contextlib.suppress(psycopg.Error, TimeoutError):
-                await asyncio.wait_for(
-                    connection.execute("SELECT pg_catalog.pg_advisory_unlock_all()"), 5
-                )
+                await asyncio.wait_for(connection.execute("ROLLBACK"), 5)
         await self._close()  # the session ends: PostgreSQL lets any lock left go
 
     async def _close(self) -> None:

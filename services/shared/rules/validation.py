@@ -108,7 +108,10 @@ def parse_amount(amount: object) -> int | None:
 
 
 def _shorten(value: object, limit: int = 40) -> str:
+    """``value`` as received, for a message: quoted with its escapes when it holds a character
+    that is not printable (a NUL would not fit a PostgreSQL text column)."""
     text = str(value)
+    text = text if text.isprintable() else repr(text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -13,6 +13,7 @@ honest accepted bet settled exactly once with the amount the genuine cards give.
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -38,6 +39,7 @@ from contracts import (
     OpenBook,
     encode,
 )
+from services.shared.platform.environment import DEFAULT_BROKER_CLOCK_SKEW
 from tests.e2e.helpers import answers, bet, betting_opened
 from tests.e2e.hostile.attacker import (
     HostileSystem,
@@ -203,7 +205,8 @@ async def _forge_cards_for_open_coup(
 ) -> tuple[str, list[CardDrawn]]:
     """While the table's first coup takes bets, CardDrawn for its first two positions, with the
     request id dealing used before it added 64 random bits ("<coup>.draw-1"); signed with the
-    shoe's key if ``stolen_key``."""
+    shoe's key if ``stolen_key``; returns once they were appended longer ago than the brokers'
+    clock skew settlement tolerates."""
     opened = betting_opened(hostile, table)[0]
     [burn] = [m for m in hostile.seen(CardsBurned) if m.shoe_id == opened.shoe_id][:1]
     first = burn.next_position
@@ -218,8 +221,11 @@ async def _forge_cards_for_open_coup(
         )
         for offset, card in enumerate(("9H", "9S"))
     ]
-    for card in forged:
-        await hostile.attacker.forge(card, stolen_key=stolen_key)
+    appended = [await hostile.attacker.forge(card, stolen_key=stolen_key) for card in forged]
+    # Settlement takes a card appended within PB_BROKER_CLOCK_SKEW before the close mark (two
+    # brokers' clocks may disagree that much): these are forged longer than that before it.
+    last = max(record.timestamp for record in appended) / 1000 + DEFAULT_BROKER_CLOCK_SKEW
+    await until(hostile, lambda: time.time() > last, 10, "the forged cards older than the skew")
     return opened.coup_id, forged
 
 

@@ -181,3 +181,39 @@ def test_the_auditor_reads_every_partition_and_the_audit_passes(
     report = json.loads(result.stdout)
     assert report["errors"] == 0 and sorted(report["partitions"]) == ["0", "1"]
     assert all(p["checked"]["coups"] >= 5 for p in report["partitions"].values())
+
+
+def test_partitioned_processes_share_the_services_lease_which_no_other_login_takes(
+    provisioned: tuple[Provisioning, dict[str, str]], admin: PostgresSettings
+) -> None:
+    """The service's unpartitioned schema holds only its lease's tables: the service's
+    partitioned processes lock it shared (as its own role), an unpartitioned writer of the
+    service then waits, and the auditor may not lock it at all."""
+    done, passwords = provisioned
+    assert [(s.roles.schema, s.tables.lease) for s in done.shared_leases] == [
+        (service, ["pb_writer_lease", "pb_writer_fence"]) for service in SERVICES
+    ]
+    base = replace(cell_settings(admin, passwords, "settlement", 0), partition=None)
+
+    async def share() -> None:
+        first, second = writer_lease(base, shared=True), writer_lease(base, shared=True)
+        assert await first._try() and await second._try()
+        unpartitioned = writer_lease(replace(base, partitioned=False))
+        assert not await unpartitioned._try()
+        assert unpartitioned.holder is not None and "backend pid" in unpartitioned.holder
+        for lease in (first, second):
+            await lease.release()
+        assert await unpartitioned._try()
+        await unpartitioned.release()
+
+    asyncio.run(share())
+    with connect(login(admin, passwords, f"{PREFIX}auditor")) as auditor:
+        assert count(auditor, "settlement", "pb_writer_lease") == 0  # it may read it, only
+        for mode in ("SHARE", "EXCLUSIVE"):
+            with (
+                pytest.raises(errors.InsufficientPrivilege, match="permission denied"),
+                auditor.transaction(),
+            ):
+                auditor.execute(f"LOCK TABLE settlement.pb_writer_lease IN {mode} MODE NOWAIT")
+    report = [line for line in done.describe() if "the lease partitioned processes share" in line]
+    assert len(report) == len(SERVICES) and any(".settlement: created" in line for line in report)

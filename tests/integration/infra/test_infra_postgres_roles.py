@@ -10,21 +10,27 @@ have CREATEROLE (``punto-banco infra up`` gives it to the local project role).
 
 from __future__ import annotations
 
+import asyncio
 import secrets
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
 import pytest
+from eventsourcing.persistence import Tracking
 from psycopg import errors, sql
 
 from services.dealing.application import DealingApplication
 from services.dealing.tables import table_aggregate_id
 from services.dev.simulation import LocalSystem, play
+from services.settlement.application import SettlementApplication
 from services.shared.platform.persistence import StoreNotReady, open_application, prepare_store
 from services.shared.platform.pg_roles import SERVICES, Provisioning, StoreRoles, provision
 from services.shared.platform.settings import PostgresSettings, Settings
+from services.shared.platform.writer_fence import FENCE_TABLE, LEASE_TABLE, LEASE_TABLES, LOCK_CLASS
+from services.shared.platform.writer_lease import writer_lease
 from services.shoe.application import ShoeApplication
 from tests.integration.audit.helpers import audit_settings
 from tests.postgres_databases import database_for_roles
@@ -278,6 +284,79 @@ def test_the_audit_reads_the_stores_as_the_auditor(played: Provisioned) -> None:
     assert report.findings == [], [str(f) for f in report.findings]
     assert report.checked["coups"] > 0
     assert all(seal.seals >= 1 for seal in report.seals.values())
+
+
+def _lease_attack(conn: psycopg.Connection[Any], schema: str) -> None:
+    """What a login that is not the service's may try against its writer lease and fence:
+    the advisory keys the lease used to be (predictable: taken and kept), and every lock mode
+    that would exclude the lease or its writes (refused); it may read the tables."""
+    for kind in ("lease", "write"):
+        key = zlib.crc32(f"punto-banco:{kind}:{schema}".encode()) & 0x7FFFFFFF
+        conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, key))
+    for table, modes in (
+        (LEASE_TABLE, ("EXCLUSIVE", "SHARE", "SHARE ROW EXCLUSIVE", "ACCESS EXCLUSIVE")),
+        (FENCE_TABLE, ("EXCLUSIVE", "SHARE", "ROW SHARE", "ROW EXCLUSIVE")),
+    ):
+        for mode in modes:
+            with (
+                pytest.raises(errors.InsufficientPrivilege, match="permission denied"),
+                conn.transaction(),
+            ):
+                conn.execute(
+                    sql.SQL("LOCK TABLE {} IN {} MODE NOWAIT").format(
+                        sql.Identifier(schema, table), sql.SQL(mode)
+                    )
+                )
+
+
+def test_no_other_login_can_take_a_services_writer_lease_or_freeze_its_writes(
+    played: Provisioned,
+) -> None:
+    """The auditor (read-only) and another service's role do all they can against
+    settlement's lease: the service still takes it, writes through its fence, hands it over
+    to its next instance, and its open lock transaction holds no transaction id or snapshot."""
+    store = played.store("settlement")
+    settings = played.service_settings("settlement")
+    with (
+        connect(played.login(played.done.auditor)) as auditor,
+        connect(played.login(played.store("dealing").login)) as dealing,
+        connect(played.login(store.login)) as watcher,
+    ):
+        _lease_attack(auditor, store.schema)
+        _lease_attack(dealing, store.schema)
+        auditor.execute("BEGIN")  # a long read of both tables: ACCESS SHARE held
+        for table in LEASE_TABLES:
+            count(auditor, store.schema, table)
+
+        async def take_write_and_hand_over() -> None:
+            first = writer_lease(settings)
+            assert await asyncio.wait_for(first.acquire(asyncio.Event(), poll=0.05), 30)
+            app = open_application(SettlementApplication, settings, first.fence_env())
+            try:
+                recorder: Any = app.recorder
+                await asyncio.to_thread(recorder.insert_tracking, Tracking("attack", 1))
+            finally:
+                app.close()
+            held = watcher.execute(
+                "SELECT backend_xid, backend_xmin, state FROM pg_stat_activity WHERE pid = %s",
+                (first.pid,),
+            ).fetchone()
+            assert held == (None, None, "idle in transaction")  # holds back no vacuum
+            second = writer_lease(settings)
+            assert not await second._try()
+            assert second.holder is not None and f"backend pid {first.pid}" in second.holder
+            await first.release()
+            assert await asyncio.wait_for(second.acquire(asyncio.Event(), poll=0.05), 30)
+            await second.release()
+
+        asyncio.run(take_write_and_hand_over())
+        auditor.execute("ROLLBACK")
+        kinds = watcher.execute(
+            "SELECT relname, relkind, relfrozenxid::text FROM pg_class "
+            "WHERE relnamespace = %s::regnamespace AND relname = ANY(%s) ORDER BY 1",
+            (store.schema, list(LEASE_TABLES)),
+        ).fetchall()
+        assert kinds == [(FENCE_TABLE, "p", "0"), (LEASE_TABLE, "p", "0")]  # nothing to vacuum
 
 
 def _catalog(admin: PostgresSettings, names: list[str]) -> dict[str, list[tuple[Any, ...]]]:

@@ -26,7 +26,7 @@ from eventsourcing.utils import Environment
 from services.shared.platform.persistence import prepare_store
 from services.shared.platform.pg_store import FencedRecorder
 from services.shared.platform.settings import FENCED_FACTORY, Settings
-from services.shared.platform.writer_fence import LOCK_CLASS, write_key
+from services.shared.platform.writer_fence import FENCE_TABLE, LOCK_CLASS, legacy_lease_key
 from services.shared.platform.writer_lease import LEASE_KEEPALIVES, LeaseLost, PostgresLease
 
 pytestmark = pytest.mark.postgres
@@ -166,16 +166,18 @@ async def test_the_next_writer_waits_for_the_old_writers_transaction_in_flight(
 async def _until_waiting_for_the_write_key(
     admin: psycopg.Connection[tuple[object, ...]], settings: Settings
 ) -> None:
+    """Until the next writer's barrier waits for the old writer's transaction (the fence)."""
+    fence = f"{settings.postgres_schema}.{FENCE_TABLE}"
     for _ in range(600):
         row = admin.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
-            "AND classid = %s AND objid = %s AND objsubid = 2",
-            (LOCK_CLASS, write_key(settings.postgres_schema)),
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'relation' AND NOT granted "
+            "AND mode = 'ExclusiveLock' AND relation = %s::regclass",
+            (fence,),
         ).fetchone()
         if row is not None and row[0] == 1:
             return
         await asyncio.sleep(0.05)
-    raise AssertionError("the next writer never waited for the write key")
+    raise AssertionError("the next writer never waited for the old writer's transaction")
 
 
 async def test_a_write_larger_than_the_socket_buffer_is_sent_whole_without_a_pipeline(
@@ -269,3 +271,68 @@ async def test_a_released_lease_is_free_the_moment_release_returns(
         await holder.release()
         assert await successor._try()
         await successor.release()
+
+
+async def test_the_lease_outlives_idle_timeouts_and_holds_back_no_vacuum(
+    settings: Settings, admin: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """The lease is a lock held in an open transaction: its session turns off the timeouts
+    that would end it, and it holds neither a transaction id nor a snapshot (vacuum goes on)."""
+    lease = await _taken(settings)
+    connection = lease._connection
+    assert connection is not None
+    cursor = await connection.execute("SHOW idle_in_transaction_session_timeout")
+    assert await cursor.fetchone() == ("0",)
+    held = admin.execute(
+        "SELECT backend_xid, backend_xmin, state FROM pg_stat_activity WHERE pid = %s",
+        (lease.pid,),
+    ).fetchone()
+    assert held == (None, None, "idle in transaction")
+    await lease.release()
+
+
+async def test_a_timeout_that_ends_the_lease_transaction_loses_the_lease_and_is_noticed(
+    settings: Settings, admin: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """A server that ends the idle transaction anyway (a timeout set on the session) ends the
+    lease like a lost connection: the fence refuses the old writer, its watch notices, and
+    another instance takes over."""
+    old = await _taken(settings)
+    recorder = await asyncio.to_thread(_recorder, settings, old)
+    assert old._connection is not None
+    await old._connection.execute("SET idle_in_transaction_session_timeout = '100ms'")
+    for _ in range(600):  # the server ends the session once it has been idle 100 ms
+        gone = admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (old.pid,))
+        if gone.fetchone() is None:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the server never ended the idle lease transaction")
+    with pytest.raises(ProgrammingError, match="no longer holds the writer lease"):
+        await asyncio.to_thread(recorder.insert_tracking, Tracking("up", 1))
+    with pytest.raises(LeaseLost, match="was lost"):
+        await asyncio.wait_for(old.watch(asyncio.Event(), poll=0.05), 10)
+    new = await _taken(settings)
+    await new.release()
+    await old.release()
+    recorder.datastore.close()
+
+
+async def test_an_instance_of_the_version_before_still_writing_is_waited_for(
+    settings: Settings,
+) -> None:
+    """Before, the lease was an advisory lock: during a rolling update, one held by a session
+    of the service's own role is an older instance still writing; the new one waits for it."""
+    older = await psycopg.AsyncConnection.connect(
+        **settings.postgres.connect_options(), autocommit=True
+    )
+    await older.execute(
+        "SELECT pg_advisory_lock(%s, %s)",
+        (LOCK_CLASS, legacy_lease_key(settings.postgres_schema)),
+    )
+    lease = PostgresLease(settings)
+    assert not await lease._try()
+    assert lease.holder == f"backend pid {older.info.backend_pid}, of the version before"
+    await older.close()
+    assert await lease._try()
+    await lease.release()

@@ -231,6 +231,18 @@ def test_place_bet_refuses_oversized_fields(field: str, value: str) -> None:
     assert _reason(c.BET_COMMANDS, document).startswith(f"invalid PlaceBet: {field}: ")
 
 
+@pytest.mark.parametrize("field", ["bet_id", "coup_id", "bettor_id"])
+@pytest.mark.parametrize("char", ["\x00", "\n", "\r", "\x1b", "\x7f", "\x85", "\x9f"])
+def test_ids_refuse_control_characters(field: str, char: str) -> None:
+    """A NUL cannot be stored in PostgreSQL's text, a line feed or an escape forges log lines:
+    an id holding one is no readable id (a dead letter); any other character is an id's."""
+    document = _wire(PLACE_BET) | {field: f"id{char}x"}
+    reason = _reason(c.BET_COMMANDS, document)
+    assert reason.startswith(f"invalid PlaceBet: {field}: ") and "control character" in reason
+    printable = _wire(PLACE_BET) | {field: "ünï cødé\u00a0\u2028 ok"}
+    assert c.decode(c.BET_COMMANDS, json.dumps(printable).encode())
+
+
 # --- decode errors say what was wrong --------------------------------------------------------
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -104,8 +105,8 @@ def test_settlement_latency_from_coup_resolved_to_bets_settled_published() -> No
     assert "pb_partition_stops_total 0.0" in text
 
 
-def record(message: str, **extra: Any) -> logging.LogRecord:
-    rec = logging.LogRecord("x", logging.WARNING, __file__, 1, message, None, None)
+def record(message: str, args: tuple[object, ...] = (), **extra: Any) -> logging.LogRecord:
+    rec = logging.LogRecord("x", logging.WARNING, __file__, 1, message, args, None)
     rec.__dict__.update(extra)
     return rec
 
@@ -121,6 +122,44 @@ def test_json_logs_carry_the_ids_of_the_message_being_handled() -> None:
     assert outside["table_id"] == "t9" and "coup_id" not in outside
     text = TextFormatter("dealing").format(record("dead letter", table_id="t2"))
     assert text.endswith("dead letter [table=t2]")
+
+
+FORGED = (
+    "b1\n2026-01-01 00:00:00,000 INFO [settlement] x: all bets paid\x1b[2J\x1b]0;t\x07\u2028\x85"
+)
+"""A bet id (or any attacker-named value) that would forge a log line and drive a terminal."""
+CONTROLS = ("\n", "\r", "\x1b", "\x07", "\u2028", "\x85")
+
+
+def test_text_logs_escape_what_attackers_name_one_record_one_line() -> None:
+    bet = SimpleNamespace(table_id="t1", coup_id="c1", bet_id=FORGED)
+    with message_context(bet):
+        line = TextFormatter("settlement").format(record("dead letter: %s", args=(FORGED,)))
+    assert "\n" not in line and not any(char in line for char in CONTROLS)
+    escaped = "b1\\n2026-01-01 00:00:00,000 INFO [settlement] x: all bets paid\\x1b[2J"
+    assert line.count(escaped) == 2  # in the message and in [bet=...]
+    assert line.endswith("\\x1b]0;t\\x07\\u2028\\x85]")
+
+
+def test_a_traceback_is_indented_and_escaped_so_no_line_of_it_looks_like_a_record() -> None:
+    try:
+        raise ValueError(FORGED)
+    except ValueError:
+        rec = record("handler failed")
+        rec.exc_info = sys.exc_info()
+    lines = TextFormatter("settlement").format(rec).split("\n")
+    assert lines[0].endswith("handler failed")
+    assert len(lines) > 2 and all(line.startswith("    ") for line in lines[1:])
+    assert not any(char in "\n".join(lines) for char in CONTROLS if char != "\n")
+
+
+def test_json_logs_keep_one_line_and_read_back_exactly() -> None:
+    bet = SimpleNamespace(table_id="t1", coup_id="c1", bet_id=FORGED)
+    with message_context(bet):
+        line = JsonFormatter("settlement").format(record("dead letter: %s", args=(FORGED,)))
+    assert not any(char in line for char in CONTROLS)
+    data = json.loads(line)
+    assert data["bet_id"] == FORGED and data["message"] == f"dead letter: {FORGED}"
 
 
 def test_http_ports_per_service_env_and_off() -> None:

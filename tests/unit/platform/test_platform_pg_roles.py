@@ -56,6 +56,7 @@ def test_the_grants_are_exactly_what_eventsourcing_needs() -> None:
         sequences=["shoe_events_notification_id_seq"],
         tracking=["shoe_tracking"],
         snapshots=["shoe_snapshots"],
+        lease=["pb_writer_lease", "pb_writer_fence"],
     )
     given = grants(store, tables, "auditor")
     assert [(g.grantee, str(g)) for g in given] == [
@@ -66,6 +67,8 @@ def test_the_grants_are_exactly_what_eventsourcing_needs() -> None:
         ("shoe", "SELECT, INSERT on table shoe.shoe_tracking"),
         ("shoe", "UPDATE (notification_id) on table shoe.shoe_tracking"),
         ("shoe", "SELECT, INSERT on table shoe.shoe_snapshots"),
+        ("shoe", "UPDATE on table shoe.pb_writer_lease"),  # its lock is the lease: no row
+        ("shoe", "UPDATE on table shoe.pb_writer_fence"),
         ("auditor", "USAGE on schema shoe"),
         ("auditor", "SELECT on all tables in schema shoe"),
     ]
@@ -76,6 +79,7 @@ def test_the_grants_are_exactly_what_eventsourcing_needs() -> None:
     )
     assert not any(word in s for s in statements for word in ("DELETE", "TRUNCATE"))
     assert not any("UPDATE" in s for s in statements if "shoe_events" in s)
+    assert [s for s in statements if "UPDATE" in s and "pb_writer" not in s] == [statements[5]]
 
 
 def test_a_side_table_is_given_select_and_insert_only() -> None:

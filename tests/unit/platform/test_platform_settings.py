@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 
+from services.shared.platform.environment import Environment
 from services.shared.platform.settings import Settings, SettingsError
 
 
@@ -144,8 +145,6 @@ def test_allowed_hosts_are_a_checked_comma_separated_list() -> None:
 
 
 def test_every_variable_is_in_the_readme_settings_table() -> None:
-    from services.shared.platform.environment import Environment
-
     readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     table = readme.split("## Settings", 1)[1].split("\n## ", 1)[0]
     missing = [
@@ -169,3 +168,33 @@ def test_operators_are_named_once_each_and_default_to_the_house() -> None:
     for bad in ("Acme", "acme,acme", "9lives", "a" * 33, "acme.eu"):
         with pytest.raises(SettingsError, match="PB_OPERATORS"):
             Settings.from_env("settlement", {"PB_OPERATORS": bad})
+
+
+def test_the_postgres_password_is_never_in_a_repr() -> None:
+    """Settings are logged and shown in tracebacks: the password (given alone or in the DSN)
+    stays out of every repr, and still reaches the store's connection."""
+    for env in (
+        {"POSTGRES_HOST": "db", "POSTGRES_PASSWORD": "pg-s3cret"},
+        {"PB_POSTGRES_DSN": "postgresql://bob:pg-s3cret@db:5432/casino"},
+    ):
+        settings = Settings.from_env("settlement", env)
+        for shown in (repr(settings), str(settings), repr(Environment.read(env))):
+            assert "pg-s3cret" not in shown
+        assert settings.postgres.connect_options()["password"] == "pg-s3cret"
+        assert settings.eventsourcing_env()["POSTGRES_PASSWORD"] == "pg-s3cret"
+    with pytest.raises(SettingsError, match="port") as refused:
+        Settings.from_env("shoe", {"PB_POSTGRES_DSN": "postgresql://bob:pg-s3cret@db:x/casino"})
+    assert "pg-s3cret" not in str(refused.value)
+
+
+def test_the_brokers_clock_skew_is_a_duration_from_0_to_60_seconds() -> None:
+    """PB_BROKER_CLOCK_SKEW: settlement's tolerance in the early-card check (100 ms by
+    default)."""
+    assert Settings.from_env("settlement", {}).broker_clock_skew == 0.1
+    for text, seconds in (("0", 0.0), ("250ms", 0.25), ("0.5s", 0.5), ("2", 2.0), ("1m", 60.0)):
+        settings = Settings.from_env("settlement", {"PB_BROKER_CLOCK_SKEW": text})
+        assert settings.broker_clock_skew == seconds
+        assert settings.eventsourcing_env()["PB_BROKER_CLOCK_SKEW"] == repr(seconds)
+    for bad in ("61s", "-1", "abc", "1y", "2m"):
+        with pytest.raises(SettingsError, match="PB_BROKER_CLOCK_SKEW must be a duration"):
+            Settings.from_env("settlement", {"PB_BROKER_CLOCK_SKEW": bad})

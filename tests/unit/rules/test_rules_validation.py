@@ -165,3 +165,14 @@ def test_a_refused_amount_is_quoted_as_received_and_shortened() -> None:
     rejection = validate_stake("player", None, "x" * 100, LIMITS, "EUR", "EUR", ())
     assert rejection is not None and rejection.reason is RejectionReason.INVALID_AMOUNT
     assert f"amount {'x' * 37}... is not" in rejection.message
+
+
+@pytest.mark.parametrize("char", ["\x00", "\n", "\x1b", "\u2028"])
+def test_a_refused_amount_with_a_character_that_is_not_printable_is_quoted_escaped(
+    char: str,
+) -> None:
+    """The message is stored (PostgreSQL's text refuses NUL) and read by people (a line feed or
+    an escape must not reach a terminal): the amount is quoted with its escapes."""
+    rejection = validate_stake("player", None, f"1{char}", LIMITS, "EUR", "EUR", ())
+    assert rejection is not None and rejection.reason is RejectionReason.INVALID_AMOUNT
+    assert char not in rejection.message and f"amount {f'1{char}'!r} is not" in rejection.message

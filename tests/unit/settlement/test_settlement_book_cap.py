@@ -1,6 +1,7 @@
 """The cap on a coup's bets (PB_MAX_BETS_PER_COUP): bets up to it are accepted, one past it is
 refused BOOK_FULL (recorded, binding), the count is the book's own (rebuilt on replay), and the
-setting reaches settlement from the environment."""
+setting reaches settlement from the environment. Each operator's share (PB_MAX_BETS_PER_OPERATOR,
+and of the coup's stake limit) is its own: another operator's flood does not take it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from contracts import BetAccepted, BetRejected, BetSettled, CoupSettled
 from services.settlement.application import SettlementApplication
 from services.settlement.bet_index import BetAnswer
+from services.settlement.books import MAX_BOOK_STAKE
 from services.shared.platform.environment import DEFAULT_MAX_BETS_PER_COUP
 from services.shared.platform.settings import Settings, SettingsError
 from tests.unit.settlement.harness import Dealing, Relay, bet, settlement_app
@@ -79,15 +81,54 @@ def test_a_batch_crossing_the_cap_accepts_exactly_up_to_it() -> None:
     assert book is not None and book.bet_count == 3
 
 
-def test_the_cap_counts_every_operators_bets_in_the_coup() -> None:
-    operators = {"PB_OPERATORS": ",".join(OPERATORS), "PB_MAX_BETS_PER_COUP": "2"}
-    table = Table(settlement_app(env={**POPO, **operators}))
-    table.open_table()
+def two_operators(**env: str) -> Table:
+    """A table whose coup c1 is open for acme's and bravo's bets, settlement set by ``env``."""
+    table = Table(settlement_app(env={**POPO, "PB_OPERATORS": ",".join(OPERATORS), **env}))
+    table.open_table(limits={"player": (1, 10**14), "banker": (1, 10**14)})
     for operator in OPERATORS:
         table.open_for(operator)
-    assert table.app.place_bet(bet("b1"), operator="acme").accepted
-    assert table.app.place_bet(bet("b1"), operator="bravo").accepted
-    assert table.app.place_bet(bet("b2"), operator="acme").reason_code == "BOOK_FULL"
+    return table
+
+
+def test_one_operators_flood_never_takes_another_operators_share_of_the_cap() -> None:
+    """The coup's cap (all operators: the memory bound) is shared equally by default: acme's
+    bets beyond its half are refused, bravo's half stays bravo's."""
+    app = two_operators(PB_MAX_BETS_PER_COUP="4").app
+    flood = [app.place_bet(bet(f"a{n}", bettor_id=f"p{n}"), operator="acme") for n in range(5)]
+    assert [answer.reason_code for answer in flood] == [None, None, *["BOOK_FULL"] * 3]
+    assert flood[2].message.startswith(
+        "coup c1 already holds 2 bets of operator acme, the most one coup takes from one operator"
+    )
+    for n in range(2):
+        assert app.place_bet(bet(f"b{n}", bettor_id=f"p{n}"), operator="bravo").accepted
+    full = app.place_bet(bet("b2", bettor_id="p2"), operator="bravo")
+    assert full.reason_code == "BOOK_FULL" and full.message.startswith(
+        "coup c1 already holds 4 bets, the most one coup takes"
+    )
+
+
+def test_an_operators_cap_may_be_set_and_the_coups_cap_still_bounds_them_all() -> None:
+    """PB_MAX_BETS_PER_OPERATOR above the equal share over-commits the coup's cap: the first
+    to come may then take places the other would have had (docs/scaling.md)."""
+    app = two_operators(PB_MAX_BETS_PER_COUP="4", PB_MAX_BETS_PER_OPERATOR="3").app
+    answers = [app.place_bet(bet(f"a{n}", bettor_id=f"p{n}"), operator="acme") for n in range(4)]
+    assert [answer.reason_code for answer in answers] == [None, None, None, "BOOK_FULL"]
+    assert app.place_bet(bet("b0"), operator="bravo").accepted
+    assert app.place_bet(bet("b1", bettor_id="q"), operator="bravo").reason_code == "BOOK_FULL"
+
+
+def test_one_operators_stakes_never_take_another_operators_share_of_the_coups_stake_limit() -> None:
+    big = 10**14
+    share = MAX_BOOK_STAKE // 2
+    app = two_operators().app
+    for n in range(share // big):
+        assert app.place_bet(bet(f"a{n}", bettor_id=f"p{n}", amount=big), operator="acme").accepted
+    over = app.place_bet(bet("over", bettor_id="x", amount=big), operator="acme")
+    assert over.reason_code == "ABOVE_MAXIMUM"
+    assert f"limit of {share} minor units for one operator on one coup" in over.message
+    for n in range(share // big):
+        placed = bet(f"b{n}", bettor_id=f"p{n}", amount=big)
+        assert app.place_bet(placed, operator="bravo").accepted
 
 
 def test_the_count_is_rebuilt_from_the_books_events_after_a_restart(
@@ -118,9 +159,20 @@ def test_the_cap_comes_from_pb_max_bets_per_coup_through_settlements_settings() 
     app = SettlementApplication(env={**env, **POPO})
     assert app.max_bets_per_coup == 7
     assert SettlementApplication(env=POPO).max_bets_per_coup == DEFAULT_MAX_BETS_PER_COUP
+    # One operator's cap: an equal share of the coup's by default, or PB_MAX_BETS_PER_OPERATOR.
+    assert app.max_bets_per_operator == 7
+    two = {**env, **POPO, "PB_OPERATORS": "acme,bravo"}
+    assert SettlementApplication(env=two).max_bets_per_operator == 3
+    settings = Settings.from_env("settlement", {"PB_MAX_BETS_PER_OPERATOR": "5"})
+    assert settings.eventsourcing_env()["PB_MAX_BETS_PER_OPERATOR"] == "5"
+    assert (
+        SettlementApplication(env={**two, "PB_MAX_BETS_PER_OPERATOR": "5"}).max_bets_per_operator
+        == 5
+    )
 
 
+@pytest.mark.parametrize("name", ["PB_MAX_BETS_PER_COUP", "PB_MAX_BETS_PER_OPERATOR"])
 @pytest.mark.parametrize("given", ["0", "-5", "many", "2.5", "1e6", "9" * 19])
-def test_a_bad_cap_names_the_variable(given: str) -> None:
-    with pytest.raises(SettingsError, match="PB_MAX_BETS_PER_COUP must be a whole number"):
-        Settings.from_env("settlement", {"PB_MAX_BETS_PER_COUP": given})
+def test_a_bad_cap_names_the_variable(name: str, given: str) -> None:
+    with pytest.raises(SettingsError, match=f"{name} must be a whole number"):
+        Settings.from_env("settlement", {name: given})

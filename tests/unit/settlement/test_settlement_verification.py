@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from uuid import UUID
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +28,7 @@ from tests.unit.settlement.stores import POPO
 
 PLAYER, BANKER = ["9H", "KD"], ["2S", "3C"]  # a natural 9 against 5: Player wins
 ORDER = ["9H", "2S", "KD", "3C"]
+MICROSECOND = timedelta(microseconds=1)
 
 
 def table() -> Dealing:
@@ -129,6 +131,38 @@ def test_cards_appended_before_betting_closed_are_refused_and_the_shoes_own_are_
     relay.pump()
     assert incidents(relay) == ["UNEXPECTED_CARD"] * 4
     assert returned(relay) == {"p": 2000, "t": 0, "pp": 0}
+
+
+@pytest.mark.parametrize("mark_first", [True, False], ids=["mark-read-first", "cards-read-first"])
+@pytest.mark.parametrize(
+    ("setting", "skew"),
+    [(None, timedelta(milliseconds=100)), ("2s", timedelta(seconds=2)), ("0", timedelta(0))],
+    ids=["default-100ms", "2s", "none"],
+)
+def test_brokers_clocks_may_disagree_by_the_set_skew_and_no_more(
+    setting: str | None, skew: timedelta, mark_first: bool
+) -> None:
+    """The shoe's cards are appended by one partition leader, the close mark by another: a
+    genuine card stamped up to PB_BROKER_CLOCK_SKEW before the mark (a leader's clock behind)
+    is taken, one stamped a microsecond earlier still refused, whichever is read first."""
+    for appended, taken in ((CLOSES_AT - skew, True), (CLOSES_AT - skew - MICROSECOND, False)):
+        env = POPO if setting is None else {**POPO, "PB_BROKER_CLOCK_SKEW": setting}
+        dealing = Dealing(settlement_app(env=env))
+        dealing.open_table()
+        dealing.open_betting("c1")
+        bets(dealing.app)
+        if mark_first:
+            dealing.close_betting("c1", at=CLOSES_AT)
+        dealing.draw("c1", ORDER, at=appended)
+        if not mark_first:
+            dealing.close_betting("c1", at=CLOSES_AT)
+        dealing.resolve("c1", PLAYER, BANKER, draw=False)
+        relay = Relay(dealing.app)
+        relay.pump()
+        if taken:
+            assert incidents(relay) == [] and returned(relay) == {"p": 2000, "t": 0, "pp": 0}
+        else:
+            assert incidents(relay) == ["UNEXPECTED_CARD"] * 4 and returned(relay) == {}
 
 
 def test_a_result_for_an_unknown_coup_or_another_shoe_or_number_is_refused() -> None:
