@@ -49,15 +49,19 @@ from services.dealing.domain import (
     table_aggregate_id,
 )
 from services.dealing.table_settings import settings_problem
-from services.dealing.voids import Refusal, VoidAuthority
+from services.dealing.voids import VoidAuthority
 from services.shared.platform.application import ServiceApplication, UnitOfWork
-from services.shared.platform.incidents import Evidence, Origin, raise_incident
+from services.shared.platform.deliveries import Refusal
+from services.shared.platform.incidents import Evidence, Origin, raise_incident, refuse_fact
 from services.shared.platform.logs import message_context
 from services.shared.platform.supervisors import SupervisorKeyring
 
 A = TypeVar("A", bound=Aggregate)
 
 SERVICE = "dealing"
+
+TABLE_COMMANDS = (OpenTable, CloseTable, CloseBetting, VoidCoup)
+"""The commands from outside dealing answers (``CommandRejected``)."""
 
 
 @dataclass(frozen=True)
@@ -120,23 +124,29 @@ class DealingApplication(ServiceApplication):
         messages: Sequence[Message],
         tracking: Tracking,
         origins: Sequence[Origin | None] | None = None,
+        refusals: Sequence[Refusal | None] | None = None,
     ) -> None:
         """Apply table commands or shoe events (one partition's batch) in ONE transaction.
 
         The unit of work checkpoints after each message, so the events are recorded (and
         published) in the order the messages were handled, exactly as one transaction per
         message would record them; with 100 tables that is one commit per fetched batch
-        instead of one per message. ``origins[i]``: where ``messages[i]`` was read.
+        instead of one per message. ``origins[i]``: where ``messages[i]`` was read;
+        ``refusals[i]``: why the consumer refused it (:meth:`_refused`).
         """
-        if origins is not None and len(origins) != len(messages):
-            raise ValueError("origins needs one entry per message")
+        for extra in (origins, refusals):
+            if extra is not None and len(extra) != len(messages):
+                raise ValueError("origins and refusals need one entry per message")
         tables: set[str] = set()
         try:
             with self.unit_of_work(tracking) as uow:
                 for index, message in enumerate(messages):
                     handler = self._handlers.get(type(message))
-                    if handler is not None:
-                        origin = None if origins is None else origins[index]
+                    origin = None if origins is None else origins[index]
+                    refusal = None if refusals is None else refusals[index]
+                    if refusal is not None:
+                        self._refused(uow, message, refusal, origin)
+                    elif handler is not None:
                         with message_context(message):  # log records carry its ids
                             handler(self, uow, message, origin)
                     uow.checkpoint()
@@ -152,18 +162,36 @@ class DealingApplication(ServiceApplication):
         for table_id in sorted(tables & self._table_ids):
             self._refresh_deadline(table_id)
 
-    def handle_bet_events(self, messages: Sequence[Message], tracking: Tracking) -> None:
+    def handle_bet_events(
+        self,
+        messages: Sequence[Message],
+        tracking: Tracking,
+        origins: Sequence[Origin | None] | None = None,
+        refusals: Sequence[Refusal | None] | None = None,
+    ) -> None:
         """Settlement's bet events (one partition's batch): only BetsClosed matters.
 
         Every other bet event (a flood of BetAccepted...) is skipped without reading
         any aggregate; the batch's ``tracking`` is recorded in ONE transaction with the
-        DrawCards of the BetsClosed among them.
+        DrawCards of the BetsClosed among them. A refused one (``refusals[i]``) is an
+        incident.
         """
-        closed = [message for message in messages if isinstance(message, BetsClosed)]
+        closed = [
+            (
+                message,
+                None if origins is None else origins[index],
+                None if refusals is None else refusals[index],
+            )
+            for index, message in enumerate(messages)
+            if isinstance(message, BetsClosed)
+        ]
         try:
             with self.unit_of_work(tracking) as uow:
-                for message in closed:
-                    self._on_bets_closed(uow, message)
+                for message, origin, refusal in closed:
+                    if refusal is not None:
+                        self._refused(uow, message, refusal, origin)
+                    else:
+                        self._on_bets_closed(uow, message)
         except IntegrityError:
             if not self.process_recorder.has_tracking_id(
                 tracking.application_name, tracking.notification_id
@@ -506,6 +534,16 @@ class DealingApplication(ServiceApplication):
         if table.shoe_state is not ShoeState.CLOSED:
             table.finish_shoe()
         table.close(reason)
+
+    def _refused(
+        self, uow: UnitOfWork, message: Message, refusal: Refusal, origin: Origin | None
+    ) -> None:
+        """A message the consumer refused (``Delivery.refusal``): a table command is answered
+        with a CommandRejected, a service's fact is an incident; nothing else changes."""
+        if type(message) in TABLE_COMMANDS:
+            self._reject(uow, message, refusal.code, refusal.message)
+        else:
+            refuse_fact(uow, SERVICE, message, refusal.code, refusal.message, origin)
 
     def _reject(self, uow: UnitOfWork, command: Message, code: str, message: str) -> None:
         table_id: str = getattr(command, "table_id", "")

@@ -7,6 +7,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
+from contracts import MISPLACED
 from services.shared.facts.dealing import CommandRejectedFact
 from services.shared.facts.topics import record, register_stored_topics
 
@@ -16,7 +17,8 @@ def rejections_aggregate_id(table_id: str) -> UUID:
 
 
 class CommandRejections(Aggregate):
-    """The commands refused for one table id; a command id is refused once."""
+    """The commands refused for one table id; a command id is refused once (except one read
+    where its table's history is not, ``contracts.MISPLACED``: it may be sent again there)."""
 
     class Started(Aggregate.Created):
         table_id: str
@@ -25,7 +27,8 @@ class CommandRejections(Aggregate):
         TOPIC = CommandRejectedFact.STORED_TOPIC
 
         def apply(self, rejections: CommandRejections) -> None:
-            rejections.command_ids.add(self.command_id)
+            if self.reason_code not in MISPLACED:  # sent to the wrong place: still free
+                rejections.command_ids.add(self.command_id)
 
     @staticmethod
     def create_id(table_id: str, **_: Any) -> UUID:

@@ -14,7 +14,7 @@ import pytest
 
 from contracts import SEALS, SealAnchored, decode
 from services.dev.simulation import LocalSystem, play
-from services.shared.platform.signing import Signer
+from services.shared.platform.signing import Signer, Where
 from services.tools.audit.anchor_reader import AnchorRecords
 from services.tools.audit.auditor import AuditReport, audit
 from services.tools.audit.findings import Code, Severity
@@ -31,6 +31,9 @@ from tests.unit.audit.anchoring import (
     signers,
 )
 from tests.unit.audit.helpers import Played, codes, edit_state, only
+
+SEALS_0 = Where("", SEALS, 0)
+"""Where the anchors of these tests are: partition 0 of the seals topic (no prefix)."""
 
 SEAL_CODES = {
     Code.ROW_ALTERED,
@@ -181,8 +184,8 @@ def test_an_anchor_forged_without_the_key_is_refused_and_not_believed(
     impostor, _ = signers(["shoe"])  # a key the keyring does not give to shoe
     position = dict(original.headers)
     nid = int(position["pb-notification-id"])
-    sig_by_impostor = impostor["shoe"].sign(SEALS, b"shoe", forged_value, nid, 0)
-    sig_by_dealing = made["dealing"].sign(SEALS, b"shoe", forged_value, nid, 0)
+    sig_by_impostor = impostor["shoe"].sign(SEALS_0, b"shoe", forged_value, nid, 0)
+    sig_by_dealing = made["dealing"].sign(SEALS_0, b"shoe", forged_value, nid, 0)
     copied_to_dealing = Record(b"dealing", original.value, original.headers)
     unsigned = [(k, v) for k, v in original.headers if k != "pb-sig"]
     forgeries = [
@@ -225,7 +228,7 @@ def test_a_chain_rewritten_and_anchored_again_is_found(
     again = Record(
         b"dealing",
         rewritten,
-        _with_sig(original.headers, made["dealing"].sign(SEALS, b"dealing", rewritten, nid, 0)),
+        _with_sig(original.headers, made["dealing"].sign(SEALS_0, b"dealing", rewritten, nid, 0)),
     )
     report = _audit(played.rows(), read(keyring, [*_all(published), again]))
     (conflict,) = only(report, Code.ANCHOR_DIGEST_MISMATCH)

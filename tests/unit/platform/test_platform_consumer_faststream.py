@@ -30,6 +30,7 @@ from contracts import (
 )
 from services.shared.platform.service_app import KafkaService
 from services.shared.platform.settings import Settings
+from services.shared.platform.signing import Where
 from services.shoe.application import ShoeApplication
 from services.shoe.service import build_service
 from tests.signing_keys import key_env
@@ -64,7 +65,8 @@ class Shoe:
             "pb-message-index": "0",
         }
         if signed:
-            signature = SIGNERS["dealing"].sign(SHOE_COMMANDS, b"t1", value, notification, 0)
+            where = Where("cluster", PREFIX + SHOE_COMMANDS, 0)  # TestKafkaBroker's partition
+            signature = SIGNERS["dealing"].sign(where, b"t1", value, notification, 0)
             headers["pb-sig"] = signature.decode()
         await self.broker.publish(  # type: ignore[attr-defined]
             value, topic=PREFIX + SHOE_COMMANDS, key=b"t1", headers=headers
