@@ -11,10 +11,11 @@ import json
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from contracts import SEALS, SealAnchored, decode
 from services.dev.simulation import LocalSystem, play
-from services.shared.platform.signing import Signer, Where
+from services.shared.platform.signing import Keyring, KeyringEntry, Signer, Where, b64url
 from services.tools.audit.anchor_reader import AnchorRecords
 from services.tools.audit.auditor import AuditReport, audit
 from services.tools.audit.findings import Code, Severity
@@ -262,3 +263,53 @@ def test_a_store_with_no_anchor_at_all_is_a_warning(played: Played, keys: tuple[
     (warning,) = report.findings
     assert (warning.code, warning.severity) == (Code.SEAL_NOT_ANCHORED, Severity.WARNING)
     assert "none of the store's 3 seals is anchored" in warning.message
+
+
+def test_an_anchor_copied_to_another_partition_prefix_or_cluster_is_refused(
+    played: Played, published: dict[str, list[Record]], keys: tuple[Any, Any]
+) -> None:
+    """Signed for partition 0 of punto-banco.seals on this cluster: read anywhere else (a copy
+    from another deployment or cluster sharing the keys), no anchor is believed."""
+    records = _all(published)
+    for found in (
+        AnchorRecords("punto-banco.seals", keys[1], "another-cluster"),
+        AnchorRecords("staging.punto-banco.seals", keys[1]),
+    ):
+        for offset, record in enumerate(records):
+            found.add(record.key, record.value, record.headers, 0, offset)
+        assert found.refused == len(records) and not found.books
+    moved = AnchorRecords("punto-banco.seals", keys[1])
+    moved.add(records[0].key, records[0].value, records[0].headers, 1, 0)
+    assert moved.refused == 1 and "signed for partition 0, not 1" in moved.findings[0].message
+
+
+def test_an_anchor_signed_with_the_first_scheme_still_verifies(
+    played: Played, published: dict[str, list[Record]]
+) -> None:
+    """Anchors are kept forever: one a relay signed before record-jws/v2 (the logical topic,
+    no partition, prefix or cluster) is still believed, and still refused when changed."""
+    key = Ed25519PrivateKey.generate()
+    keyring = Keyring({"shoe-1": KeyringEntry("shoe-1", "shoe", key.public_key())})
+    original = published["shoe"][0]
+    nid = int(dict(original.headers)["pb-notification-id"])
+    header = json.dumps(
+        {
+            "alg": "EdDSA",
+            "b64": False,
+            "crit": ["b64"],
+            "kid": "shoe-1",
+            "pb-key": "shoe",
+            "pb-pos": f"{nid}:0",
+            "pb-topic": SEALS,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode()
+    encoded = b64url(header)
+    value = original.value or b""
+    v1 = encoded + b".." + b64url(key.sign(encoded + b"." + value))
+    found = read(keyring, [Record(b"shoe", value, _with_sig(original.headers, v1))])
+    assert found.refused == 0 and list(found.book("shoe").anchors) == [1]
+    changed = value.replace(b'"seal":1', b'"seal":9')
+    refused = read(keyring, [Record(b"shoe", changed, _with_sig(original.headers, v1))])
+    assert refused.refused == 1 and "bad signature" in refused.findings[0].message

@@ -7,14 +7,17 @@ fixed test keys of keys_fakes.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from uuid import uuid4
 
 from aiokafka import TopicPartition
 
-from contracts import BET_COMMANDS, TABLE_EVENTS, CloseBook, PlaceBet, encode
+from contracts import BET_COMMANDS, TABLE_EVENTS, CloseBook, CommandRejected, PlaceBet, encode
 from services.settlement.benchmark import open_book
+from services.shared.platform.incidents import IncidentLog
 from services.shared.platform.signing import (
     Keyring,
     KeyringEntry,
@@ -29,6 +32,7 @@ from tests.unit.platform.test_platform_consumer import (
     EVENTS,
     RELAYED,
     Harness,
+    close,
     closed,
     event,
     record,
@@ -247,3 +251,50 @@ async def test_a_signed_mark_that_fails_stops_its_partition_and_a_failing_bet_do
     assert (stopped.offset, stopped.message_type) == (1, "OpenBook")
     assert len(h.dead_letters()) == 1  # the mark is not dead-lettered
     assert h.kafka.committed[TopicPartition(BETS, 0)] == 1
+
+
+# ---- a table's history is one partition ---------------------------------------------------
+
+
+def incidents(h: Harness) -> list[tuple[str, str]]:
+    """(code, table id) of each incident the harness's app recorded."""
+    found = []
+    for notification in h.app.recorder.select_notifications(1, 1000):
+        event = h.app.mapper.to_domain_event(notification)
+        if isinstance(event, IncidentLog.Raised):
+            found.append((event.code, event.table_id))
+    return found
+
+
+async def test_a_record_not_keyed_by_its_table_or_in_another_partition_is_refused() -> None:
+    """t1 belongs in partition 1 of 2 (murmur2): a genuine signature for partition 0 or a
+    command there is delivered with its refusal (an incident here, never handled) and takes
+    its position; the partition goes on."""
+    h = Harness(partitions=2)
+    value = closed("5")  # t1's
+    await h.feed(record(0, value, relayed(4), topic=EVENTS))  # signed for partition 0
+    await h.feed(record(0, close("7")), record(1, close("1", "t2")))  # t2 belongs in 0
+    assert h.calls == 1 and h.total == 1
+    assert incidents(h) == [("WRONG_PARTITION", "t1"), ("WRONG_PARTITION", "t1")]
+    assert h.app.tracked_position(RELAYED) == 4 * 2**20  # its position is taken
+    assert not h.dead_letters()
+    misnamed = dataclasses.replace(record(2, close("3", "t2")), key=b"t2 ")
+    await h.feed(misnamed)
+    assert incidents(h)[-1] == ("WRONG_KEY", "t2") and h.total == 1
+
+
+async def test_a_command_rejected_is_taken_in_the_partition_its_command_was_read_from() -> None:
+    """A cell answers a command read in its partition there, whatever the table: a
+    CommandRejected is checked for its key, not its partition."""
+    h = Harness(partitions=2)
+    rejected = encode(
+        CommandRejected(
+            table_id="t1",
+            command_id=uuid4(),
+            command_type="OpenTable",
+            reason_code="WRONG_PARTITION",
+            message="not here",
+        )
+    )
+    await h.feed(record(0, rejected, relayed(4), topic=EVENTS))
+    assert h.calls == 1 and incidents(h) == []
