@@ -173,31 +173,15 @@ class DealingApplication(ServiceApplication):
 
         Every other bet event (a flood of BetAccepted...) is skipped without reading
         any aggregate; the batch's ``tracking`` is recorded in ONE transaction with the
-        DrawCards of the BetsClosed among them. A refused one (``refusals[i]``) is an
-        incident.
+        DrawCards of the BetsClosed among them (:meth:`handle_batch`).
         """
-        closed = [
-            (
-                message,
-                None if origins is None else origins[index],
-                None if refusals is None else refusals[index],
-            )
-            for index, message in enumerate(messages)
-            if isinstance(message, BetsClosed)
-        ]
-        try:
-            with self.unit_of_work(tracking) as uow:
-                for message, origin, refusal in closed:
-                    if refusal is not None:
-                        self._refused(uow, message, refusal, origin)
-                    else:
-                        self._on_bets_closed(uow, message)
-        except IntegrityError:
-            if not self.process_recorder.has_tracking_id(
-                tracking.application_name, tracking.notification_id
-            ):
-                raise
-            # This position was recorded meanwhile: the first delivery won, no second effect.
+        kept = [index for index, message in enumerate(messages) if isinstance(message, BetsClosed)]
+        self.handle_batch(
+            [messages[index] for index in kept],
+            tracking,
+            None if origins is None else [origins[index] for index in kept],
+            None if refusals is None else [refusals[index] for index in kept],
+        )
 
     def open_table(self, command: OpenTable) -> None:
         self.handle(command)
