@@ -29,13 +29,28 @@ _MAX_NAME_CHARS = 64
 
 
 class ContractError(ValueError):
-    """Bytes that are not a valid message for the topic they were read from."""
+    """Bytes that are not a valid message for the topic they were read from.
 
-    def __init__(self, reason: str, *, topic: str | None = None, message_type: str | None = None):
+    For a JSON object of a known type that its model refuses: ``document`` (the object as
+    read) and ``fields`` (the top-level fields found wrong, missing or unknown, in the model's
+    order), so that a reader can still answer what it can identify (settlement: a PlaceBet
+    whose bet id is readable)."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        topic: str | None = None,
+        message_type: str | None = None,
+        document: dict[str, Any] | None = None,
+        fields: tuple[str, ...] = (),
+    ):
         super().__init__(reason)
         self.reason = reason
         self.topic = topic
         self.message_type = message_type
+        self.document = document
+        self.fields = fields
 
 
 _HOUSE_TAIL = b',"operator":"house"}'
@@ -154,13 +169,21 @@ def _explain(topic: str, allowed: tuple[type[Message], ...], raw_bytes: bytes | 
             topic=topic,
             message_type=name,
         )
-    problems = [f"{field}: Field required" for field in WIRE_REQUIRED if field not in document]
+    missing = [field for field in WIRE_REQUIRED if field not in document]
+    problems = [f"{field}: Field required" for field in missing]
+    wrong = set(missing)
     try:
         message = model.model_validate(document, strict=True)
     except ValidationError as exc:
         problems.append(summarize(exc))
+        wrong.update(str(item["loc"][0]) for item in exc.errors() if item["loc"])
     if problems:
+        order = list(model.model_fields)
         raise ContractError(
-            f"invalid {name}: {'; '.join(problems)}", topic=topic, message_type=name
+            f"invalid {name}: {'; '.join(problems)}",
+            topic=topic,
+            message_type=name,
+            document=document,
+            fields=tuple(sorted(wrong, key=lambda f: order.index(f) if f in order else len(order))),
         )
     return message

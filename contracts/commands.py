@@ -170,7 +170,9 @@ class PlaceBet(TableMessage):
     value is answered with `BetRejected` (UNKNOWN_BET_TYPE, BET_TYPE_NOT_OFFERED, INVALID_AMOUNT,
     WRONG_CURRENCY),
     not refused as malformed. A message the schema refuses (an oversized field, a float
-    amount...) gets no answer: it is a dead letter.
+    amount...) whose `bet_id` can be read is answered too, with the code of its first wrong
+    field; only one without a readable `bet_id` is a dead letter, without an answer. Keyed by
+    its `table_id` and partitioned with murmur2, or refused WRONG_KEY / WRONG_PARTITION.
 
     Whether the bet was in time is judged by when the Kafka broker appended it to the
     bet-commands topic (LogAppendTime), never by `occurred_at` (informational only).

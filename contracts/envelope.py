@@ -204,13 +204,28 @@ RejectionCode = Literal[
     "TABLE_CLOSED",
     "BOOK_FULL",
     "DUPLICATE_BET_ID",
+    "INVALID_BETTOR_ID",
+    "INVALID_ENVELOPE",
+    "WRONG_KEY",
+    "WRONG_PARTITION",
 ]
 """Why settlement refused a bet (``BetRejected.reason_code``).
 
 The same strings as the rules engine's ``RejectionReason``, plus ``DUPLICATE_BET_ID``
 (a bet id used again with different content; a resend with the same content is
-answered with the original outcome instead).
+answered with the original outcome instead). A PlaceBet the schema refuses but whose
+``bet_id`` can be read is answered with the code of its first wrong field: ``NO_SUCH_TABLE``
+(``table_id``), ``NO_SUCH_COUP`` (``coup_id``), ``INVALID_BETTOR_ID``, ``UNKNOWN_BET_TYPE``,
+``INVALID_AMOUNT``, ``WRONG_CURRENCY``, ``INVALID_ENVELOPE`` (an envelope field, or one the
+contract does not know). :data:`MISPLACED` codes: the record is not where its table's history
+is (the same codes as a ``CommandRejected``'s).
 """
+
+MISPLACED = frozenset({"WRONG_KEY", "WRONG_PARTITION"})
+"""Why a command was refused where it was read, not for what it says: its key is not its
+``table_id`` (``WRONG_KEY``), or its partition is not the table's, murmur2 of the table id
+modulo the partition count (``WRONG_PARTITION``). Nothing is recorded of it but the answer:
+its bet id or command id stays free, to be sent again keyed by table id with murmur2."""
 
 CommandRejectionCode = Literal[
     "SUPERVISOR_REQUIRED",
@@ -230,6 +245,8 @@ CommandRejectionCode = Literal[
     "AUTHORIZATION_MISMATCH",
     "AUTHORIZATION_REPLAYED",
     "VOID_WINDOW_PASSED",
+    "WRONG_KEY",
+    "WRONG_PARTITION",
 ]
 """Why the dealing service refused a table command (``CommandRejected.reason_code``).
 
@@ -240,7 +257,8 @@ supervisors keyring, or was rotated out; ``BAD_SIGNATURE`` when that key did not
 ``AUTHORIZATION_EXPIRED`` outside its validity; ``AUTHORIZATION_MISMATCH`` when what it
 signs is not this command (table, coup, reason, command id, supervisor); ``AUTHORIZATION_REPLAYED``
 when its id was used already; ``VOID_WINDOW_PASSED`` for a coup older than the void window;
-``COUP_NOT_VOIDABLE`` for a coup voided already."""
+``COUP_NOT_VOIDABLE`` for a coup voided already; :data:`MISPLACED` codes for a command not
+keyed by its table id or not in its table's partition."""
 
 MAX_AUTHORIZATION = 12_288
 """The longest decision token (``VoidCoup.authorization``), in characters: the longest token

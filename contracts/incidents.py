@@ -23,6 +23,8 @@ IncidentCode = Literal[
     "CONFLICTING_CARD",
     "UNEXPECTED_CARD",
     "COMMITMENT_MISMATCH",
+    "WRONG_KEY",
+    "WRONG_PARTITION",
 ]
 """What was wrong:
 
@@ -37,7 +39,10 @@ IncidentCode = Literal[
 - ``UNEXPECTED_CARD``: a card at a position the shoe was not at, for a request not made, or
   one copy too many of a card for the shoe's decks;
 - ``COMMITMENT_MISMATCH``: a revealed shoe order that does not match its commitment or the
-  cards dealt from it.
+  cards dealt from it;
+- ``WRONG_KEY`` / ``WRONG_PARTITION``: a service's fact whose key is not its table id, or read
+  in another partition than its table's (``contracts.MISPLACED``): a table's history is one
+  partition, so it was written there by no cell of that table (a stolen key, a bug).
 """
 
 

@@ -25,6 +25,7 @@ from eventsourcing.persistence import IntegrityError, Tracking
 from eventsourcing.utils import get_topic
 
 from contracts import (
+    MISPLACED,
     BetsClosed,
     CardDrawn,
     CardsBurned,
@@ -51,9 +52,10 @@ from services.dealing.domain import (
 )
 from services.dealing.rejections import Refused, index_old_refusals
 from services.dealing.table_settings import settings_problem
-from services.dealing.voids import Refusal, VoidAuthority
+from services.dealing.voids import VoidAuthority
 from services.shared.platform.application import ServiceApplication, UnitOfWork
-from services.shared.platform.incidents import Evidence, Origin, raise_incident
+from services.shared.platform.deliveries import Refusal
+from services.shared.platform.incidents import Evidence, Origin, raise_incident, refuse_fact
 from services.shared.platform.logs import message_context
 from services.shared.platform.side_tables import REFUSED_COMMANDS, create_side_tables
 from services.shared.platform.supervisors import SupervisorKeyring
@@ -63,6 +65,9 @@ A = TypeVar("A", bound=Aggregate)
 SERVICE = "dealing"
 COMMANDS = (OpenTable, CloseTable, CloseBetting, VoidCoup)
 """The table commands (what may be refused)."""
+
+TABLE_COMMANDS = (OpenTable, CloseTable, CloseBetting, VoidCoup)
+"""The commands from outside dealing answers (``CommandRejected``)."""
 
 
 @dataclass(frozen=True)
@@ -138,16 +143,19 @@ class DealingApplication(ServiceApplication):
         messages: Sequence[Message],
         tracking: Tracking,
         origins: Sequence[Origin | None] | None = None,
+        refusals: Sequence[Refusal | None] | None = None,
     ) -> None:
         """Apply table commands or shoe events (one partition's batch) in ONE transaction.
 
         The unit of work checkpoints after each message, so the events are recorded (and
         published) in the order the messages were handled, exactly as one transaction per
         message would record them; with 100 tables that is one commit per fetched batch
-        instead of one per message. ``origins[i]``: where ``messages[i]`` was read.
+        instead of one per message. ``origins[i]``: where ``messages[i]`` was read;
+        ``refusals[i]``: why the consumer refused it (:meth:`_refused`).
         """
-        if origins is not None and len(origins) != len(messages):
-            raise ValueError("origins needs one entry per message")
+        for extra in (origins, refusals):
+            if extra is not None and len(extra) != len(messages):
+                raise ValueError("origins and refusals need one entry per message")
         tables: set[str] = set()
         try:
             with self.unit_of_work(tracking) as uow:
@@ -156,8 +164,11 @@ class DealingApplication(ServiceApplication):
                 )
                 for index, message in enumerate(messages):
                     handler = self._handlers.get(type(message))
-                    if handler is not None:
-                        origin = None if origins is None else origins[index]
+                    origin = None if origins is None else origins[index]
+                    refusal = None if refusals is None else refusals[index]
+                    if refusal is not None:
+                        self._refused(uow, message, refusal, origin)
+                    elif handler is not None:
                         with message_context(message):  # log records carry its ids
                             handler(self, uow, message, origin)
                     uow.checkpoint()
@@ -173,24 +184,26 @@ class DealingApplication(ServiceApplication):
         for table_id in sorted(tables & self._table_ids):
             self._refresh_deadline(table_id)
 
-    def handle_bet_events(self, messages: Sequence[Message], tracking: Tracking) -> None:
+    def handle_bet_events(
+        self,
+        messages: Sequence[Message],
+        tracking: Tracking,
+        origins: Sequence[Origin | None] | None = None,
+        refusals: Sequence[Refusal | None] | None = None,
+    ) -> None:
         """Settlement's bet events (one partition's batch): only BetsClosed matters.
 
         Every other bet event (a flood of BetAccepted...) is skipped without reading
         any aggregate; the batch's ``tracking`` is recorded in ONE transaction with the
-        DrawCards of the BetsClosed among them.
+        DrawCards of the BetsClosed among them (:meth:`handle_batch`).
         """
-        closed = [message for message in messages if isinstance(message, BetsClosed)]
-        try:
-            with self.unit_of_work(tracking) as uow:
-                for message in closed:
-                    self._on_bets_closed(uow, message)
-        except IntegrityError:
-            if not self.process_recorder.has_tracking_id(
-                tracking.application_name, tracking.notification_id
-            ):
-                raise
-            # This position was recorded meanwhile: the first delivery won, no second effect.
+        kept = [index for index, message in enumerate(messages) if isinstance(message, BetsClosed)]
+        self.handle_batch(
+            [messages[index] for index in kept],
+            tracking,
+            None if origins is None else [origins[index] for index in kept],
+            None if refusals is None else [refusals[index] for index in kept],
+        )
 
     def open_table(self, command: OpenTable) -> None:
         self.handle(command)
@@ -527,10 +540,21 @@ class DealingApplication(ServiceApplication):
             table.finish_shoe()
         table.close(reason)
 
+    def _refused(
+        self, uow: UnitOfWork, message: Message, refusal: Refusal, origin: Origin | None
+    ) -> None:
+        """A message the consumer refused (``Delivery.refusal``): a table command is answered
+        with a CommandRejected, a service's fact is an incident; nothing else changes."""
+        if type(message) in TABLE_COMMANDS:
+            self._reject(uow, message, refusal.code, refusal.message)
+        else:
+            refuse_fact(uow, SERVICE, message, refusal.code, refusal.message, origin)
+
     def _reject(self, uow: UnitOfWork, command: Message, code: str, message: str) -> None:
-        """Answer ``command`` CommandRejected, once per command id and table id."""
+        """Answer ``command`` CommandRejected, once per command id and table id (one read
+        where its table's history is not, ``contracts.MISPLACED``, leaves the id free there)."""
         table_id: str = getattr(command, "table_id", "")
-        if not self.refused.add(table_id, command.event_id):
+        if code not in MISPLACED and not self.refused.add(table_id, command.event_id):
             return  # refused before: answered once
         rejections = uow.get(rejections_aggregate_id(table_id), CommandRejections)
         if rejections is None:

@@ -20,6 +20,7 @@ from eventsourcing.domain import Aggregate, event
 from eventsourcing.persistence import Notification, Recorder, Tracking
 from eventsourcing.utils import get_topic
 
+from contracts import MISPLACED
 from services.shared.facts.dealing import CommandRejectedFact
 from services.shared.facts.topics import record, register_stored_topics
 from services.shared.platform.side_tables import (
@@ -47,7 +48,8 @@ def rejections_aggregate_id(table_id: str) -> UUID:
 
 
 class CommandRejections(Aggregate):
-    """The commands refused for one table id, as events (the ids refused: :class:`Refused`)."""
+    """The commands refused for one table id, as events (the ids refused: :class:`Refused`;
+    one read where its table's history is not, ``contracts.MISPLACED``, keeps its id free)."""
 
     class Started(Aggregate.Created):
         table_id: str
@@ -122,7 +124,11 @@ def index_old_refusals(app: DealingApplication) -> int:
     def record_page(page: Sequence[Notification]) -> None:
         events = [app.mapper.to_domain_event(notification) for notification in page]
         with app.unit_of_work(Tracking(PROGRESS, page[-1].id)) as uow:
-            keys = {(e.table_id, str(e.command_id)) for e in events}  # type: ignore[attr-defined]
+            keys = {
+                (e.table_id, str(e.command_id))  # type: ignore[attr-defined]
+                for e in events
+                if e.reason_code not in MISPLACED  # type: ignore[attr-defined]
+            }
             uow.add_rows(SideRows(REFUSED_COMMANDS, sorted(keys)))
 
     topics = [get_topic(CommandRejections.CommandRejected)]

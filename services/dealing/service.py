@@ -47,7 +47,6 @@ from services.shared.platform import (
     Settings,
     Subscription,
 )
-from services.shared.platform.incidents import Origin
 
 CLOCK_POLL_SECONDS = 0.05
 """How often the betting clock looks for new coups (a deadline itself is met on time)."""
@@ -76,7 +75,8 @@ def batch_handler(app: DealingApplication) -> BatchHandler:
         app.handle_batch(
             [delivery.message for delivery in deliveries],
             tracking,
-            [Origin(d.topic, d.partition, d.offset) for d in deliveries],
+            [delivery.origin for delivery in deliveries],
+            [delivery.refusal for delivery in deliveries],
         )
 
     return handle
@@ -86,7 +86,12 @@ def book_events_handler(app: DealingApplication) -> BatchHandler:
     """Settlement's book events (BetsClosed), a batch per transaction."""
 
     def handle(deliveries: Sequence[Delivery], tracking: Tracking) -> None:
-        app.handle_bet_events([delivery.message for delivery in deliveries], tracking)
+        app.handle_bet_events(
+            [delivery.message for delivery in deliveries],
+            tracking,
+            [delivery.origin for delivery in deliveries],
+            [delivery.refusal for delivery in deliveries],
+        )
 
     return handle
 

@@ -17,7 +17,6 @@ Configuration (the Application's environment, ``Settings.decision_env``):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -31,16 +30,11 @@ from services.shared.platform.decisions import (
     decision_id_of,
     mismatch,
 )
+from services.shared.platform.deliveries import Refusal
 from services.shared.platform.environment import parse_duration
 from services.shared.platform.supervisors import SupervisorKeyring
 
 DEFAULT_WINDOW = timedelta(hours=24)
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    code: str
-    message: str
 
 
 class VoidAuthority:

@@ -67,6 +67,7 @@ from services.settlement.domain import (
     terms_aggregate_id,
 )
 from services.shared.platform.application import ServiceApplication, UnitOfWork
+from services.shared.platform.deliveries import Refusal
 from services.shared.platform.environment import (
     DEFAULT_BROKER_CLOCK_SKEW,
     DEFAULT_MAX_BETS_PER_COUP,
@@ -74,7 +75,7 @@ from services.shared.platform.environment import (
     check_max_bets,
     check_operators,
 )
-from services.shared.platform.incidents import Origin
+from services.shared.platform.incidents import Origin, refuse_fact
 from services.shared.platform.side_tables import BET_IDS, create_side_tables
 from services.shared.rules.validation import parse_amount
 
@@ -213,16 +214,18 @@ class SettlementApplication(ServiceApplication):
         placed_at: Sequence[datetime | None] | None = None,
         origins: Sequence[Origin | None] | None = None,
         operator: str = HOUSE,
+        refusals: Sequence[Refusal | None] | None = None,
     ) -> None:
         """Apply messages of one partition, in order, in ONE transaction with ``tracking``.
 
         ``placed_at[i]``: when ``messages[i]``'s record was appended; default: now, once for
         the whole batch (the time it was received). ``origins[i]``: where it was read.
         ``operator``: whose bet-commands topic the partition is of (the bets' operator).
+        ``refusals[i]``: why the consumer refused ``messages[i]`` (``Delivery.refusal``).
         """
-        for extra in (placed_at, origins):
+        for extra in (placed_at, origins, refusals):
             if extra is not None and len(extra) != len(messages):
-                raise ValueError("placed_at and origins need one entry per message")
+                raise ValueError("placed_at, origins and refusals need one entry per message")
         received = self._clock()
         with self.unit_of_work(tracking) as uow:
             self.bet_index.prefetch(  # the batch's bet ids: one read of the store
@@ -231,7 +234,8 @@ class SettlementApplication(ServiceApplication):
             for index, message in enumerate(messages):
                 placed = None if placed_at is None else placed_at[index]
                 origin = None if origins is None else origins[index]
-                self.apply(uow, message, placed or received, origin, operator)
+                refusal = None if refusals is None else refusals[index]
+                self.apply(uow, message, placed or received, origin, operator, refusal)
 
     def place_bet(
         self, command: PlaceBet, placed_at: datetime | None = None, operator: str = HOUSE
@@ -247,14 +251,19 @@ class SettlementApplication(ServiceApplication):
         placed_at: datetime | None = None,
         origin: Origin | None = None,
         operator: str = HOUSE,
+        refusal: Refusal | None = None,
     ) -> BetAnswer | None:
         """Apply one message inside ``uow`` (a batch shares one unit of work); ``operator``:
-        whose bet-commands topic it was read from."""
+        whose bet-commands topic it was read from; ``refusal``: why the consumer refused it
+        (a bet is answered with it, a fact is an incident: nothing else changes)."""
         when = placed_at or self._clock()
         if when.tzinfo is None:
             raise ValueError(f"placed_at must be timezone-aware, got {when!r}")
         if isinstance(message, PlaceBet):
-            return self._place_bet(uow, message, when, operator)
+            return self._place_bet(uow, message, when, operator, refusal)
+        if refusal is not None:
+            refuse_fact(uow, self.name, message, refusal.code, refusal.message, origin)
+            return None
         if isinstance(message, OpenBook):
             self._on_open_book(uow, message, when, operator)
             return None
@@ -293,8 +302,17 @@ class SettlementApplication(ServiceApplication):
 
     # -- bets ----------------------------------------------------------------------
     def _place_bet(
-        self, uow: UnitOfWork, command: PlaceBet, placed_at: datetime, operator: str
+        self,
+        uow: UnitOfWork,
+        command: PlaceBet,
+        placed_at: datetime,
+        operator: str,
+        refusal: Refusal | None = None,
     ) -> BetAnswer:
+        """Judge a bet, or answer the consumer's ``refusal`` of it: a misplaced record on its
+        table's desk only (nothing else is recorded: its id stays free, the table's book is
+        untouched), a bet the contract refuses like any refused bet (a resend or a reused id
+        is answered as such)."""
         request = BetRequest(
             command.table_id,
             command.coup_id,
@@ -304,9 +322,11 @@ class SettlementApplication(ServiceApplication):
             str(command.amount),
             command.currency,
             placed_at,  # never command.occurred_at: the client writes that
-            parse_amount(command.amount),  # the one parse of the amount
+            parse_amount(command.amount) if refusal is None else None,  # the one parse
             operator,  # the topic's, never a field of the bet
         )
+        if refusal is not None and refusal.misplaced:
+            return self._refuse(uow, None, request, refusal.code, refusal.message, index=False)
         previous = self.bet_index.get(operator, request.bet_id)
         book = self._book(uow, request.table_id, request.coup_id)
         if book is not None and not book.opened_for(operator):
@@ -322,6 +342,8 @@ class SettlementApplication(ServiceApplication):
                 f"bet id {request.bet_id} was already used for another bet; "
                 "use a new bet id for a new bet",
             )
+        if refusal is not None:
+            return self._refuse(uow, None, request, refusal.code, refusal.message)
         if isinstance(book, BetBook) and book.status is BookStatus.BETTING:
             return self._judge(uow, book, request)
         terms = uow.get(terms_aggregate_id(request.table_id), TableTerms)
@@ -330,8 +352,8 @@ class SettlementApplication(ServiceApplication):
                 uow, book, request, "TABLE_CLOSED", f"table {request.table_id} is closed"
             )
         if isinstance(book, FinishedBook):
-            refusal = book.refusal()
-            return self._refuse(uow, book, request, refusal.reason.value, refusal.message)
+            why = book.refusal()
+            return self._refuse(uow, book, request, why.reason.value, why.message)
         if book is not None:
             return self._judge(uow, book, request)  # too late: the book says why
         if terms is None:
@@ -394,9 +416,12 @@ class SettlementApplication(ServiceApplication):
         request: BetRequest,
         code: str,
         message: str,
+        *,
+        index: bool = True,
     ) -> BetAnswer:
         """Record the refusal in the coup's open book, else on the table's desk (no book, or
-        a finished one: it takes nothing more, so a late bet never makes it longer)."""
+        a finished one: it takes nothing more, so a late bet never makes it longer) and, with
+        ``index``, in the bet index (a binding refusal takes the bet id)."""
         fields = {**request.fields(), "reason_code": code, "message": message}
         if isinstance(book, BetBook):
             book.draft_reject(
@@ -413,7 +438,8 @@ class SettlementApplication(ServiceApplication):
         else:
             self._desk(uow, request.table_id).reject(**fields, placed_at=request.placed_at)
         answer = BetAnswer(request.bet_id, False, code, message)
-        self.bet_index.record(request, answer)
+        if index:
+            self.bet_index.record(request, answer)
         return answer
 
     def _desk(self, uow: UnitOfWork, table_id: str) -> BetDesk:

@@ -26,12 +26,14 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import NamedTuple, Protocol
 
+from contracts import MISPLACED
 from services.shared.facts.settlement import HOUSE, HeldLine
 
-NON_BINDING = frozenset({"NO_SUCH_TABLE", "NO_SUCH_COUP"})
-"""Refusals that leave the bet id free: a resend is judged afresh. ``BOOK_FULL`` is binding,
-like ``BETTING_CLOSED``: a full book never frees a place, so a resend could only be refused
-again; a bet on a later coup is a new bet, with a new id."""
+NON_BINDING = frozenset({"NO_SUCH_TABLE", "NO_SUCH_COUP", "INVALID_ENVELOPE", *MISPLACED})
+"""Refusals that leave the bet id free: a resend is judged afresh (a bet misplaced or with a
+broken envelope: nothing of its content was judged). ``BOOK_FULL`` is binding, like
+``BETTING_CLOSED``: a full book never frees a place, so a resend could only be refused again; a
+bet on a later coup is a new bet, with a new id."""
 
 DUPLICATE = "DUPLICATE_BET_ID"
 

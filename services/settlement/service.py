@@ -47,7 +47,6 @@ from services.shared.platform import (
     Settings,
     Subscription,
 )
-from services.shared.platform.incidents import Origin
 
 
 def batch_handler(app: SettlementApplication, operator: str = HOUSE) -> BatchHandler:
@@ -59,8 +58,9 @@ def batch_handler(app: SettlementApplication, operator: str = HOUSE) -> BatchHan
             [delivery.message for delivery in deliveries],
             tracking,
             [placed_at(delivery, received) for delivery in deliveries],
-            [Origin(d.topic, d.partition, d.offset) for d in deliveries],
+            [delivery.origin for delivery in deliveries],
             operator,
+            [delivery.refusal for delivery in deliveries],
         )
 
     return handle

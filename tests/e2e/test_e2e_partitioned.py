@@ -26,7 +26,7 @@ from services.dev.demo.orchestrator import DemoConfig, TableDriver
 from services.dev.demo.processes import ServiceProcess, ServiceSettings
 from services.dev.demo.system import LocalSystem
 from services.dev.infra.ports import free_port
-from services.tools.audit.partitions import table_partition
+from services.shared.platform.kafka import table_partition
 from tests.e2e.helpers import another, assert_settled_once, wait
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

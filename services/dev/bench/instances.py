@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from services.tools.audit.partitions import table_partition
+from services.shared.platform.kafka import table_partition
 
 DEFAULT_PARTITIONS = 6
 """Partitions per topic in partitioned runs: 1, 2, 3 and 6 processes get even shares."""

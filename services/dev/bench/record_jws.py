@@ -22,9 +22,18 @@ from joserfc import jws
 from joserfc.jwk import OKPKey
 from joserfc.registry import HeaderParameter
 
-from services.shared.platform.signing import ALGORITHM, Keyring, KeyringEntry, Signer, verify
+from services.shared.platform.signing import (
+    ALGORITHM,
+    SCHEME,
+    Keyring,
+    KeyringEntry,
+    Signer,
+    Where,
+    verify,
+)
 
 TOPIC, KEY, KID, SERVICE = "punto-banco.bet-events", b"t1", "settlement-1", "settlement"
+WHERE = Where("cluster-1", TOPIC, 0)
 VALUE = b'{"type":"BetSettled","bet_id":"' + b"b" * 370 + b'","returned":2000}'
 
 
@@ -34,17 +43,24 @@ class _EdDSA(jws.JWSRegistry):
 
 
 _TEXT = HeaderParameter("where the record was written", "str")
-REGISTRY = _EdDSA({name: _TEXT for name in ("pb-key", "pb-pos", "pb-topic")}, [ALGORITHM])
+_PART = HeaderParameter("the record's partition", "int")
+REGISTRY = _EdDSA(
+    {
+        **{name: _TEXT for name in ("pb-cluster", "pb-key", "pb-pos", "pb-scheme", "pb-topic")},
+        "pb-part": _PART,
+    },
+    [ALGORITHM],
+)
 Sign = Callable[[int], bytes]
 Check = Callable[[int, bytes], None]
 
 
 def hand_written(signer: Signer, keyring: Keyring) -> tuple[Sign, Check]:
     def sign(n: int) -> bytes:
-        return signer.sign(TOPIC, KEY, VALUE, n, 0)
+        return signer.sign(WHERE, KEY, VALUE, n, 0)
 
     def check(n: int, pb_sig: bytes) -> None:
-        assert verify(keyring, SERVICE, TOPIC, KEY, VALUE, n, 0, pb_sig) is None
+        assert verify(keyring, SERVICE, WHERE, KEY, VALUE, n, 0, pb_sig) is None
 
     return sign, check
 
@@ -55,7 +71,8 @@ def with_joserfc(private: Ed25519PrivateKey, keyring: Keyring) -> tuple[Sign, Ch
 
     def sign(n: int) -> bytes:
         header = {"alg": ALGORITHM, "b64": False, "crit": ["b64"], "kid": KID}
-        header.update({"pb-key": KEY.decode(), "pb-pos": f"{n}:0", "pb-topic": TOPIC})
+        header.update({"pb-cluster": WHERE.cluster, "pb-key": KEY.decode(), "pb-part": 0})
+        header.update({"pb-pos": f"{n}:0", "pb-scheme": SCHEME, "pb-topic": TOPIC})
         signed = jws.serialize_compact(header, VALUE, secret, registry=REGISTRY)
         return jws.detach_content(signed).encode("ascii")
 
@@ -65,6 +82,7 @@ def with_joserfc(private: Ed25519PrivateKey, keyring: Keyring) -> tuple[Sign, Ch
         entry = keyring.get(header["kid"])
         assert entry is not None and entry.service == SERVICE
         assert (header["pb-topic"], header["pb-key"]) == (TOPIC, KEY.decode())
+        assert (header["pb-cluster"], header["pb-part"]) == (WHERE.cluster, WHERE.partition)
         assert header["pb-pos"] == f"{n}:0" and header["b64"] is False
         assert jws.validate_compact(signed, public[entry.kid], registry=REGISTRY)
 

@@ -239,13 +239,20 @@ class CommandSender:
         await asyncio.wait_for(self.flush(), timeout)
 
     async def send_raw(
-        self, topic: str, value: bytes, key: bytes | None = None, timeout: float = 15.0
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes | None = None,
+        timeout: float = 15.0,
+        partition: int | None = None,
     ) -> None:
-        """Send raw bytes to the logical ``topic`` (for malformed-message tests), as the
-        principal that writes it: the gateway on bet-commands, the operator on table-commands,
-        else the admin (a test posing as a service)."""
+        """Send raw bytes to the logical ``topic`` (for malformed-message tests; to
+        ``partition`` when given), as the principal that writes it: the gateway on
+        bet-commands, the operator on table-commands, else the admin (a test posing as a
+        service)."""
         producer = await self._producer(RAW_SENDERS.get(topic, ADMIN))
-        await asyncio.wait_for(producer.send_and_wait(self.prefix + topic, value, key=key), timeout)
+        sent = producer.send_and_wait(self.prefix + topic, value, key=key, partition=partition)
+        await asyncio.wait_for(sent, timeout)
 
     async def send_many(self, messages: Sequence[Message]) -> None:
         """Queue many messages with few round trips: one batch per topic and key (so per table,

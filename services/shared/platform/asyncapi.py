@@ -64,9 +64,10 @@ _HEADER_TEXT = {
     INDEX_HEADER: "Which message of that stored event (0, 1, ...: one stored settlement "
     "becomes one BetSettled per bet), 1-7 digits, below 2**20.",
     TYPE_HEADER: "The message type (the payload's `type`), to skip records unparsed.",
-    SIGNATURE_HEADER: "The writer's signature: a detached JWS (RFC 7515, unencoded payload RFC "
-    "7797, EdDSA) of the value, bound to the logical topic, the key and "
-    "`<pb-notification-id>:<pb-message-index>` (docs/integrating.md).",
+    SIGNATURE_HEADER: "The writer's signature (scheme record-jws/v2): a detached JWS (RFC 7515, "
+    "unencoded payload RFC 7797, EdDSA) of the value, bound to the topic (with the deployment's "
+    "prefix), the partition, the cluster, the key and `<pb-notification-id>:<pb-message-index>` "
+    "(docs/integrating.md).",
 }
 _PATTERNS = {NOTIFICATION_HEADER: "^[1-9][0-9]{0,14}$", INDEX_HEADER: "^(0|[1-9][0-9]{0,6})$"}
 _RELAYED = (SOURCE_HEADER, NOTIFICATION_HEADER, INDEX_HEADER, TYPE_HEADER)

@@ -44,7 +44,7 @@ from services.shared.platform.kafka import idempotent_producer
 from services.shared.platform.keys import load_keyring
 from services.shared.platform.partition_names import PartitionNames, TopicIdFetcher
 from services.shared.platform.settings import Settings
-from services.shared.platform.signing import Keyring
+from services.shared.platform.signing import Keyring, Where
 from services.shared.platform.stops import PartitionStops
 from services.shared.platform.topic_ids import TopicIdReader
 from services.shared.platform.worker import AppWorker
@@ -209,9 +209,16 @@ class BatchProcessor:
                 tp, logical, records[0].offset, functools.partial(self._end_offset, tp, records)
             )
             positioned = [(record, record_position(logical, record)) for record in records]
+            where = Where(self.cluster_id or "", tp.topic, tp.partition)
             try:
                 done = await self.handling.apply(
-                    subscription, logical, tp.partition, name, positioned, stopping
+                    subscription,
+                    logical,
+                    where,
+                    self.partition_count(tp.topic),
+                    name,
+                    positioned,
+                    stopping,
                 )
             except PartitionStopped as stop:
                 offsets[tp] = stop.delivery.offset  # all before it is handled
@@ -230,6 +237,13 @@ class BatchProcessor:
                 await self.consumer.commit(offsets)
             except KafkaError as error:  # e.g. a rebalance: the store's tracking covers it
                 log.warning("offset commit failed (%s); messages may be redelivered", error)
+
+    def partition_count(self, topic: str) -> int:
+        """``topic``'s partition count, as the Kafka consumer's metadata has it (where a table's
+        records must be: ``intake.py``); ``PB_TOPIC_PARTITIONS`` when it has none (tests)."""
+        consumer = self.consumer
+        found = consumer.partitions_for_topic(topic) if consumer is not None else None
+        return len(found) if found else self.settings.topic_partitions
 
     async def _end_offset(
         self, tp: TopicPartition, records: Sequence[ConsumerRecord[Any, Any]]

@@ -15,14 +15,31 @@ from datetime import UTC, datetime
 
 from eventsourcing.persistence import Tracking
 
-from contracts import EXTERNAL, MESSAGE_SOURCES, Message
+from contracts import EXTERNAL, MESSAGE_SOURCES, MISPLACED, Message
 from services.shared.platform.application import ServiceApplication, UnitOfWork
+from services.shared.platform.incidents import Origin, refuse_fact
 from services.shared.platform.logs import message_context
 
 CREATE_TIME = 0
 """Kafka record timestamp type: set by the producer (``message.timestamp.type=CreateTime``)."""
 LOG_APPEND_TIME = 1
 """Kafka record timestamp type: set by the broker when it appended the record."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why the consumer refused a message it could still identify (``intake.py``): the
+    service answers it (a command from outside: a ``BetRejected`` / ``CommandRejected`` with
+    this reason code) or raises an incident (a service's fact), and changes nothing else."""
+
+    code: str  # a reason code of the contracts (RejectionCode, CommandRejectionCode...)
+    message: str  # what was wrong and what to do, for a person
+
+    @property
+    def misplaced(self) -> bool:
+        """Read outside its table's history (``contracts.MISPLACED``): nothing but the answer
+        is recorded."""
+        return self.code in MISPLACED
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +57,7 @@ class Delivery:
     tracking: Tracking  # this message's own tracking position
     timestamp: int | None = None  # the record's timestamp, ms since the epoch
     timestamp_type: int | None = None  # CREATE_TIME (the producer's) or LOG_APPEND_TIME
+    refusal: Refusal | None = None  # set: answer it (a command) or raise an incident (a fact)
 
     @property
     def appended_at(self) -> datetime | None:
@@ -66,6 +84,11 @@ class Delivery:
     def table_id(self) -> str | None:
         table = getattr(self.message, "table_id", None)
         return table if isinstance(table, str) else self.key
+
+    @property
+    def origin(self) -> Origin:
+        """Where the message was read (for an incident's evidence)."""
+        return Origin(self.topic, self.partition, self.offset)
 
     def where(self) -> str:
         """``CoupResolved table t1 (topic:partition@offset)``, for logs."""
@@ -104,13 +127,20 @@ def with_unit_of_work(
 
     ``handle`` reads aggregates with ``uow.get`` and adds new or changed ones with
     ``uow.add``; the unit records all their events and the batch's tracking record
-    in one transaction.
+    in one transaction. A delivery the consumer refused (``Delivery.refusal``) is not handed
+    to ``handle``: it is an incident (the handlers of facts; a service that takes commands
+    from outside answers them itself).
     """
 
     def handler(deliveries: Sequence[Delivery], tracking: Tracking) -> None:
         with app.unit_of_work(tracking) as uow:
             for delivery in deliveries:
                 with message_context(delivery.message):  # log records carry the message's ids
-                    handle(uow, delivery)
+                    refused = delivery.refusal
+                    if refused is not None:
+                        message, origin = delivery.message, delivery.origin
+                        refuse_fact(uow, app.name, message, refused.code, refused.message, origin)
+                    else:
+                        handle(uow, delivery)
 
     return handler

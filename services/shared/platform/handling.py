@@ -36,6 +36,7 @@ from eventsourcing.persistence import IntegrityError, InterfaceError, Operationa
 from services.shared.platform.application import ServiceApplication
 from services.shared.platform.deliveries import Delivery, Subscription
 from services.shared.platform.intake import Intake, Position, RecordIntake
+from services.shared.platform.signing import Where
 from services.shared.platform.worker import AppWorker
 
 log = logging.getLogger(__name__)
@@ -90,19 +91,24 @@ class PartitionHandling:
         self,
         subscription: Subscription,
         logical: str,
-        partition: int,
+        where: Where,
+        partitions: int,
         name: str,
         records: list[tuple[ConsumerRecord[Any, Any], Position]],
         stopping: asyncio.Event,
     ) -> bool:
         """True once the records are applied; False when the service stopped meanwhile.
         Raises :class:`PartitionStopped` (an internal message failed) and what the dead
-        letters' producer raises."""
+        letters' producer raises. ``where``: the partition read (``intake.py``),
+        ``partitions``: its topic's partition count."""
+        partition = where.partition
         delay = 0.1
         integrity_failures = 0
         while True:
             try:
-                intake = await self.worker.call(self.intake.sort, logical, partition, name, records)
+                intake = await self.worker.call(
+                    self.intake.sort, logical, where, partitions, name, records
+                )
                 self.stats.duplicates += intake.duplicates
                 if intake.refused:
                     await self.dead_letter([(r.record, r.error) for r in intake.refused])

@@ -142,6 +142,22 @@ def raise_incident(
     )
 
 
+def refuse_fact(
+    uow: UnitOfWork, service: str, fact: Message, code: str, why: str, origin: Origin | None
+) -> None:
+    """A service's fact the consumer refused where it read it (``Delivery.refusal``: not
+    where its table's history is): an incident about it (``code``, ``why``), nothing else."""
+    raise_incident(
+        uow,
+        service,
+        code,
+        f"{type(fact).__name__} refused: {why}",
+        table_id=getattr(fact, "table_id", None),
+        coup_id=getattr(fact, "coup_id", None),
+        evidence=Evidence.of(fact, origin),
+    )
+
+
 def incident_message(event: IncidentLog.Raised) -> IncidentRaised:
     """The message the relay publishes for a recorded incident (its fields by name)."""
     return publish_one(IncidentRaised, event)

@@ -10,33 +10,57 @@ handler is called (``handling.py``), for the records of ONE topic-partition, in 
    ``pb-*`` headers are ignored and records are tracked by offset.
 2. Then the writer's signature (``pb-sig``, ``signing.py``), before anything is tracked or
    handled: on an owned topic every record must be signed by a key of the topic's owner (the
-   keyring), for its own topic, key and relay position; elsewhere a message that only a
-   service may send (``contracts.MESSAGE_SOURCES``: dealing's ``OpenBook`` / ``CloseBook`` on
-   bet-commands, which gateways also write) must be signed by that service, for the position
-   its relay headers give. A record that fails is refused (``signature: ...``), never a
-   position; commands from outside need no signature.
+   keyring), for its own topic (prefix included), partition, cluster, key and relay position;
+   elsewhere a message that only a service may send (``contracts.MESSAGE_SOURCES``: dealing's
+   ``OpenBook`` / ``CloseBook`` on bet-commands, which gateways also write) must be signed by
+   that service, for the position its relay headers give. A record that fails is refused
+   (``signature: ...``), never a position; commands from outside need no signature.
 3. Records at or below the recorded position are duplicates (a redelivery after a crash, or a
    relay republishing): skipped, never handed to a handler.
 4. A fresh record without a value or that does not decode (``ContractError``) is refused too,
-   but it takes its position: its partition goes on past it.
+   but it takes its position: its partition goes on past it. Except a PlaceBet whose bet id
+   can be read: it is delivered with a :class:`Refusal` naming its first wrong field
+   (:func:`refused_bet`), so its operator gets a ``BetRejected`` instead of silence.
+5. A table's history is one partition: a message whose key is not its table id (``WRONG_KEY``)
+   or whose partition is not its table's (``WRONG_PARTITION``: murmur2 of the table id modulo
+   the partition count, ``kafka.key_partition``) is delivered with a :class:`Refusal`: the
+   service answers a command from outside with it, raises an incident for a service's fact,
+   and changes nothing else. A ``CommandRejected`` (an answer, changing nothing) is the one
+   message a partition cell writes in its own partition for another partition's table
+   (``relay_records.py``): its key is checked, not its partition.
 
 Refused records keep their original record (bytes, key, headers) for the dead letter.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import ConsumerRecord
 from eventsourcing.persistence import Tracking
+from pydantic import TypeAdapter, ValidationError
 
-from contracts import EXTERNAL, MESSAGE_SOURCES, TOPIC_OWNERS, ContractError, Message, decode
+from contracts import (
+    BET_COMMANDS,
+    EXTERNAL,
+    MESSAGE_SOURCES,
+    TOPIC_OWNERS,
+    CommandRejected,
+    ContractError,
+    Message,
+    PlaceBet,
+    base_topic,
+    decode,
+)
+from contracts.bet_events import EchoedText
+from contracts.envelope import MAX_TEXT, BetId, Identifier, TableId, TableMessage
 from services.shared.platform.application import ServiceApplication
 from services.shared.platform.dead_letters import as_text
-from services.shared.platform.deliveries import Delivery
-from services.shared.platform.kafka import SIGNATURE_HEADER
-from services.shared.platform.signing import Keyring, verify
+from services.shared.platform.deliveries import Delivery, Refusal
+from services.shared.platform.kafka import SIGNATURE_HEADER, key_partition
+from services.shared.platform.signing import Keyring, Where, verify
 from services.shared.platform.tracking import (
     MESSAGES_PER_NOTIFICATION,
     Headers,
@@ -89,20 +113,25 @@ class RecordIntake:
     def sort(
         self,
         logical: str,
-        partition: int,
+        where: Where,
+        partitions: int,
         name: str,
         records: list[tuple[ConsumerRecord[Any, Any], Position]],
     ) -> Intake:
-        """Drop duplicates, decode the rest (the refused and invalid ones go to dead letters)."""
+        """Drop duplicates, decode the rest (the refused and invalid ones go to dead letters).
+
+        ``where``: the partition the records were read from (its topic, with the prefix, and
+        cluster); ``partitions``: the topic's partition count."""
         intake = Intake(name)
         recorded = self.app.tracked_position(name)
         owner = TOPIC_OWNERS.get(logical)
+        bets = base_topic(logical) == BET_COMMANDS
         for record, position in records:
             if isinstance(position, UntrustedHeaders):
                 intake.refused.append(Refused(record, f"untrusted headers: {position.reason}"))
                 continue
             if owner is not None:
-                refused = self._signature(owner, logical, record, position)
+                refused = self._signature(owner, where, record, position)
                 if refused is not None:
                     intake.refused.append(Refused(record, f"signature: {refused}"))
                     continue
@@ -114,14 +143,18 @@ class RecordIntake:
             if record.value is None:
                 intake.refused.append(Refused(record, "empty message (no value)"))
                 continue
+            refusal: Refusal | None = None
             try:
-                message = decode(logical, record.value)
+                message: Message = decode(logical, record.value)
             except ContractError as error:
-                intake.refused.append(Refused(record, error.reason))
-                continue
+                found = refused_bet(error, record.key) if bets else None
+                if found is None:
+                    intake.refused.append(Refused(record, error.reason))
+                    continue
+                message, refusal = found
             source = owner or _sender(message)
             if owner is None and source is not None:  # a service's message on a shared topic
-                refused = self._signature(source, logical, record, None)
+                refused = self._signature(source, where, record, None)
                 if refused is not None:
                     intake.refused.append(Refused(record, f"signature: {refused}"))
                     continue
@@ -130,13 +163,14 @@ class RecordIntake:
                 Delivery(
                     message=message,
                     topic=logical,
-                    partition=partition,
+                    partition=where.partition,
                     offset=record.offset,
                     key=as_text(record.key),
                     source=source,
                     tracking=Tracking(name, position),
                     timestamp=record.timestamp,
                     timestamp_type=record.timestamp_type,
+                    refusal=misplaced(message, record.key, where, partitions) or refusal,
                 )
             )
         return intake
@@ -144,7 +178,7 @@ class RecordIntake:
     def _signature(
         self,
         signer: str,
-        logical: str,
+        where: Where,
         record: ConsumerRecord[Any, Any],
         position: int | None,
     ) -> str | None:
@@ -164,13 +198,106 @@ class RecordIntake:
         return verify(
             self.keyring,
             signer,
-            logical,
+            where,
             record.key,
             record.value,
             notification_id,
             index,
             header,
         )
+
+
+KEYED_BY_TABLE = (
+    "key every message with its table id (UTF-8) and partition with murmur2, Kafka's default "
+    "partitioner (librdkafka clients: partitioner=murmur2_random); docs/integrating.md"
+)
+"""The fix of a misplaced command, said in every refusal."""
+
+
+def misplaced(message: Message, key: bytes | None, where: Where, partitions: int) -> Refusal | None:
+    """Why ``message`` (keyed ``key``) is not where its table's history is, or None."""
+    if not isinstance(message, TableMessage):
+        return None
+    table = message.table_id
+    if key != table.encode():
+        return Refusal(
+            "WRONG_KEY",
+            f"the record's key is {_shown(key)}, not its table id {table!r}: {KEYED_BY_TABLE}",
+        )
+    home = key_partition(key, partitions)
+    if home == where.partition or isinstance(message, CommandRejected):
+        return None
+    return Refusal(
+        "WRONG_PARTITION",
+        f"table {table} is in partition {home} of {where.topic} (murmur2 of the table id, "
+        f"{partitions} partitions), not in partition {where.partition}: {KEYED_BY_TABLE}",
+    )
+
+
+_FIELD_CODES = {
+    "table_id": "NO_SUCH_TABLE",
+    "coup_id": "NO_SUCH_COUP",
+    "bettor_id": "INVALID_BETTOR_ID",
+    "bet_type": "UNKNOWN_BET_TYPE",
+    "amount": "INVALID_AMOUNT",
+    "currency": "WRONG_CURRENCY",
+}
+"""A PlaceBet's field -> the reason code of a bet refused for it; any other field (the
+envelope's, or one the contract does not know) is ``INVALID_ENVELOPE``."""
+
+_BET_ID: TypeAdapter[str] = TypeAdapter(BetId)
+_TABLE_ID: TypeAdapter[str] = TypeAdapter(TableId)
+_IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)
+_ECHOED: TypeAdapter[str] = TypeAdapter(EchoedText)
+
+
+def refused_bet(error: ContractError, key: bytes | None) -> tuple[PlaceBet, Refusal] | None:
+    """A PlaceBet the contract refuses but whose bet id can be read: the bet as echoed in its
+    ``BetRejected`` (each field as received if it fits, else cut or replaced so that the
+    answer is a valid message) and why; None when there is no bet id to answer."""
+    document = error.document
+    if error.message_type != PlaceBet.__name__ or document is None or not error.fields:
+        return None
+    bet_id = _valid(_BET_ID, document.get("bet_id"))
+    if bet_id is None or "bet_id" in error.fields:
+        return None
+    first = error.fields[0]
+    table = _valid(_TABLE_ID, document.get("table_id")) or _valid(_TABLE_ID, as_text(key))
+    bet = PlaceBet.model_construct(
+        table_id=table or "-",
+        bet_id=bet_id,
+        coup_id=_echo(_IDENTIFIER, document.get("coup_id"), 128) or "?",
+        bettor_id=_echo(_IDENTIFIER, document.get("bettor_id"), 128) or "?",
+        bet_type=_echo(_ECHOED, document.get("bet_type"), 40) or "",
+        amount=_echo(_ECHOED, document.get("amount"), 40) or "",
+        currency=_echo(_ECHOED, document.get("currency"), 40) or "",
+    )
+    code = _FIELD_CODES.get(first, "INVALID_ENVELOPE")
+    why = f"the bet does not follow the contract ({first}): {error.reason}"
+    return bet, Refusal(code, why if len(why) <= MAX_TEXT else why[: MAX_TEXT - 3] + "...")
+
+
+def _valid(adapter: TypeAdapter[str], value: object) -> str | None:
+    try:
+        return adapter.validate_python(value, strict=True)
+    except ValidationError:
+        return None
+
+
+def _echo(adapter: TypeAdapter[str], value: object, limit: int) -> str | None:
+    """``value`` as text (a text as it is, anything else as JSON), cut to ``limit``
+    characters, if the contract's type takes it."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value)[:limit]
+    return _valid(adapter, text[:limit])
+
+
+def _shown(key: bytes | None, limit: int = 40) -> str:
+    if key is None:
+        return "missing"
+    text = repr(key[: limit + 1])
+    return text if len(key) <= limit else text + "..."
 
 
 def _sender(message: Message) -> str | None:

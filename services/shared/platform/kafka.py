@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -35,6 +36,7 @@ from aiokafka.errors import (
     TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
+from aiokafka.partitioner import murmur2
 from faststream.kafka import KafkaBroker
 from faststream.security import BaseSecurity
 
@@ -57,6 +59,21 @@ TYPE_HEADER = "pb-type"
 """The message type (``BetSettled``...): lets a reader skip what it does not need unparsed."""
 SIGNATURE_HEADER = "pb-sig"
 """The writer's signature of the record (``signing.py``): a detached JWS."""
+
+
+@lru_cache(maxsize=65_536)
+def key_partition(key: bytes, partitions: int) -> int:
+    """The partition of a record keyed ``key`` on a topic of ``partitions`` partitions: Kafka's
+    default partitioner (murmur2 of the key, made positive, modulo the count), which every
+    message of a table must be sent with (key = table id: docs/integrating.md). Cached: murmur2
+    in pure Python costs about 2.6 us, a cached answer 0.07 us."""
+    return int(murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def table_partition(table_id: str, partitions: int) -> int:
+    """The partition of a table's records on every topic (:func:`key_partition`)."""
+    return key_partition(table_id.encode(), partitions)
+
 
 PROJECT_TOPICS: tuple[str, ...] = tuple(TOPIC_MESSAGES)
 """Every logical topic of the project (commands, events, dead letters): the house's."""

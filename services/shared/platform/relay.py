@@ -49,6 +49,7 @@ from eventsourcing.persistence import Recording
 
 from contracts import DEAD_LETTERS, Message, MessageQuarantined
 from services.shared.platform.application import ServiceApplication
+from services.shared.platform.kafka import cluster_id as read_cluster_id
 from services.shared.platform.kafka import idempotent_producer
 from services.shared.platform.relay_pipeline import Pipeline, Published
 from services.shared.platform.relay_producer import RelayProducer
@@ -84,9 +85,16 @@ class OutboxRelay:
         producer_factory: Callable[[], AIOKafkaProducer] | None = None,
         signer: Signer | None = None,
         signed_topics: frozenset[str] = SIGNED_TOPICS,
+        cluster_id: str | None = None,
     ) -> None:
+        """``cluster_id``: the Kafka cluster's id, which the signatures bind; read from the
+        cluster at start when None and the relay makes its own producers (else ``""``: a
+        producer given, in tests)."""
         if producer is not None and producer_factory is not None:
             raise ValueError("pass a producer or a producer factory, not both")
+        if cluster_id is None and (producer is not None or producer_factory is not None):
+            cluster_id = ""
+        self._cluster_id = cluster_id
         self.app = app
         self.settings = settings
         self.tracking_name = tracking_name or f"relay:{settings.service}"
@@ -102,8 +110,14 @@ class OutboxRelay:
         )
         self._quarantine = quarantine
         self.encoder = RecordEncoder(
-            settings, mapper, quarantine, signer=signer, signed_topics=signed_topics
+            settings,
+            mapper,
+            quarantine,
+            signer=signer,
+            signed_topics=signed_topics,
+            partitions=self._partition_count,
         )
+        self._counts: dict[str, int] = {}  # topic -> partitions, read once per relay batch
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         # notification id -> the domain event just saved in this process (see the docstring)
@@ -139,6 +153,9 @@ class OutboxRelay:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        if self._cluster_id is None and self.encoder.signer is not None:
+            self._cluster_id = await read_cluster_id(self.settings)
+        self.encoder.cluster = self._cluster_id or ""
         await self.producer.start()
         self.position = await asyncio.to_thread(self.app.tracked_position, self.tracking_name)
         self.app.add_save_listener(self._on_saved)
@@ -247,6 +264,7 @@ class OutboxRelay:
         """Send the records of ``events`` (markers first); ``done[0]``: the last notification
         of the relay batch (the rest of ``events`` is for the next one)."""
         self.producer.new_batch()
+        self._counts.clear()
         published = Published()
         chunks = self.encoder.chunks(events, done)
         others = Pipeline(self.producer, self._quarantine, published)
@@ -267,6 +285,18 @@ class OutboxRelay:
         finally:
             others.cancel()
         return published
+
+    def _partition_count(self, topic: str) -> int:
+        """``topic``'s partition count, for the encoder in its thread (asks the producer on the
+        event loop, once per relay batch)."""
+        count = self._counts.get(topic)
+        if count is None:
+            loop = self._loop
+            if loop is None:
+                raise RuntimeError("relay not started")
+            asked = asyncio.run_coroutine_threadsafe(self.producer.partition_count(topic), loop)
+            count = self._counts[topic] = asked.result()
+        return count
 
     def _read_events(self, after: int) -> tuple[list[tuple[int, Any]], int | None]:
         """The next notifications' domain events (just saved: as saved; else decoded)."""

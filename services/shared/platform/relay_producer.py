@@ -126,15 +126,26 @@ class RelayProducer:
             self._producer = await self._new_producer()
             log.info("relay %s uses a new producer", self.name)
 
+    async def partition_count(self, topic: str) -> int:
+        """``topic``'s partition count (read once per relay batch)."""
+        return len(await self._known(topic))
+
+    async def _known(self, topic: str) -> list[int]:
+        known = self._partitions.get(topic)
+        if known is None:
+            async with self._gate.sending():
+                producer = self._live()
+                known = sorted(await producer.partitions_for(topic))
+            self._partitions[topic] = known
+        return known
+
     async def partition_of(self, record: OutgoingRecord) -> int:
+        """The record's partition: the encoder's choice, else murmur2 of its key."""
+        if record.partition is not None:
+            return record.partition
         choice = self._chosen.get((record.topic, record.key))
         if choice is None:
-            known = self._partitions.get(record.topic)
-            if known is None:
-                async with self._gate.sending():
-                    producer = self._live()
-                    known = sorted(await producer.partitions_for(record.topic))
-                self._partitions[record.topic] = known
+            known = await self._known(record.topic)
             choice = self._chosen[(record.topic, record.key)] = _PARTITIONER(
                 record.key, known, known
             )

@@ -10,10 +10,16 @@ chunk while the next is encoded):
   coup's settlement becoming one BetSettled per bet) and ``pb-type`` (the message type, so a
   reader can skip what it does not need without parsing it). The first three increase strictly
   within every partition; consumers use them as their tracking position (``tracking.py``);
-- ``pb-sig`` (``signing.py``): a detached JWS (EdDSA) of the value, bound to its logical topic,
-  key and position. Made while the chunk is encoded, in the worker thread (Ed25519 signing
-  releases the GIL): about 35 us per record;
-- the key is the table id (``contracts.partition_key``): a table keeps its partition;
+- ``pb-sig`` (``signing.py``): a detached JWS (EdDSA) of the value, bound to its topic (with the
+  prefix), partition, cluster, key and position. Made while the chunk is encoded, in the worker
+  thread (Ed25519 signing releases the GIL): about 35 us per record;
+- the key is the table id (``contracts.partition_key``): a table keeps its partition, murmur2
+  of the key (``kafka.key_partition``), chosen here for a signed record (its signature binds
+  it) and by the producer for the others. A partition cell (``PB_PARTITIONED``) writes the
+  topics services read (:data:`CELL_TOPICS`) in its OWN partition only, whatever the key: so
+  every record a consumer tracks in partition n was written by n's cell, and a cell's answer
+  to a command read in its partition (a ``CommandRejected`` for a table of another partition,
+  ``intake.py``) goes back to that partition, never advancing another cell's positions;
 - dealing's marks (``OpenBook`` / ``CloseBook``: ``contracts.MARKERS``) go to EVERY configured
   operator's bet-commands topic (``contracts.topics_for``), one record each with the same key,
   index and value, so each operator's bets are ordered against the mark in their own partition;
@@ -53,9 +59,10 @@ from services.shared.platform.kafka import (
     SIGNATURE_HEADER,
     SOURCE_HEADER,
     TYPE_HEADER,
+    key_partition,
 )
 from services.shared.platform.settings import Settings
-from services.shared.platform.signing import Signer
+from services.shared.platform.signing import Signer, Where
 
 CHUNK_MESSAGES = 1_000
 """Messages encoded per step of a batch (the chunk before is sent meanwhile)."""
@@ -80,11 +87,17 @@ to the operator's topic), and the seal anchors (an unsigned anchor proves nothin
 ``BET_EVENTS`` (owned, read by no service: 10,000 BetSettled in one coup) is not signed by
 default; ``OutboxRelay(signed_topics=...)`` can add it."""
 
+CELL_TOPICS: frozenset[str] = frozenset(
+    {TABLE_EVENTS, SHOE_EVENTS, SHOE_COMMANDS, BOOK_EVENTS, BET_COMMANDS}
+)
+"""(Base) logical topics the services read: a partition cell writes them in its own partition."""
+
 _SIGNATURE_OVERHEAD = len(SIGNATURE_HEADER) + 10
 """Bytes of the ``pb-sig`` header besides its value, at most (the varints of a record header)."""
 
-Targets = tuple[tuple[str, bytes, str | None], ...]
-"""Where one message goes: per record, its topic, ``pb-type`` and logical topic if signed."""
+Targets = tuple[tuple[str, bytes, bool, bool], ...]
+"""Where one message goes: per record, its topic, ``pb-type``, whether it is signed and
+whether it goes to the cell's partition."""
 
 EventMapper = Callable[[Any], Sequence[Message]]
 """Stored domain event -> the contract messages to publish (empty: an internal event)."""
@@ -101,6 +114,7 @@ class OutgoingRecord:
     size: int  # an upper bound of a record batch holding only this record
     message: Message  # for the operations hooks and the quarantine record
     replaces: OutgoingRecord | None = None  # set on a quarantine record: the one it replaces
+    partition: int | None = None  # chosen by the encoder (signed, or a cell's); else the producer
 
 
 @dataclass(slots=True)
@@ -126,12 +140,15 @@ class RecordEncoder:
         *,
         signer: Signer | None,
         signed_topics: frozenset[str],
+        partitions: Callable[[str], int],
     ) -> None:
         self.settings = settings
         self.mapper = mapper
         self.quarantine = quarantine
         self.signer = signer  # None: nothing is signed (tests of the relay alone)
         self.signed_topics = signed_topics  # logical topics
+        self.partitions = partitions  # Kafka topic -> its partition count
+        self.cluster = ""  # the Kafka cluster's id, bound by the signatures (set at start)
         self.max_record_bytes = MAX_RECORD_BYTES  # larger records are quarantined unsent
         self.marker_topics = frozenset(
             settings.topic(bet_commands_topic(operator)) for operator in settings.operators
@@ -146,8 +163,10 @@ class RecordEncoder:
         (markers first: that notification opens the next batch). A notification's
         markers are encoded before its other records.
         """
-        # (message class, operator) -> its targets: topic, pb-type, logical topic if signed
+        # (message class, operator) -> its targets: topic, pb-type, signed, the cell's
         kinds: dict[tuple[type[Any], str | None], Targets] = {}
+        places: dict[tuple[str, int], Where] = {}
+        cell = self.settings.partition
         marker_topics = self.marker_topics
         source = (SOURCE_HEADER, self.settings.service.encode())
         overhead = self.record_overhead
@@ -174,7 +193,7 @@ class RecordEncoder:
                 message = messages[index]
                 key = partition_key(message)
                 value = encode(message)
-                for topic, kind, signed in where[index]:
+                for topic, kind, signed, own in where[index]:
                     headers = [
                         source,
                         position,
@@ -182,12 +201,28 @@ class RecordEncoder:
                         (TYPE_HEADER, kind),
                     ]
                     size = len(key) + len(value) + overhead
-                    if signed is not None and sign is not None:
-                        signature = sign(signed, key, value, notification_id, index)
+                    partition = cell if own else None
+                    if signed and sign is not None:
+                        if partition is None:
+                            partition = key_partition(key, self.partitions(topic))
+                        place = places.get((topic, partition))
+                        if place is None:
+                            place = places[(topic, partition)] = Where(
+                                self.cluster, topic, partition
+                            )
+                        signature = sign(place, key, value, notification_id, index)
                         headers.append((SIGNATURE_HEADER, signature))
                         size += len(signature) + _SIGNATURE_OVERHEAD
                     record = OutgoingRecord(
-                        notification_id, index, topic, key, value, headers, size, message
+                        notification_id,
+                        index,
+                        topic,
+                        key,
+                        value,
+                        headers,
+                        size,
+                        message,
+                        partition=partition,
                     )
                     if record.size > largest:
                         record = self.checked(record)
@@ -207,11 +242,13 @@ class RecordEncoder:
     def _kind(
         self, message: Message, kinds: dict[tuple[type[Any], str | None], Targets]
     ) -> Targets:
+        cell = self.settings.partition is not None
         targets = kinds[(type(message), getattr(message, "operator", None))] = tuple(
             (
                 self.settings.topic(logical),
                 message.type.encode(),
-                logical if base_topic(logical) in self.signed_topics else None,
+                base_topic(logical) in self.signed_topics,
+                cell and base_topic(logical) in CELL_TOPICS,
             )
             for logical in topics_for(message, self.settings.operators)
         )

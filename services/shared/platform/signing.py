@@ -1,22 +1,30 @@
-"""Record signatures: who wrote a Kafka record, checked by whoever reads it.
+"""Record signatures: who wrote a Kafka record, and where, checked by whoever reads it.
 
-Scheme: JWS (RFC 7515) in compact serialization with a DETACHED, UNENCODED payload (RFC 7515
-Appendix F, RFC 7797 ``"b64": false``), algorithm ``EdDSA`` over Ed25519 (RFC 8037), keys
-from PyCA ``cryptography``. The payload is the record's value, byte for byte; the protected
-header binds it to where it was written::
+Scheme ``record-jws/v2`` (named in every header's ``pb-scheme``): JWS (RFC 7515) in compact
+serialization with a DETACHED, UNENCODED payload (RFC 7515 Appendix F, RFC 7797
+``"b64": false``), algorithm ``EdDSA`` over Ed25519 (RFC 8037), keys from PyCA
+``cryptography``. The payload is the record's value, byte for byte; the protected header binds
+it to where it was written, as Kafka names it::
 
-    {"alg":"EdDSA","b64":false,"crit":["b64"],"kid":"dealing-1",
-     "pb-key":"<record key>","pb-pos":"<notification id>:<message index>",
-     "pb-topic":"<logical topic>"}
+    {"alg":"EdDSA","b64":false,"crit":["b64"],"kid":"dealing-1","pb-cluster":"<cluster id>",
+     "pb-key":"<record key>","pb-part":<partition>,"pb-pos":"<notification id>:<index>",
+     "pb-scheme":"record-jws/v2","pb-topic":"<topic, with the deployment's prefix>"}
 
 (compact JSON, keys sorted, ASCII). The signing input is ``BASE64URL(header) + "." + value``;
 the record's ``pb-sig`` header carries ``BASE64URL(header) + ".." + BASE64URL(signature)``
 (the compact form with the payload left out). BASE64URL is RFC 4648 section 5 without padding.
+So a genuine record copied to another partition, another prefix's topic or another cluster
+does not verify (:class:`Where`).
+
+The first scheme (v1, no ``pb-scheme``: ``pb-topic`` the logical topic, no partition,
+prefix or cluster) is refused by the services' consumers (docs/security.md, "Upgrading");
+:func:`verify` still accepts it where a record must stay verifiable for as long as it is kept
+(the audit's seal anchors: ``v1_topic``).
 
 A :class:`Keyring` maps key ids (``dealing-1``, ``dealing-2`` after a rotation) to the
 service that holds the private key and its public key; :func:`verify` accepts a record only
 when its key id is in the keyring, belongs to the one service allowed to write it, and the
-header names the record's own topic, key and relay position. Key files and the keyring's
+header names the record's own place, key and relay position. Key files and the keyring's
 file are handled by ``keys.py``.
 """
 
@@ -50,11 +58,15 @@ MAX_SIGNATURE_CHARS = 4096
 KEY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 """A key id: ``<service>-<n>`` when made by ``punto-banco keys``; at most 64 characters."""
 
+SCHEME = "record-jws/v2"
+"""The signature scheme, named in every header (``pb-scheme``)."""
+
 _B64URL = re.compile(r"[A-Za-z0-9_-]*")
-_MEMBERS = frozenset({"alg", "b64", "crit", "kid", "pb-key", "pb-pos", "pb-topic"})
+_MEMBERS_V1 = frozenset({"alg", "b64", "crit", "kid", "pb-key", "pb-pos", "pb-topic"})
+_MEMBERS = _MEMBERS_V1 | {"pb-cluster", "pb-part", "pb-scheme"}
 _RELOAD_EVERY = 1.0  # seconds: at most one keyring re-read per second on unknown key ids
 HEADERS_KEPT = 4096
-"""(topic, key) pairs whose header a signer keeps built (about 500 B each), the oldest going
+"""(where, key) pairs whose header a signer keeps built (about 500 B each), the oldest going
 first: memory stays bounded however many table ids records name."""
 
 
@@ -77,7 +89,17 @@ def b64url_decode(text: str) -> bytes:
     return data
 
 
-def protected_header(kid: str, topic: str, key: str, notification_id: int, index: int) -> bytes:
+@dataclass(frozen=True, slots=True)
+class Where:
+    """Where a record is written, as Kafka names it: what a signature binds besides the
+    record's key and relay position."""
+
+    cluster: str  # the Kafka cluster's id ("" where there is none: in-memory tests)
+    topic: str  # the topic's name, with the deployment's prefix (PB_TOPIC_PREFIX)
+    partition: int
+
+
+def protected_header(kid: str, where: Where, key: str, notification_id: int, index: int) -> bytes:
     """The JWS protected header of a record (compact JSON, keys sorted, ASCII)."""
     return json.dumps(
         {
@@ -85,9 +107,12 @@ def protected_header(kid: str, topic: str, key: str, notification_id: int, index
             "b64": False,
             "crit": ["b64"],
             "kid": kid,
+            "pb-cluster": where.cluster,
             "pb-key": key,
+            "pb-part": where.partition,
             "pb-pos": f"{notification_id}:{index}",
-            "pb-topic": topic,
+            "pb-scheme": SCHEME,
+            "pb-topic": where.topic,
         },
         sort_keys=True,
         separators=(",", ":"),
@@ -103,24 +128,26 @@ class Signer:
         self.kid = kid
         self.service = service
         self._key = private_key
-        # (topic, key) -> the header's bytes before and after the position, which is digits
+        # (where, key) -> the header's bytes before and after the position, which is digits
         # and a colon only: the JSON of the header is built once per table and topic.
-        self._halves: dict[tuple[str, bytes], tuple[bytes, bytes]] = {}
+        self._halves: dict[tuple[Where, bytes], tuple[bytes, bytes]] = {}
 
     @property
     def public_key(self) -> Ed25519PublicKey:
         return self._key.public_key()
 
-    def sign(self, topic: str, key: bytes, value: bytes, notification_id: int, index: int) -> bytes:
-        """The ``pb-sig`` header value of the record (``topic`` is the logical topic)."""
-        halves = self._halves.get((topic, key))
+    def sign(
+        self, where: Where, key: bytes, value: bytes, notification_id: int, index: int
+    ) -> bytes:
+        """The ``pb-sig`` header value of the record written ``where``."""
+        halves = self._halves.get((where, key))
         if halves is None:
             marker = b'"pb-pos":"0:0"'
-            whole = protected_header(self.kid, topic, key.decode("utf-8"), 0, 0)
+            whole = protected_header(self.kid, where, key.decode("utf-8"), 0, 0)
             before, after = whole.split(marker)
             if len(self._halves) >= HEADERS_KEPT:
                 del self._halves[next(iter(self._halves))]
-            halves = self._halves[(topic, key)] = (before + b'"pb-pos":"', b'"' + after)
+            halves = self._halves[(where, key)] = (before + b'"pb-pos":"', b'"' + after)
         header = b64url(b"%s%d:%d%s" % (halves[0], notification_id, index, halves[1]))
         signature = self._key.sign(header + b"." + value)
         return header + b".." + b64url(signature)
@@ -287,15 +314,20 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 def verify(
     keyring: Keyring,
     signer: str,
-    topic: str,
+    where: Where,
     key: bytes | None,
     value: bytes | None,
     notification_id: int,
     index: int,
     header: bytes | None,
+    *,
+    v1_topic: str | None = None,
 ) -> str | None:
     """None when ``header`` (a ``pb-sig`` value) is ``signer``'s signature of this record
-    (logical ``topic``, ``key``, ``value``, relay position); else why not, in a few words."""
+    (its place, ``key``, ``value``, relay position); else why not, in a few words.
+
+    ``v1_topic``: the logical topic, to accept a signature of the first scheme (v1) too;
+    None refuses it."""
     if header is None:
         return f"no pb-sig header (only {signer} publishes this, and signs what it publishes)"
     if len(header) > MAX_SIGNATURE_CHARS:
@@ -310,10 +342,18 @@ def verify(
         fields = json.loads(protected, object_pairs_hook=_unique)
     except (UnicodeDecodeError, ValueError) as error:
         return f"malformed: pb-sig is not a JWS header..signature ({error})"
-    if not isinstance(fields, dict) or set(fields) != _MEMBERS:
+    first = isinstance(fields, dict) and set(fields) == _MEMBERS_V1
+    if first and v1_topic is None:
+        return (
+            "signed with the first scheme (v1), which binds no partition, prefix or cluster: "
+            f"refused (a reader takes {SCHEME} only; docs/security.md, Upgrading)"
+        )
+    if not first and (not isinstance(fields, dict) or set(fields) != _MEMBERS):
         return f"malformed: the protected header must have exactly {sorted(_MEMBERS)}"
     if fields["alg"] != ALGORITHM or fields["b64"] is not False or fields["crit"] != ["b64"]:
         return 'malformed: the header must say "alg":"EdDSA","b64":false,"crit":["b64"]'
+    if not first and fields["pb-scheme"] != SCHEME:
+        return f"malformed: pb-scheme is {_shown(fields['pb-scheme'])}, not {SCHEME!r}"
     kid = fields["kid"]
     if not isinstance(kid, str) or KEY_ID.fullmatch(kid) is None:
         return "malformed: kid is not a key id"
@@ -322,8 +362,14 @@ def verify(
         return f"unknown key id {kid!r} (not in the keyring)"
     if entry.service != signer:
         return f"key {kid!r} belongs to {entry.service}, but only {signer} writes here"
+    topic = v1_topic if first else where.topic
     if fields["pb-topic"] != topic:
         return f"signed for topic {_shown(fields['pb-topic'])}, not {topic}"
+    if not first and fields["pb-cluster"] != where.cluster:
+        return f"signed for cluster {_shown(fields['pb-cluster'])}, not {where.cluster!r}"
+    part = fields.get("pb-part")
+    if not first and (type(part) is not int or part != where.partition):
+        return f"signed for partition {_shown(part)}, not {where.partition}"
     try:
         key_text = "" if key is None else key.decode("utf-8")
     except UnicodeDecodeError:

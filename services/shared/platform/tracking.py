@@ -9,11 +9,13 @@ every name must see strictly increasing positions. A partition has one name:
   at ``notification_id * 2**20 + index``, from the relay's headers ``pb-source``,
   ``pb-notification-id`` and ``pb-message-index`` (the relay publishes in notification
   order and one stored event may become many messages, so this increases within a
-  partition). Those headers are checked strictly (:func:`relayed_position`): each
-  exactly once, ``pb-source`` equal to the owner, the id 1-15 digits (no sign, no
-  leading zero, at least 1), the index 1-7 digits below 2**20, the position below 2**63
-  (a PostgreSQL ``bigint``, a SQLite integer). A record that fails is refused
-  (:class:`UntrustedHeaders`, a dead letter), never a position;
+  partition; one writer numbers it: the record's signature binds its partition, and only that
+  partition's cell of the owner, or its one unpartitioned instance, signs for it
+  (``relay_records.py``), so no other cell's positions reach this name). Those headers are
+  checked strictly (:func:`relayed_position`): each exactly once, ``pb-source`` equal to the
+  owner, the id 1-15 digits (no sign, no leading zero, at least 1), the index 1-7 digits
+  below 2**20, the position below 2**63 (a PostgreSQL ``bigint``, a SQLite integer). A
+  record that fails is refused (:class:`UntrustedHeaders`, a dead letter), never a position;
 - on every other topic (commands from outside, which any client may write) the
   ``pb-*`` headers mean nothing: a record is tracked by its offset, as
   ``"<cluster id>:<kafka topic>:<topic id>:<partition>"`` at ``offset + 1``.

@@ -6,9 +6,11 @@ at a time; each record is checked and only a verified anchor's few fields are ke
 (``anchors.AnchorBook``). A record counts only when:
 
 - its key names a service and its ``pb-sig`` header is that service's signature (a key id
-  the keyring gives to THAT service) of this value, for this topic, key and relay position
-  (``signing.verify``): an unsigned record is ``ANCHOR_UNSIGNED``, any other failure
-  ``ANCHOR_BAD_SIGNATURE`` (a forged anchor, or one copied under another service's key);
+  the keyring gives to THAT service) of this value, for this topic (prefix included),
+  partition, cluster, key and relay position (``signing.verify``; an anchor signed with the
+  first scheme, v1, for this logical topic, key and position: anchors are kept forever): an
+  unsigned record is ``ANCHOR_UNSIGNED``, any other failure ``ANCHOR_BAD_SIGNATURE`` (a forged
+  anchor, one copied under another service's key, or from another deployment or cluster);
 - its value is a ``SealAnchored`` of the same service. Its ``partition`` (signed with it)
   names the store it vouches for: a partitioned service's cells each anchor their own store
   (``<service>-p<N>``), and an anchor of one partition never vouches for another's.
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 from contracts import SEALS, ContractError, SealAnchored, decode
 from services.shared.platform.kafka import SIGNATURE_HEADER
 from services.shared.platform.settings import Settings, store_name
-from services.shared.platform.signing import Keyring, verify
+from services.shared.platform.signing import Keyring, Where, verify
 from services.shared.platform.tracking import (
     MESSAGES_PER_NOTIFICATION,
     Headers,
@@ -56,8 +58,9 @@ class AnchorRecords:
     """What the seals topic held: each store's verified anchors (keyed by the store's name:
     the service's, ``<service>-p<N>`` for a partition's) and the refused records."""
 
-    topic: str
+    topic: str  # the Kafka topic, with the deployment's prefix
     keyring: Keyring
+    cluster: str = ""  # the Kafka cluster's id
     books: dict[str, AnchorBook] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     records: int = 0
@@ -73,16 +76,19 @@ class AnchorRecords:
         """The (service, partition) of every store some anchor vouches for."""
         return {(book.service, book.partition) for book in self.books.values()}
 
-    def add(self, key: bytes | None, value: bytes | None, headers: Headers, where: str) -> None:
-        """One record of the topic (``where``: its partition and offset, for the findings)."""
+    def add(
+        self, key: bytes | None, value: bytes | None, headers: Headers, partition: int, offset: int
+    ) -> None:
+        """One record of the topic, read at ``partition`` and ``offset``."""
         self.records += 1
-        result = read_anchor(self.keyring, key, value, headers)
+        place = Where(self.cluster, self.topic, partition)
+        result = read_anchor(self.keyring, key, value, headers, place)
         if isinstance(result, Anchor):
-            service, partition = (key or b"").decode(), result.partition
-            name = store_name(service, partition)
+            service, cell = (key or b"").decode(), result.partition
+            name = store_name(service, cell)
             book = self.books.get(name)
             if book is None:
-                book = self.books[name] = AnchorBook(service, partition)
+                book = self.books[name] = AnchorBook(service, cell)
             book.add(result)
             return
         code, claimed, reason = result
@@ -92,8 +98,8 @@ class AnchorRecords:
                 Finding(
                     Severity.ERROR,
                     code,
-                    f"a record on {self.topic} at {where} is not an anchor its service signed: "
-                    f"{reason}",
+                    f"a record on {self.topic} at partition {partition} offset {offset} is not "
+                    f"an anchor its service signed: {reason}",
                     store=claimed,
                 )
             )
@@ -112,9 +118,10 @@ class AnchorRecords:
 
 
 def read_anchor(
-    keyring: Keyring, key: bytes | None, value: bytes | None, headers: Headers
+    keyring: Keyring, key: bytes | None, value: bytes | None, headers: Headers, where: Where
 ) -> Anchor | tuple[Code, str | None, str]:
-    """The anchor of one record, or (code, the service its key names, why it is refused)."""
+    """The anchor of one record read ``where``, or (code, the service its key names, why it
+    is refused)."""
     try:
         service = (key or b"").decode("utf-8")
     except UnicodeDecodeError:
@@ -129,7 +136,9 @@ def read_anchor(
     except UntrustedHeaders as error:
         return Code.ANCHOR_BAD_SIGNATURE, service, error.reason
     notification_id, index = divmod(position, MESSAGES_PER_NOTIFICATION)
-    problem = verify(keyring, service, SEALS, key, value, notification_id, index, signature[0])
+    problem = verify(
+        keyring, service, where, key, value, notification_id, index, signature[0], v1_topic=SEALS
+    )
     if problem is not None:
         return Code.ANCHOR_BAD_SIGNATURE, service, problem
     try:
@@ -157,10 +166,16 @@ async def read_anchors(
     """Every record of the seals topic up to its end offsets at the start (module docstring)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    from services.shared.platform.kafka import client_options
+    from services.shared.platform.kafka import client_options, cluster_id
 
     topic = settings.topic(SEALS)
-    found = AnchorRecords(topic, keyring)
+    try:
+        cluster = await asyncio.wait_for(cluster_id(settings), timeout)
+    except Exception as error:
+        raise AnchorsUnavailable(
+            f"cannot reach Kafka at {settings.kafka_bootstrap_servers} ({error!r})"
+        ) from None
+    found = AnchorRecords(topic, keyring, cluster)
     consumer = AIOKafkaConsumer(
         **client_options(settings),
         client_id="pb-audit-anchors",
@@ -192,8 +207,8 @@ async def read_anchors(
             for tp, records in batches.items():
                 for record in records:
                     if record.offset < ends[tp]:
-                        where = f"partition {tp.partition} offset {record.offset}"
-                        found.add(record.key, record.value, list(record.headers), where)
+                        headers = list(record.headers)
+                        found.add(record.key, record.value, headers, tp.partition, record.offset)
             for tp in list(left):
                 if await consumer.position(tp) >= ends[tp]:
                     left.discard(tp)

@@ -1,5 +1,5 @@
-"""A partitioned deployment's stores (``PB_PARTITIONED``): which partitions exist, whether
-any is incomplete, and which partition holds a table.
+"""A partitioned deployment's stores (``PB_PARTITIONED``): which partitions exist and whether
+any is incomplete (which partition holds a table: ``platform.kafka.table_partition``).
 
 A partitioned service keeps one store per partition (``services.shared.platform.partitioned``):
 SQLite files ``<data dir>/<service>-p<N>.sqlite``, PostgreSQL schemas
@@ -167,11 +167,3 @@ def archive_findings(found: Layout, archives: Layout, known: list[Finding]) -> l
 
 def _names(services: list[str]) -> str:
     return " and ".join(services) if len(services) < 3 else ", ".join(services)
-
-
-def table_partition(table_id: str, partitions: int) -> int:
-    """The partition of a table's records on every topic: the Kafka producer's default
-    partitioner (murmur2 of the key, the table id) modulo the partition count."""
-    from aiokafka.partitioner import murmur2
-
-    return int(murmur2(table_id.encode()) & 0x7FFFFFFF) % partitions

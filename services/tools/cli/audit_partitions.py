@@ -21,6 +21,7 @@ from typing import Annotated, Any
 import typer
 
 from services.shared.platform.environment import Environment, SettingsError
+from services.shared.platform.kafka import table_partition
 from services.shared.platform.settings import MAX_PARTITIONS, Settings, store_name
 from services.tools.audit.archive import (
     Archived,
@@ -40,7 +41,6 @@ from services.tools.audit.partitions import (
     discover,
     layout_findings,
     require,
-    table_partition,
 )
 from services.tools.audit.read_models import digest, read_models
 from services.tools.audit.result import AuditReport

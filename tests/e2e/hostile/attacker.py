@@ -11,7 +11,8 @@ rules engine, the shoe's cards) and not only the header checks.
 Such a record is not SIGNED, so the services refuse it (a dead letter, ``signature: ...``):
 the writer of a record only one service writes must hold that service's private key. To test
 the services' own checks behind the signatures (a stolen key, a service gone wrong),
-``forge(..., stolen_key=True)`` signs with the owner's key, read from the run's keys folder.
+``forge(..., stolen_key=True)`` signs with the owner's key, read from the run's keys folder,
+for the partition the record goes to (its table's, unless one is given) of this cluster.
 
 Every message it forges is remembered (:attr:`Attacker.forged`): :class:`HostileSystem` keeps
 them out of the run's ledger and out of the table driver, which judge what the services did,
@@ -50,7 +51,7 @@ from contracts import (
     partition_key,
     topic_for,
 )
-from services.dev.demo.bus import EVENT_TOPICS, EventFeed, Received
+from services.dev.demo.bus import EVENT_TOPICS, EventFeed, Received, cluster_id
 from services.dev.demo.processes import ServiceSettings
 from services.dev.demo.system import LocalSystem, SystemTimeout
 from services.dev.infra.kafka_clients import ADMIN, AUDITOR
@@ -58,7 +59,7 @@ from services.shared.platform.kafka import SIGNATURE_HEADER
 from services.shared.platform.kafka_settings import KafkaAuth
 from services.shared.platform.keys import load_keyring, signer_for
 from services.shared.platform.settings import Settings
-from services.shared.platform.signing import Signer
+from services.shared.platform.signing import Signer, Where
 from services.shared.rules.cards import Card
 from services.shared.rules.tableau import resolve_coup
 
@@ -162,7 +163,10 @@ class Attacker:
         """``login``: a malicious insider's broker credentials (the tests: the admin's, who
         may write any topic; the services' signatures, not the ACLs, are what is tested)."""
         self.prefix = prefix
-        options = (login or KafkaAuth()).client_options()
+        self.bootstrap = bootstrap
+        self.login = login or KafkaAuth()
+        self.cluster = ""  # the cluster's id, read at start (what the services' signatures bind)
+        options = self.login.client_options()
         self.data_dir = data_dir  # the run's: its keys/ is what a key thief would hold
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
@@ -197,6 +201,7 @@ class Attacker:
     # ---- life cycle --------------------------------------------------------------------
 
     async def start(self, timeout: float = 30.0) -> None:
+        self.cluster = await cluster_id(self.bootstrap, timeout, self.login)
         await asyncio.wait_for(self._producer.start(), timeout)
         await asyncio.wait_for(self._spy.start(), timeout)
         partitions: list[TopicPartition] = []
@@ -255,13 +260,16 @@ class Attacker:
         topic: str | None = None,
         key: bytes | None = None,
         stolen_key: bool = False,
+        partition: int | None = None,
     ) -> RecordMetadata:
-        """Write ``message`` where the services would, keyed by its table; on an owned topic
-        with relay headers the consumer takes (:meth:`relay_headers`) unless ``headers``.
+        """Write ``message`` where the services would, keyed by its table (to ``partition``
+        when given); on an owned topic with relay headers the consumer takes
+        (:meth:`relay_headers`) unless ``headers``.
 
         Unsigned unless ``stolen_key``: then signed with the key of the one service that may
-        send it (the topic's owner; dealing for a mark on bet-commands), for its topic, key and
-        the position its headers give (relay headers are made for a mark that has none)."""
+        send it (the topic's owner; dealing for a mark on bet-commands), for the place it is
+        written (topic, partition, cluster), its key and the position its headers give (relay
+        headers are made for a mark that has none)."""
         topic = topic or topic_for(message)
         self.forged.add(message.event_id)
         if headers is None:
@@ -275,11 +283,14 @@ class Attacker:
                 headers = await self.relay_headers(topic, message.type, owner=sender)
             position = relay_position(headers)
             assert position is not None, f"no relay position to sign in {headers}"
+            if partition is None:
+                partition = await self.partition_of(topic, record_key)
+            where = Where(self.cluster, self.prefix + topic, partition)
             signature = self.stolen_signer(sender).sign(
-                topic, record_key, value, position[1], position[2]
+                where, record_key, value, position[1], position[2]
             )
             headers = [*headers, (SIGNATURE_HEADER, signature)]
-        return await self.send(topic, value, key=record_key, headers=headers)
+        return await self.send(topic, value, key=record_key, headers=headers, partition=partition)
 
     def stolen_signer(self, service: str) -> Signer:
         """``service``'s signer, from the run's keys (what an attacker who stole them has)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -25,11 +26,13 @@ from services.shared.platform.kafka import (
     PROJECT_TOPICS,
     SIGNATURE_HEADER,
     client_options,
+    cluster_id,
     ensure_topics,
+    key_partition,
 )
 from services.shared.platform.keys import load_keyring, signer_for
 from services.shared.platform.settings import Settings
-from services.shared.platform.signing import Signer
+from services.shared.platform.signing import Signer, Where
 from tests import kafka_logins
 from tests.kafka_cleanup import created_under
 from tests.signing_keys import ensure_key, key_env
@@ -160,6 +163,20 @@ def signer_as(settings: Settings, service: str) -> Signer:
     return _signers[found]
 
 
+_clusters: dict[str, str] = {}
+
+
+def cluster_of(settings: Settings) -> str:
+    """The id of the Kafka cluster ``settings`` name (read once, in a thread of its own: the
+    tests' helpers that sign are not coroutines)."""
+    servers = settings.kafka_bootstrap_servers
+    if servers not in _clusters:
+        with concurrent.futures.ThreadPoolExecutor(1) as thread:
+            asked = thread.submit(asyncio.run, cluster_id(as_admin(settings)))
+            _clusters[servers] = asked.result(timeout=60)
+    return _clusters[servers]
+
+
 def signed_headers(
     settings: Settings,
     service: str,
@@ -169,8 +186,11 @@ def signed_headers(
     notification: int,
     index: int = 0,
 ) -> list[tuple[str, bytes]]:
-    """The relay headers and signature ``service``'s relay puts on a record it publishes."""
-    signature = signer_as(settings, service).sign(logical_topic, key, value, notification, index)
+    """The relay headers and signature ``service``'s relay puts on a record it publishes
+    (signed for the partition murmur2 gives ``key`` on a topic of the settings' partitions)."""
+    topic = settings.topic(logical_topic)
+    where = Where(cluster_of(settings), topic, key_partition(key, settings.topic_partitions))
+    signature = signer_as(settings, service).sign(where, key, value, notification, index)
     return [*relay_headers(service, notification, index), (SIGNATURE_HEADER, signature)]
 
 

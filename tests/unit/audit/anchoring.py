@@ -69,6 +69,7 @@ def relay_anchors(
         _no_quarantine,
         signer=signer,
         signed_topics=SIGNED_TOPICS,
+        partitions=lambda topic: 1,  # the seals topic of one partition: 0
     )
     records: list[OutgoingRecord] = [
         record for chunk in encoder.chunks(events, [0]) for record in chunk.markers + chunk.others
@@ -84,7 +85,7 @@ def read(keyring: Keyring, records: Sequence[Record]) -> AnchorRecords:
     """What the auditor keeps of these records (as ``anchor_reader.read_anchors`` does)."""
     found = AnchorRecords("punto-banco.seals", keyring)
     for offset, record in enumerate(records):
-        found.add(record.key, record.value, record.headers, f"offset {offset}")
+        found.add(record.key, record.value, record.headers, 0, offset)
     found.finish()
     return found
 

@@ -12,11 +12,11 @@ from typing import Any
 
 from services.dev.simulation import LocalSystem, PlayLog, play
 from services.shared.facts.settlement import CoupSettledFact
+from services.shared.platform.kafka import table_partition
 from services.tools.audit.auditor import AuditReport, audit, read_history
 from services.tools.audit.checks import Checker, Filters
 from services.tools.audit.findings import Code, Finding, Severity
 from services.tools.audit.memory_stores import ListStore, RecorderStore
-from services.tools.audit.partitions import table_partition
 from services.tools.audit.stores import SERVICES, Row, StoreReader
 
 TOPIC_SETTLED = CoupSettledFact.STORED_TOPIC

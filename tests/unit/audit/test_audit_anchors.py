@@ -11,10 +11,11 @@ import json
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from contracts import SEALS, SealAnchored, decode
 from services.dev.simulation import LocalSystem, play
-from services.shared.platform.signing import Signer
+from services.shared.platform.signing import Keyring, KeyringEntry, Signer, Where, b64url
 from services.tools.audit.anchor_reader import AnchorRecords
 from services.tools.audit.auditor import AuditReport, audit
 from services.tools.audit.findings import Code, Severity
@@ -31,6 +32,9 @@ from tests.unit.audit.anchoring import (
     signers,
 )
 from tests.unit.audit.helpers import Played, codes, edit_state, only
+
+SEALS_0 = Where("", SEALS, 0)
+"""Where the anchors of these tests are: partition 0 of the seals topic (no prefix)."""
 
 SEAL_CODES = {
     Code.ROW_ALTERED,
@@ -181,8 +185,8 @@ def test_an_anchor_forged_without_the_key_is_refused_and_not_believed(
     impostor, _ = signers(["shoe"])  # a key the keyring does not give to shoe
     position = dict(original.headers)
     nid = int(position["pb-notification-id"])
-    sig_by_impostor = impostor["shoe"].sign(SEALS, b"shoe", forged_value, nid, 0)
-    sig_by_dealing = made["dealing"].sign(SEALS, b"shoe", forged_value, nid, 0)
+    sig_by_impostor = impostor["shoe"].sign(SEALS_0, b"shoe", forged_value, nid, 0)
+    sig_by_dealing = made["dealing"].sign(SEALS_0, b"shoe", forged_value, nid, 0)
     copied_to_dealing = Record(b"dealing", original.value, original.headers)
     unsigned = [(k, v) for k, v in original.headers if k != "pb-sig"]
     forgeries = [
@@ -225,7 +229,7 @@ def test_a_chain_rewritten_and_anchored_again_is_found(
     again = Record(
         b"dealing",
         rewritten,
-        _with_sig(original.headers, made["dealing"].sign(SEALS, b"dealing", rewritten, nid, 0)),
+        _with_sig(original.headers, made["dealing"].sign(SEALS_0, b"dealing", rewritten, nid, 0)),
     )
     report = _audit(played.rows(), read(keyring, [*_all(published), again]))
     (conflict,) = only(report, Code.ANCHOR_DIGEST_MISMATCH)
@@ -259,3 +263,53 @@ def test_a_store_with_no_anchor_at_all_is_a_warning(played: Played, keys: tuple[
     (warning,) = report.findings
     assert (warning.code, warning.severity) == (Code.SEAL_NOT_ANCHORED, Severity.WARNING)
     assert "none of the store's 3 seals is anchored" in warning.message
+
+
+def test_an_anchor_copied_to_another_partition_prefix_or_cluster_is_refused(
+    played: Played, published: dict[str, list[Record]], keys: tuple[Any, Any]
+) -> None:
+    """Signed for partition 0 of punto-banco.seals on this cluster: read anywhere else (a copy
+    from another deployment or cluster sharing the keys), no anchor is believed."""
+    records = _all(published)
+    for found in (
+        AnchorRecords("punto-banco.seals", keys[1], "another-cluster"),
+        AnchorRecords("staging.punto-banco.seals", keys[1]),
+    ):
+        for offset, record in enumerate(records):
+            found.add(record.key, record.value, record.headers, 0, offset)
+        assert found.refused == len(records) and not found.books
+    moved = AnchorRecords("punto-banco.seals", keys[1])
+    moved.add(records[0].key, records[0].value, records[0].headers, 1, 0)
+    assert moved.refused == 1 and "signed for partition 0, not 1" in moved.findings[0].message
+
+
+def test_an_anchor_signed_with_the_first_scheme_still_verifies(
+    played: Played, published: dict[str, list[Record]]
+) -> None:
+    """Anchors are kept forever: one a relay signed before record-jws/v2 (the logical topic,
+    no partition, prefix or cluster) is still believed, and still refused when changed."""
+    key = Ed25519PrivateKey.generate()
+    keyring = Keyring({"shoe-1": KeyringEntry("shoe-1", "shoe", key.public_key())})
+    original = published["shoe"][0]
+    nid = int(dict(original.headers)["pb-notification-id"])
+    header = json.dumps(
+        {
+            "alg": "EdDSA",
+            "b64": False,
+            "crit": ["b64"],
+            "kid": "shoe-1",
+            "pb-key": "shoe",
+            "pb-pos": f"{nid}:0",
+            "pb-topic": SEALS,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode()
+    encoded = b64url(header)
+    value = original.value or b""
+    v1 = encoded + b".." + b64url(key.sign(encoded + b"." + value))
+    found = read(keyring, [Record(b"shoe", value, _with_sig(original.headers, v1))])
+    assert found.refused == 0 and list(found.book("shoe").anchors) == [1]
+    changed = value.replace(b'"seal":1', b'"seal":9')
+    refused = read(keyring, [Record(b"shoe", changed, _with_sig(original.headers, v1))])
+    assert refused.refused == 1 and "bad signature" in refused.findings[0].message

@@ -16,6 +16,7 @@ import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
 from services.dev.simulation import LocalSystem, play
+from services.shared.platform.kafka import table_partition
 from services.shared.platform.signing import Signer
 from services.tools.audit.anchor_reader import AnchorRecords
 from services.tools.audit.auditor import audit
@@ -26,7 +27,6 @@ from services.tools.audit.partitions import (
     archive_findings,
     archived_stores,
     layout_findings,
-    table_partition,
 )
 from services.tools.audit.report import to_html, to_json, to_text
 from services.tools.audit.result import AuditReport

@@ -17,7 +17,7 @@ from services.dev.bench.instances import (
     spread,
     spread_lines,
 )
-from services.tools.audit.partitions import table_partition
+from services.shared.platform.kafka import table_partition
 
 PREFIX = "2026-12-01 18:00:00,000 INFO [settlement] services.shared.platform"
 

@@ -153,10 +153,18 @@ def test_rejection_codes_are_exactly_the_agreed_set() -> None:
         "TABLE_CLOSED",
         "BOOK_FULL",
         "DUPLICATE_BET_ID",
+        "INVALID_BETTOR_ID",
+        "INVALID_ENVELOPE",
+        "WRONG_KEY",
+        "WRONG_PARTITION",
     }
     assert {"SUPERVISOR_REQUIRED", "COUP_NOT_VOIDABLE", "UNKNOWN_PAYTABLE"} <= set(
         get_args(c.CommandRejectionCode)
     )
+    # a misplaced command is answered with the same codes by dealing and settlement, and a
+    # misplaced fact is an incident of that code
+    for codes in (c.RejectionCode, c.CommandRejectionCode, c.IncidentCode):
+        assert set(get_args(codes)) >= c.MISPLACED == {"WRONG_KEY", "WRONG_PARTITION"}
     decisions = {
         "AUTHORIZATION_MALFORMED",
         "UNKNOWN_SUPERVISOR_KEY",

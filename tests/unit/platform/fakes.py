@@ -132,6 +132,10 @@ class FakeConsumer:
     paused: set[Any] = field(default_factory=set)
     sought: list[tuple[Any, int]] = field(default_factory=list)
     highwaters: dict[Any, int] = field(default_factory=dict)
+    partitions: int = 1  # of every topic: each table's records belong in partition 0
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return set(range(self.partitions))
 
     async def commit(self, offsets: dict[Any, int]) -> None:
         self.committed.update(offsets)

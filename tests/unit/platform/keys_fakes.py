@@ -7,7 +7,7 @@ import hashlib
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from services.shared.platform.kafka import SIGNATURE_HEADER
-from services.shared.platform.signing import Keyring, KeyringEntry, Signer
+from services.shared.platform.signing import Keyring, KeyringEntry, Signer, Where
 
 
 def fixed_key(name: str) -> Ed25519PrivateKey:
@@ -26,7 +26,7 @@ KEYRING = Keyring({s.kid: KeyringEntry(s.kid, s.service, s.public_key) for s in 
 
 
 def signature(
-    service: str, topic: str, key: bytes, value: bytes, notification: int, index: int = 0
+    service: str, where: Where, key: bytes, value: bytes, notification: int, index: int = 0
 ) -> tuple[str, bytes]:
-    """The ``pb-sig`` header ``service``'s relay puts on this record."""
-    return SIGNATURE_HEADER, SIGNERS[service].sign(topic, key, value, notification, index)
+    """The ``pb-sig`` header ``service``'s relay puts on this record, written ``where``."""
+    return SIGNATURE_HEADER, SIGNERS[service].sign(where, key, value, notification, index)

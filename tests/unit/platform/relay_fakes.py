@@ -30,9 +30,14 @@ TopicPartition = tuple[str, int]
 PREFIX = "p."
 
 
-def relay_for(plan: Plan, broker: FakeBroker, batch: int = 100, **options: Any) -> OutboxRelay:
-    """The relay of ``plan`` on ``broker``; ``options``: OutboxRelay's (signer...)."""
+def relay_for(
+    plan: Plan, broker: FakeBroker, batch: int = 100, cell: int | None = None, **options: Any
+) -> OutboxRelay:
+    """The relay of ``plan`` on ``broker`` (of partition ``cell``'s cell, when given);
+    ``options``: OutboxRelay's (signer...)."""
     settings = Settings.from_env("counter", {"PB_TOPIC_PREFIX": PREFIX}, relay_batch_size=batch)
+    if cell is not None:
+        settings = settings.for_partition(cell)
     return OutboxRelay(plan.app, settings, plan.mapper, producer_factory=broker.producer, **options)
 
 

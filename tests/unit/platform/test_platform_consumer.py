@@ -9,6 +9,7 @@ themselves are tested in test_platform_consumer_signatures.py.
 
 import asyncio
 import base64
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from services.shared.platform.consumer import (
     with_unit_of_work,
 )
 from services.shared.platform.settings import Settings
+from services.shared.platform.signing import Where
 from services.shared.platform.tracking import (
     CLAIM_SUFFIX,
     UNCLAIMED,
@@ -67,8 +69,9 @@ def record(
     timestamp_type: int = 0,
     signed: bool = True,
 ) -> ConsumerRecord[bytes, bytes]:
-    """A record; on table-events with dealing's relay headers, signed by dealing unless not
-    ``signed``."""
+    """A record keyed by its table id (t1 unless the value names another); on table-events
+    with dealing's relay headers, signed by dealing unless not ``signed``."""
+    key = table_of(value).encode()
     if signed and topic == EVENTS and value is not None:
         try:
             position = relayed_position(headers, "dealing")
@@ -78,7 +81,9 @@ def record(
             notification, index = divmod(position, 2**20)
             headers = [
                 *headers,
-                signature("dealing", TABLE_EVENTS, b"t1", value, notification, index),
+                signature(
+                    "dealing", Where(CLUSTER, topic, partition), key, value, notification, index
+                ),
             ]
     return ConsumerRecord(
         topic=topic,
@@ -86,23 +91,31 @@ def record(
         offset=offset,
         timestamp=timestamp,
         timestamp_type=timestamp_type,
-        key=b"t1",
+        key=key,
         value=value,
         checksum=None,
-        serialized_key_size=2,
+        serialized_key_size=len(key),
         serialized_value_size=len(value or b""),
         headers=tuple(headers),
     )
 
 
-def close(reason: str) -> bytes:
+def table_of(value: bytes | None) -> str:
+    try:
+        found = json.loads(value or b"").get("table_id")
+    except (ValueError, AttributeError):
+        return "t1"
+    return found if isinstance(found, str) else "t1"
+
+
+def close(reason: str, table: str = "t1") -> bytes:
     """An external command (table-commands)."""
-    return encode(CloseTable(table_id="t1", reason=reason))
+    return encode(CloseTable(table_id=table, reason=reason))
 
 
-def closed(reason: str) -> bytes:
+def closed(reason: str, table: str = "t1") -> bytes:
     """An internal event (table-events, published by dealing)."""
-    return encode(TableClosed(table_id="t1", reason=reason))
+    return encode(TableClosed(table_id=table, reason=reason))
 
 
 def relayed(
@@ -117,10 +130,15 @@ def relayed(
 
 
 def event(
-    offset: int, reason: str, notification: int, partition: int = 0
+    offset: int, reason: str, notification: int, partition: int = 0, table: str = "t1"
 ) -> ConsumerRecord[bytes, bytes]:
     """TableClosed on table-events, as dealing's relay publishes it."""
-    return record(offset, closed(reason), relayed(notification), partition=partition, topic=EVENTS)
+    value = closed(reason, table)
+    return record(offset, value, relayed(notification), partition=partition, topic=EVENTS)
+
+
+ON_0, ON_1 = "t2", "t1"
+"""Tables murmur2 puts on partitions 0 and 1 of a topic of two (``Harness(partitions=2)``)."""
 
 
 class Harness:
@@ -131,6 +149,7 @@ class Harness:
         cluster: str = CLUSTER,
         topic_id: str | dict[str, str] = TOPIC_ID,
         failures: int = 0,
+        partitions: int = 1,
     ) -> None:
         self.app = app or CounterApp(env=popo_env())
         self.settings = Settings.from_env("counter", {"PB_TOPIC_PREFIX": prefix})
@@ -186,7 +205,7 @@ class Harness:
             topic_ids=topic_ids,
             keyring=KEYRING,
         )
-        self.kafka = FakeConsumer()
+        self.kafka = FakeConsumer(partitions=partitions)
         self.runtime.consumer = self.kafka
         self.stop_changes: list[tuple[str, int, bool]] = []
         self.runtime.stops.on_change = lambda t, p, s: self.stop_changes.append((t, p, s))
@@ -253,9 +272,9 @@ async def test_a_republished_relay_message_has_one_effect() -> None:
 
 
 async def test_partitions_are_tracked_separately() -> None:
-    h = Harness()
-    await h.feed(record(5, close("1"), partition=0), record(2, close("10"), partition=1))
-    await h.feed(record(3, close("100"), partition=1))
+    h = Harness(partitions=2)
+    await h.feed(record(5, close("1", ON_0)), record(2, close("10", ON_1), partition=1))
+    await h.feed(record(3, close("100", ON_1), partition=1))
     assert h.total == 111
 
 
@@ -544,11 +563,11 @@ async def test_an_internal_message_its_handler_fails_on_stops_its_partition() ->
 
 
 async def test_other_partitions_go_on_while_one_is_stopped() -> None:
-    h = Harness()
+    h = Harness(partitions=2)
     await h.feed(
-        event(0, "boom", 1, partition=0),
-        event(0, "5", 1, partition=1),
-        record(0, close("7")),
+        event(0, "boom", 1, partition=0, table=ON_0),
+        event(0, "5", 1, partition=1, table=ON_1),
+        record(0, close("7", ON_0)),
     )
     assert h.total == 12
     assert h.kafka.committed == {

@@ -22,6 +22,7 @@ from contracts import (
     DEAD_LETTERS,
     SHOE_COMMANDS,
     SHOE_EVENTS,
+    CloseShoe,
     DeadLetter,
     DrawCards,
     ShuffleShoe,
@@ -30,6 +31,7 @@ from contracts import (
 )
 from services.shared.platform.service_app import KafkaService
 from services.shared.platform.settings import Settings
+from services.shared.platform.signing import Where
 from services.shoe.application import ShoeApplication
 from services.shoe.service import build_service
 from tests.signing_keys import key_env
@@ -55,7 +57,7 @@ class Shoe:
         return subscriber.consumer
 
     async def send(
-        self, message: ShuffleShoe | DrawCards, notification: int, signed: bool = True
+        self, message: ShuffleShoe | DrawCards | CloseShoe, notification: int, signed: bool = True
     ) -> None:
         value = encode(message)
         headers = {
@@ -64,7 +66,8 @@ class Shoe:
             "pb-message-index": "0",
         }
         if signed:
-            signature = SIGNERS["dealing"].sign(SHOE_COMMANDS, b"t1", value, notification, 0)
+            where = Where("cluster", PREFIX + SHOE_COMMANDS, 0)  # TestKafkaBroker's partition
+            signature = SIGNERS["dealing"].sign(where, b"t1", value, notification, 0)
             headers["pb-sig"] = signature.decode()
         await self.broker.publish(  # type: ignore[attr-defined]
             value, topic=PREFIX + SHOE_COMMANDS, key=b"t1", headers=headers
@@ -156,3 +159,16 @@ async def test_the_subscriber_declared_in_service_py_reads_the_shoe_commands(sho
     assert subscriber is not None and subscriber in shoe.service.broker.subscribers
     assert subscriber.topic_names == [PREFIX + SHOE_COMMANDS]
     assert shoe.service.inputs == (SHOE_COMMANDS,)
+
+
+async def test_a_close_of_a_table_of_another_partition_closes_no_shoe(shoe: Shoe) -> None:
+    """Dealing's genuine signature, but read where t1's history is not (t1 belongs in
+    partition 1 of 3, TestKafkaBroker delivers to 0): not the request of the cell owning the
+    table. The shoe closes nothing and reveals nothing: an incident."""
+    await shoe.send(ShuffleShoe(table_id="t1", shoe_id="s1", decks=1, cut_card_from_end=10), 1)
+    shoe.kafka.partitions = 3
+    await shoe.send(CloseShoe(table_id="t1", shoe_id="s1"), 2)
+    found = shoe.service.app.get_shoe("t1", "s1")
+    assert found is not None and not found.closed
+    types = await relayed(shoe.relayed, count=3)
+    assert "IncidentRaised" in types and "ShoeClosed" not in types

@@ -7,20 +7,32 @@ fixed test keys of keys_fakes.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from uuid import uuid4
 
 from aiokafka import TopicPartition
 
-from contracts import BET_COMMANDS, TABLE_EVENTS, CloseBook, PlaceBet, encode
+from contracts import BET_COMMANDS, TABLE_EVENTS, CloseBook, CommandRejected, PlaceBet, encode
 from services.settlement.benchmark import open_book
-from services.shared.platform.signing import Keyring, KeyringEntry, Signer, b64url, b64url_decode
+from services.shared.platform.incidents import IncidentLog
+from services.shared.platform.signing import (
+    Keyring,
+    KeyringEntry,
+    Signer,
+    Where,
+    b64url,
+    b64url_decode,
+)
 from tests.unit.platform.keys_fakes import SIGNERS, fixed_key, signature
 from tests.unit.platform.test_platform_consumer import (
+    CLUSTER,
     EVENTS,
     RELAYED,
     Harness,
+    close,
     closed,
     event,
     record,
@@ -36,14 +48,18 @@ def signed_by(
     notification: int,
     index: int = 0,
     *,
-    topic: str = TABLE_EVENTS,
+    topic: str = EVENTS,
+    partition: int = 0,
+    cluster: str = CLUSTER,
     key: bytes = b"t1",
     signed_at: tuple[int, int] | None = None,
 ) -> list[tuple[str, bytes | None]]:
     """dealing's relay headers for the position, and ``service``'s signature of the record
-    (as if it were on ``topic`` with ``key`` at ``signed_at``, when they are given)."""
+    (as if it were in ``topic`` (a Kafka topic), ``partition`` of ``cluster`` with ``key`` at
+    ``signed_at``, when they are given)."""
     at = signed_at or (notification, index)
-    return [*relayed(notification, index), signature(service, topic, key, value, *at)]
+    where = Where(cluster, topic, partition)
+    return [*relayed(notification, index), signature(service, where, key, value, *at)]
 
 
 def forged_event(
@@ -73,7 +89,7 @@ async def test_records_signed_wrongly_are_dead_letters_and_genuine_ones_are_hand
     h = Harness()
     value = closed("50")
     stranger = Signer("dealing-9", "dealing", fixed_key("mallory"))
-    strangers = stranger.sign(TABLE_EVENTS, b"t1", value, 9, 0)
+    strangers = stranger.sign(Where(CLUSTER, EVENTS, 0), b"t1", value, 9, 0)
     genuine = signed_by("dealing", value, 9)
     header = genuine[-1][1]
     assert header is not None
@@ -86,7 +102,10 @@ async def test_records_signed_wrongly_are_dead_letters_and_genuine_ones_are_hand
         "unknown key id 'dealing-9'": [*relayed(9), ("pb-sig", strangers)],
         "signed for position '8:0', not 9:0": signed_by("dealing", value, 9, signed_at=(8, 0)),
         "signed for position '9:1', not 9:0": signed_by("dealing", value, 9, signed_at=(9, 1)),
-        "signed for topic": signed_by("dealing", value, 9, topic="punto-banco.shoe-events"),
+        "signed for topic": signed_by("dealing", value, 9, topic="p.punto-banco.shoe-events"),
+        "signed for topic 'q.": signed_by("dealing", value, 9, topic="q." + TABLE_EVENTS),
+        "signed for partition 1, not 0": signed_by("dealing", value, 9, partition=1),
+        "signed for cluster 'cluster-B'": signed_by("dealing", value, 9, cluster="cluster-B"),
         "signed for key 't2'": signed_by("dealing", value, 9, key=b"t2"),
         "bad signature": [
             *relayed(9),
@@ -140,7 +159,8 @@ async def test_a_key_added_to_the_keyring_file_is_taken_without_a_restart(tmp_pa
     h.runtime.keyring._checked = 0.0  # its first look at the file is due
     rotated = Signer("dealing-2", "dealing", fixed_key("pb-test-dealing-2"))
     value = closed("7")
-    headers = [*relayed(2), ("pb-sig", rotated.sign(TABLE_EVENTS, b"t1", value, 2, 0))]
+    signed = rotated.sign(Where(CLUSTER, EVENTS, 0), b"t1", value, 2, 0)
+    headers = [*relayed(2), ("pb-sig", signed)]
     await h.feed(event(0, "1", 1), record(1, value, headers, topic=EVENTS, signed=False))
     assert h.total == 1 and "unknown key id 'dealing-2'" in h.dead_letters()[0].error
     document = json.loads(path.read_text())
@@ -186,13 +206,15 @@ async def test_marks_need_dealing_s_signature_and_bets_need_none() -> None:
     opened, closing = mark(), encode(CloseBook(table_id="t1", coup_id="c1"))
     await h.feed(
         record(0, opened, topic=BETS),  # a gateway's OpenBook
-        record(1, opened, signed_by("settlement", opened, 7, topic=BET_COMMANDS), topic=BETS),
+        record(1, opened, signed_by("settlement", opened, 7, topic=BETS), topic=BETS),
         record(2, opened, signed_by("dealing", opened, 7), topic=BETS),  # for table-events
         record(3, closing, [*relayed(7, 1)], topic=BETS),  # dealing's headers, no signature
-        record(4, opened, [signature("dealing", BET_COMMANDS, b"t1", opened, 7)], topic=BETS),
+        record(
+            4, opened, [signature("dealing", Where(CLUSTER, BETS, 0), b"t1", opened, 7)], topic=BETS
+        ),
         record(5, bet("b1"), topic=BETS),  # a bet: nobody signs it
-        record(6, opened, signed_by("dealing", opened, 7, topic=BET_COMMANDS), topic=BETS),
-        record(7, closing, signed_by("dealing", closing, 7, 1, topic=BET_COMMANDS), topic=BETS),
+        record(6, opened, signed_by("dealing", opened, 7, topic=BETS), topic=BETS),
+        record(7, closing, signed_by("dealing", closing, 7, 1, topic=BETS), topic=BETS),
     )
     assert [d.offset for d in h.marks] == [6, 7]
     assert all(d.source == "dealing" and not d.external for d in h.marks)
@@ -202,7 +224,7 @@ async def test_marks_need_dealing_s_signature_and_bets_need_none() -> None:
     errors = [d.error for d in letters]
     assert errors[0].startswith("signature: its relay position cannot be read"), errors[0]
     assert "belongs to settlement, but only dealing writes here" in errors[1]
-    assert "signed for topic 'punto-banco.table-events'" in errors[2]
+    assert "signed for topic 'p.punto-banco.table-events'" in errors[2]
     assert "no pb-sig header" in errors[3]
     assert "relay position cannot be read: header pb-source is missing" in errors[4]
     assert h.app.tracked_position(f"cluster-A:{BETS}:id-A:0") == 8  # offsets go on
@@ -224,8 +246,55 @@ async def test_a_signed_mark_that_fails_stops_its_partition_and_a_failing_bet_do
     await h.feed(record(0, bet("b1"), topic=BETS))
     [letter] = h.dead_letters()
     assert letter.error.startswith("handler failed")  # a bet from outside: dead-lettered
-    await h.feed(record(1, opened, signed_by("dealing", opened, 7, topic=BET_COMMANDS), topic=BETS))
+    await h.feed(record(1, opened, signed_by("dealing", opened, 7, topic=BETS), topic=BETS))
     [stopped] = list(h.runtime.stops)
     assert (stopped.offset, stopped.message_type) == (1, "OpenBook")
     assert len(h.dead_letters()) == 1  # the mark is not dead-lettered
     assert h.kafka.committed[TopicPartition(BETS, 0)] == 1
+
+
+# ---- a table's history is one partition ---------------------------------------------------
+
+
+def incidents(h: Harness) -> list[tuple[str, str]]:
+    """(code, table id) of each incident the harness's app recorded."""
+    found = []
+    for notification in h.app.recorder.select_notifications(1, 1000):
+        event = h.app.mapper.to_domain_event(notification)
+        if isinstance(event, IncidentLog.Raised):
+            found.append((event.code, event.table_id))
+    return found
+
+
+async def test_a_record_not_keyed_by_its_table_or_in_another_partition_is_refused() -> None:
+    """t1 belongs in partition 1 of 2 (murmur2): a genuine signature for partition 0 or a
+    command there is delivered with its refusal (an incident here, never handled) and takes
+    its position; the partition goes on."""
+    h = Harness(partitions=2)
+    value = closed("5")  # t1's
+    await h.feed(record(0, value, relayed(4), topic=EVENTS))  # signed for partition 0
+    await h.feed(record(0, close("7")), record(1, close("1", "t2")))  # t2 belongs in 0
+    assert h.calls == 1 and h.total == 1
+    assert incidents(h) == [("WRONG_PARTITION", "t1"), ("WRONG_PARTITION", "t1")]
+    assert h.app.tracked_position(RELAYED) == 4 * 2**20  # its position is taken
+    assert not h.dead_letters()
+    misnamed = dataclasses.replace(record(2, close("3", "t2")), key=b"t2 ")
+    await h.feed(misnamed)
+    assert incidents(h)[-1] == ("WRONG_KEY", "t2") and h.total == 1
+
+
+async def test_a_command_rejected_is_taken_in_the_partition_its_command_was_read_from() -> None:
+    """A cell answers a command read in its partition there, whatever the table: a
+    CommandRejected is checked for its key, not its partition."""
+    h = Harness(partitions=2)
+    rejected = encode(
+        CommandRejected(
+            table_id="t1",
+            command_id=uuid4(),
+            command_type="OpenTable",
+            reason_code="WRONG_PARTITION",
+            message="not here",
+        )
+    )
+    await h.feed(record(0, rejected, relayed(4), topic=EVENTS))
+    assert h.calls == 1 and incidents(h) == []

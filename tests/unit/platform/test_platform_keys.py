@@ -19,7 +19,7 @@ from services.shared.platform.keys import (
     signer_for,
 )
 from services.shared.platform.settings import Settings
-from services.shared.platform.signing import verify
+from services.shared.platform.signing import Where, verify
 
 
 def settings(tmp_path: Path, service: str = "dealing", **env: str) -> Settings:
@@ -119,18 +119,14 @@ def test_rotation_signs_with_a_new_key_and_the_old_one_still_verifies(tmp_path: 
     s = settings(tmp_path)
     init_keys(s)
     old = signer_for(s, load_keyring(s))
-    signed_before = old.sign("punto-banco.table-events", b"t1", b"{}", 1, 0)
+    where = Where("cluster", "punto-banco.table-events", 0)
+    signed_before = old.sign(where, b"t1", b"{}", 1, 0)
     assert rotate_key(s) == "dealing-2"
     assert mode(s.signing_key_path) == 0o600
     keyring = load_keyring(s)
     new = signer_for(s, keyring)
     assert (old.kid, new.kid) == ("dealing-1", "dealing-2")
-    signed_after = new.sign("punto-banco.table-events", b"t1", b"{}", 2, 0)
+    signed_after = new.sign(where, b"t1", b"{}", 2, 0)
     for position, header in ((1, signed_before), (2, signed_after)):
-        assert (
-            verify(
-                keyring, "dealing", "punto-banco.table-events", b"t1", b"{}", position, 0, header
-            )
-            is None
-        )
+        assert verify(keyring, "dealing", where, b"t1", b"{}", position, 0, header) is None
     assert rotate_key(s) == "dealing-3"

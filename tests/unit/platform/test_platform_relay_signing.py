@@ -13,9 +13,10 @@ from contracts import (
     BetSettled,
     Message,
 )
+from services.shared.platform.kafka import key_partition
 from services.shared.platform.messages import envelope
 from services.shared.platform.relay import SIGNED_TOPICS
-from services.shared.platform.signing import verify
+from services.shared.platform.signing import Where, verify
 from tests.unit.platform.fakes import CounterApp, popo_env
 from tests.unit.platform.keys_fakes import KEYRING, SIGNERS
 from tests.unit.platform.relay_fakes import (
@@ -27,6 +28,7 @@ from tests.unit.platform.relay_fakes import (
     close_book,
     closed,
     relay_for,
+    table_on,
 )
 
 
@@ -49,11 +51,14 @@ def settled(table: str) -> Maker:
     return make
 
 
-def verified(record: Appended, topic: str) -> str | None:
+def verified(record: Appended, topic: str, partition: int | None = None) -> str | None:
+    """Why ``record`` does not verify as dealing's, read in ``topic`` (logical) and
+    ``partition`` (its own unless given), on the relay's cluster ("" with a fake broker)."""
+    where = Where("", PREFIX + topic, record.partition if partition is None else partition)
     return verify(
         KEYRING,
         "dealing",
-        topic,
+        where,
         record.key,
         record.value,
         int(record.headers["pb-notification-id"]),
@@ -62,7 +67,7 @@ def verified(record: Appended, topic: str) -> str | None:
     )
 
 
-async def test_owned_topics_and_marks_are_signed_for_their_topic_key_and_position() -> None:
+async def test_owned_topics_and_marks_are_signed_for_their_place_key_and_position() -> None:
     plan = Plan(CounterApp(env=popo_env()))
     plan.add(closed("t1", "a"), close_book("t1"), closed("t2", "b"))
     plan.add(settled("t1"), settled("t1"))
@@ -73,8 +78,13 @@ async def test_owned_topics_and_marks_are_signed_for_their_topic_key_and_positio
     events, marks = broker.appended(PREFIX + TABLE_EVENTS), broker.appended(PREFIX + BET_COMMANDS)
     assert len(events) == 2 and len(marks) == 1
     for record in events:
+        assert record.partition == key_partition(record.key or b"", broker.partitions)
         assert verified(record, TABLE_EVENTS) is None
         assert "signed for topic" in str(verified(record, BET_COMMANDS))
+        elsewhere = 1 - record.partition
+        assert f"signed for partition {record.partition}" in str(
+            verified(record, TABLE_EVENTS, elsewhere)
+        )
     assert verified(marks[0], BET_COMMANDS) is None
     assert list(marks[0].headers)[:4] == [
         "pb-source",
@@ -85,6 +95,24 @@ async def test_owned_topics_and_marks_are_signed_for_their_topic_key_and_positio
     # bet-events (owned, read by no service: 10,000 BetSettled a coup) is not signed by default
     assert BET_EVENTS not in SIGNED_TOPICS
     assert all("pb-sig" not in r.headers for r in broker.appended(PREFIX + BET_EVENTS))
+
+
+async def test_a_cell_writes_the_topics_services_read_in_its_own_partition_only() -> None:
+    """A partition cell signs and writes table-events and the marks in its partition, whatever
+    the key (its answer about another partition's table goes back where the command was read);
+    what no service reads (bet-events) goes where its key sends it."""
+    plan = Plan(CounterApp(env=popo_env()))
+    mine, other = table_on(1), table_on(0)
+    plan.add(closed(mine, "a"), closed(other, "b"), close_book(other), settled(other))
+    broker = FakeBroker()
+    relay = relay_for(plan, broker, cell=1, signer=SIGNERS["dealing"])
+    await relay.start()
+    assert await relay.publish_pending() == 4
+    written = [*broker.appended(PREFIX + TABLE_EVENTS), *broker.appended(PREFIX + BET_COMMANDS)]
+    assert [r.partition for r in written] == [1, 1, 1]
+    assert [verified(r, r.topic.removeprefix(PREFIX)) for r in written] == [None] * 3
+    [bet] = broker.appended(PREFIX + BET_EVENTS)
+    assert bet.partition == 0
 
 
 async def test_bet_events_are_signed_when_asked() -> None:

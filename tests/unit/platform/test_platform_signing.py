@@ -14,10 +14,12 @@ from joserfc.errors import BadSignatureError
 from joserfc.jwk import OKPKey
 
 from services.shared.platform.signing import (
+    SCHEME,
     Keyring,
     KeyringEntry,
     KeyringError,
     Signer,
+    Where,
     b64url,
     b64url_decode,
     protected_header,
@@ -33,19 +35,30 @@ SIGNER = Signer("dealing-1", "dealing", KEY)
 KEYRING = Keyring({"dealing-1": KeyringEntry("dealing-1", "dealing", KEY.public_key())})
 
 TOPIC, RECORD_KEY, VALUE = "punto-banco.table-events", b"table-1", b'{"type":"TableClosed"}'
+WHERE = Where("cluster-A", "acme." + TOPIC, 2)
+"""Partition 2 of table-events under the prefix ``acme.``, on the cluster ``cluster-A``."""
 VECTOR = (
+    "eyJhbGciOiJFZERTQSIsImI2NCI6ZmFsc2UsImNyaXQiOlsiYjY0Il0sImtpZCI6ImRlYWxpbmctMSIsInBiLWNsdXN0ZX"
+    "IiOiJjbHVzdGVyLUEiLCJwYi1rZXkiOiJ0YWJsZS0xIiwicGItcGFydCI6MiwicGItcG9zIjoiNDI6MyIsInBiLXNjaGVt"
+    "ZSI6InJlY29yZC1qd3MvdjIiLCJwYi10b3BpYyI6ImFjbWUucHVudG8tYmFuY28udGFibGUtZXZlbnRzIn0..jI7jeeUtU"
+    "ex0Rb11CqFs2i7WRAfZqBCY7z2c6WyK9_ETe9DR6mO_liuVDCPWwLpwkLZO5eDUMAXSe-SPDIlCAg"
+)
+"""pb-sig of VALUE at WHERE, key table-1, notification 42 message 3, by the RFC 8032 key as
+dealing-1 (scheme record-jws/v2). Checked once with joserfc 1.6.5 (an independent JOSE library)
+as an RFC 7797 detached unencoded JWS, its pb-* members registered."""
+V1_VECTOR = (
     "eyJhbGciOiJFZERTQSIsImI2NCI6ZmFsc2UsImNyaXQiOlsiYjY0Il0sImtpZCI6ImRlYWxpbmctMSIsInBiLWtleSI6"
     "InRhYmxlLTEiLCJwYi1wb3MiOiI0MjozIiwicGItdG9waWMiOiJwdW50by1iYW5jby50YWJsZS1ldmVudHMifQ.."
     "s79Kavr2oSqHDCGXZzO_Gy5s8jSBj-kJunljkV2RiiniymOTmcA7vAQbBcJqcswEzAIVLO-EnPL_QDoTtDidBA"
 )
-"""pb-sig of VALUE at table-events, key table-1, notification 42 message 3, by the RFC 8032
-key as dealing-1 (joserfc verifies it: the test below)."""
+"""The same record signed with the first scheme (v1: the logical topic, no partition, prefix or
+cluster), as relays wrote it before record-jws/v2."""
 
 
 def check(header: bytes | None, **record: object) -> str | None:
     fields: dict[str, object] = {
         "signer": "dealing",
-        "topic": TOPIC,
+        "where": WHERE,
         "key": RECORD_KEY,
         "value": VALUE,
         "notification_id": 42,
@@ -72,7 +85,7 @@ def test_joserfc_verifies_a_record_signature_as_a_detached_unencoded_jws() -> No
     library reads its pb-sig as RFC 7515 appendix F with RFC 7797 and checks it over the value."""
     registry = jws.JWSRegistry(algorithms=["EdDSA"], strict_check_header=False)  # pb-* members
     public = OKPKey.import_key(KEY.public_key())
-    for value, pb_sig in ((VALUE, VECTOR), (b"[]", SIGNER.sign(TOPIC, RECORD_KEY, b"[]", 7, 0))):
+    for value, pb_sig in ((VALUE, VECTOR), (b"[]", SIGNER.sign(WHERE, RECORD_KEY, b"[]", 7, 0))):
         signed = jws.deserialize_compact(pb_sig, public, registry=registry, payload=value)
         assert signed.payload == value and signed.protected["b64"] is False
         with pytest.raises(BadSignatureError):
@@ -80,23 +93,26 @@ def test_joserfc_verifies_a_record_signature_as_a_detached_unencoded_jws() -> No
 
 
 def test_a_signature_with_a_fixed_key_is_byte_stable() -> None:
-    assert SIGNER.sign(TOPIC, RECORD_KEY, VALUE, 42, 3).decode() == VECTOR
-    assert SIGNER.sign(TOPIC, RECORD_KEY, VALUE, 42, 3).decode() == VECTOR  # cached halves
+    assert SIGNER.sign(WHERE, RECORD_KEY, VALUE, 42, 3).decode() == VECTOR
+    assert SIGNER.sign(WHERE, RECORD_KEY, VALUE, 42, 3).decode() == VECTOR  # cached halves
 
 
 def test_the_header_is_the_protected_header_and_the_payload_is_detached_and_unencoded() -> None:
     encoded, payload, signature = VECTOR.split(".")
     assert payload == ""
     header = b64url_decode(encoded)
-    assert header == protected_header("dealing-1", TOPIC, "table-1", 42, 3)
+    assert header == protected_header("dealing-1", WHERE, "table-1", 42, 3)
     assert json.loads(header) == {
         "alg": "EdDSA",
         "b64": False,
         "crit": ["b64"],
         "kid": "dealing-1",
+        "pb-cluster": "cluster-A",
         "pb-key": "table-1",
+        "pb-part": 2,
         "pb-pos": "42:3",
-        "pb-topic": TOPIC,
+        "pb-scheme": "record-jws/v2",
+        "pb-topic": "acme.punto-banco.table-events",
     }
     # RFC 7797: the signing input is the encoded header, ".", and the value as it is.
     KEY.public_key().verify(b64url_decode(signature), encoded.encode() + b"." + VALUE)
@@ -104,8 +120,8 @@ def test_the_header_is_the_protected_header_and_the_payload_is_detached_and_unen
 
 def test_the_fast_header_equals_the_canonical_json_for_any_key_and_position() -> None:
     for key, notification, index in [(b"t", 1, 0), ('tàble "x"'.encode(), 10**14, 2**20 - 1)]:
-        encoded = SIGNER.sign(TOPIC, key, VALUE, notification, index).split(b"..")[0]
-        expected = protected_header("dealing-1", TOPIC, key.decode(), notification, index)
+        encoded = SIGNER.sign(WHERE, key, VALUE, notification, index).split(b"..")[0]
+        expected = protected_header("dealing-1", WHERE, key.decode(), notification, index)
         assert b64url_decode(encoded.decode()) == expected
 
 
@@ -133,7 +149,11 @@ def _reheader(**changes: object) -> bytes:
         ({"key": b"table-2"}, VECTOR, "signed for key 'table-1', not 'table-2'"),
         ({"key": None}, VECTOR, "signed for key 'table-1', not ''"),
         ({"key": b"\xff"}, VECTOR, "not UTF-8"),
-        ({"topic": "punto-banco.shoe-events"}, VECTOR, "signed for topic"),
+        ({"where": Where("cluster-A", "acme.punto-banco.shoe-events", 2)}, VECTOR, "for topic"),
+        ({"where": Where("cluster-A", TOPIC, 2)}, VECTOR, "signed for topic"),  # no prefix
+        ({"where": Where("cluster-A", "other." + TOPIC, 2)}, VECTOR, "signed for topic"),
+        ({"where": Where("cluster-B", WHERE.topic, 2)}, VECTOR, "signed for cluster"),
+        ({"where": Where("cluster-A", WHERE.topic, 1)}, VECTOR, "signed for partition 2, not 1"),
         ({"notification_id": 43}, VECTOR, "signed for position '42:3', not 43:3"),
         ({"index": 0}, VECTOR, "signed for position '42:3', not 42:0"),
         ({"signer": "shoe"}, VECTOR, "key 'dealing-1' belongs to dealing, but only shoe"),
@@ -155,6 +175,13 @@ def _reheader(**changes: object) -> bytes:
         ({}, _reheader(exp=1), "exactly"),
         ({}, _reheader(pb_pos="42:03"), "signed for position '42:03'"),
         ({}, _reheader(pb_key=["table-1"]), "signed for key"),
+        ({"where": Where("cluster-A", WHERE.topic, 1)}, _reheader(pb_part=True), "partition"),
+        ({}, _reheader(pb_part=2.0), "signed for partition"),
+        ({}, _reheader(pb_part="2"), "signed for partition"),
+        ({}, _reheader(pb_scheme="record-jws/v3"), "pb-scheme"),
+        ({}, _reheader(pb_scheme=None), "exactly"),
+        ({}, _reheader(pb_cluster=None), "exactly"),
+        ({}, V1_VECTOR, "first scheme (v1)"),
     ],
 )
 def test_every_change_is_refused(record: dict[str, object], header: object, reason: str) -> None:
@@ -163,8 +190,19 @@ def test_every_change_is_refused(record: dict[str, object], header: object, reas
     assert why is not None and reason in why, why
 
 
+def test_a_record_of_the_first_scheme_verifies_only_where_v1_is_accepted() -> None:
+    """v1 bound the logical topic, key and position only: a consumer refuses it (a copy to
+    another partition, prefix or cluster would verify), the audit's anchors still take it."""
+    v1 = V1_VECTOR.encode()
+    assert check(v1, v1_topic=TOPIC) is None
+    assert "signed for topic" in str(check(v1, v1_topic="punto-banco.shoe-events"))
+    assert "bad signature" in str(check(v1, v1_topic=TOPIC, value=VALUE + b" "))
+    assert check(VECTOR.encode(), v1_topic=TOPIC) is None  # v2 is always taken
+    assert SCHEME == "record-jws/v2"
+
+
 def test_a_header_with_a_member_twice_is_refused() -> None:
-    header = protected_header("dealing-1", TOPIC, "table-1", 42, 3)
+    header = protected_header("dealing-1", WHERE, "table-1", 42, 3)
     doubled = header[:-1] + b',"kid":"dealing-1"}'
     encoded = b64url(doubled)
     why = check(encoded + b".." + b64url(KEY.sign(encoded + b"." + VALUE)))
@@ -177,15 +215,15 @@ def test_a_header_with_a_member_twice_is_refused() -> None:
 def test_every_key_of_a_service_verifies_after_a_rotation() -> None:
     second = Signer("dealing-2", "dealing", Ed25519PrivateKey.generate())
     keyring = KEYRING.with_entry(KeyringEntry("dealing-2", "dealing", second.public_key))
-    old = SIGNER.sign(TOPIC, RECORD_KEY, VALUE, 42, 3)
-    new = second.sign(TOPIC, RECORD_KEY, VALUE, 42, 3)
+    old = SIGNER.sign(WHERE, RECORD_KEY, VALUE, 42, 3)
+    new = second.sign(WHERE, RECORD_KEY, VALUE, 42, 3)
     assert old != new
     for header in (old, new):
-        assert verify(keyring, "dealing", TOPIC, RECORD_KEY, VALUE, 42, 3, header) is None
+        assert verify(keyring, "dealing", WHERE, RECORD_KEY, VALUE, 42, 3, header) is None
     assert keyring.find("dealing", second.public_key) == keyring.get("dealing-2")
     assert keyring.find("shoe", second.public_key) is None
     assert "unknown key id 'dealing-2'" in str(
-        verify(KEYRING, "dealing", TOPIC, RECORD_KEY, VALUE, 42, 3, new)
+        verify(KEYRING, "dealing", WHERE, RECORD_KEY, VALUE, 42, 3, new)
     )
 
 
@@ -226,12 +264,12 @@ def test_a_bad_keyring_says_what_is_wrong(text: str, reason: str) -> None:
 
 
 def test_a_signer_keeps_the_headers_of_a_bounded_number_of_table_ids() -> None:
-    """A header is built once per (topic, key) and kept, the oldest going beyond 4,096
+    """A header is built once per (where, key) and kept, the oldest going beyond 4,096
     (``signing.HEADERS_KEPT``): a flood of table ids costs no memory beyond that, and one
     built again signs the same."""
     signer = Signer("dealing-1", "dealing", KEY)
-    first = signer.sign(TOPIC, RECORD_KEY, VALUE, 42, 3)
+    first = signer.sign(WHERE, RECORD_KEY, VALUE, 42, 3)
     for n in range(5000):
-        signer.sign(TOPIC, f"table-{n}".encode(), VALUE, 1, 0)
+        signer.sign(WHERE, f"table-{n}".encode(), VALUE, 1, 0)
     assert len(signer._halves) == 4096
-    assert signer.sign(TOPIC, RECORD_KEY, VALUE, 42, 3) == first
+    assert signer.sign(WHERE, RECORD_KEY, VALUE, 42, 3) == first

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from contracts import TABLE_EVENTS
+from services.shared.platform.signing import Where
 from tests.unit.platform.keys_fakes import KEYRING, SIGNERS
 
 GUIDE = Path(__file__).resolve().parents[3] / "docs" / "integrating.md"
@@ -27,10 +28,13 @@ def test_the_guide_s_verify_accepts_the_relay_s_signature_and_refuses_changes() 
     verify = integrators_verify()
     keyring = json.loads(KEYRING.to_json())
     value = b'{"type":"TableClosed"}'
-    signature = SIGNERS["dealing"].sign(TABLE_EVENTS, b"t1", value, 12, 0)
+    topic = "acme." + TABLE_EVENTS
+    signature = SIGNERS["dealing"].sign(Where("cluster-A", topic, 2), b"t1", value, 12, 0)
 
     def record(**changed: Any) -> SimpleNamespace:
         fields: dict[str, Any] = {
+            "topic": topic,
+            "partition": 2,
             "key": b"t1",
             "value": value,
             "headers": [
@@ -43,10 +47,13 @@ def test_the_guide_s_verify_accepts_the_relay_s_signature_and_refuses_changes() 
         fields.update(changed)
         return SimpleNamespace(**fields)
 
-    assert verify(keyring, "dealing", TABLE_EVENTS, record())
-    assert not verify(keyring, "dealing", TABLE_EVENTS, record(value=value + b" "))
-    assert not verify(keyring, "dealing", TABLE_EVENTS, record(key=b"t2"))
-    assert not verify(keyring, "shoe", TABLE_EVENTS, record())
-    assert not verify(keyring, "dealing", "punto-banco.shoe-events", record())
+    assert verify(keyring, "dealing", "cluster-A", record())
+    assert not verify(keyring, "dealing", "cluster-A", record(value=value + b" "))
+    assert not verify(keyring, "dealing", "cluster-A", record(key=b"t2"))
+    assert not verify(keyring, "shoe", "cluster-A", record())
+    assert not verify(keyring, "dealing", "cluster-A", record(topic="acme.punto-banco.shoe-events"))
+    assert not verify(keyring, "dealing", "cluster-A", record(topic=TABLE_EVENTS))  # prefix
+    assert not verify(keyring, "dealing", "cluster-A", record(partition=1))
+    assert not verify(keyring, "dealing", "cluster-B", record())
     moved = [*record().headers[:1], ("pb-notification-id", b"13"), *record().headers[2:]]
-    assert not verify(keyring, "dealing", TABLE_EVENTS, record(headers=moved))
+    assert not verify(keyring, "dealing", "cluster-A", record(headers=moved))
