@@ -162,7 +162,10 @@ def credentials(
         False, "--add", help="Create the principal on the running broker if it has no credentials."
     ),
     role: str | None = typer.Option(
-        None, "--role", help="With --add: the role's ACLs (default: the name's first part)."
+        None,
+        "--role",
+        help="With --add: the role's ACLs (default: the role of that exact name: a role's own "
+        "name, or gateway-<operator> for an operator of PB_OPERATORS).",
     ),
     data_dir: Path | None = DATA_DIR,
     export: bool = EXPORT,

@@ -21,8 +21,11 @@ Every principal that reads may use the consumer group ``<group prefix>punto-banc
 topic, and WRITE on any topic implies IDEMPOTENT_WRITE (KIP-679), which idempotent producers
 need. Nobody but the admin creates, deletes or alters topics, configs or ACLs.
 
-A principal added later (``punto-banco infra credentials gateway-acme --add``) gets the
-role its name begins with (``gateway``), under its own name.
+A principal's role comes from its exact name (:func:`role_of`: a role's own name, or
+``gateway-<operator>`` for an operator the deployment serves) or is given explicitly
+(``punto-banco infra credentials floor-2 --add --role operator``); never from a part of its
+name, so ``operator-acme`` is nobody until someone gives it a role, and no ``gateway-house``
+shares the house's topics.
 
 Operators (B2B, ``PB_OPERATORS``): each operator has its own bet-commands and bet-events
 topics (``contracts.topics``; the house keeps the unsuffixed ones). A gateway principal is one
@@ -37,6 +40,7 @@ WRITEs every operator's bet-events topic; auditor and dashboard READ them all
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -59,6 +63,7 @@ from contracts import (
     base_topic,
     bet_commands_topic,
     bet_events_topic,
+    check_operator,
     operator_topics,
     topic_operator,
 )
@@ -115,21 +120,25 @@ ROLES: Mapping[str, Role] = MappingProxyType(
 PRINCIPALS: tuple[str, ...] = tuple(ROLES)
 
 
-def role_of(principal: str) -> str | None:
-    """The role of a principal: its name, or the part of its name before the first ``-``."""
-    if principal in ROLES:
-        return principal
-    head = principal.split("-", 1)[0]
-    return head if head in ROLES and head != principal else None
+def role_of(principal: str, operators: Iterable[str] = (HOUSE,)) -> str | None:
+    """The role of a principal known by its exact name in a deployment serving ``operators``
+    (:func:`project_principals`), else None: a name is never read in parts."""
+    return project_principals(operators).get(principal)
 
 
 def gateway_operator(principal: str) -> str:
-    """The operator a gateway principal serves: ``gateway`` the house, ``gateway-<op>`` op."""
+    """The operator a gateway principal serves: ``gateway`` the house, ``gateway-<op>`` op
+    (another operator than the house: the house's gateway is ``gateway`` alone)."""
     if principal == "gateway":
         return HOUSE
-    if principal.startswith("gateway-"):
-        return principal.removeprefix("gateway-")
-    raise ValueError(f"a gateway principal is named gateway-<operator>, not {principal!r}")
+    operator = principal.removeprefix("gateway-")
+    with contextlib.suppress(ValueError):
+        if operator not in (principal, HOUSE) and check_operator(operator):
+            return operator
+    raise ValueError(
+        f"a gateway principal is gateway (the house's) or gateway-<operator> for another "
+        f"operator, not {principal!r}"
+    )
 
 
 def _each_operator(topics: Iterable[str], operators: Iterable[str]) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ from services.dev.infra.errors import InfraError
 from services.dev.infra.kafka_acls import (
     ROLES,
     ensure_project_topics,
+    gateway_operator,
     principal_acls,
     project_acls,
     project_principals,
@@ -127,16 +128,23 @@ class BrokerPrincipals:
         progress(f"Kafka ACLs granted to {', '.join(roles)} (everything else is denied)")
 
     def add(self, bootstrap: str, name: str, role: str | None = None) -> KafkaLogin:
-        """Give ``name`` SCRAM credentials and ``role``'s ACLs (default: the role its name
-        begins with) on the broker at ``bootstrap``; idempotent. Returns its login."""
+        """Give ``name`` SCRAM credentials and ``role``'s ACLs (default: the role of that
+        exact name, :func:`role_of`) on the broker at ``bootstrap``; idempotent. Returns its
+        login."""
         if name == ADMIN:
             raise InfraError(f"{ADMIN!r} is the broker's super user, not a principal to add.")
-        chosen = role or role_of(name)
+        chosen = role or role_of(name, served_operators())
         if chosen is None or chosen not in ROLES:
             raise InfraError(
                 f"no role for principal {name!r}" + (f" ({role!r} is not one)." if role else "."),
-                f"name it <role>-<something> or give --role, one of {', '.join(ROLES)}",
+                f"give --role, one of {', '.join(ROLES)} (a name alone gives a role only when "
+                "it is the role's own, or gateway-<operator> for an operator of PB_OPERATORS)",
             )
+        if chosen == "gateway":
+            try:
+                gateway_operator(name)
+            except ValueError as error:
+                raise InfraError(f"{error}.", "name it gateway-<operator>") from None
         password = self.credentials.ensure(name)
         admin, login = self.admin_login(), self.credentials.login(name)
 

@@ -31,6 +31,7 @@ from services.dev.infra.kafka_acls import (
     ROLES,
     SERVICE_READS,
     consumer_group,
+    gateway_operator,
     principal_acls,
     project_acls,
     role_for,
@@ -44,6 +45,7 @@ from services.dev.infra.kafka_auth import (
     scram_format_arguments,
     tls_names,
 )
+from services.dev.infra.kafka_principals import BrokerPrincipals
 from services.dev.infra.kafka_protocol import AclOperation, PatternType, ResourceType
 from services.dev.infra.kafka_tls import broker_names, ensure_tls
 from services.dev.infra.private_files import read_private, write_private
@@ -97,11 +99,34 @@ def test_bindings_are_topic_and_group_reads_and_writes_under_the_run_prefixes() 
     assert settings.consumer_group == consumer_group("dealing", "grp7.")
 
 
-def test_an_added_principal_takes_the_role_its_name_begins_with() -> None:
-    assert role_of("gateway") == "gateway"
-    assert role_of("gateway-acme") == "gateway"
-    assert role_of("operator-floor-2") == "operator"
-    assert role_of("nobody") is None and role_of("acme-gateway") is None
+def test_a_principal_has_a_role_by_its_exact_name_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 20, item 11: a name is never read in parts. ``operator-acme`` got the table
+    commands and ``gateway-house`` the house's bets from their first part; now a role is a
+    role's own name, ``gateway-<operator>`` of a served operator, or given explicitly."""
+    assert role_of("gateway") == "gateway" and role_of("operator") == "operator"
+    for name in ("operator-acme", "operator-floor-2", "gateway-acme", "gateway-house", "nobody"):
+        assert role_of(name) is None, name
+    assert role_of("gateway-acme", ("house", "acme")) == "gateway"
+    assert role_of("gateway-house", ("house", "acme")) is None
+    assert gateway_operator("gateway") == "house" and gateway_operator("gateway-acme") == "acme"
+    for name in ("gateway-house", "gateway-", "gateway-Acme", "gatewayacme", "croupier"):
+        with pytest.raises(ValueError, match="gateway-<operator>"):
+            gateway_operator(name)
+    # `infra credentials NAME --add` refuses before it asks the broker anything.
+    monkeypatch.setenv("PB_OPERATORS", "house,acme")
+    principals = BrokerPrincipals(tmp_path)
+    for name, role in (
+        ("operator-acme", None),
+        ("gateway-house", None),
+        ("gateway-house", "gateway"),
+    ):
+        with pytest.raises(InfraError) as caught:
+            principals.add("127.0.0.1:1", name, role)
+        assert name in caught.value.problem and "Traceback" not in caught.value.problem
+    assert "--role" in caught.value.fix or "gateway-<operator>" in caught.value.fix
+    assert not (tmp_path / "secrets").exists()  # no password was made
     acme = principal_acls("gateway-acme", "gateway")
     assert {b.principal for b in acme} == {"User:gateway-acme"}
     # Its group is its own: the base gateway's prefix "punto-banco-gateway." does not cover it.

@@ -14,6 +14,7 @@ bench do; `infra up` itself granted the unprefixed project topics.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import secrets
 import socket
@@ -451,8 +452,14 @@ async def test_credentials_add_makes_an_operators_gateway_with_the_gateway_role(
     secured: Secured,
 ) -> None:
     data_dir = str(secured.broker.home.parent)
+    served = {"PB_OPERATORS": "house,acme"}  # gateway-acme is a role's name where acme is served
     added = await asyncio.to_thread(
-        _cli, "credentials", "gateway-acme", "--add", "--data-dir", data_dir
+        functools.partial(_cli, env=served),
+        "credentials",
+        "gateway-acme",
+        "--add",
+        "--data-dir",
+        data_dir,
     )
     assert added.returncode == 0, added.stderr
     exported = _exports(added.stdout)
@@ -473,7 +480,12 @@ async def test_credentials_add_makes_an_operators_gateway_with_the_gateway_role(
     with pytest.raises(TopicAuthorizationFailedError):
         await _read_first(secured.bootstrap, login, BET_COMMANDS)
     again = await asyncio.to_thread(
-        _cli, "credentials", "gateway-acme", "--add", "--data-dir", data_dir
+        functools.partial(_cli, env=served),
+        "credentials",
+        "gateway-acme",
+        "--add",
+        "--data-dir",
+        data_dir,
     )
     assert again.stdout == added.stdout  # idempotent: the same password
     assert secured.broker.principals.roles()["gateway-acme"] == "gateway"
@@ -482,6 +494,10 @@ async def test_credentials_add_makes_an_operators_gateway_with_the_gateway_role(
         _cli, "credentials", "croupier", "--add", "--data-dir", data_dir
     )
     assert nameless.returncode == 1 and "--role" in nameless.stderr
+    unserved = await asyncio.to_thread(  # acme not served: the name alone is nobody's
+        _cli, "credentials", "gateway-acme2", "--add", "--data-dir", data_dir
+    )
+    assert unserved.returncode == 1 and "--role" in unserved.stderr
 
 
 async def test_an_operators_gateway_cannot_write_another_operators_bets_nor_read_its_answers(
@@ -500,7 +516,7 @@ async def test_an_operators_gateway_cannot_write_another_operators_bets_nor_read
     own = {op: (prefix + bet_commands_topic(op), prefix + bet_events_topic(op)) for op in "ab"}
     await _seed(secured.bootstrap, admin, [topic for pair in own.values() for topic in pair])
     for name in ("gateway-a", "gateway-b"):
-        await asyncio.to_thread(secured.broker.principals.add, secured.bootstrap, name)
+        await asyncio.to_thread(secured.broker.principals.add, secured.bootstrap, name, "gateway")
     try:
         for mine, theirs in (("a", "b"), ("b", "a")):
             login = secured.login(f"gateway-{mine}")
