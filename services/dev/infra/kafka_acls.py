@@ -11,8 +11,11 @@ these ALLOW bindings are all a principal gets:
   and READs the topics it consumes (:data:`SERVICE_READS`, the topics of its subscriptions:
   a test holds the two equal);
 - ``gateway`` WRITEs what PlaceBet travels on (``bet-commands``) and READs bet-events and
-  table-events; ``operator`` WRITEs the topic of OpenTable, CloseTable and CloseBetting,
-  ``supervisor`` the one of VoidCoup (both ``table-commands``), and both READ table-events;
+  table-events (the tables' public facts), nothing else: not book-events (every operator's
+  stakes), shoe-events (the burned cards), command-events (the house's refused commands) nor
+  the house's alarms; ``operator`` WRITEs the topic of OpenTable, CloseTable and CloseBetting,
+  ``supervisor`` the one of VoidCoup (both ``table-commands``), and both READ table-events
+  and command-events (dealing's answers to table commands);
 - ``auditor`` and ``dashboard`` READ every project topic and write nothing.
 
 Every principal that reads may use the consumer group ``<group prefix>punto-banco-<name>``
@@ -49,6 +52,7 @@ from contracts import (
     BET_COMMANDS,
     BET_EVENTS,
     BOOK_EVENTS,
+    COMMAND_EVENTS,
     DEAD_LETTERS,
     HOUSE,
     INCIDENTS,
@@ -108,9 +112,10 @@ ROLES: Mapping[str, Role] = MappingProxyType(
         **{service: _service_role(service) for service in SERVICE_READS},
         "gateway": Role(writes=_sends("PlaceBet"), reads=(BET_EVENTS, TABLE_EVENTS)),
         "operator": Role(
-            writes=_sends("OpenTable", "CloseTable", "CloseBetting"), reads=(TABLE_EVENTS,)
+            writes=_sends("OpenTable", "CloseTable", "CloseBetting"),
+            reads=(COMMAND_EVENTS, TABLE_EVENTS),
         ),
-        "supervisor": Role(writes=_sends("VoidCoup"), reads=(TABLE_EVENTS,)),
+        "supervisor": Role(writes=_sends("VoidCoup"), reads=(COMMAND_EVENTS, TABLE_EVENTS)),
         "auditor": Role(writes=(), reads=_EVERY_TOPIC),
         "dashboard": Role(writes=(), reads=_EVERY_TOPIC),
     }

@@ -8,6 +8,7 @@ subscribe to, so a new topic or subscription cannot silently change who may do w
 from __future__ import annotations
 
 import importlib
+import re
 import stat
 from pathlib import Path
 from unittest.mock import MagicMock
@@ -22,6 +23,7 @@ from contracts import (
     MESSAGE_TOPICS,
     TABLE_COMMANDS,
     TABLE_EVENTS,
+    TOPIC_MESSAGES,
     TOPIC_OWNERS,
     bet_commands_topic,
     bet_events_topic,
@@ -30,6 +32,7 @@ from services.dev.infra.errors import InfraError
 from services.dev.infra.kafka_acls import (
     ROLES,
     SERVICE_READS,
+    _each_operator,
     consumer_group,
     gateway_operator,
     principal_acls,
@@ -246,3 +249,39 @@ def test_an_operators_gateway_has_its_own_topics_and_no_other_operators() -> Non
     }
     with pytest.raises(ValueError, match="gateway-<operator>"):
         role_for("croupier", "gateway", operators)
+
+
+def integrating_topics() -> dict[str, tuple[str, set[str]]]:
+    """docs/integrating.md's Topics table: topic (operator ``acme``) -> (produce | read, who)."""
+    text = (Path(__file__).resolve().parents[3] / "docs" / "integrating.md").read_text()
+    section = text.split("\n## Topics\n", 1)[1].split("\n## ", 1)[0]
+    table = {}
+    for row in section.splitlines():
+        if row.startswith("| `punto-banco."):
+            topic, who = (cell.strip() for cell in row.strip("|").split("|")[:2])
+            verb, names = who.split(":", 1)
+            principals = set(re.findall(r"`([a-z-]+)`", names))
+            principals |= {"gateway-acme"} if "your gateway" in names else set()
+            table[topic.strip("`").replace("<operator>", "acme")] = (verb, principals)
+    return table
+
+
+def test_the_integrators_page_names_what_each_principal_may_do_and_no_more() -> None:
+    """Issue 20, item 12: docs/integrating.md told a gateway it may read book-events and
+    shoe-events, which its ACLs deny. Now each row names exactly who may produce or read the
+    topic: the gateway its own operator's topics and table-events, the casino's staff the
+    table commands and their answers, everything else the house's readers alone."""
+    operators = ("acme",)
+    documented = integrating_topics()
+    assert set(documented) == set(_each_operator(TOPIC_MESSAGES, operators))
+    outside = {"gateway-acme": "gateway", "operator": "operator", "supervisor": "supervisor"}
+    for topic, (verb, who) in documented.items():
+        if verb == "the house's":
+            assert who == {"auditor", "dashboard"}, topic
+            verb = "read"
+        for name, role in outside.items():
+            allowed = role_for(name, role, operators)
+            granted = allowed.writes if verb == "produce" else allowed.reads
+            assert (topic in granted) == (name in who), (topic, name)
+        for reader in ("auditor", "dashboard"):
+            assert topic in role_for(reader, reader, operators).reads

@@ -35,7 +35,6 @@ from aiokafka.errors import (
     KafkaError,
     TopicAuthorizationFailedError,
 )
-from aiokafka.protocol.metadata import MetadataRequest
 
 from contracts import (
     BET_COMMANDS,
@@ -61,6 +60,7 @@ from services.dev.infra.processes import run_async
 from services.dev.infra.state import load_state
 from services.dev.infra.tools import checked_java
 from tests.integration.infra.kafka_matrix import READS, WRITES
+from tests.integration.platform.kafka_tools import refuse_undescribed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -165,28 +165,9 @@ async def _produce(
         await producer.stop()
 
 
-async def _refuse_undescribed(bootstrap: str, login: KafkaLogin, topic: str) -> None:
-    """TopicAuthorizationFailedError if the broker answers error 29 for ``topic``'s metadata.
-
-    A consumer assigned a topic it may not even DESCRIBE never fetches: aiokafka only logs
-    "not authorized" at each metadata refresh; the broker's refusal is in the metadata.
-    """
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, **login.client_options())
-    await client.bootstrap()
-    try:
-        node = client.cluster.brokers().pop().nodeId
-        response = await client.send(node, MetadataRequest([topic], False))
-    finally:
-        await client.close()
-    (code, name, *_rest) = response.topics[0]
-    if code == TopicAuthorizationFailedError.errno:
-        raise TopicAuthorizationFailedError(name)
-    assert code == 0, code
-
-
 async def _read_first(bootstrap: str, login: KafkaLogin, topic: str) -> bytes:
     """The first record of partition 0 (a consumer without a group: assign and fetch)."""
-    await _refuse_undescribed(bootstrap, login, topic)
+    await refuse_undescribed(bootstrap, login.client_options(), topic)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,
