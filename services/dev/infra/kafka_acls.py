@@ -18,6 +18,11 @@ these ALLOW bindings are all a principal gets:
   and command-events (dealing's answers to table commands);
 - ``auditor`` and ``dashboard`` READ every project topic and write nothing.
 
+Every gateway principal also has a quota (:data:`GATEWAY_QUOTA`: bytes per second and a
+share of the broker's threads), so that one operator's flood cannot outrun settlement, which
+reads every operator's bets and closes a coup's book only once it has read every operator's
+CloseBook.
+
 Every principal that reads may use the consumer group ``<group prefix>punto-banco-<name>``
 (what ``Settings.consumer_group`` names a service's group) and groups below it
 (``...punto-banco-<name>.<anything>``); no other group. WRITE and READ imply DESCRIBE on the
@@ -123,6 +128,48 @@ ROLES: Mapping[str, Role] = MappingProxyType(
 """Role name -> what it may do; each role is also a principal of the same name."""
 
 PRINCIPALS: tuple[str, ...] = tuple(ROLES)
+
+
+@dataclass(frozen=True)
+class Quota:
+    """How much of the broker one principal may take (Kafka's client quotas per user, summed
+    over all its connections): the broker delays its answers to a principal above them."""
+
+    producer_byte_rate: int
+    """Bytes per second it may produce."""
+    request_percentage: int
+    """Percent of one broker thread's time (request handling and network) it may use."""
+
+    def config(self) -> dict[str, float | None]:
+        """The quota keys and values, a 0 as None (no quota of that kind)."""
+        return {
+            "producer_byte_rate": float(self.producer_byte_rate) or None,
+            "request_percentage": float(self.request_percentage) or None,
+        }
+
+
+GATEWAY_QUOTA = Quota(producer_byte_rate=1024 * 1024, request_percentage=50)
+"""Every gateway principal's quota by default: 1 MiB/s is about 3,000 PlaceBet/s (about 340
+bytes on the wire each: a 10,000-bet coup's bets in 3.5 s), about what one settlement process
+settles on a 2-core machine; half a broker thread. Size it to your settlement's capacity shared
+by the gateways (docs/scaling.md, "One operator's flood")."""
+
+
+def role_quota(role: str, gateway: Quota = GATEWAY_QUOTA) -> Quota | None:
+    """The quota of a principal acting in ``role``: the gateways' (the bettors' traffic, from
+    outside), else none (the services and the house's tools)."""
+    return gateway if role == "gateway" else None
+
+
+def project_quotas(
+    principals: Mapping[str, str], gateway: Quota = GATEWAY_QUOTA
+) -> dict[str, dict[str, float | None]]:
+    """Per principal with a quota (``principals``: name -> role), its quota keys."""
+    return {
+        name: quota.config()
+        for name, role in principals.items()
+        if (quota := role_quota(role, gateway)) is not None
+    }
 
 
 def role_of(principal: str, operators: Iterable[str] = (HOUSE,)) -> str | None:

@@ -1,4 +1,5 @@
-"""Administering the local broker as its super user: ACLs, SCRAM users and project topics.
+"""Administering the local broker as its super user: ACLs, quotas, SCRAM users and project
+topics.
 
 :class:`AdminSession` sends the requests of ``kafka_protocol.py`` over one aiokafka
 connection logged in as the admin. A user's SCRAM credential is sent already salted, as
@@ -28,6 +29,7 @@ from services.dev.infra.kafka_protocol import (
     AclOperation,
     AclPermission,
     AclRow,
+    AlterClientQuotas,
     AlterUserScramCredentials,
     CreateAcls,
     DeleteAcls,
@@ -223,6 +225,20 @@ class AdminSession:
                 raise InfraError(f"Kafka cannot delete ACLs: {_failure(code, message)}")
             deleted += len(matching)
         return deleted
+
+    async def set_user_quotas(self, quotas: Mapping[str, Mapping[str, float | None]]) -> None:
+        """Per user principal, set each quota key to its value (None: remove that quota)."""
+        entries = [("user", user, list(ops.items())) for user, ops in quotas.items() if ops]
+        if not entries:
+            return
+        response = await self._send(AlterClientQuotas(entries))
+        failed = [
+            f"{entity[0][1]}: {_failure(code, message)}"
+            for code, message, entity, _tags in response.entries
+            if code
+        ]
+        if failed:
+            raise InfraError("Kafka refused quotas:\n    " + "\n    ".join(failed))
 
     async def upsert_scram_users(
         self, passwords: Mapping[str, str], iterations: int = SCRAM_ITERATIONS
