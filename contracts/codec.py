@@ -108,8 +108,10 @@ def _validator(topic: str) -> Callable[[bytes | str], Message]:
     if len(models) == 1:
         model = models[0]
         return lambda raw: model.model_validate_json(raw, strict=True)
-    union = TOPIC_UNIONS[topic] if models == TOPIC_MESSAGES[topic] else Union[models]  # noqa: UP007
-    adapter: TypeAdapter[Message] = TypeAdapter(Annotated[union, Field(discriminator="type")])
+    readable: Any = TOPIC_UNIONS[topic]
+    if models != TOPIC_MESSAGES[topic]:  # with the types it carried before
+        readable = Annotated[Union[models], Field(discriminator="type")]  # noqa: UP007
+    adapter: TypeAdapter[Message] = TypeAdapter(readable)
     return lambda raw: adapter.validate_json(raw, strict=True)
 
 

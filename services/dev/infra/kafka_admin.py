@@ -101,6 +101,13 @@ def _failure(code: int, message: str | None) -> str:
     return f"{for_code(code).__name__} ({code}){': ' + message if message else ''}"
 
 
+def _refused(what: str, results: Iterable[tuple[str, int, str | None]]) -> None:
+    """InfraError naming each (user, error code, message) that failed, if any did."""
+    failed = [f"{name}: {_failure(code, message)}" for name, code, message in results if code]
+    if failed:
+        raise InfraError(f"Kafka refused {what}:\n    " + "\n    ".join(failed))
+
+
 class AdminSession:
     """One admin connection to the broker at ``bootstrap`` (use ``async with``)."""
 
@@ -232,13 +239,9 @@ class AdminSession:
         if not entries:
             return
         response = await self._send(AlterClientQuotas(entries))
-        failed = [
-            f"{entity[0][1]}: {_failure(code, message)}"
-            for code, message, entity, _tags in response.entries
-            if code
-        ]
-        if failed:
-            raise InfraError("Kafka refused quotas:\n    " + "\n    ".join(failed))
+        _refused(
+            "quotas", ((entity[0][1], code, text) for code, text, entity, _ in response.entries)
+        )
 
     async def upsert_scram_users(
         self, passwords: Mapping[str, str], iterations: int = SCRAM_ITERATIONS
@@ -257,13 +260,7 @@ class AdminSession:
                 )
             )
         response = await self._send(AlterUserScramCredentials(upsertions))
-        failed = [
-            f"{user}: {_failure(code, message)}"
-            for user, code, message, _tags in response.results
-            if code
-        ]
-        if failed:
-            raise InfraError("Kafka refused SCRAM credentials:\n    " + "\n    ".join(failed))
+        _refused("SCRAM credentials", (row[:3] for row in response.results))
 
 
 async def create_topics(

@@ -434,14 +434,10 @@ async def test_credentials_add_makes_an_operators_gateway_with_the_gateway_role(
 ) -> None:
     data_dir = str(secured.broker.home.parent)
     served = {"PB_OPERATORS": "house,acme"}  # gateway-acme is a role's name where acme is served
-    added = await asyncio.to_thread(
-        functools.partial(_cli, env=served),
-        "credentials",
-        "gateway-acme",
-        "--add",
-        "--data-dir",
-        data_dir,
+    add = functools.partial(
+        _cli, "credentials", "gateway-acme", "--add", "--data-dir", data_dir, env=served
     )
+    added = await asyncio.to_thread(add)
     assert added.returncode == 0, added.stderr
     exported = _exports(added.stdout)
     login = KafkaLogin(exported["KAFKA_SASL_USERNAME"], exported["KAFKA_SASL_PASSWORD"])
@@ -460,14 +456,7 @@ async def test_credentials_add_makes_an_operators_gateway_with_the_gateway_role(
         await _produce(secured.bootstrap, login, TABLE_EVENTS)
     with pytest.raises(TopicAuthorizationFailedError):
         await _read_first(secured.bootstrap, login, BET_COMMANDS)
-    again = await asyncio.to_thread(
-        functools.partial(_cli, env=served),
-        "credentials",
-        "gateway-acme",
-        "--add",
-        "--data-dir",
-        data_dir,
-    )
+    again = await asyncio.to_thread(add)
     assert again.stdout == added.stdout  # idempotent: the same password
     assert secured.broker.principals.roles()["gateway-acme"] == "gateway"
 
