@@ -16,13 +16,19 @@ import json
 from collections.abc import Callable
 from decimal import Decimal
 from functools import cache
-from typing import Any
+from typing import Annotated, Any, Union
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from contracts.bet_events import OperatorMessage
 from contracts.envelope import WIRE_REQUIRED, Message
-from contracts.topics import MESSAGE_TOPICS, MESSAGE_TYPES, TOPIC_MESSAGES, TOPIC_UNIONS
+from contracts.topics import (
+    FORMER_TOPIC_MESSAGES,
+    MESSAGE_TOPICS,
+    MESSAGE_TYPES,
+    TOPIC_MESSAGES,
+    TOPIC_UNIONS,
+)
 
 _MAX_REPORTED_ERRORS = 8
 _MAX_NAME_CHARS = 64
@@ -103,19 +109,30 @@ def _describe(value: Any) -> str:
 
 
 @cache
+def _readable(topic: str) -> tuple[type[Message], ...] | None:
+    """The message classes read from ``topic``: its own, then those it carried before
+    (``FORMER_TOPIC_MESSAGES``); None for an unknown topic."""
+    models = TOPIC_MESSAGES.get(topic)
+    return None if models is None else (*models, *FORMER_TOPIC_MESSAGES.get(topic, ()))
+
+
+@cache
 def _validator(topic: str) -> Callable[[bytes | str], Message]:
     """One-pass strict validation of a message of ``topic`` (raises ValidationError)."""
-    models = TOPIC_MESSAGES[topic]
+    models = _readable(topic) or ()
     if len(models) == 1:
         model = models[0]
         return lambda raw: model.model_validate_json(raw, strict=True)
-    adapter: TypeAdapter[Message] = TypeAdapter(TOPIC_UNIONS[topic])
+    readable: Any = TOPIC_UNIONS[topic]
+    if models != TOPIC_MESSAGES[topic]:  # with the types it carried before
+        readable = Annotated[Union[models], Field(discriminator="type")]  # noqa: UP007
+    adapter: TypeAdapter[Message] = TypeAdapter(readable)
     return lambda raw: adapter.validate_json(raw, strict=True)
 
 
 def decode(topic: str, data: bytes | bytearray | memoryview | str) -> Message:
     """The message in ``data`` read from ``topic``; ``ContractError`` if it is not one."""
-    allowed = TOPIC_MESSAGES.get(topic)
+    allowed = _readable(topic)
     if allowed is None:
         raise ContractError(f"unknown topic {topic!r}; known topics: {', '.join(TOPIC_MESSAGES)}")
     raw_bytes = bytes(data) if isinstance(data, bytearray | memoryview) else data

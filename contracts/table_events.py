@@ -1,4 +1,5 @@
-"""Events of the dealing service (topic `punto-banco.table-events`)."""
+"""Events of the dealing service: the tables' (topic `punto-banco.table-events`) and its answers
+to refused table commands (`punto-banco.command-events`)."""
 
 from __future__ import annotations
 
@@ -123,7 +124,8 @@ class CoupVoided(TableMessage):
 
 
 class CommandRejected(TableMessage):
-    """Dealing refused a table command; nothing changed."""
+    """Dealing refused a table command; nothing changed. On `punto-banco.command-events`,
+    which only the senders of table commands read (on `table-events` before 2026-12)."""
 
     type: Literal["CommandRejected"] = "CommandRejected"
     command_id: Uuid = Field(description="`event_id` of the refused command.")
@@ -139,8 +141,7 @@ TableEvent = Annotated[
     | BettingClosed
     | CardDealt
     | CoupResolved
-    | CoupVoided
-    | CommandRejected,
+    | CoupVoided,
     Field(discriminator="type"),
 ]
 """A message on `punto-banco.table-events`."""

@@ -31,7 +31,7 @@ from contracts.envelope import Message, TableMessage
 from contracts.incidents import IncidentRaised
 from contracts.seals import SealAnchored
 from contracts.shoe_events import ShoeEvent
-from contracts.table_events import TableEvent
+from contracts.table_events import CommandRejected, TableEvent
 
 TABLE_COMMANDS = "punto-banco.table-commands"
 """OpenTable, CloseTable, CloseBetting, VoidCoup: to dealing."""
@@ -44,6 +44,11 @@ SHOE_EVENTS = "punto-banco.shoe-events"
 """The shoe service's events."""
 TABLE_EVENTS = "punto-banco.table-events"
 """The dealing service's events."""
+COMMAND_EVENTS = "punto-banco.command-events"
+"""Dealing's answers to refused table commands (CommandRejected, whose texts may name a
+supervisor's key): read by the senders of table commands (operator, supervisor) and the
+house's readers, never by a bettors' gateway. They travelled on TABLE_EVENTS before 2026-12
+(:data:`FORMER_TOPIC_MESSAGES`)."""
 BET_EVENTS = "punto-banco.bet-events"
 """The settlement service's events about bets (answers, settlements, refunds): the busy one."""
 BOOK_EVENTS = "punto-banco.book-events"
@@ -175,6 +180,7 @@ TOPIC_UNIONS: Mapping[str, Any] = _TopicMap(
         SHOE_COMMANDS: ShoeCommand,
         SHOE_EVENTS: ShoeEvent,
         TABLE_EVENTS: TableEvent,
+        COMMAND_EVENTS: CommandRejected,
         BET_EVENTS: BetEvent,
         BOOK_EVENTS: BookEvent,
         DEAD_LETTERS: Annotated[DeadLetter | MessageQuarantined, Field(discriminator="type")],
@@ -191,6 +197,12 @@ TOPIC_MESSAGES: Mapping[str, tuple[type[Message], ...]] = _TopicMap(
     }
 )
 """Topic -> the message classes allowed on it."""
+
+FORMER_TOPIC_MESSAGES: Mapping[str, tuple[type[Message], ...]] = MappingProxyType(
+    {TABLE_EVENTS: (CommandRejected,)}
+)
+"""Topic -> message classes it carried before they moved: still decoded there (the records
+published before), never published there again."""
 
 MESSAGE_TYPES: Mapping[str, type[Message]] = MappingProxyType(
     {model.__name__: model for models in TOPIC_MESSAGES.values() for model in models}
@@ -218,6 +230,7 @@ MESSAGE_SOURCES: Mapping[str, str] = MappingProxyType(
         **{name: "dealing" for name in ("OpenBook", "CloseBook")},
         **{model.__name__: "dealing" for model in TOPIC_MESSAGES[SHOE_COMMANDS]},
         **{model.__name__: "dealing" for model in TOPIC_MESSAGES[TABLE_EVENTS]},
+        **{model.__name__: "dealing" for model in TOPIC_MESSAGES[COMMAND_EVENTS]},
         **{model.__name__: "shoe" for model in TOPIC_MESSAGES[SHOE_EVENTS]},
         **{model.__name__: "settlement" for model in TOPIC_MESSAGES[BET_EVENTS]},
         **{model.__name__: "settlement" for model in TOPIC_MESSAGES[BOOK_EVENTS]},
@@ -232,6 +245,7 @@ TOPIC_OWNERS: Mapping[str, str] = _TopicMap(
     {
         SHOE_COMMANDS: "dealing",
         TABLE_EVENTS: "dealing",
+        COMMAND_EVENTS: "dealing",
         SHOE_EVENTS: "shoe",
         BET_EVENTS: "settlement",
         BOOK_EVENTS: "settlement",

@@ -2,7 +2,8 @@
 
 ``punto-banco serve dealing`` runs :func:`build_service` on the platform: its one batch
 subscriber reads table commands, the shoe's events and settlement's book events; the
-outbox relay publishes the store's events (TABLE_EVENTS, SHOE_COMMANDS for the shoe, and
+outbox relay publishes the store's events (TABLE_EVENTS, its refusals of table commands on
+COMMAND_EVENTS, SHOE_COMMANDS for the shoe, and
 OpenBook / CloseBook in the table's partition of every operator's bet-commands topic
 (``PB_OPERATORS``: each operator's bets are ordered against the marks in their own
 partition), where they mark which bets are in time). The consumer applies TABLE_COMMANDS
@@ -27,6 +28,7 @@ from eventsourcing.persistence import Tracking
 
 from contracts import (
     BOOK_EVENTS,
+    COMMAND_EVENTS,
     SHOE_COMMANDS,
     SHOE_EVENTS,
     TABLE_COMMANDS,
@@ -138,6 +140,11 @@ def build_service(settings: Settings) -> KafkaService[DealingApplication]:
         TABLE_EVENTS,
         description="Each table's life: opened, betting opened and closed, the cards dealt, "
         "the coup resolved (its outcome), closed.",
+    )
+    service.publisher(
+        COMMAND_EVENTS,
+        description="CommandRejected: a table command refused, and why; for the senders of "
+        "table commands (operator, supervisor), not the bettors' gateways.",
     )
     service.publisher(
         SHOE_COMMANDS,

@@ -162,7 +162,10 @@ def credentials(
         False, "--add", help="Create the principal on the running broker if it has no credentials."
     ),
     role: str | None = typer.Option(
-        None, "--role", help="With --add: the role's ACLs (default: the name's first part)."
+        None,
+        "--role",
+        help="With --add: the role's ACLs (default: the role of that exact name: a role's own "
+        "name, or gateway-<operator> for an operator of PB_OPERATORS).",
     ),
     data_dir: Path | None = DATA_DIR,
     export: bool = EXPORT,
@@ -177,6 +180,25 @@ def credentials(
         return kafka.credentials.login(principal).env()
 
     _print_env(_guarded(login), export)
+
+
+@infra_app.command("kafka-script")
+def kafka_script(
+    operators: str = typer.Option(
+        "house", "--operators", help="The deployment's PB_OPERATORS (comma separated)."
+    ),
+) -> None:
+    """Print the script that sets up a Kafka cluster as `up` sets up its broker (topics, ACLs,
+    quotas, SCRAM credentials): deploy/k8s/kafka-setup.sh is it for the house alone."""
+    from services.dev.infra.kafka_setup_script import setup_script
+    from services.shared.platform.environment import check_operators
+
+    try:
+        served = check_operators(operators)
+    except ValueError as error:
+        typer.echo(f"punto-banco infra: {error}", err=True)
+        raise typer.Exit(2) from None
+    sys.stdout.write(setup_script(served))
 
 
 def register(app: typer.Typer) -> None:

@@ -26,6 +26,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from contracts import (
     BET_COMMANDS,
     BOOK_EVENTS,
+    COMMAND_EVENTS,
     DEAD_LETTERS,
     HOUSE,
     SHOE_EVENTS,
@@ -50,10 +51,10 @@ log = logging.getLogger(__name__)
 
 
 def event_topics(operators: Sequence[str] = (HOUSE,)) -> tuple[str, ...]:
-    """What the demo follows: every service's events (every operator's bet events), and the
-    dead letters."""
+    """What the demo follows: every service's events (every operator's bet events, dealing's
+    answers to table commands), and the dead letters."""
     bets = tuple(bet_events_topic(operator) for operator in operators)
-    return (SHOE_EVENTS, TABLE_EVENTS, *bets, BOOK_EVENTS, DEAD_LETTERS)
+    return (SHOE_EVENTS, TABLE_EVENTS, COMMAND_EVENTS, *bets, BOOK_EVENTS, DEAD_LETTERS)
 
 
 EVENT_TOPICS: tuple[str, ...] = event_topics()

@@ -11,9 +11,17 @@ these ALLOW bindings are all a principal gets:
   and READs the topics it consumes (:data:`SERVICE_READS`, the topics of its subscriptions:
   a test holds the two equal);
 - ``gateway`` WRITEs what PlaceBet travels on (``bet-commands``) and READs bet-events and
-  table-events; ``operator`` WRITEs the topic of OpenTable, CloseTable and CloseBetting,
-  ``supervisor`` the one of VoidCoup (both ``table-commands``), and both READ table-events;
+  table-events (the tables' public facts), nothing else: not book-events (every operator's
+  stakes), shoe-events (the burned cards), command-events (the house's refused commands) nor
+  the house's alarms; ``operator`` WRITEs the topic of OpenTable, CloseTable and CloseBetting,
+  ``supervisor`` the one of VoidCoup (both ``table-commands``), and both READ table-events
+  and command-events (dealing's answers to table commands);
 - ``auditor`` and ``dashboard`` READ every project topic and write nothing.
+
+Every gateway principal also has a quota (:data:`GATEWAY_QUOTA`: bytes per second and a
+share of the broker's threads), so that one operator's flood cannot outrun settlement, which
+reads every operator's bets and closes a coup's book only once it has read every operator's
+CloseBook.
 
 Every principal that reads may use the consumer group ``<group prefix>punto-banco-<name>``
 (what ``Settings.consumer_group`` names a service's group) and groups below it
@@ -21,8 +29,11 @@ Every principal that reads may use the consumer group ``<group prefix>punto-banc
 topic, and WRITE on any topic implies IDEMPOTENT_WRITE (KIP-679), which idempotent producers
 need. Nobody but the admin creates, deletes or alters topics, configs or ACLs.
 
-A principal added later (``punto-banco infra credentials gateway-acme --add``) gets the
-role its name begins with (``gateway``), under its own name.
+A principal's role comes from its exact name (:func:`role_of`: a role's own name, or
+``gateway-<operator>`` for an operator the deployment serves) or is given explicitly
+(``punto-banco infra credentials floor-2 --add --role operator``); never from a part of its
+name, so ``operator-acme`` is nobody until someone gives it a role, and no ``gateway-house``
+shares the house's topics.
 
 Operators (B2B, ``PB_OPERATORS``): each operator has its own bet-commands and bet-events
 topics (``contracts.topics``; the house keeps the unsuffixed ones). A gateway principal is one
@@ -37,6 +48,7 @@ WRITEs every operator's bet-events topic; auditor and dashboard READ them all
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -45,6 +57,7 @@ from contracts import (
     BET_COMMANDS,
     BET_EVENTS,
     BOOK_EVENTS,
+    COMMAND_EVENTS,
     DEAD_LETTERS,
     HOUSE,
     INCIDENTS,
@@ -59,6 +72,7 @@ from contracts import (
     base_topic,
     bet_commands_topic,
     bet_events_topic,
+    check_operator,
     operator_topics,
     topic_operator,
 )
@@ -103,9 +117,10 @@ ROLES: Mapping[str, Role] = MappingProxyType(
         **{service: _service_role(service) for service in SERVICE_READS},
         "gateway": Role(writes=_sends("PlaceBet"), reads=(BET_EVENTS, TABLE_EVENTS)),
         "operator": Role(
-            writes=_sends("OpenTable", "CloseTable", "CloseBetting"), reads=(TABLE_EVENTS,)
+            writes=_sends("OpenTable", "CloseTable", "CloseBetting"),
+            reads=(COMMAND_EVENTS, TABLE_EVENTS),
         ),
-        "supervisor": Role(writes=_sends("VoidCoup"), reads=(TABLE_EVENTS,)),
+        "supervisor": Role(writes=_sends("VoidCoup"), reads=(COMMAND_EVENTS, TABLE_EVENTS)),
         "auditor": Role(writes=(), reads=_EVERY_TOPIC),
         "dashboard": Role(writes=(), reads=_EVERY_TOPIC),
     }
@@ -115,21 +130,67 @@ ROLES: Mapping[str, Role] = MappingProxyType(
 PRINCIPALS: tuple[str, ...] = tuple(ROLES)
 
 
-def role_of(principal: str) -> str | None:
-    """The role of a principal: its name, or the part of its name before the first ``-``."""
-    if principal in ROLES:
-        return principal
-    head = principal.split("-", 1)[0]
-    return head if head in ROLES and head != principal else None
+@dataclass(frozen=True)
+class Quota:
+    """How much of the broker one principal may take (Kafka's client quotas per user, summed
+    over all its connections): the broker delays its answers to a principal above them."""
+
+    producer_byte_rate: int
+    """Bytes per second it may produce."""
+    request_percentage: int
+    """Percent of one broker thread's time (request handling and network) it may use."""
+
+    def config(self) -> dict[str, float | None]:
+        """The quota keys and values, a 0 as None (no quota of that kind)."""
+        return {
+            "producer_byte_rate": float(self.producer_byte_rate) or None,
+            "request_percentage": float(self.request_percentage) or None,
+        }
+
+
+GATEWAY_QUOTA = Quota(producer_byte_rate=1024 * 1024, request_percentage=50)
+"""Every gateway principal's quota by default: 1 MiB/s is about 3,000 PlaceBet/s (about 340
+bytes on the wire each: a 10,000-bet coup's bets in 3.5 s), about what one settlement process
+settles on a 2-core machine; half a broker thread. Size it to your settlement's capacity shared
+by the gateways (docs/scaling.md, "One operator's flood")."""
+
+
+def role_quota(role: str, gateway: Quota = GATEWAY_QUOTA) -> Quota | None:
+    """The quota of a principal acting in ``role``: the gateways' (the bettors' traffic, from
+    outside), else none (the services and the house's tools)."""
+    return gateway if role == "gateway" else None
+
+
+def project_quotas(
+    principals: Mapping[str, str], gateway: Quota = GATEWAY_QUOTA
+) -> dict[str, dict[str, float | None]]:
+    """Per principal with a quota (``principals``: name -> role), its quota keys."""
+    return {
+        name: quota.config()
+        for name, role in principals.items()
+        if (quota := role_quota(role, gateway)) is not None
+    }
+
+
+def role_of(principal: str, operators: Iterable[str] = (HOUSE,)) -> str | None:
+    """The role of a principal known by its exact name in a deployment serving ``operators``
+    (:func:`project_principals`), else None: a name is never read in parts."""
+    return project_principals(operators).get(principal)
 
 
 def gateway_operator(principal: str) -> str:
-    """The operator a gateway principal serves: ``gateway`` the house, ``gateway-<op>`` op."""
+    """The operator a gateway principal serves: ``gateway`` the house, ``gateway-<op>`` op
+    (another operator than the house: the house's gateway is ``gateway`` alone)."""
     if principal == "gateway":
         return HOUSE
-    if principal.startswith("gateway-"):
-        return principal.removeprefix("gateway-")
-    raise ValueError(f"a gateway principal is named gateway-<operator>, not {principal!r}")
+    operator = principal.removeprefix("gateway-")
+    with contextlib.suppress(ValueError):
+        if operator not in (principal, HOUSE) and check_operator(operator):
+            return operator
+    raise ValueError(
+        f"a gateway principal is gateway (the house's) or gateway-<operator> for another "
+        f"operator, not {principal!r}"
+    )
 
 
 def _each_operator(topics: Iterable[str], operators: Iterable[str]) -> tuple[str, ...]:

@@ -1,4 +1,5 @@
-"""Administering the local broker as its super user: ACLs, SCRAM users and project topics.
+"""Administering the local broker as its super user: ACLs, quotas, SCRAM users and project
+topics.
 
 :class:`AdminSession` sends the requests of ``kafka_protocol.py`` over one aiokafka
 connection logged in as the admin. A user's SCRAM credential is sent already salted, as
@@ -28,6 +29,7 @@ from services.dev.infra.kafka_protocol import (
     AclOperation,
     AclPermission,
     AclRow,
+    AlterClientQuotas,
     AlterUserScramCredentials,
     CreateAcls,
     DeleteAcls,
@@ -97,6 +99,13 @@ def salted_password(password: str, salt: bytes, iterations: int = SCRAM_ITERATIO
 
 def _failure(code: int, message: str | None) -> str:
     return f"{for_code(code).__name__} ({code}){': ' + message if message else ''}"
+
+
+def _refused(what: str, results: Iterable[tuple[str, int, str | None]]) -> None:
+    """InfraError naming each (user, error code, message) that failed, if any did."""
+    failed = [f"{name}: {_failure(code, message)}" for name, code, message in results if code]
+    if failed:
+        raise InfraError(f"Kafka refused {what}:\n    " + "\n    ".join(failed))
 
 
 class AdminSession:
@@ -224,6 +233,16 @@ class AdminSession:
             deleted += len(matching)
         return deleted
 
+    async def set_user_quotas(self, quotas: Mapping[str, Mapping[str, float | None]]) -> None:
+        """Per user principal, set each quota key to its value (None: remove that quota)."""
+        entries = [("user", user, list(ops.items())) for user, ops in quotas.items() if ops]
+        if not entries:
+            return
+        response = await self._send(AlterClientQuotas(entries))
+        _refused(
+            "quotas", ((entity[0][1], code, text) for code, text, entity, _ in response.entries)
+        )
+
     async def upsert_scram_users(
         self, passwords: Mapping[str, str], iterations: int = SCRAM_ITERATIONS
     ) -> None:
@@ -241,13 +260,7 @@ class AdminSession:
                 )
             )
         response = await self._send(AlterUserScramCredentials(upsertions))
-        failed = [
-            f"{user}: {_failure(code, message)}"
-            for user, code, message, _tags in response.results
-            if code
-        ]
-        if failed:
-            raise InfraError("Kafka refused SCRAM credentials:\n    " + "\n    ".join(failed))
+        _refused("SCRAM credentials", (row[:3] for row in response.results))
 
 
 async def create_topics(

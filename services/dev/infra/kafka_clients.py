@@ -11,8 +11,9 @@ passwords. Without authentication, everyone is anonymous (PLAINTEXT).
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,22 +122,28 @@ class KafkaLogins:
     ) -> bool:
         """As the admin: the run's project topics (``<prefix><topic>``, every operator's too)
         with their configs, each operator's gateway principal (``gateway-<operator>``: its
-        SCRAM credentials, made if missing), and the ACL matrix for those topics and for
-        consumer groups under the same prefix (what ``Settings.consumer_group`` names). False
-        (nothing done) without a local admin."""
+        SCRAM credentials, made if missing, and its quota as `infra up` sets it), and the ACL
+        matrix for those topics and for consumer groups under the same prefix (what
+        ``Settings.consumer_group`` names). False (nothing done) without a local admin."""
         admin = self.admin_login()
         if admin is None or self.home is None:
             return False
-        from services.dev.infra.kafka_acls import ensure_project_topics, grant_project_acls
+        from services.dev.infra.kafka_acls import (
+            ensure_project_topics,
+            grant_project_acls,
+            project_quotas,
+        )
         from services.dev.infra.kafka_admin import AdminSession
-        from services.dev.infra.kafka_principals import BrokerPrincipals, logs_in
+        from services.dev.infra.kafka_principals import BrokerPrincipals, gateway_quota, logs_in
 
         principals = BrokerPrincipals(self.home)
         gateways = [f"{GATEWAY}-{operator}" for operator in operators if operator != HOUSE]
         if gateways:
             passwords = {name: principals.credentials.ensure(name) for name in gateways}
+            quotas = project_quotas(dict.fromkeys(gateways, GATEWAY), gateway_quota())
             async with AdminSession(bootstrap, admin) as session:
                 await session.upsert_scram_users(passwords)
+                await session.set_user_quotas(quotas)
             for name in gateways:
                 await logs_in(bootstrap, principals.login(name), wait=15)
         await ensure_project_topics(bootstrap, admin, topic_prefix, partitions, operators)
@@ -144,6 +151,29 @@ class KafkaLogins:
             bootstrap, admin, topic_prefix, topic_prefix, operators=tuple(operators)
         )
         return True
+
+    @contextlib.contextmanager
+    def unthrottled(self, bootstrap: str, principal: str = GATEWAY) -> Iterator[None]:
+        """``principal`` without its quota meanwhile, given back after (the bench measures
+        capacity, not fairness); nothing without a local admin."""
+        admin = self.admin_login()
+        if admin is None:
+            yield
+            return
+        from services.dev.infra.kafka_acls import Quota
+        from services.dev.infra.kafka_admin import AdminSession
+        from services.dev.infra.kafka_principals import gateway_quota
+        from services.dev.infra.processes import run_async
+
+        async def give(quota: Quota) -> None:
+            async with AdminSession(bootstrap, admin) as session:
+                await session.set_user_quotas({principal: quota.config()})
+
+        run_async(give(Quota(producer_byte_rate=0, request_percentage=0)))
+        try:
+            yield
+        finally:
+            run_async(give(gateway_quota()))
 
     async def end_run(
         self, bootstrap: str, topic_prefix: str, operators: Sequence[str] = (HOUSE,)

@@ -3,15 +3,15 @@
 :class:`BrokerPrincipals` works on one broker's folder: the passwords
 (``<home>/secrets/<name>.password``), the CA file for TLS clients, the principals added after
 the format (``extra_principals`` in the broker's state file, name -> role), and, as the admin,
-the project topics and the ACL matrix (``kafka_acls.py``) that `infra up` makes on every
-start, and a principal added later (`infra credentials NAME --add`).
+the project topics, the ACL matrix and the gateways' quotas (``kafka_acls.py``) that `infra up`
+makes on every start, and a principal added later (`infra credentials NAME --add`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from aiokafka.client import AIOKafkaClient
@@ -19,11 +19,15 @@ from aiokafka.errors import KafkaError
 
 from services.dev.infra.errors import InfraError
 from services.dev.infra.kafka_acls import (
+    GATEWAY_QUOTA,
     ROLES,
+    Quota,
     ensure_project_topics,
+    gateway_operator,
     principal_acls,
     project_acls,
     project_principals,
+    project_quotas,
     role_of,
 )
 from services.dev.infra.kafka_admin import AdminSession
@@ -50,6 +54,23 @@ def topic_partitions() -> int:
         raise InfraError(
             f"PB_TOPIC_PARTITIONS={raw!r} is not a number.", "set it to 1 or more, or unset it"
         ) from None
+
+
+GATEWAY_BYTE_RATE = "PB_KAFKA_GATEWAY_BYTE_RATE"
+
+
+def gateway_quota() -> Quota:
+    """The quota `infra` gives every gateway principal: ``GATEWAY_QUOTA``, its byte rate from
+    ``PB_KAFKA_GATEWAY_BYTE_RATE`` when set (bytes per second; 0: no byte rate quota)."""
+    raw = os.environ.get(GATEWAY_BYTE_RATE, "").strip()
+    if not raw:
+        return GATEWAY_QUOTA
+    if not raw.isdigit():
+        raise InfraError(
+            f"{GATEWAY_BYTE_RATE}={raw!r} is not a number of bytes per second.",
+            "set it to 0 (no quota) or more, or unset it",
+        )
+    return replace(GATEWAY_QUOTA, producer_byte_rate=int(raw))
 
 
 async def logs_in(bootstrap: str, login: KafkaLogin, wait: float) -> bool:
@@ -108,17 +129,19 @@ class BrokerPrincipals:
         return {name: self.credentials.ensure(name) for name in [ADMIN, *self.roles()]}
 
     def secure_project(self, bootstrap: str) -> None:
-        """As the admin: the project topics (prefix "") with their configs, and the ACLs of
-        every principal (idempotent)."""
+        """As the admin: the project topics (prefix "") with their configs, and the ACLs and
+        quotas of every principal (idempotent)."""
         admin = self.admin_login()
         roles = self.roles()
         operators = served_operators()
+        quotas = project_quotas(roles, gateway_quota())
 
         async def secure() -> list[str]:
             partitions = topic_partitions()
             created = await ensure_project_topics(bootstrap, admin, "", partitions, operators)
             async with AdminSession(bootstrap, admin) as session:
                 await session.create_acls(project_acls("", "", roles, operators))
+                await session.set_user_quotas(quotas)
             return created
 
         created = run_async(secure())
@@ -127,16 +150,23 @@ class BrokerPrincipals:
         progress(f"Kafka ACLs granted to {', '.join(roles)} (everything else is denied)")
 
     def add(self, bootstrap: str, name: str, role: str | None = None) -> KafkaLogin:
-        """Give ``name`` SCRAM credentials and ``role``'s ACLs (default: the role its name
-        begins with) on the broker at ``bootstrap``; idempotent. Returns its login."""
+        """Give ``name`` SCRAM credentials and ``role``'s ACLs (default: the role of that
+        exact name, :func:`role_of`) on the broker at ``bootstrap``; idempotent. Returns its
+        login."""
         if name == ADMIN:
             raise InfraError(f"{ADMIN!r} is the broker's super user, not a principal to add.")
-        chosen = role or role_of(name)
+        chosen = role or role_of(name, served_operators())
         if chosen is None or chosen not in ROLES:
             raise InfraError(
                 f"no role for principal {name!r}" + (f" ({role!r} is not one)." if role else "."),
-                f"name it <role>-<something> or give --role, one of {', '.join(ROLES)}",
+                f"give --role, one of {', '.join(ROLES)} (a name alone gives a role only when "
+                "it is the role's own, or gateway-<operator> for an operator of PB_OPERATORS)",
             )
+        if chosen == "gateway":
+            try:
+                gateway_operator(name)
+            except ValueError as error:
+                raise InfraError(f"{error}.", "name it gateway-<operator>") from None
         password = self.credentials.ensure(name)
         admin, login = self.admin_login(), self.credentials.login(name)
 
@@ -145,6 +175,7 @@ class BrokerPrincipals:
                 await session.upsert_scram_users({name: password})
                 acls = principal_acls(name, chosen, operators=served_operators())
                 await session.create_acls(acls)
+                await session.set_user_quotas(project_quotas({name: chosen}, gateway_quota()))
             return await logs_in(bootstrap, login, wait=15)
 
         if not run_async(add()):

@@ -1,8 +1,9 @@
 """Kafka Admin API requests aiokafka 0.14 does not define in a version Kafka 4 accepts.
 
-CreateAcls (30), DescribeAcls (29) and DeleteAcls (31) in versions 2 and 3, and
-AlterUserScramCredentials (51) version 0. aiokafka has the ACL requests only in versions 0-1
-(one ACL per request, non-nullable filters) and nothing for SCRAM credentials. Every version
+CreateAcls (30), DescribeAcls (29) and DeleteAcls (31) in versions 2 and 3,
+AlterUserScramCredentials (51) version 0 and AlterClientQuotas (49) version 1. aiokafka has the
+ACL requests only in versions 0-1 (one ACL per request, non-nullable filters) and nothing for
+SCRAM credentials or quotas. Every version
 here is "flexible" (KIP-482): compact strings, bytes and arrays (length + 1 as an unsigned
 varint; 0 is null) and a tagged-field section after each structure and after the request
 and response headers (``FLEXIBLE_VERSION``). The structures follow Kafka's message
@@ -20,9 +21,11 @@ from typing import Any, TypeAlias
 
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import (
+    Boolean,
     CompactArray,
     CompactBytes,
     CompactString,
+    Float64,
     Int8,
     Int16,
     Int32,
@@ -32,6 +35,7 @@ from aiokafka.protocol.types import (
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 ALTER_USER_SCRAM_CREDENTIALS = 51
+ALTER_CLIENT_QUOTAS = 49
 
 
 class ResourceType(IntEnum):
@@ -381,3 +385,80 @@ class AlterUserScramCredentials(Request[AlterUserScramCredentialsRequest_v0]):  
         self, request_struct_class: type[AlterUserScramCredentialsRequest_v0]
     ) -> AlterUserScramCredentialsRequest_v0:
         return request_struct_class(self._deletions, self._upsertions, {})
+
+
+# ---- AlterClientQuotas v1 ------------------------------------------------------------
+
+_QUOTA_ENTITY = CompactArray(
+    ("entity_type", _STRING), ("entity_name", _STRING), ("tags", TaggedFields)
+)
+
+
+class AlterClientQuotasResponse_v1(Response):  # type: ignore[misc]
+    API_KEY = ALTER_CLIENT_QUOTAS
+    API_VERSION = 1
+    SCHEMA = Schema(
+        ("throttle_time_ms", Int32),
+        (
+            "entries",
+            CompactArray(
+                ("error_code", Int16),
+                ("error_message", _STRING),
+                ("entity", _QUOTA_ENTITY),
+                ("tags", TaggedFields),
+            ),
+        ),
+        ("tags", TaggedFields),
+    )
+
+
+class AlterClientQuotasRequest_v1(RequestStruct):  # type: ignore[misc]
+    FLEXIBLE_VERSION = True
+    API_KEY = ALTER_CLIENT_QUOTAS
+    API_VERSION = 1
+    RESPONSE_TYPE = AlterClientQuotasResponse_v1
+    SCHEMA = Schema(
+        (
+            "entries",
+            CompactArray(
+                ("entity", _QUOTA_ENTITY),
+                (
+                    "ops",
+                    CompactArray(
+                        ("key", _STRING),
+                        ("value", Float64),
+                        ("remove", Boolean),
+                        ("tags", TaggedFields),
+                    ),
+                ),
+                ("tags", TaggedFields),
+            ),
+        ),
+        ("validate_only", Boolean),
+        ("tags", TaggedFields),
+    )
+
+
+QuotaEntry: TypeAlias = tuple[str, str, Sequence[tuple[str, float | None]]]
+"""entity type (``user``), entity name, and per quota key its value (None: remove it)."""
+
+
+class AlterClientQuotas(Request[AlterClientQuotasRequest_v1]):  # type: ignore[misc]
+    """Set or remove client quotas (one result per entry, in order)."""
+
+    API_KEY = ALTER_CLIENT_QUOTAS
+
+    def __init__(self, entries: Sequence[QuotaEntry]) -> None:
+        self._entries: list[tuple[Any, ...]] = [
+            (
+                [(kind, name, {})],
+                [(key, value or 0.0, value is None, {}) for key, value in ops],
+                {},
+            )
+            for kind, name, ops in entries
+        ]
+
+    def build(
+        self, request_struct_class: type[AlterClientQuotasRequest_v1]
+    ) -> AlterClientQuotasRequest_v1:
+        return request_struct_class(self._entries, False, {})

@@ -51,8 +51,9 @@ SYSTEM_DESCRIPTION = (
     "Punto Banco services over Kafka. Every message is JSON with a `type` discriminator; the "
     "key is the table id. Messages written by a service's outbox relay carry the headers "
     "`pb-source`, `pb-notification-id`, `pb-message-index` and `pb-type` (duplicates after a "
-    "crash repeat them and the `event_id`); on table-events, shoe-events, book-events, "
-    "shoe-commands and dealing's marks on bet-commands also `pb-sig`, the writer's signature "
+    "crash repeat them and the `event_id`); on table-events, command-events, shoe-events, "
+    "book-events, shoe-commands and dealing's marks on bet-commands also `pb-sig`, the "
+    "writer's signature "
     "(a detached JWS, RFC 7797, EdDSA: see docs/integrating.md)."
 )
 

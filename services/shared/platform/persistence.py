@@ -5,7 +5,8 @@ The Application itself only sees the eventsourcing environment produced by
 backend needs first (the data folder for SQLite, the schema for PostgreSQL).
 
 A PostgreSQL schema is created only when it is missing, and only when the service makes its
-own tables (``PB_POSTGRES_CREATE_TABLES``, default yes). A store provisioned by
+own tables (``PB_POSTGRES_CREATE_TABLES``, default yes: a login that may not create them is
+told to set it to no, never given more rights). A store provisioned by
 ``punto-banco db setup`` (``pg_roles.py``) is only checked: the service's role may use the
 schema and the owner's write-lock procedure is there; otherwise :class:`StoreNotReady` says
 what to run.
@@ -52,17 +53,23 @@ def _prepare_schema(settings: Settings) -> None:
     with psycopg.connect(**settings.postgres.connect_options(), autocommit=True) as conn:
         found = conn.execute(
             "SELECT has_schema_privilege(n.oid, 'USAGE'), EXISTS (SELECT 1 FROM pg_proc p "
-            "WHERE p.pronamespace = n.oid AND p.proname = %s) "
+            "WHERE p.pronamespace = n.oid AND p.proname = %s), "
+            "has_schema_privilege(n.oid, 'CREATE') "
             "FROM pg_namespace n WHERE n.nspname = %s",
             (LOCK_PROCEDURE, schema),
         ).fetchone()
+        setup = "`punto-banco db setup` (as an administrator)"
         if settings.postgres_create_tables:
             if found is None:  # CREATE SCHEMA checks the right to create even if it exists
                 conn.execute(
                     sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
                 )
+            elif not found[2]:  # CREATE TABLE IF NOT EXISTS would be refused the same way
+                raise StoreNotReady(
+                    f"role {settings.postgres.user} may not create tables in schema {schema}, "
+                    f"provisioned by {setup}: set PB_POSTGRES_CREATE_TABLES=no"
+                )
             return
-        setup = "`punto-banco db setup` (as an administrator)"
         if found is None:
             raise StoreNotReady(
                 f"no schema {schema} in {settings.describe_store()}: provision it with {setup}, "

@@ -18,6 +18,7 @@ class RoleOutcome:
     created: bool
     password: str | None = None  # only for a LOGIN role created now
     warnings: list[str] = field(default_factory=list)
+    password_set: bool = False  # an existing LOGIN role given the password it must have
 
 
 @dataclass
@@ -45,6 +46,8 @@ class Provisioning:
         lines = []
         for role in self.roles:
             state = "created" if role.created else "exists (password unchanged)"
+            if role.password_set:
+                state = "exists (password set to the one given)"
             if role.kind == "owner":
                 state = "created" if role.created else "exists"
             lines.append(f"role {role.name} ({role.kind}): {state}")

@@ -37,7 +37,9 @@ idempotent: it creates what is missing, takes over what another role owns, and t
 and grants again, so a second run leaves the same roles, owners and privileges (the revokes
 also remove privileges someone added by hand). A LOGIN role created now gets the password
 given (the local infra keeps its own) or a random one, reported once; an existing role's
-password is never changed nor shown.
+password is never changed nor shown, unless ``set_passwords`` (``db setup`` given the services'
+passwords, as a Kubernetes Job or compose's one-shot is from their Secrets): then a LOGIN role
+given a password has that one, created or not.
 """
 
 from __future__ import annotations
@@ -127,6 +129,7 @@ def provision(
     role_prefix: str | None = None,
     passwords: Mapping[str, str] | None = None,
     partitions: int | None = None,
+    set_passwords: bool = False,
 ) -> Provisioning:
     """Create or bring up to date the roles, schemas, tables, triggers and grants of
     ``services`` in ``admin.dbname``, connected as ``admin`` (see the module doc;
@@ -136,7 +139,7 @@ def provision(
     with _connect(admin) as conn:
         conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (_LOCK_KEY,))
         with conn.transaction():
-            roles = _ensure_roles(conn, stores, auditor, passwords or {})
+            roles = _ensure_roles(conn, stores, auditor, passwords or {}, set_passwords)
             created_schemas = {s.schema for s in stores if ensure_schema(conn, s)}
         outcomes = []
         for store in stores:
@@ -199,6 +202,7 @@ def _ensure_roles(
     stores: Sequence[StoreRoles],
     auditor: str,
     passwords: Mapping[str, str],
+    set_passwords: bool = False,
 ) -> list[RoleOutcome]:
     wanted: list[tuple[str, RoleKind]] = []
     for store in stores:
@@ -225,6 +229,12 @@ def _ensure_roles(
             outcome.warnings = _warnings(conn, name, kind, found)
             if kind == "owner" and found[0]:
                 conn.execute(sql.SQL("ALTER ROLE {} NOLOGIN").format(role))
+            elif kind != "owner" and set_passwords and passwords.get(name):
+                verifier = _scram_verifier(conn, name, passwords[name])
+                conn.execute(
+                    sql.SQL("ALTER ROLE {} PASSWORD {}").format(role, sql.Literal(verifier))
+                )
+                outcome.password_set = True
         if kind == "owner":
             _become_member(conn, name)
         else:

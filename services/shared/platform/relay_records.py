@@ -42,6 +42,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from contracts import (
     BET_COMMANDS,
     BOOK_EVENTS,
+    COMMAND_EVENTS,
     SEALS,
     SHOE_COMMANDS,
     SHOE_EVENTS,
@@ -79,9 +80,10 @@ MARKERS = BET_COMMANDS
 others: every operator's bet-commands topic."""
 
 SIGNED_TOPICS: frozenset[str] = frozenset(
-    {TABLE_EVENTS, SHOE_EVENTS, SHOE_COMMANDS, BOOK_EVENTS, BET_COMMANDS, SEALS}
+    {TABLE_EVENTS, COMMAND_EVENTS, SHOE_EVENTS, SHOE_COMMANDS, BOOK_EVENTS, BET_COMMANDS, SEALS}
 )
-"""Logical topics whose records the relay signs: every owned topic a service reads, the
+"""Logical topics whose records the relay signs: every owned topic a service reads, dealing's
+answers to table commands (few, read by the house's tools: signed as on table-events before), the
 marks on bet-commands (an operator's topic is signed as its base topic is, its signature bound
 to the operator's topic), and the seal anchors (an unsigned anchor proves nothing).
 ``BET_EVENTS`` (owned, read by no service: 10,000 BetSettled in one coup) is not signed by

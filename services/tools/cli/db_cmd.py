@@ -7,6 +7,11 @@ what). Idempotent. What it found, created and granted goes to stderr; the settin
 LOGIN role it created (its password included, shown this once) go to stdout. A role that
 existed keeps its password, which is never shown.
 
+The services' passwords may be given (``PB_POSTGRES_PASSWORD_<ROLE>``, e.g.
+``PB_POSTGRES_PASSWORD_SHOE``, ``PB_POSTGRES_PASSWORD_AUDITOR``: from the Secrets the services
+read, when a Kubernetes Job or compose's one-shot runs it): each such role gets that password,
+created or not (a rotation), and it is never printed.
+
 A partitioned deployment (``PB_PARTITIONED=yes``: a store per partition) gets the schemas of
 every partition, ``<prefix><service>_p0`` .. ``_p<N-1>``, with the service's same roles: N is
 ``--partitions``, else ``PB_TOPIC_PARTITIONS`` (the topics' partition count, default 3).
@@ -14,6 +19,7 @@ every partition, ``<prefix><service>_p0`` .. ``_p<N-1>``, with the service's sam
 
 from __future__ import annotations
 
+import os
 import shlex
 
 import typer
@@ -27,6 +33,8 @@ db_app = typer.Typer(
 )
 
 SERVICES = ("shoe", "dealing", "settlement")
+PASSWORD_VARIABLE = "PB_POSTGRES_PASSWORD_"
+"""Followed by a LOGIN role's name in capitals: the password that role must have."""
 
 
 @db_app.command("setup")
@@ -55,7 +63,7 @@ def setup_command(
     the append-only triggers, the auditor role and every grant (idempotent)."""
     import psycopg
 
-    from services.shared.platform.pg_roles import provision
+    from services.shared.platform.pg_roles import provision, store_roles
     from services.shared.platform.settings import Settings, SettingsError
 
     names = [name.strip() for name in services.split(",") if name.strip()]
@@ -78,12 +86,28 @@ def setup_command(
             f"provisioning as {admin.user}@{admin.host}:{admin.port}/{admin.dbname}{cells}",
             err=True,
         )
+        logins = [
+            *dict.fromkeys(
+                store.login
+                for store in store_roles(
+                    names, settings.postgres_schema_prefix, role_prefix, partitions
+                )
+            ),
+            f"{settings.postgres_schema_prefix if role_prefix is None else role_prefix}auditor",
+        ]
+        given = {
+            role: password
+            for role in logins
+            if (password := os.environ.get(PASSWORD_VARIABLE + role.upper(), ""))
+        }
         done = provision(
             admin,
             names,
             schema_prefix=settings.postgres_schema_prefix,
             role_prefix=role_prefix,
             partitions=partitions,
+            passwords=given,
+            set_passwords=True,
         )
     except SettingsError as error:
         typer.echo(f"error: {error}", err=True)
@@ -103,7 +127,7 @@ def setup_command(
         roles = store.roles
         schemas.setdefault(roles.login, (roles.service, []))[1].append(roles.schema)
     for role in done.roles:
-        if role.password is None:
+        if role.password is None or role.name in given:  # the caller has it
             continue
         own = schemas.get(role.name)
         what = f"service {own[0]}, schema {', '.join(own[1])}" if own else "read only"

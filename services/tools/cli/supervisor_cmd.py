@@ -5,8 +5,8 @@ EdDSA). ``keygen`` makes a supervisor's key (the private key file, mode 0600, an
 the supervisors keyring dealing verifies with; the supervisor's earlier keys are retired:
 rotation). ``void`` builds the ``VoidCoup``, signs it, sends it to the table-commands topic
 (with the platform's Kafka settings: ``KAFKA_BOOTSTRAP_SERVERS``, ``PB_TOPIC_PREFIX``), prints
-what it sent and waits on table-events for dealing's answer: ``CoupVoided`` (exit 0) or
-``CommandRejected`` (exit 1, with the reason); none in time: exit 3.
+what it sent and waits for dealing's answer: ``CoupVoided`` on table-events (exit 0) or
+``CommandRejected`` on command-events (exit 1, with the reason); none in time: exit 3.
 """
 
 from __future__ import annotations
@@ -181,6 +181,7 @@ async def send_and_wait(settings: Settings, command: VoidCoup, timeout: float) -
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     from contracts import (
+        COMMAND_EVENTS,
         TABLE_COMMANDS,
         TABLE_EVENTS,
         CommandRejected,
@@ -191,7 +192,8 @@ async def send_and_wait(settings: Settings, command: VoidCoup, timeout: float) -
     )
     from services.shared.platform.kafka import client_options, idempotent_producer
 
-    events = settings.topic(TABLE_EVENTS)
+    # The void on table-events, a refusal on command-events (dealing's answers).
+    topics = {settings.topic(logical): logical for logical in (TABLE_EVENTS, COMMAND_EVENTS)}
     consumer = AIOKafkaConsumer(
         **client_options(settings),
         client_id="pb-supervisor-answers",
@@ -202,7 +204,9 @@ async def send_and_wait(settings: Settings, command: VoidCoup, timeout: float) -
     await consumer.start()
     try:
         partitions = [
-            TopicPartition(events, p) for p in sorted(await _partitions(consumer, events))
+            TopicPartition(topic, p)
+            for topic in topics
+            for p in sorted(await _partitions(consumer, topic))
         ]
         consumer.assign(partitions)
         await consumer.seek_to_end(*partitions)
@@ -221,7 +225,7 @@ async def send_and_wait(settings: Settings, command: VoidCoup, timeout: float) -
             for records in batches.values():
                 for record in records:
                     try:
-                        message = decode(TABLE_EVENTS, record.value or b"")
+                        message = decode(topics[record.topic], record.value or b"")
                     except ContractError:
                         continue
                     if isinstance(message, CommandRejected):

@@ -7,6 +7,7 @@ from contracts import (
     BET_COMMANDS,
     BET_EVENTS,
     BOOK_EVENTS,
+    COMMAND_EVENTS,
     DEAD_LETTERS,
     INCIDENTS,
     SEALS,
@@ -22,7 +23,7 @@ EVERY_TOPIC = frozenset(TOPIC_MESSAGES)
 WRITES: dict[str, frozenset[str]] = {
     "shoe": frozenset({SHOE_EVENTS, DEAD_LETTERS, INCIDENTS, SEALS}),
     "dealing": frozenset(
-        {TABLE_EVENTS, SHOE_COMMANDS, BET_COMMANDS, DEAD_LETTERS, INCIDENTS, SEALS}
+        {TABLE_EVENTS, COMMAND_EVENTS, SHOE_COMMANDS, BET_COMMANDS, DEAD_LETTERS, INCIDENTS, SEALS}
     ),
     "settlement": frozenset({BET_EVENTS, BOOK_EVENTS, DEAD_LETTERS, INCIDENTS, SEALS}),
     "gateway": frozenset({BET_COMMANDS}),
@@ -39,8 +40,8 @@ READS: dict[str, frozenset[str]] = {
     "dealing": frozenset({TABLE_COMMANDS, SHOE_EVENTS, BOOK_EVENTS}),
     "settlement": frozenset({BET_COMMANDS, TABLE_EVENTS, SHOE_EVENTS}),
     "gateway": frozenset({BET_EVENTS, TABLE_EVENTS}),
-    "operator": frozenset({TABLE_EVENTS}),
-    "supervisor": frozenset({TABLE_EVENTS}),
+    "operator": frozenset({TABLE_EVENTS, COMMAND_EVENTS}),
+    "supervisor": frozenset({TABLE_EVENTS, COMMAND_EVENTS}),
     "auditor": EVERY_TOPIC,
     "dashboard": EVERY_TOPIC,
 }

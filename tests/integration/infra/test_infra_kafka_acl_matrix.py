@@ -8,6 +8,7 @@ subscribe to, so a new topic or subscription cannot silently change who may do w
 from __future__ import annotations
 
 import importlib
+import re
 import stat
 from pathlib import Path
 from unittest.mock import MagicMock
@@ -22,6 +23,7 @@ from contracts import (
     MESSAGE_TOPICS,
     TABLE_COMMANDS,
     TABLE_EVENTS,
+    TOPIC_MESSAGES,
     TOPIC_OWNERS,
     bet_commands_topic,
     bet_events_topic,
@@ -30,7 +32,9 @@ from services.dev.infra.errors import InfraError
 from services.dev.infra.kafka_acls import (
     ROLES,
     SERVICE_READS,
+    _each_operator,
     consumer_group,
+    gateway_operator,
     principal_acls,
     project_acls,
     role_for,
@@ -44,6 +48,7 @@ from services.dev.infra.kafka_auth import (
     scram_format_arguments,
     tls_names,
 )
+from services.dev.infra.kafka_principals import BrokerPrincipals
 from services.dev.infra.kafka_protocol import AclOperation, PatternType, ResourceType
 from services.dev.infra.kafka_tls import broker_names, ensure_tls
 from services.dev.infra.private_files import read_private, write_private
@@ -97,11 +102,34 @@ def test_bindings_are_topic_and_group_reads_and_writes_under_the_run_prefixes() 
     assert settings.consumer_group == consumer_group("dealing", "grp7.")
 
 
-def test_an_added_principal_takes_the_role_its_name_begins_with() -> None:
-    assert role_of("gateway") == "gateway"
-    assert role_of("gateway-acme") == "gateway"
-    assert role_of("operator-floor-2") == "operator"
-    assert role_of("nobody") is None and role_of("acme-gateway") is None
+def test_a_principal_has_a_role_by_its_exact_name_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 20, item 11: a name is never read in parts. ``operator-acme`` got the table
+    commands and ``gateway-house`` the house's bets from their first part; now a role is a
+    role's own name, ``gateway-<operator>`` of a served operator, or given explicitly."""
+    assert role_of("gateway") == "gateway" and role_of("operator") == "operator"
+    for name in ("operator-acme", "operator-floor-2", "gateway-acme", "gateway-house", "nobody"):
+        assert role_of(name) is None, name
+    assert role_of("gateway-acme", ("house", "acme")) == "gateway"
+    assert role_of("gateway-house", ("house", "acme")) is None
+    assert gateway_operator("gateway") == "house" and gateway_operator("gateway-acme") == "acme"
+    for name in ("gateway-house", "gateway-", "gateway-Acme", "gatewayacme", "croupier"):
+        with pytest.raises(ValueError, match="gateway-<operator>"):
+            gateway_operator(name)
+    # `infra credentials NAME --add` refuses before it asks the broker anything.
+    monkeypatch.setenv("PB_OPERATORS", "house,acme")
+    principals = BrokerPrincipals(tmp_path)
+    for name, role in (
+        ("operator-acme", None),
+        ("gateway-house", None),
+        ("gateway-house", "gateway"),
+    ):
+        with pytest.raises(InfraError) as caught:
+            principals.add("127.0.0.1:1", name, role)
+        assert name in caught.value.problem and "Traceback" not in caught.value.problem
+    assert "--role" in caught.value.fix or "gateway-<operator>" in caught.value.fix
+    assert not (tmp_path / "secrets").exists()  # no password was made
     acme = principal_acls("gateway-acme", "gateway")
     assert {b.principal for b in acme} == {"User:gateway-acme"}
     # Its group is its own: the base gateway's prefix "punto-banco-gateway." does not cover it.
@@ -221,3 +249,39 @@ def test_an_operators_gateway_has_its_own_topics_and_no_other_operators() -> Non
     }
     with pytest.raises(ValueError, match="gateway-<operator>"):
         role_for("croupier", "gateway", operators)
+
+
+def integrating_topics() -> dict[str, tuple[str, set[str]]]:
+    """docs/integrating.md's Topics table: topic (operator ``acme``) -> (produce | read, who)."""
+    text = (Path(__file__).resolve().parents[3] / "docs" / "integrating.md").read_text()
+    section = text.split("\n## Topics\n", 1)[1].split("\n## ", 1)[0]
+    table = {}
+    for row in section.splitlines():
+        if row.startswith("| `punto-banco."):
+            topic, who = (cell.strip() for cell in row.strip("|").split("|")[:2])
+            verb, names = who.split(":", 1)
+            principals = set(re.findall(r"`([a-z-]+)`", names))
+            principals |= {"gateway-acme"} if "your gateway" in names else set()
+            table[topic.strip("`").replace("<operator>", "acme")] = (verb, principals)
+    return table
+
+
+def test_the_integrators_page_names_what_each_principal_may_do_and_no_more() -> None:
+    """Issue 20, item 12: docs/integrating.md told a gateway it may read book-events and
+    shoe-events, which its ACLs deny. Now each row names exactly who may produce or read the
+    topic: the gateway its own operator's topics and table-events, the casino's staff the
+    table commands and their answers, everything else the house's readers alone."""
+    operators = ("acme",)
+    documented = integrating_topics()
+    assert set(documented) == set(_each_operator(TOPIC_MESSAGES, operators))
+    outside = {"gateway-acme": "gateway", "operator": "operator", "supervisor": "supervisor"}
+    for topic, (verb, who) in documented.items():
+        if verb == "the house's":
+            assert who == {"auditor", "dashboard"}, topic
+            verb = "read"
+        for name, role in outside.items():
+            allowed = role_for(name, role, operators)
+            granted = allowed.writes if verb == "produce" else allowed.reads
+            assert (topic in granted) == (name in who), (topic, name)
+        for reader in ("auditor", "dashboard"):
+            assert topic in role_for(reader, reader, operators).reads

@@ -14,6 +14,7 @@ bench do; `infra up` itself granted the unprefixed project topics.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import secrets
 import socket
@@ -34,7 +35,6 @@ from aiokafka.errors import (
     KafkaError,
     TopicAuthorizationFailedError,
 )
-from aiokafka.protocol.metadata import MetadataRequest
 
 from contracts import (
     BET_COMMANDS,
@@ -60,6 +60,7 @@ from services.dev.infra.processes import run_async
 from services.dev.infra.state import load_state
 from services.dev.infra.tools import checked_java
 from tests.integration.infra.kafka_matrix import READS, WRITES
+from tests.integration.platform.kafka_tools import refuse_undescribed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -164,28 +165,9 @@ async def _produce(
         await producer.stop()
 
 
-async def _refuse_undescribed(bootstrap: str, login: KafkaLogin, topic: str) -> None:
-    """TopicAuthorizationFailedError if the broker answers error 29 for ``topic``'s metadata.
-
-    A consumer assigned a topic it may not even DESCRIBE never fetches: aiokafka only logs
-    "not authorized" at each metadata refresh; the broker's refusal is in the metadata.
-    """
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, **login.client_options())
-    await client.bootstrap()
-    try:
-        node = client.cluster.brokers().pop().nodeId
-        response = await client.send(node, MetadataRequest([topic], False))
-    finally:
-        await client.close()
-    (code, name, *_rest) = response.topics[0]
-    if code == TopicAuthorizationFailedError.errno:
-        raise TopicAuthorizationFailedError(name)
-    assert code == 0, code
-
-
 async def _read_first(bootstrap: str, login: KafkaLogin, topic: str) -> bytes:
     """The first record of partition 0 (a consumer without a group: assign and fetch)."""
-    await _refuse_undescribed(bootstrap, login, topic)
+    await refuse_undescribed(bootstrap, login.client_options(), topic)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,
@@ -451,9 +433,11 @@ async def test_credentials_add_makes_an_operators_gateway_with_the_gateway_role(
     secured: Secured,
 ) -> None:
     data_dir = str(secured.broker.home.parent)
-    added = await asyncio.to_thread(
-        _cli, "credentials", "gateway-acme", "--add", "--data-dir", data_dir
+    served = {"PB_OPERATORS": "house,acme"}  # gateway-acme is a role's name where acme is served
+    add = functools.partial(
+        _cli, "credentials", "gateway-acme", "--add", "--data-dir", data_dir, env=served
     )
+    added = await asyncio.to_thread(add)
     assert added.returncode == 0, added.stderr
     exported = _exports(added.stdout)
     login = KafkaLogin(exported["KAFKA_SASL_USERNAME"], exported["KAFKA_SASL_PASSWORD"])
@@ -472,9 +456,7 @@ async def test_credentials_add_makes_an_operators_gateway_with_the_gateway_role(
         await _produce(secured.bootstrap, login, TABLE_EVENTS)
     with pytest.raises(TopicAuthorizationFailedError):
         await _read_first(secured.bootstrap, login, BET_COMMANDS)
-    again = await asyncio.to_thread(
-        _cli, "credentials", "gateway-acme", "--add", "--data-dir", data_dir
-    )
+    again = await asyncio.to_thread(add)
     assert again.stdout == added.stdout  # idempotent: the same password
     assert secured.broker.principals.roles()["gateway-acme"] == "gateway"
 
@@ -482,6 +464,10 @@ async def test_credentials_add_makes_an_operators_gateway_with_the_gateway_role(
         _cli, "credentials", "croupier", "--add", "--data-dir", data_dir
     )
     assert nameless.returncode == 1 and "--role" in nameless.stderr
+    unserved = await asyncio.to_thread(  # acme not served: the name alone is nobody's
+        _cli, "credentials", "gateway-acme2", "--add", "--data-dir", data_dir
+    )
+    assert unserved.returncode == 1 and "--role" in unserved.stderr
 
 
 async def test_an_operators_gateway_cannot_write_another_operators_bets_nor_read_its_answers(
@@ -500,7 +486,7 @@ async def test_an_operators_gateway_cannot_write_another_operators_bets_nor_read
     own = {op: (prefix + bet_commands_topic(op), prefix + bet_events_topic(op)) for op in "ab"}
     await _seed(secured.bootstrap, admin, [topic for pair in own.values() for topic in pair])
     for name in ("gateway-a", "gateway-b"):
-        await asyncio.to_thread(secured.broker.principals.add, secured.bootstrap, name)
+        await asyncio.to_thread(secured.broker.principals.add, secured.bootstrap, name, "gateway")
     try:
         for mine, theirs in (("a", "b"), ("b", "a")):
             login = secured.login(f"gateway-{mine}")

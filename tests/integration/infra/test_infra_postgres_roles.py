@@ -21,6 +21,7 @@ import psycopg
 import pytest
 from eventsourcing.persistence import Tracking
 from psycopg import errors, sql
+from typer.testing import CliRunner
 
 from services.dealing.application import DealingApplication
 from services.dealing.tables import table_aggregate_id
@@ -32,6 +33,7 @@ from services.shared.platform.settings import PostgresSettings, Settings
 from services.shared.platform.writer_fence import FENCE_TABLE, LEASE_TABLE, LEASE_TABLES, LOCK_CLASS
 from services.shared.platform.writer_lease import writer_lease
 from services.shoe.application import ShoeApplication
+from services.tools.cli.main import app
 from tests.integration.audit.helpers import audit_settings
 from tests.postgres_databases import database_for_roles
 from tests.signing_keys import key_env
@@ -487,8 +489,8 @@ def test_provisioning_takes_over_a_store_the_service_created_itself(roles: Provi
 
 def test_a_provisioned_service_never_creates_a_schema(roles: Provisioned) -> None:
     """With PB_POSTGRES_CREATE_TABLES=no a missing or unprovisioned schema is an error that
-    says what to run; with it on, an existing schema is not created again (the service's
-    role may not create one)."""
+    says what to run; with it on (the default), the service's own role, which may create
+    nothing there, is told to set it to no (issue 20, item 3: the default gives no rights)."""
     missing = roles.service_settings("shoe", postgres_schema_prefix="nowhere_")
     with pytest.raises(StoreNotReady, match=r"no schema nowhere_shoe .*punto-banco db setup"):
         prepare_store(missing)
@@ -499,7 +501,9 @@ def test_a_provisioned_service_never_creates_a_schema(roles: Provisioned) -> Non
     )
     with pytest.raises(StoreNotReady, match="plain_shoe was not provisioned"):
         prepare_store(plain)
-    prepare_store(replace(roles.service_settings("shoe"), postgres_create_tables=True))
+    # With it on (the default), the service's own role is told what to set, and gets nothing.
+    with pytest.raises(StoreNotReady, match=r"may not create tables .*CREATE_TABLES=no"):
+        prepare_store(replace(roles.service_settings("shoe"), postgres_create_tables=True))
 
 
 def test_the_write_lock_is_the_one_eventsourcing_takes(played: Provisioned) -> None:
@@ -551,3 +555,31 @@ def test_roles_that_existed_are_reported_when_they_may_do_more(roles: Provisione
         ).fetchone()
         assert row == (False,)
     assert any(f"warning: {prefix}shoe has CREATEDB" in line for line in done.describe())
+
+
+def test_db_setup_gives_each_role_the_password_of_its_secret(roles: Provisioned) -> None:
+    """Issue 20, item 3: a Kubernetes Job or compose's one-shot runs `db setup` with the
+    passwords the services read from their own Secrets (PB_POSTGRES_PASSWORD_<ROLE>): each role
+    gets that one, created or existing (a rotation), and it is never printed."""
+    prefix = f"{roles.prefix}k_"
+    service, auditor = f"{prefix}shoe", f"{prefix}auditor"
+    admin = roles.admin
+    env = {
+        "POSTGRES_HOST": admin.host,
+        "POSTGRES_PORT": str(admin.port),
+        "POSTGRES_DBNAME": admin.dbname,
+        "POSTGRES_USER": admin.user,
+        "POSTGRES_PASSWORD": admin.password,
+    }
+    command = ["db", "setup", "--services", "shoe", "--schema-prefix", "k_"]
+    for password in ("first-secret-0123456789", "rotated-secret-0123456789"):
+        given = {f"PB_POSTGRES_PASSWORD_{name.upper()}": password for name in (service, auditor)}
+        result = CliRunner().invoke(app, [*command, "--role-prefix", prefix], env={**env, **given})
+        assert result.exit_code == 0, result.output
+        assert password not in result.output and result.stdout == ""
+        for name in (service, auditor):
+            with connect(replace(admin, user=name, password=password)) as conn:
+                assert conn.execute("SELECT current_user").fetchone() == (name,)
+    assert f"role {service} (service): exists (password set to the one given)" in result.stderr
+    with pytest.raises(psycopg.OperationalError):
+        connect(replace(admin, user=service, password="first-secret-0123456789"))

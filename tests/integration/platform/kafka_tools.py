@@ -6,11 +6,14 @@ import asyncio
 import concurrent.futures
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.client import AIOKafkaClient
+from aiokafka.errors import TopicAuthorizationFailedError
+from aiokafka.protocol.metadata import MetadataRequest
 
 from contracts import (
     EXTERNAL,
@@ -238,12 +241,17 @@ async def read_topic(
     logical_topic: str,
     until: Callable[[list[Received]], bool],
     timeout: float = 30.0,
+    *,
+    own_login: bool = False,
 ) -> list[Received]:
-    """Everything on the topic from the beginning, until ``until(records)`` or the timeout."""
-    await ensure_topics(as_admin(settings))
+    """Everything on the topic from the beginning, until ``until(records)`` or the timeout;
+    as the admin (who makes the topics first), or with ``own_login`` as ``settings``' own
+    principal."""
+    if not own_login:
+        await ensure_topics(as_admin(settings))
     topic = settings.topic(logical_topic)
     consumer = AIOKafkaConsumer(
-        **client_options(as_admin(settings)),
+        **client_options(settings if own_login else as_admin(settings)),
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         group_id=None,
@@ -275,6 +283,26 @@ async def read_topic(
         return received
     finally:
         await consumer.stop()
+
+
+async def refuse_undescribed(bootstrap: str, options: Mapping[str, Any], topic: str) -> None:
+    """TopicAuthorizationFailedError if the broker answers error 29 for ``topic``'s metadata
+    to the client logged in with ``options`` (aiokafka keyword arguments).
+
+    A consumer assigned a topic it may not even DESCRIBE never fetches: aiokafka only logs
+    "not authorized" at each metadata refresh; the broker's refusal is in the metadata.
+    """
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, **options)
+    await client.bootstrap()
+    try:
+        node = client.cluster.brokers().pop().nodeId
+        response = await client.send(node, MetadataRequest([topic], False))
+    finally:
+        await client.close()
+    (code, name, *_rest) = response.topics[0]
+    if code == TopicAuthorizationFailedError.errno:
+        raise TopicAuthorizationFailedError(name)
+    assert code == 0, code
 
 
 async def _partitions(consumer: AIOKafkaConsumer, topic: str) -> set[int]:

@@ -35,7 +35,19 @@ def test_every_message_type_travels_on_exactly_one_topic() -> None:
     seen = [m.__name__ for models in c.TOPIC_MESSAGES.values() for m in models]
     assert len(seen) == len(set(seen))
     assert c.topic_for(c.PlaceBet) == c.BET_COMMANDS
-    assert c.topic_for(c.CommandRejected) == c.TABLE_EVENTS
+    assert c.topic_for(c.CommandRejected) == c.COMMAND_EVENTS
+
+
+def test_a_refused_command_is_published_apart_and_still_read_where_it_was() -> None:
+    """Issue 20, item 12: dealing's answers to table commands (their texts may name a
+    supervisor's key) leave table-events, which every gateway reads, for command-events;
+    a CommandRejected published on table-events before still decodes there."""
+    [rejected] = [m for m in SAMPLES if isinstance(m, c.CommandRejected)]
+    assert c.CommandRejected not in c.TOPIC_MESSAGES[c.TABLE_EVENTS]
+    assert c.TOPIC_OWNERS[c.COMMAND_EVENTS] == "dealing"
+    assert c.decode(c.TABLE_EVENTS, c.encode(rejected)) == rejected
+    assert c.decode(c.COMMAND_EVENTS, c.encode(rejected)) == rejected
+    assert "belongs on 'punto-banco.command-events'" in _reason(c.BET_EVENTS, c.encode(rejected))
 
 
 def test_topic_names_are_the_agreed_ones() -> None:

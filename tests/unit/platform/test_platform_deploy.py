@@ -280,7 +280,7 @@ def test_each_service_logs_in_to_kafka_as_its_own_principal_over_tls(service: st
     assert cafile.name in generated("configMapGenerator")[config_map]
     # Its own credentials only: no other service's Secret reaches its pod.
     secrets = {s["secretRef"]["name"] for s in container(service)["envFrom"] if "secretRef" in s}
-    assert secrets == {"punto-banco-postgres", f"punto-banco-kafka-{service}"}
+    assert secrets == {f"punto-banco-postgres-{service}", f"punto-banco-kafka-{service}"}
     compose = {k: str(v) for k, v in compose_services()[service]["environment"].items()}
     assert compose["KAFKA_SASL_USERNAME"] == service
     assert all(
@@ -316,7 +316,8 @@ def test_the_in_cluster_prometheus_scrapes_the_annotated_pods_of_the_namespace()
 
 
 def compose_services() -> dict[str, Any]:
-    """compose.yaml's services, ``${NAME:-default}`` read as compose does without a .env."""
+    """compose.yaml's services, ``${NAME:-default}`` read as compose does without a .env, a
+    required ``${NAME:?message}`` as if .env gave it ``<NAME>``."""
     [compose] = load_all(DEPLOY / "compose.yaml")
     services: dict[str, Any] = _interpolated(compose["services"])
     return services
@@ -328,6 +329,7 @@ def _interpolated(value: Any) -> Any:
     if isinstance(value, list):
         return [_interpolated(item) for item in value]
     if isinstance(value, str):
+        value = re.sub(r"\$\{(\w+):\?[^}]*\}", r"<\1>", value)
         return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", value)
     return value
 
