@@ -49,7 +49,7 @@ from services.shared.facts.settlement import (
     SettledLine,
 )
 from services.shared.facts.topics import record, register_stored_topics
-from services.shared.rules.paytable import MAX_RETURN, PAYTABLES, BetType, Paytable, get_paytable
+from services.shared.rules.paytable import PAYTABLES, BetType, Paytable, get_paytable
 from services.shared.rules.settlement import Payoff, payoff, settle_stake
 from services.shared.rules.tableau import CoupResult
 from services.shared.rules.validation import (
@@ -59,10 +59,24 @@ from services.shared.rules.validation import (
     validate_stake,
 )
 
-MAX_BOOK_STAKE = (2**53 - 1) // MAX_RETURN
-"""The most a coup's accepted stakes may add up to: a bet returns at most ``MAX_RETURN`` (251)
-times its stake (a Perfect Pair on both hands), so every amount of the coup (a bet's return,
-staked, paid, the house's result) stays below 2^53, exact in every wallet and in JavaScript."""
+MAX_BOOK_EXPOSURE = 2**53 - 1
+"""The most a coup could pay back: the sum over its accepted bets of each stake times the most
+its bet type returns at the table's paytable (:func:`exposure`: 2 for Player, 12 for a pair, 252
+for a Perfect Pair...). So every amount of the coup (a bet's return, staked, paid, the house's
+result) stays below 2^53, exact in every wallet and in JavaScript, and a table may still take
+its largest bets on the bets that pay least."""
+
+
+def exposure(paytable: str, bet_type: str, stake: int) -> int:
+    """The most a bet of ``stake`` on ``bet_type`` could return (stake included), rounded up."""
+    numerator, denominator = _most_returned(paytable, bet_type)
+    return -(-stake * numerator // denominator)
+
+
+@lru_cache(maxsize=256)
+def _most_returned(paytable: str, bet_type: str) -> tuple[int, int]:
+    most = get_paytable(paytable).largest_return(BetType(bet_type))
+    return most.numerator, most.denominator
 
 
 class BookStatus(StrEnum):
@@ -249,9 +263,9 @@ class BetBook(Aggregate):
         # the shoe's cards for the coup, by position: (card, when the broker appended it)
         self.drawn: dict[int, tuple[str, datetime | None]] = {}
         self.claims: list[dict[str, Any]] = []  # CoupResolved waiting for the shoe's cards
-        self.staked = 0
+        self.exposure = 0  # the most the accepted bets could return (MAX_BOOK_EXPOSURE)
         self.operator_bets: dict[str, int] = {}  # operator -> its accepted bets
-        self.operator_staked: dict[str, int] = {}  # operator -> their stakes
+        self.operator_exposure: dict[str, int] = {}  # operator -> the most its bets return
         self.status = BookStatus.BETTING
         self.closed_at: datetime | None = None  # dealing's BettingClosed.occurred_at
         self.bets: dict[BetKey, Bet] = {}
@@ -312,8 +326,9 @@ class BetBook(Aggregate):
         client wrote). See :meth:`closed_for`. ``max_bets``: the most bets the book accepts
         (``PB_MAX_BETS_PER_COUP``), counted over every operator's accepted bets, those
         drafted in this unit included; ``max_operator_bets`` the most of one operator
-        (``PB_MAX_BETS_PER_OPERATOR``); a bet beyond either is ``BOOK_FULL``. An operator's
-        stakes stay within an equal share of :data:`MAX_BOOK_STAKE` (``ABOVE_MAXIMUM``).
+        (``PB_MAX_BETS_PER_OPERATOR``); a bet beyond either is ``BOOK_FULL``. What the coup
+        could pay back stays within :data:`MAX_BOOK_EXPOSURE`, an operator's bets within an
+        equal share of it (``ABOVE_MAXIMUM``).
         """
         closed = self.closed_for(placed_at, operator)
         if closed is not None:
@@ -342,19 +357,22 @@ class BetBook(Aggregate):
                 f"coup {self.coup_id} already holds {mine} bets of operator {operator}, the "
                 "most one coup takes from one operator; bet on the next coup (with a new bet id)",
             )
-        if self.staked + (stake or 0) > MAX_BOOK_STAKE:
+        most = exposure(self.paytable, bet_type, stake or 0)
+        if self.exposure + most > MAX_BOOK_EXPOSURE:
             return Rejection(
                 RejectionReason.ABOVE_MAXIMUM,
-                f"the stakes on coup {self.coup_id} would exceed the house's limit of "
-                f"{MAX_BOOK_STAKE} minor units for one coup",
+                f"what coup {self.coup_id} could pay back would exceed the house's limit of "
+                f"{MAX_BOOK_EXPOSURE} minor units for one coup (each stake times the most its "
+                "bet type returns); bet less, or on the next coup",
             )
         sharing = len(self.operators) + (operator not in self.operators)
-        share = MAX_BOOK_STAKE // sharing
-        if self.operator_staked.get(operator, 0) + (stake or 0) > share:
+        share = MAX_BOOK_EXPOSURE // sharing
+        if self.operator_exposure.get(operator, 0) + most > share:
             return Rejection(
                 RejectionReason.ABOVE_MAXIMUM,
-                f"the stakes of operator {operator} on coup {self.coup_id} would exceed the "
-                f"house's limit of {share} minor units for one operator on one coup",
+                f"what operator {operator}'s bets on coup {self.coup_id} could pay back would "
+                f"exceed the house's limit of {share} minor units for one operator on one coup "
+                "(each stake times the most its bet type returns); bet less, or on the next coup",
             )
         return None
 
@@ -457,9 +475,10 @@ class BetBook(Aggregate):
         assert type(amount) is int
         key = (operator, bet_id)
         if key not in self.bets:
-            self.staked += amount
+            most = exposure(self.paytable, line.bet_type, amount)
+            self.exposure += most
             self.operator_bets[operator] = self.operator_bets.get(operator, 0) + 1
-            self.operator_staked[operator] = self.operator_staked.get(operator, 0) + amount
+            self.operator_exposure[operator] = self.operator_exposure.get(operator, 0) + most
         self.bets[key] = Bet(bet_id, line.bettor_id, line.bet_type, amount, operator)
         types = self.bettor_types.setdefault((operator, line.bettor_id), set())
         types.add(BetType(line.bet_type))

@@ -179,9 +179,11 @@ class Paytable:
                 parts.append(f"{CASE_NAMES[case]} {ratio(odds)}")
         return ", ".join(parts)
 
-    def largest_return(self) -> Fraction:
-        """The most one bet returns per unit staked (stake included) under this paytable."""
-        return 1 + max(odds for pays in self.pays.values() for odds in pays.values())
+    def largest_return(self, bet_type: BetType | None = None) -> Fraction:
+        """The most one bet (of ``bet_type``, else of any type) returns per unit staked, stake
+        included, under this paytable."""
+        chosen = self.pays.values() if bet_type is None else [self.pays[BetType(bet_type)]]
+        return 1 + max(odds for pays in chosen for odds in pays.values())
 
 
 def _side_bets(*extra: BetType) -> dict[BetType, Pays]:

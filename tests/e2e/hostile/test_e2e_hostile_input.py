@@ -721,7 +721,7 @@ async def test_values_beyond_their_bounds_are_refused_and_the_largest_allowed_ar
     whales = [bet(biggest, big_coup, f"whale-{i}", "player_pair", MAX_STAKE) for i in range(8)]
     await place_all(hostile, whales)
     codes = [getattr(last_answer(hostile, w.bet_id), "reason_code", "ACCEPTED") for w in whales]
-    assert codes == ["ACCEPTED"] * 7 + ["ABOVE_MAXIMUM"], codes  # a coup's stakes <= 2^53 / 12
+    assert codes == ["ACCEPTED"] * 7 + ["ABOVE_MAXIMUM"], codes  # 12 x stakes <= 2^53 - 1
 
     def refused_all() -> bool:
         return (

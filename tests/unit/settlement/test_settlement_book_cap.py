@@ -10,7 +10,7 @@ import pytest
 from contracts import BetAccepted, BetRejected, BetSettled, CoupSettled
 from services.settlement.application import SettlementApplication
 from services.settlement.bet_index import BetAnswer
-from services.settlement.books import MAX_BOOK_STAKE
+from services.settlement.books import MAX_BOOK_EXPOSURE
 from services.shared.platform.environment import DEFAULT_MAX_BETS_PER_COUP
 from services.shared.platform.settings import Settings, SettingsError
 from tests.unit.settlement.harness import Dealing, Relay, bet, settlement_app
@@ -118,15 +118,17 @@ def test_an_operators_cap_may_be_set_and_the_coups_cap_still_bounds_them_all() -
 
 
 def test_one_operators_stakes_never_take_another_operators_share_of_the_coups_stake_limit() -> None:
-    share = MAX_BOOK_STAKE // 2
-    big = share // 4  # four bets fill acme's share, a fifth is beyond it (not beyond the coup's)
+    share = MAX_BOOK_EXPOSURE // 2
+    big = 10**14  # the table's limit; a Player bet returns at most twice its stake
+    count = share // (2 * big)  # acme's share holds this many, not one more
     app = two_operators().app
-    for n in range(4):
+    for n in range(count):
         assert app.place_bet(bet(f"a{n}", bettor_id=f"p{n}", amount=big), operator="acme").accepted
     over = app.place_bet(bet("over", bettor_id="x", amount=big), operator="acme")
     assert over.reason_code == "ABOVE_MAXIMUM"
     assert f"limit of {share} minor units for one operator on one coup" in over.message
-    for n in range(4):
+    assert "could pay back" in over.message
+    for n in range(count):
         placed = bet(f"b{n}", bettor_id=f"p{n}", amount=big)
         assert app.place_bet(placed, operator="bravo").accepted
 

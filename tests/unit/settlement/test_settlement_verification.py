@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from contracts import BetSettled, CoupResolved, CoupSettled, IncidentRaised
 from services.settlement.application import SettlementApplication
-from services.settlement.books import MAX_BOOK_STAKE
+from services.settlement.books import MAX_BOOK_EXPOSURE
 from services.settlement.verification import Claim, check_claim
 from services.shared.rules.cards import ALL_CARDS, Card
 from services.shared.rules.tableau import resolve_coup
@@ -213,17 +213,20 @@ def test_a_settled_coup_refuses_a_later_claim_with_other_facts() -> None:
     assert incidents(relay) == ["UNEXPECTED_RESOLUTION"]
 
 
-def test_the_stakes_of_one_coup_stay_below_the_exact_integer_limit() -> None:
+def test_what_one_coup_could_pay_back_stays_below_the_exact_integer_limit() -> None:
     dealing = Dealing(settlement_app(env=POPO))
     big = 10**14
-    dealing.open_table(limits={"player": (1, big), "banker": (1, big)})
+    dealing.open_table(limits={"player": (1, big), "banker": (1, big), "player_pair": (1, big)})
     dealing.open_betting("c1")
-    count = MAX_BOOK_STAKE // big
+    count = MAX_BOOK_EXPOSURE // (2 * big)  # a Player bet returns at most twice its stake
     for n in range(count):
         assert dealing.app.place_bet(bet(f"b{n}", bettor_id=f"p{n}", amount=big)).accepted
     over = dealing.app.place_bet(bet("over", bettor_id="x", amount=big))
     assert over.reason_code == "ABOVE_MAXIMUM" and "for one coup" in over.message
-    assert dealing.app.place_bet(bet("fits", bettor_id="y", amount=MAX_BOOK_STAKE % big)).accepted
+    left = MAX_BOOK_EXPOSURE - count * 2 * big
+    pair = bet("pair", bettor_id="z", bet_type="player_pair", amount=left // 12 + 1)
+    assert dealing.app.place_bet(pair).reason_code == "ABOVE_MAXIMUM"  # 12 times its stake
+    assert dealing.app.place_bet(bet("fits", bettor_id="y", amount=left // 2)).accepted
 
 
 cards = st.sampled_from(ALL_CARDS).map(lambda card: card.code)
