@@ -88,7 +88,10 @@ __all__ = ["AUDITOR", "SERVICES", "Grant", "Provisioning", "StoreRoles", "provis
 SERVICES = ("shoe", "dealing", "settlement")
 AUDITOR = "auditor"
 PREFIX = re.compile(r"^([a-z_][a-z0-9_]*)?$")
-_LOCK_KEY = "punto-banco db setup"
+SETUP_LOCK = 0x70625F7365747570  # "pb_setup": one provisioning at a time in a database
+SETUP_LOCK_WAIT = 60.0
+"""Seconds a provisioning waits for another one; then it fails naming who holds the lock (any
+login may take an advisory lock: it can delay ``db setup`` this long, never hang it)."""
 
 
 def store_roles(
@@ -130,6 +133,7 @@ def provision(
     passwords: Mapping[str, str] | None = None,
     partitions: int | None = None,
     set_passwords: bool = False,
+    lock_wait: float = SETUP_LOCK_WAIT,
 ) -> Provisioning:
     """Create or bring up to date the roles, schemas, tables, triggers and grants of
     ``services`` in ``admin.dbname``, connected as ``admin`` (see the module doc;
@@ -137,7 +141,7 @@ def provision(
     stores = store_roles(services, schema_prefix, role_prefix, partitions)
     auditor = f"{schema_prefix if role_prefix is None else role_prefix}{AUDITOR}"
     with _connect(admin) as conn:
-        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (_LOCK_KEY,))
+        _take_setup_lock(conn, lock_wait)
         with conn.transaction():
             roles = _ensure_roles(conn, stores, auditor, passwords or {}, set_passwords)
             created_schemas = {s.schema for s in stores if ensure_schema(conn, s)}
@@ -183,6 +187,28 @@ def _shared_lease(conn: psycopg.Connection[Any], store: StoreRoles, auditor: str
             for grant in given:
                 conn.execute(grant.statement())
     return StoreOutcome(store, created, tables, given)
+
+
+def _take_setup_lock(conn: psycopg.Connection[Any], wait: float) -> None:
+    conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{int(wait * 1000)}ms")))
+    try:
+        conn.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK,))
+    except psycopg.errors.LockNotAvailable:
+        holders = conn.execute(
+            "SELECT a.usename, a.pid, a.application_name FROM pg_locks l"
+            " JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory'"
+            " AND l.granted AND l.classid = %s AND l.objid = %s",
+            (SETUP_LOCK >> 32, SETUP_LOCK & 0xFFFFFFFF),
+        ).fetchall()
+        who = ", ".join(
+            f"{user} (pid {pid}, {app or 'no application name'})" for user, pid, app in holders
+        )
+        raise SettingsError(
+            f"another session has held db setup's lock for over {wait:g} s: {who or 'gone'}; "
+            "wait for that db setup to end, or end that session (pg_terminate_backend) if it "
+            "is no db setup"
+        ) from None
+    conn.execute("RESET lock_timeout")
 
 
 def _connect(admin: PostgresSettings) -> psycopg.Connection[Any]:

@@ -28,8 +28,14 @@ from services.dealing.tables import table_aggregate_id
 from services.dev.simulation import LocalSystem, play
 from services.settlement.application import SettlementApplication
 from services.shared.platform.persistence import StoreNotReady, open_application, prepare_store
-from services.shared.platform.pg_roles import SERVICES, Provisioning, StoreRoles, provision
-from services.shared.platform.settings import PostgresSettings, Settings
+from services.shared.platform.pg_roles import (
+    SERVICES,
+    SETUP_LOCK,
+    Provisioning,
+    StoreRoles,
+    provision,
+)
+from services.shared.platform.settings import PostgresSettings, Settings, SettingsError
 from services.shared.platform.writer_fence import FENCE_TABLE, LEASE_TABLE, LEASE_TABLES, LOCK_CLASS
 from services.shared.platform.writer_lease import writer_lease
 from services.shoe.application import ShoeApplication
@@ -412,6 +418,20 @@ def test_provisioning_twice_changes_nothing(played: Provisioned) -> None:
     assert [str(g) for s in again.stores for g in s.grants] == [
         str(g) for s in played.done.stores for g in s.grants
     ]
+
+
+def test_a_login_holding_the_setup_lock_delays_db_setup_a_bounded_time_and_is_named(
+    played: Provisioned,
+) -> None:
+    """Any login may take an advisory lock: the auditor holding db setup's makes it fail after
+    its wait, naming the auditor, instead of hanging (an init Job would hang for ever)."""
+    auditor = played.done.auditor
+    with connect(played.login(auditor)) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK,))
+        with pytest.raises(SettingsError, match=f"{auditor} \\(pid"):
+            provision(played.admin, SERVICES, role_prefix=played.prefix, lock_wait=0.5)
+    again = provision(played.admin, SERVICES, role_prefix=played.prefix)  # free once let go
+    assert not any(role.created for role in again.roles)
 
 
 def test_provisioning_again_undoes_what_was_loosened_by_hand(played: Provisioned) -> None:
