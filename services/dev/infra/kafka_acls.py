@@ -10,7 +10,8 @@ these ALLOW bindings are all a principal gets:
   when signed by the service its key names),
   and READs the topics it consumes (:data:`SERVICE_READS`, the topics of its subscriptions:
   a test holds the two equal);
-- ``gateway`` WRITEs what PlaceBet travels on (``bet-commands``) and READs bet-events and
+- ``gateway`` WRITEs what PlaceBet travels on (``bet-commands``) and, as the gateway service
+  on the platform, dead letters, incidents and its seal anchors; it READs bet-events and
   table-events; ``operator`` WRITEs the topic of OpenTable, CloseTable and CloseBetting,
   ``supervisor`` the one of VoidCoup (both ``table-commands``), and both READ table-events;
 - ``auditor`` and ``dashboard`` READ every project topic and write nothing.
@@ -101,7 +102,10 @@ _EVERY_TOPIC = tuple(sorted(TOPIC_MESSAGES))
 ROLES: Mapping[str, Role] = MappingProxyType(
     {
         **{service: _service_role(service) for service in SERVICE_READS},
-        "gateway": Role(writes=_sends("PlaceBet"), reads=(BET_EVENTS, TABLE_EVENTS)),
+        "gateway": Role(
+            writes=tuple(sorted({*_sends("PlaceBet"), DEAD_LETTERS, INCIDENTS, SEALS})),
+            reads=(BET_EVENTS, TABLE_EVENTS),
+        ),
         "operator": Role(
             writes=_sends("OpenTable", "CloseTable", "CloseBetting"), reads=(TABLE_EVENTS,)
         ),
@@ -151,7 +155,7 @@ def role_for(principal: str, role: str, operators: Iterable[str] = (HOUSE,)) -> 
     if role == "gateway":
         operator = gateway_operator(principal)
         return Role(
-            writes=(bet_commands_topic(operator),),
+            writes=tuple(sorted({bet_commands_topic(operator), DEAD_LETTERS, INCIDENTS, SEALS})),
             reads=tuple(sorted({bet_events_topic(operator), TABLE_EVENTS})),
         )
     allowed = ROLES[role]

@@ -95,6 +95,9 @@ __all__ = [
 Persistence = Literal["sqlite", "postgres"]
 
 SERVICE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
+INSTANCE_NAME = re.compile(r"^(?=.{1,32}$)[a-z][a-z0-9_]*-[a-z][a-z0-9_-]*$")
+"""A service serving one operator: ``gateway-<operator>`` (its store, group, key and anchors
+are named so), at most 32 characters (``contracts.ServiceName``)."""
 CELL_POOL_SIZE = 2
 """A partition cell's PostgreSQL pool (its worker thread, and /ready's or /metrics' query)."""
 MAX_PARTITIONS = MAX_PARTITION + 1
@@ -248,7 +251,7 @@ class Settings:
     operators: tuple[str, ...] = (HOUSE,)
 
     def __post_init__(self) -> None:
-        if not SERVICE_NAME.match(self.service):
+        if not (SERVICE_NAME.match(self.service) or INSTANCE_NAME.match(self.service)):
             raise SettingsError(
                 f"service name {self.service!r} must be lower case letters, digits or _"
             )
