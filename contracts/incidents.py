@@ -23,6 +23,8 @@ IncidentCode = Literal[
     "CONFLICTING_CARD",
     "UNEXPECTED_CARD",
     "COMMITMENT_MISMATCH",
+    "WALLET_BALANCE_MISMATCH",
+    "WALLET_ANSWER_MALFORMED",
 ]
 """What was wrong:
 
@@ -37,7 +39,11 @@ IncidentCode = Literal[
 - ``UNEXPECTED_CARD``: a card at a position the shoe was not at, for a request not made, or
   one copy too many of a card for the shoe's decks;
 - ``COMMITMENT_MISMATCH``: a revealed shoe order that does not match its commitment or the
-  cards dealt from it.
+  cards dealt from it;
+- ``WALLET_BALANCE_MISMATCH``: an operator's wallet answered a call with a balance that does
+  not add up (below zero after a debit or a credit): the gateway never uses it for money;
+- ``WALLET_ANSWER_MALFORMED``: an operator's wallet answered 200 without a usable balance (not
+  JSON, no whole number): no answer, the gateway calls again (a debit is rolled back).
 """
 
 

@@ -17,7 +17,8 @@ It keeps players' balances (integer minor units) in SQLite and answers the walle
   (409) if it arrives later: a late debit is never applied after its rollback;
 - every 200 is ``{"balance": <int>}``.
 
-``--test-controls`` adds what the gateway's tests use: ``GET /_balances`` and
+``--test-controls`` adds what the gateway's tests use: ``GET /_balances``, ``GET /_calls``
+(every call as it arrives, [kind, "received"], and as applied, [kind, status]) and
 ``POST /_faults`` (``{"kind": "debit"|"credit"|"rollback"|"*", "mode": "fail"|"delay"|"drop"|
 "garbage"|"negative"|"redirect", "status": 500, "seconds": 2, "count": 3}``): the next
 ``count`` calls of ``kind`` fail with ``status``, are answered late, applied but never
@@ -143,6 +144,7 @@ class Faults:
 
     def __init__(self) -> None:
         self.rules: list[dict[str, Any]] = []
+        self.answered: list[tuple[str, int | str]] = []  # (kind, "received" | status)
         self.lock = threading.Lock()
 
     def take(self, kind: str) -> dict[str, Any] | None:
@@ -174,6 +176,8 @@ def handler(wallet: Wallet, secret: bytes, faults: Faults | None) -> type[BaseHT
         def do_GET(self) -> None:
             if faults is not None and self.path == "/_balances":
                 self._answer(200, json.dumps(wallet.balances()).encode())
+            elif faults is not None and self.path == "/_calls":
+                self._answer(200, json.dumps(faults.answered).encode())
             else:
                 self._answer(404, b'{"error":"not found"}')
 
@@ -203,6 +207,8 @@ def handler(wallet: Wallet, secret: bytes, faults: Faults | None) -> type[BaseHT
             except (ValueError, KeyError, TypeError, AttributeError):
                 self._answer(400, b'{"error":"malformed"}')
                 return
+            if faults is not None:
+                faults.answered.append((kind, "received"))
             fault = faults.take(kind) if faults is not None else None
             mode = fault["mode"] if fault else None
             if mode == "fail":
@@ -214,6 +220,8 @@ def handler(wallet: Wallet, secret: bytes, faults: Faults | None) -> type[BaseHT
             if mode == "delay":
                 time.sleep(float(fault.get("seconds", 1)))  # type: ignore[union-attr]
             status, balance = wallet.apply(kind, body)
+            if faults is not None:
+                faults.answered.append((kind, status))
             if mode == "drop":
                 self.close_connection = True
                 self.connection.close()

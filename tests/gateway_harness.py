@@ -29,6 +29,7 @@ import httpx2
 
 from contracts import TABLE_COMMANDS, BetLimitSpec, OpenTable
 from services.dealing.service import build_service as build_dealing
+from services.dev.infra.ports import free_port
 from services.gateway.auth import signed_headers
 from services.gateway.config import GatewayConfig
 from services.gateway.host import Gateway
@@ -38,6 +39,7 @@ from services.shared.platform import ServiceHost, Settings
 from services.shoe.service import build_service as build_shoe
 from tests import kafka_logins
 from tests.integration.platform.kafka_tools import send_messages, settings_for
+from tests.signing_keys import key_env
 
 ROOT = Path(__file__).resolve().parents[1]
 OPERATOR = "acme"
@@ -106,6 +108,14 @@ class WalletProcess:
             answer = await client.post(f"{self.url}/_faults", content=json.dumps(rule))
             answer.raise_for_status()
 
+    async def calls(self) -> list[list[Any]]:
+        """Every call answered so far: [kind, status]."""
+        async with httpx2.AsyncClient() as client:
+            answer = await client.get(f"{self.url}/_calls")
+            answer.raise_for_status()
+            found: list[list[Any]] = answer.json()
+            return found
+
     async def balances(self) -> dict[str, int]:
         async with httpx2.AsyncClient() as client:
             answer = await client.get(f"{self.url}/_balances")
@@ -145,12 +155,61 @@ class SignedClient:
         await self.client.aclose()
 
 
+class GatewayProcess:
+    """``punto-banco serve gateway`` as a child process, on the system's settings."""
+
+    def __init__(self, system: GatewaySystem, folder: Path) -> None:
+        self.port = free_port()
+        self.log = folder / f"gateway-{self.port}.log"
+        settings = system.settings
+        self.env = {
+            **os.environ,
+            **key_env(),
+            **kafka_logins.env(f"gateway-{OPERATOR}"),
+            "KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
+            "PB_TOPIC_PREFIX": settings.topic_prefix,
+            "PB_DATA_DIR": str(settings.data_dir),
+            "PB_PERSISTENCE": settings.persistence,
+            "PB_OPERATORS_DIR": str(system.registry_dir),
+            "PB_GATEWAY_OPERATORS": OPERATOR,
+            "PB_GATEWAY_PORT": str(self.port),
+            "PB_WALLET_RETRY": "0.2,0.5,1",
+            "PB_WALLET_TIMEOUT": str(system.config.wallet_timeout),
+            "PB_RELAY_POLL_INTERVAL": "0.05",
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [str(ROOT / ".venv" / "bin" / "punto-banco"), "serve", "gateway"],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        await until(
+            lambda: "gateway: serving" in self.log.read_text(errors="replace"),
+            90,
+            f"the gateway to serve ({self.log})",
+        )
+
+    def kill(self) -> None:
+        if self.process is not None:
+            terminate(self.process)
+            self.process = None
+
+
 @dataclass
 class GatewaySystem:
     settings: Settings  # the gateway's (gateway-acme)
     keys: OperatorKeys
     config: GatewayConfig
     wallet: WalletProcess | None
+    registry_dir: Path
     gateway: Gateway | None = None
     client: SignedClient | None = None
     hosts: list[ServiceHost[Any]] = field(default_factory=list)
@@ -165,10 +224,14 @@ class GatewaySystem:
         await self.gateway.start()
         await self.gateway.wait_ready()
         assert self.gateway.http is not None
+        self.use(self.gateway.http.url)
+
+    def use(self, url: str) -> None:
+        """Talk to the gateway at ``url`` (a process of its own)."""
         if self.client is None:
-            self.client = SignedClient(self.gateway.http.url, OPERATOR, self.keys.api_secret)
+            self.client = SignedClient(url, OPERATOR, self.keys.api_secret)
         else:
-            self.client.client.base_url = httpx2.URL(self.gateway.http.url)
+            self.client.client.base_url = httpx2.URL(url)
 
     async def stop_gateway(self) -> None:
         if self.gateway is not None:
@@ -262,11 +325,13 @@ async def gateway_system(
         wallet_process.start()
     keys = registry.add(OPERATOR, wallet_process.url if wallet_process else None)
     keys = replace(keys, wallet_secret=wallet_secret)
+    registry.folder.joinpath(f"{OPERATOR}.json").write_bytes(keys.to_json())
     system = GatewaySystem(
         own,
         keys,
         GatewayConfig(port=0, wallet_retry=(0.2, 0.5, 1.0), **config),
         wallet_process,
+        registry.folder,
     )
     system.hosts = [
         ServiceHost(build_shoe(settings("shoe")), settings("shoe")),
