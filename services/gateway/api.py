@@ -19,6 +19,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, date, datetime
+from http import HTTPStatus
 from typing import Annotated, Any, Literal, Protocol
 from urllib.parse import quote
 
@@ -297,7 +298,8 @@ def create_app(operators: Operators) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> Response:
-        return problem_response(error.status_code, "HTTP error", str(error.detail))
+        title = HTTPStatus(error.status_code).phrase
+        return problem_response(error.status_code, title, str(error.detail))
 
     @app.post(
         "/v1/bets",
