@@ -40,6 +40,7 @@ from services.shoe.service import build_service as build_shoe
 from tests import kafka_logins
 from tests.integration.platform.kafka_tools import send_messages, settings_for
 from tests.signing_keys import key_env
+from tests.supervisors import keyring_path
 
 ROOT = Path(__file__).resolve().parents[1]
 OPERATOR = "acme"
@@ -313,6 +314,7 @@ async def gateway_system(
             prefix=prefix,
             operators=operators,
             postgres_env=postgres_env,
+            supervisor_keyring=str(keyring_path()),
         )
 
     own = replace(
