@@ -52,6 +52,7 @@ from services.gateway.domain import (
     Kind,
     Ledger,
     Round,
+    Status,
     Table,
     bet_aggregate_id,
     ledger_aggregate_id,
@@ -273,6 +274,8 @@ class GatewayApplication(ServiceApplication):
                 text = "" if isinstance(message, BetAccepted) else message.message
                 bet.answer(reason is None, reason, text)
                 self._answered.setdefault((bet.table_id, bet.coup_id), []).append(bet.bet_id)
+        elif bet.status is not Status.ACCEPTED:
+            return  # settled after another client placed its id again: not this bet's money
         elif isinstance(message, BetSettled):
             if bet.settlement is None:
                 credit = message.returned > 0 or self.zero_credits

@@ -298,4 +298,5 @@ async def run_gateway(base: Settings, config: GatewayConfig) -> int:
 
 def serve_gateway(base: Settings, config: GatewayConfig) -> int:
     configure_logging(base)
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # a line per wallet call otherwise
     return asyncio.run(run_gateway(base, config))
