@@ -75,6 +75,8 @@ class OperatorHandle(Protocol):
 
     def call(self, fn: Callable[..., Any], /, *args: Any) -> Awaitable[Any]: ...
 
+    async def request(self, request: BetRequest) -> Bet: ...
+
     def waiter(self, bet_id: str) -> asyncio.Future[None]: ...
 
     def forget(self, bet_id: str, waiter: asyncio.Future[None]) -> None: ...
@@ -312,7 +314,7 @@ def create_app(operators: Operators) -> FastAPI:
         waiter = operator.waiter(body.bet_id)
         try:
             try:
-                bet: Bet = await operator.call(operator.app.request, request)
+                bet: Bet = await operator.request(request)
             except Conflict:
                 raise Problem(
                     409,

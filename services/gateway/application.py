@@ -21,11 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
@@ -76,6 +76,19 @@ PUBLIC_FACTS = (
 """The table-events facts players see (the feed, the rounds); CommandRejected is not one."""
 
 
+class Call(NamedTuple):
+    """A wallet call's outcome to record (:meth:`GatewayApplication.record_call`)."""
+
+    bet_id: str
+    kind: Kind
+    outcome: str
+    status: int | None
+    balance: int | None
+    reason_code: str = ""
+    message: str = ""
+    incident: tuple[str, str] | None = None
+
+
 class Conflict(Exception):
     """The bet id was used for a bet with other content."""
 
@@ -103,7 +116,12 @@ class GatewayApplication(ServiceApplication):
     """One operator's gateway store (see the module docstring)."""
 
     name = "gateway"
-    env: ClassVar[dict[str, str]] = {"AGGREGATE_CACHE_MAXSIZE": "20000"}
+    # One writer (the store's writer lease) and every write through this Application, whose
+    # units put what they commit in the cache: a cached aggregate is current, never re-read.
+    env: ClassVar[dict[str, str]] = {
+        "AGGREGATE_CACHE_MAXSIZE": "20000",
+        "AGGREGATE_CACHE_FASTFORWARD": "n",
+    }
     snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Table: 100, Ledger: 100}
 
     def __init__(
@@ -179,28 +197,38 @@ class GatewayApplication(ServiceApplication):
     def request(self, request: BetRequest) -> Bet:
         """The operator's bet ``request.bet_id``: recorded now, or as recorded before (same
         content); :class:`Conflict` when recorded with other content."""
-        digest = request.digest
+        (found,) = self.requests([request])
+        if isinstance(found, Conflict):
+            raise found
+        return found
+
+    def requests(self, requests: Sequence[BetRequest]) -> list[Bet | Conflict]:
+        """:meth:`request` for many (the API's concurrent requests), in ONE transaction."""
         with self.unit_of_work() as uow:
-            bet = uow.get(bet_aggregate_id(self.operator, request.bet_id), Bet)
-            if bet is not None:
-                if bet.digest != digest:
-                    raise Conflict(request.bet_id)
-                return bet
-            bet = Bet(
-                operator=self.operator,
-                bet_id=request.bet_id,
-                table_id=request.table_id,
-                coup_id=request.coup_id,
-                bettor_id=request.player_id,
-                bet_type=request.bet_type,
-                amount=request.amount,
-                currency=request.currency,
-                digest=digest,
-                debit=self.wallet,
-            )
-            if not self.wallet:
-                bet.place()
-            uow.add(bet)
+            return [self._request(uow, request) for request in requests]
+
+    def _request(self, uow: UnitOfWork, request: BetRequest) -> Bet | Conflict:
+        digest = request.digest
+        bet = uow.get(bet_aggregate_id(self.operator, request.bet_id), Bet)
+        if bet is not None:
+            if bet.digest != digest:
+                return Conflict(request.bet_id)
+            return bet
+        bet = Bet(
+            operator=self.operator,
+            bet_id=request.bet_id,
+            table_id=request.table_id,
+            coup_id=request.coup_id,
+            bettor_id=request.player_id,
+            bet_type=request.bet_type,
+            amount=request.amount,
+            currency=request.currency,
+            digest=digest,
+            debit=self.wallet,
+        )
+        if not self.wallet:
+            bet.place()
+        uow.add(bet)
         return bet
 
     # -- what the wallet answered --------------------------------------------------------
@@ -219,30 +247,51 @@ class GatewayApplication(ServiceApplication):
         """Record a call's outcome: ``confirmed`` (a debit also places the bet),
         ``refused`` or ``unknown`` (a debit only: the bet is refused, an unknown debit rolled
         back); ``incident``: (code, message) of an answer not to be trusted."""
+        call = Call(bet_id, kind, outcome, status, balance, reason_code, message, incident)
+        (found,) = self.record_calls([call])
+        return found
+
+    def record_calls(self, calls: Sequence[Call]) -> list[Bet | None]:
+        """:meth:`record_call` for many (the wallet's answers as they come), in ONE
+        transaction."""
         with self.unit_of_work() as uow:
-            bet = uow.get(bet_aggregate_id(self.operator, bet_id), Bet)
-            if bet is None:
-                return None
-            if incident is not None:
-                code, text = incident
-                raise_incident(
-                    uow,
-                    self.service,
-                    code,
-                    text,
-                    table_id=bet.table_id,
-                    coup_id=bet.coup_id,
-                    evidence=Evidence(f"wallet {kind.path}"),
-                )
-            if kind in bet.confirmed or (kind is Kind.DEBIT and not bet.debit_pending):
-                return bet  # answered already (a call answered twice)
-            if outcome == "confirmed":
-                bet.confirm(kind.value, status or 0, balance)
-                if kind is Kind.DEBIT:
-                    bet.place()
-                self._tally_call(bet, kind)
-            elif kind is Kind.DEBIT:
-                bet.debit_failed(reason_code, message, status, outcome == "unknown")
+            return [self._record_call(uow, *call) for call in calls]
+
+    def _record_call(
+        self,
+        uow: UnitOfWork,
+        bet_id: str,
+        kind: Kind,
+        outcome: str,
+        status: int | None,
+        balance: int | None,
+        reason_code: str,
+        message: str,
+        incident: tuple[str, str] | None,
+    ) -> Bet | None:
+        bet = uow.get(bet_aggregate_id(self.operator, bet_id), Bet)
+        if bet is None:
+            return None
+        if incident is not None:
+            code, text = incident
+            raise_incident(
+                uow,
+                self.service,
+                code,
+                text,
+                table_id=bet.table_id,
+                coup_id=bet.coup_id,
+                evidence=Evidence(f"wallet {kind.path}"),
+            )
+        if kind in bet.confirmed or (kind is Kind.DEBIT and not bet.debit_pending):
+            return bet  # answered already (a call answered twice)
+        if outcome == "confirmed":
+            bet.confirm(kind.value, status or 0, balance)
+            if kind is Kind.DEBIT:
+                bet.place()
+            self._tally_call(bet, kind)
+        elif kind is Kind.DEBIT:
+            bet.debit_failed(reason_code, message, status, outcome == "unknown")
         return bet
 
     def _tally_call(self, bet: Bet, kind: Kind) -> None:

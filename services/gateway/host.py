@@ -27,8 +27,9 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.gateway.api import create_app
-from services.gateway.application import GatewayApplication
+from services.gateway.application import BetRequest, GatewayApplication
 from services.gateway.auth import RateLimit
+from services.gateway.batching import Batcher
 from services.gateway.config import GatewayConfig
 from services.gateway.domain import Bet, Table, bet_aggregate_id
 from services.gateway.operators import OperatorKeys, OperatorRegistry
@@ -61,6 +62,9 @@ class OperatorGateway:
         self._tables: set[str] = set()
         self._table_events: dict[str, asyncio.Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._requests: Batcher[BetRequest, Bet] = Batcher(
+            lambda requests: self.call(self.app.requests, requests)
+        )
 
     @property
     def name(self) -> str:
@@ -72,6 +76,11 @@ class OperatorGateway:
 
     def call(self, fn: Callable[..., Any], /, *args: Any) -> Awaitable[Any]:
         return self.service.worker.call(fn, *args)
+
+    async def request(self, request: BetRequest) -> Bet:
+        """Record a bet (``GatewayApplication.request``), with the bets arriving meanwhile in
+        one transaction."""
+        return await self._requests.submit(request)
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()

@@ -31,7 +31,8 @@ from uuid import UUID
 
 from eventsourcing.persistence import Recording
 
-from services.gateway.application import GatewayApplication
+from services.gateway.application import Call, GatewayApplication
+from services.gateway.batching import Batcher
 from services.gateway.config import GatewayConfig
 from services.gateway.domain import Bet, Kind, Status, Transaction
 from services.gateway.wallet import Answer, WalletClient, judge
@@ -83,7 +84,7 @@ class WalletOutbox:
         self._calls: set[asyncio.Task[None]] = set()
         self.stats = CallStats()
         self.started = asyncio.Event()
-        self._app: GatewayApplication | None = None
+        self._records: Batcher[Call, Bet | None] | None = None
 
     # -- what the Application saved ----------------------------------------------------
     def on_saved(self, recordings: Sequence[Recording[UUID]]) -> None:
@@ -107,7 +108,7 @@ class WalletOutbox:
     async def run(self, ctx: ServiceContext[GatewayApplication]) -> None:
         """The service's task: until ``ctx.stopping``."""
         self._loop = asyncio.get_running_loop()
-        self._app = ctx.app
+        self._records = Batcher(lambda calls: ctx.call(ctx.app.record_calls, calls))
         ctx.app.add_save_listener(self.on_saved)
         try:
             await self._load_open(ctx)
@@ -187,15 +188,16 @@ class WalletOutbox:
 
     async def _debit_lost(self, ctx: ServiceContext[GatewayApplication], bet: Bet) -> None:
         verdict = judge(Kind.DEBIT, Answer(None, error="the gateway stopped during the call"))
-        await ctx.call(
-            ctx.app.record_call,
-            bet.bet_id,
-            Kind.DEBIT,
-            verdict.outcome,
-            None,
-            None,
-            reason_code=verdict.reason_code,
-            message=verdict.message,
+        await self._record(
+            Call(
+                bet.bet_id,
+                Kind.DEBIT,
+                verdict.outcome,
+                None,
+                None,
+                verdict.reason_code,
+                verdict.message,
+            )
         )
 
     async def _call(
@@ -232,27 +234,29 @@ class WalletOutbox:
                 )
                 self._retry_at[key] = time.monotonic() + delay
                 if verdict.incident is not None:
-                    await ctx.call(
-                        ctx.app.record_call,
-                        bet.bet_id,
-                        tx.kind,
-                        "retry",
-                        answer.status,
-                        None,
-                        incident=verdict.incident,
+                    await self._record(
+                        Call(
+                            bet.bet_id,
+                            tx.kind,
+                            "retry",
+                            answer.status,
+                            None,
+                            incident=verdict.incident,
+                        )
                     )
                 return
             self._attempts.pop(key, None)
-            await ctx.call(
-                ctx.app.record_call,
-                bet.bet_id,
-                tx.kind,
-                verdict.outcome,
-                answer.status,
-                answer.balance,
-                reason_code=verdict.reason_code,
-                message=verdict.message,
-                incident=verdict.incident,
+            await self._record(
+                Call(
+                    bet.bet_id,
+                    tx.kind,
+                    verdict.outcome,
+                    answer.status,
+                    answer.balance,
+                    verdict.reason_code,
+                    verdict.message,
+                    verdict.incident,
+                )
             )
         except Exception:
             log.exception("%s: wallet %s for bet %s failed", self.operator, tx.kind, bet.bet_id)
@@ -261,6 +265,11 @@ class WalletOutbox:
             self._in_flight.discard(key)
             self._dirty.add(bet.id)
             self._wake.set()
+
+    async def _record(self, call: Call) -> None:
+        """Record a call's outcome, with the others answered meanwhile (one transaction)."""
+        assert self._records is not None
+        await self._records.submit(call)
 
     # -- what the API and the operations endpoints read ----------------------------------
     def silent_for(self) -> float | None:

@@ -57,6 +57,7 @@ class DemoGateway:
 
     data_dir: Path
     operator: str = HOUSE
+    wallet_on: bool = True  # False: the operator has no wallet (its money is its own)
     port: int = GATEWAY_PORT
     wallet_port: int = WALLET_PORT
     api_secret: str = ""
@@ -91,9 +92,12 @@ class DemoGateway:
 
         registry = OperatorRegistry(self.data_dir / "keys" / "operators")
         registry.remove(self.operator)
-        keys = registry.add(self.operator, f"http://127.0.0.1:{self.wallet_port}")
+        url = f"http://127.0.0.1:{self.wallet_port}" if self.wallet_on else None
+        keys = registry.add(self.operator, url)
         self.api_secret = keys.api_secret
         init_run_keys(self.data_dir, (service_name(self.operator),))
+        if not self.wallet_on:
+            return
         log = self.data_dir / "logs" / "wallet.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
