@@ -143,6 +143,13 @@ def serve_gateway_command(settings: Settings) -> int:
     from services.gateway.operators import OperatorError
     from services.shared.platform.settings import SettingsError
 
+    if settings.partitioned:
+        _fail(
+            SettingsError(
+                "PB_PARTITIONED does not apply to the gateway: it scales by operator "
+                "(PB_GATEWAY_OPERATORS), see docs/scaling.md"
+            )
+        )
     try:
         config = GatewayConfig.from_env()
         return serve_gateway(settings, config)
