@@ -18,7 +18,6 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
@@ -29,6 +28,7 @@ import httpx2
 
 from contracts import TABLE_COMMANDS, BetLimitSpec, OpenTable
 from services.dealing.service import build_service as build_dealing
+from services.dev.demo.gateway import wallet_command
 from services.dev.infra.ports import free_port
 from services.gateway.auth import signed_headers
 from services.gateway.config import GatewayConfig
@@ -78,17 +78,7 @@ class WalletProcess:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                str(ROOT / "examples" / "wallet.py"),
-                "--port",
-                str(self.port),
-                "--db",
-                str(self.db),
-                "--initial-balance",
-                str(self.initial),
-                "--test-controls",
-            ],
+            wallet_command(self.port, self.db, self.initial, test_controls=True),
             env={**os.environ, "PB_WALLET_SECRET": self.secret},
             stdout=subprocess.PIPE,
             text=True,

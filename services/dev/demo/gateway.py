@@ -102,16 +102,7 @@ class DemoGateway:
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
             self.wallet = subprocess.Popen(
-                [
-                    sys.executable,
-                    str(PROJECT_ROOT / "examples" / "wallet.py"),
-                    "--port",
-                    str(self.wallet_port),
-                    "--db",
-                    str(self.wallet_db),
-                    "--initial-balance",
-                    str(START_BALANCE),
-                ],
+                wallet_command(self.wallet_port, self.wallet_db, START_BALANCE),
                 env={**os.environ, "PB_WALLET_SECRET": keys.wallet_secret},
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -133,6 +124,14 @@ class DemoGateway:
         with contextlib.closing(sqlite3.connect(self.wallet_db)) as db:
             rows = db.execute("SELECT player_id, balance FROM players").fetchall()
         return {player: int(balance) for player, balance in rows}
+
+
+def wallet_command(port: int, db: Path, initial: int, *, test_controls: bool = False) -> list[str]:
+    """The reference wallet's command line (``examples/wallet.py``; its secret in the
+    ``PB_WALLET_SECRET`` of its environment)."""
+    command = [sys.executable, str(PROJECT_ROOT / "examples" / "wallet.py")]
+    command += ["--port", str(port), "--db", str(db), "--initial-balance", str(initial)]
+    return [*command, "--test-controls"] if test_controls else command
 
 
 def routed(bets: Iterable[PlannedBet]) -> tuple[list[PlannedBet], list[PlannedBet]]:
