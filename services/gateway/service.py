@@ -2,7 +2,8 @@
 
 ``gateway_service(settings, keys, config)`` is a :class:`~services.shared.platform.KafkaService`
 named ``gateway-<operator>`` (the house's ``gateway``): that is its Kafka principal, consumer
-group, store (SQLite ``gateway-<operator>.sqlite``, PostgreSQL schema ``gateway-<operator>``),
+group, store (SQLite ``gateway-<operator>.sqlite``, PostgreSQL schema
+``gateway_<operator>_<digest>``: ``settings.schema_name``),
 signing key (its seal anchors) and incidents' service. Its one batch subscriber reads the
 operator's bet-events topic (answers, settlements, refunds) and table-events (the tables'
 public facts), each partition's batch applied in one transaction with its tracking record; its

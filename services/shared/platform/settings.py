@@ -57,6 +57,7 @@ environment. It bounds the memory of open bets (``docs/scaling.md``).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Mapping
@@ -199,6 +200,16 @@ def http_port(service: str, env: Mapping[str, str]) -> int | None:
             raise SettingsError(f"{key} must be a port number (0-65535) or 'off', got {raw!r}")
         return port
     return HTTP_PORTS.get(service)
+
+
+def schema_name(service: str) -> str:
+    """A service's PostgreSQL schema name: the service's, or for an instance (``gateway-acme``,
+    whose ``-`` eventsourcing does not quote) ``gateway_acme_<6 hex of its SHA-256>`` (two
+    instances never share one: ``a-b`` and ``a_b`` differ by the digest)."""
+    if "-" not in service:
+        return service
+    digest = hashlib.sha256(service.encode()).hexdigest()[:6]
+    return f"{service.replace('-', '_')}_{digest}"
 
 
 def store_name(service: str, partition: int | None) -> str:
@@ -384,7 +395,7 @@ class Settings:
         """The store's own schema: ``PB_POSTGRES_SCHEMA_PREFIX`` + service name (a cell's:
         + ``_p<N>``)."""
         suffix = "" if self.partition is None else f"_p{self.partition}"
-        return f"{self.postgres_schema_prefix}{self.service}{suffix}"
+        return f"{self.postgres_schema_prefix}{schema_name(self.service)}{suffix}"
 
     def topic(self, name: str) -> str:
         """The Kafka topic actually used for the logical project topic ``name``."""

@@ -42,10 +42,12 @@ def expected_balances(views: list[dict[str, Any]]) -> dict[str, int]:
     return balances
 
 
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def test_bets_through_the_api_move_each_players_money_once(
-    tmp_path: Path, kafka_bootstrap: str
+    tmp_path: Path, kafka_bootstrap: str, request: pytest.FixtureRequest, store: str
 ) -> None:
-    async with gateway_system(tmp_path, kafka_bootstrap) as system:
+    postgres = request.getfixturevalue("postgres_env") if store == "postgres" else None
+    async with gateway_system(tmp_path, kafka_bootstrap, postgres_env=postgres) as system:
         assert system.wallet is not None
         await system.open_table()
         rng = random.Random(3)
