@@ -204,6 +204,14 @@ class GatewaySystem:
     gateway: Gateway | None = None
     client: SignedClient | None = None
     hosts: list[ServiceHost[Any]] = field(default_factory=list)
+    service_settings: dict[str, Settings] = field(default_factory=dict)
+
+    async def restart_settlement(self) -> None:
+        """Start settlement again (after ``hosts[2].stop()``), on its store."""
+        settings = self.service_settings["settlement"]
+        self.hosts[2] = ServiceHost(build_settlement(settings), settings)
+        await self.hosts[2].start()
+        await self.hosts[2].wait_ready()
 
     @property
     def api(self) -> SignedClient:
@@ -325,6 +333,7 @@ async def gateway_system(
         wallet_process,
         registry.folder,
     )
+    system.service_settings = {name: settings(name) for name in ("shoe", "dealing", "settlement")}
     system.hosts = [
         ServiceHost(build_shoe(settings("shoe")), settings("shoe")),
         ServiceHost(build_dealing(settings("dealing")), settings("dealing")),

@@ -141,3 +141,21 @@ async def test_money_is_right_when_the_wallet_and_the_gateway_stop_mid_run(
             await system.bet(f"k2-{n}", coup, player_id=f"r{n % 3}", bet_type="banker")
             bet_ids.append(f"k2-{n}")
         await balances_right(system, bet_ids)
+
+
+async def test_bets_wait_for_a_stopped_settlement_and_the_money_ends_right(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    async with gateway_system(tmp_path, kafka_bootstrap, answer_wait=1.0) as system:
+        await system.open_table(window_ms=6000)
+        coup = await system.open_coup()
+        await system.hosts[2].stop()  # settlement stops: the bets are debited and placed
+        answers = [
+            await system.bet(f"s{n}", coup, player_id=f"t{n}", bet_type="banker") for n in range(3)
+        ]
+        for answer in answers:
+            assert answer.status_code == 202 and answer.json()["status"] == "PENDING"
+            assert answer.headers["location"] == f"/v1/bets/{answer.json()['bet_id']}"
+        await system.restart_settlement()  # it answers the bets placed while it was away
+        views = await balances_right(system, ["s0", "s1", "s2"])
+        assert all(kinds(v)["debit"] == "confirmed" for v in views)
