@@ -221,7 +221,7 @@ class GatewaySystem:
     async def start_gateway(self) -> None:
         self.gateway = Gateway(self.settings, self.config, [self.keys])
         await self.gateway.start()
-        await self.gateway.wait_ready()
+
         assert self.gateway.http is not None
         self.use(self.gateway.http.url)
 

@@ -162,8 +162,11 @@ class Gateway:
         return self.operators.get(name)
 
     async def start(self) -> None:
+        """Start every operator's service, then (each outbox listening: a debit requested is
+        known as this process's) the HTTP API."""
         for operator in self.operators.values():
             await operator.start()
+        await self.wait_ready()
         if self.config.port is not None:
             self.http = AsgiServer(
                 self.asgi(), self.base.http_host, self.config.port, name=NAME, lifespan="off"
@@ -293,7 +296,6 @@ async def run_gateway(base: Settings, config: GatewayConfig) -> int:
         except StoppedAsStandby as stopped:
             log.info("%s", stopped)
             return 0
-        await gateway.wait_ready()
         log.info("%s: serving", NAME)  # what `punto-banco up` waits for
         stops = [op.host.stopping.wait() for op in gateway.operators.values()]
         await asyncio.wait(
