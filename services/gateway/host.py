@@ -266,14 +266,20 @@ class _WalletMetrics(Collector):
             "How long the wallet has left calls unanswered.",
             labels=["operator"],
         )
+        unconfirmed = GaugeMetricFamily(
+            "pb_wallet_unconfirmed_calls",
+            "Wallet calls on their way or waiting to be tried again.",
+            labels=["operator"],
+        )
         for op in self.operators:
             stats = op.outbox.stats
+            unconfirmed.add_metric([op.name], op.outbox.unconfirmed_calls())
             for (kind, answer), count in sorted(stats.calls.items()):
                 calls.add_metric([op.name, kind, answer], count)
             seconds.add_metric([op.name], sum(stats.seconds))
             open_bets.add_metric([op.name], len(op.outbox.open))
             silent.add_metric([op.name], op.outbox.silent_for() or 0.0)
-        return [calls, seconds, open_bets, silent]
+        return [calls, seconds, open_bets, silent, unconfirmed]
 
 
 def load_operators(base: Settings, config: GatewayConfig) -> list[OperatorKeys]:

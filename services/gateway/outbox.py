@@ -279,6 +279,10 @@ class WalletOutbox:
             return None
         return time.monotonic() - since
 
+    def unconfirmed_calls(self) -> int:
+        """Calls on their way, or waiting to be tried again."""
+        return len(self._in_flight) + len(self._retry_at)
+
     def open_bets(self) -> list[UUID]:
         return list(self.open)
 

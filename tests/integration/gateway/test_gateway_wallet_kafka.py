@@ -117,7 +117,7 @@ async def test_credits_are_retried_until_answered_and_applied_once(
 async def test_money_is_right_when_the_wallet_and_the_gateway_stop_mid_run(
     tmp_path: Path, kafka_bootstrap: str
 ) -> None:
-    async with gateway_system(tmp_path, kafka_bootstrap) as system:
+    async with gateway_system(tmp_path, kafka_bootstrap, wallet_silence=0.5) as system:
         wallet = system.wallet
         assert wallet is not None
         await system.open_table(window_ms=2500)
@@ -127,12 +127,24 @@ async def test_money_is_right_when_the_wallet_and_the_gateway_stop_mid_run(
             await system.bet(f"k1-{n}", coup, player_id=f"r{n % 3}", bet_type="player")
             bet_ids.append(f"k1-{n}")
         wallet.kill()  # the coup settles while the wallet is down: credits wait
+        dead = await system.bet("k1-dead", coup, player_id="r9")  # its rollback waits too
+        assert dead.json()["reason"] == "WALLET_UNAVAILABLE"
 
         async def settled_unpaid() -> bool:
             views = [await system.view(b) for b in bet_ids]
             return all(v["settlement"] is not None for v in views)
 
         await until(settled_unpaid, 60, "the coup settled")
+
+        async def not_ready() -> str | None:
+            answer = await system.api.client.get("/ready")
+            return answer.text if answer.status_code == 503 else None
+
+        bet_ids.append("k1-dead")
+        why = await until(not_ready, 30, "/ready to name the silent wallet")
+        assert "acme: its wallet has not answered" in why
+        metrics = (await system.api.client.get("/metrics")).text
+        assert 'pb_wallet_calls_total{answer="none",kind="rollback",operator="acme"}' in metrics
         await system.stop_gateway()  # and the gateway stops with credits unconfirmed
         wallet.start()
         await system.start_gateway()
