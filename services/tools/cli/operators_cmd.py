@@ -143,12 +143,11 @@ def serve_gateway_command(settings: Settings) -> int:
     from services.gateway.operators import OperatorError
     from services.shared.platform.settings import SettingsError
 
-    if settings.partitioned:
-        _fail(
-            SettingsError(
-                "PB_PARTITIONED does not apply to the gateway: it scales by operator "
-                "(PB_GATEWAY_OPERATORS), see docs/scaling.md"
-            )
+    if settings.partitioned:  # the other services of the deployment may be: not the gateway
+        typer.echo(
+            "gateway: PB_PARTITIONED does not apply (it scales by operator, "
+            "PB_GATEWAY_OPERATORS: docs/scaling.md); one service per operator",
+            err=True,
         )
     try:
         config = GatewayConfig.from_env()
