@@ -49,7 +49,15 @@ def gateway_settings(base: Settings, keys: OperatorKeys) -> Settings:
     auth = base.kafka_auth
     if keys.kafka_password:
         auth = replace(auth, username=name, password=keys.kafka_password)
-    return replace(base, service=name, operators=(keys.operator,), http_port=None, kafka_auth=auth)
+    return replace(
+        base,
+        service=name,
+        operators=(keys.operator,),
+        http_port=None,
+        kafka_auth=auth,
+        partitioned=False,  # one service per operator (docs/scaling.md)
+        partition=None,
+    )
 
 
 class GatewayService(KafkaService[GatewayApplication]):
