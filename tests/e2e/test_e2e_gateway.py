@@ -72,3 +72,32 @@ async def test_the_gateway_killed_mid_run_leaves_every_balance_right(
         for player, balance in expected_balances(views).items():
             assert found.get(player, INITIAL) == balance, player
         gateway.kill()
+
+
+async def test_a_second_gateway_waits_as_a_standby_and_takes_over(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    async with gateway_system(tmp_path, kafka_bootstrap, start_gateway=False) as system:
+        first = GatewayProcess(system, tmp_path)
+        await first.start()
+        second = GatewayProcess(system, tmp_path)
+        second_start = asyncio.ensure_future(second.start())  # waits for acme's store
+        system.use(first.url)
+        await system.open_table(window_ms=3000)
+        coup = await system.open_coup()
+        for n in range(3):
+            await system.bet(f"f{n}", coup, player_id=f"u{n}", bet_type="player")
+        await until(lambda: "standby" in second.log.read_text(errors="replace"), 60, "the standby")
+        assert not second_start.done()
+        first.kill()
+        await second_start  # it holds the lease now, and serves
+        system.use(second.url)
+        coup = await system.open_coup(after=coup)
+        for n in range(3):
+            await system.bet(f"g{n}", coup, player_id=f"u{n}", bet_type="banker")
+        views = await settled(system, [f"f{n}" for n in range(3)] + [f"g{n}" for n in range(3)])
+        assert system.wallet is not None
+        found = await system.wallet.balances()
+        for player, balance in expected_balances(views).items():
+            assert found.get(player, INITIAL) == balance, player
+        second.kill()
