@@ -276,7 +276,7 @@ class _WalletMetrics(Collector):
             unconfirmed.add_metric([op.name], op.outbox.unconfirmed_calls())
             for (kind, answer), count in sorted(stats.calls.items()):
                 calls.add_metric([op.name, kind, answer], count)
-            seconds.add_metric([op.name], sum(stats.seconds))
+            seconds.add_metric([op.name], stats.seconds)
             open_bets.add_metric([op.name], len(op.outbox.open))
             silent.add_metric([op.name], op.outbox.silent_for() or 0.0)
         return [calls, seconds, open_bets, silent, unconfirmed]

@@ -51,7 +51,7 @@ class CallStats:
     """What the metrics and /ready read."""
 
     calls: dict[tuple[str, str], int] = field(default_factory=dict)  # (kind, answer) -> count
-    seconds: list[float] = field(default_factory=list)  # latencies since the last scrape
+    seconds: float = 0.0  # time spent in answered calls, in all
     last_answer: float | None = None  # monotonic time of the last usable answer
     waiting_since: float | None = None  # oldest call without an answer since
 
@@ -213,7 +213,7 @@ class WalletOutbox:
             verdict = judge(tx.kind, answer)
             self.stats.count(tx.kind, str(answer.status or "none"))
             if answer.status is not None:
-                self.stats.seconds.append(answer.seconds)
+                self.stats.seconds += answer.seconds
             if verdict.outcome != "retry":
                 self.stats.last_answer = time.monotonic()
                 self.stats.waiting_since = None
