@@ -25,6 +25,8 @@ IncidentCode = Literal[
     "COMMITMENT_MISMATCH",
     "WRONG_KEY",
     "WRONG_PARTITION",
+    "WALLET_BALANCE_MISMATCH",
+    "WALLET_ANSWER_MALFORMED",
 ]
 """What was wrong:
 
@@ -42,7 +44,11 @@ IncidentCode = Literal[
   cards dealt from it;
 - ``WRONG_KEY`` / ``WRONG_PARTITION``: a service's fact whose key is not its table id, or read
   in another partition than its table's (``contracts.MISPLACED``): a table's history is one
-  partition, so it was written there by no cell of that table (a stolen key, a bug).
+  partition, so it was written there by no cell of that table (a stolen key, a bug);
+- ``WALLET_BALANCE_MISMATCH``: an operator's wallet answered a call with a balance that does
+  not add up (below zero after a debit or a credit): the gateway never uses it for money;
+- ``WALLET_ANSWER_MALFORMED``: an operator's wallet answered 200 without a usable balance (not
+  JSON, no whole number): no answer, the gateway calls again (a debit is rolled back).
 """
 
 

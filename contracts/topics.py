@@ -275,9 +275,11 @@ def topic_for(message: Message | type[Message]) -> str:
 
 def topics_for(message: Message | type[Message], operators: Iterable[str]) -> tuple[str, ...]:
     """Every topic a message is published on in a deployment serving ``operators``: a mark
-    (:data:`MARKERS`) on each operator's bet-commands topic, any other message on one."""
+    (:data:`MARKERS`) on each operator's bet-commands topic, any other message on one. A
+    ``PlaceBet`` goes to the bet-commands topic of the operator its publisher serves (a
+    gateway serves one: ``operators`` is its own)."""
     name = message.__name__ if isinstance(message, type) else type(message).__name__
-    if name in MARKERS:
+    if name in MARKERS or name == "PlaceBet":
         return tuple(bet_commands_topic(operator) for operator in operators)
     return (topic_for(message),)
 

@@ -216,6 +216,20 @@ def run_flat(quick: bool, progress: Callable[[str], None]) -> list[Measurement]:
 register_group(BenchGroup("flat", "Flat batch cost (late bets, refused commands)", run_flat))
 
 
+def run_gateway(quick: bool, progress: Callable[[str], None]) -> list[Measurement]:
+    """Bets through the gateway's HTTP API (wallet on and off) beside the Kafka-direct path."""
+    from services.dev.bench.gateway import run_gateway_group
+
+    return run_gateway_group(quick, progress)
+
+
+register_group(
+    BenchGroup(
+        "gateway", "The gateway: bets through the HTTP API, and straight to Kafka", run_gateway
+    )
+)
+
+
 def machine_description() -> str:
     """CPU model, cores, OS and Python, in one line."""
     model = platform.processor() or platform.machine()

@@ -75,6 +75,12 @@ def up_command(
     topic_prefix: str = typer.Option(
         "", "--topic-prefix", envvar="PB_TOPIC_PREFIX", help="Prefix of every topic."
     ),
+    gateway: bool = typer.Option(
+        True,
+        "--gateway/--no-gateway",
+        help="Bettors play through the gateway's HTTP API, their money in a demo wallet "
+        "(--coups N then checks every balance); --no-gateway: straight to Kafka.",
+    ),
 ) -> None:
     """Start Kafka and the three services, play a demo table with simulated bettors."""
     from rich.console import Console
@@ -106,6 +112,7 @@ def up_command(
             bootstrap=kafka,
             topic_prefix=topic_prefix,
             postgres_env=store or None,
+            gateway=gateway,
         )
     except ValueError as error:
         typer.echo(f"error: {error}", err=True)

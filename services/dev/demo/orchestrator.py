@@ -23,7 +23,9 @@ from typing import Any
 
 from contracts import (
     BetLimitSpec,
+    BetRefunded,
     BetRejected,
+    BetSettled,
     BettingClosed,
     BettingOpened,
     CloseTable,
@@ -39,6 +41,13 @@ from contracts import (
 )
 from services.dev.demo.bettors import Crowd, PlannedBet, TableTerms, demo_limits
 from services.dev.demo.bus import cluster_id
+from services.dev.demo.gateway import (
+    DemoGateway,
+    HttpBettors,
+    balance_problems,
+    gateway_settings,
+    routed,
+)
 from services.dev.demo.ledger import Ledger
 from services.dev.demo.processes import SERVICES, ServiceSettings, stop_all
 from services.dev.demo.system import LocalSystem, SystemTimeout
@@ -71,6 +80,7 @@ class DemoConfig:
     ready_timeout: float = 120.0
     stall_timeout: float = 60.0  # fail if nothing happens for this long
     drain_timeout: float = 30.0  # after closing, how long to wait for the last settlements
+    gateway: bool = True  # bettors play through the gateway's API, their money in a wallet
 
     def __post_init__(self) -> None:
         if self.coups is not None and self.coups < 1:
@@ -127,6 +137,7 @@ class TableDriver:
             self.tables[table_id] = TableRun(table_id, crowd)
         self.dead_letters: list[DeadLetter] = []
         self.resends: dict[str, int] = {}
+        self.http: HttpBettors | None = None  # the gateway's API, when the run has one
         self.command_rejections: list[CommandRejected] = []
         self.started = time.monotonic()
         self.last_progress = time.monotonic()
@@ -197,7 +208,10 @@ class TableDriver:
     async def _send(self, bets: tuple[PlannedBet, ...]) -> None:
         for bet in bets:
             self.system.ledger.expect(bet)
-        await self.system.sender.send_many([place_bet(bet) for bet in bets])
+        http, kafka = routed(bets) if self.http is not None else ([], list(bets))
+        if self.http is not None:
+            self.http.place(http)  # through the gateway: the stake debited first
+        await self.system.sender.send_many([place_bet(bet) for bet in kafka])
         await self.system.sender.flush()
 
     async def _resend(self, table: TableRun, rejected: BetRejected) -> None:
@@ -208,6 +222,8 @@ class TableDriver:
         tries = self.resends.get(rejected.bet_id, 0)
         if state is None or not state.planned or tries >= MAX_RESENDS:
             return
+        if self.http is not None and rejected.bet_id in self.http.gateway.sent:
+            return  # the gateway answered it for good (a new bet needs a new id)
         if coup is None or coup.betting_closed or table.current_coup != rejected.coup_id:
             return
         self.resends[rejected.bet_id] = tries + 1
@@ -363,7 +379,12 @@ async def run_demo(
         else:
             say(f"event stores: SQLite files in {data_dir}")
         ledger = Ledger()
-        system = LocalSystem(settings, data_dir / "logs", ledger=ledger)
+        gateway = DemoGateway(data_dir) if config.gateway else None
+        services: tuple[str, ...] = SERVICES
+        if gateway is not None:
+            settings = gateway_settings(settings, gateway)
+            services = (*SERVICES, "gateway")
+        system = LocalSystem(settings, data_dir / "logs", services=services, ledger=ledger)
         driver = TableDriver(config, system, run_id)
         system.accept = driver.ours
         system.reactors.append(driver.react)
@@ -375,6 +396,10 @@ async def run_demo(
             warning = await check_store_matches_kafka(data_dir, bootstrap, prefix, postgres, logins)
             if warning:
                 say(warning)
+            if gateway is not None:
+                gateway.prepare()
+                driver.http = HttpBettors(gateway)
+                say(f"the gateway's API: {gateway.url}; the demo wallet: {gateway.wallet_db}")
             say(f"starting the services (logs in {data_dir / 'logs'}) ...")
             await system.start(ready_timeout=config.ready_timeout)
             say("services ready; opening the table" + ("s" if config.tables > 1 else ""))
@@ -384,6 +409,10 @@ async def run_demo(
             await driver.start()
             driver.started = driver.last_progress = time.monotonic()
             await _play(config, system, driver, stop, view)
+            if gateway is not None and config.coups is not None and not stop.is_set():
+                result.failure = await _balances_right(system, gateway, config.drain_timeout)
+                if result.failure is None:
+                    say(f"wallet: all {len(gateway.balances())} players' balances are right")
         except asyncio.CancelledError:
             result.interrupted = True
             result.failure = "interrupted"
@@ -401,13 +430,31 @@ async def run_demo(
                 await dashboard.stop()
             say("stopping the services ...")
             try:
+                if driver.http is not None:
+                    await driver.http.close()
                 result.killed = await asyncio.shield(system.stop())
             except asyncio.CancelledError:  # Ctrl-C again while stopping: no more waiting
                 result.interrupted = True
                 result.killed = stop_all(system.services.values(), timeout=5)
+            if gateway is not None:
+                gateway.stop()
         if view is not None:
             view(ledger, driver)
         return result
+
+
+async def _balances_right(system: LocalSystem, gateway: DemoGateway, timeout: float) -> str | None:
+    """None once every player's wallet balance is the start minus stakes plus returns (the
+    last credits may still be on their way); else what is wrong after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        await system.pump(timeout_ms=100)
+        problems = balance_problems(gateway, system.seen(BetSettled), system.seen(BetRefunded))
+        if not problems:
+            return None
+        if time.monotonic() > deadline:
+            return "wallet balances wrong: " + "; ".join(problems[:5])
+        await asyncio.sleep(0.2)
 
 
 async def _start_dashboard(

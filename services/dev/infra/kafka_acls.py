@@ -10,12 +10,13 @@ these ALLOW bindings are all a principal gets:
   when signed by the service its key names),
   and READs the topics it consumes (:data:`SERVICE_READS`, the topics of its subscriptions:
   a test holds the two equal);
-- ``gateway`` WRITEs what PlaceBet travels on (``bet-commands``) and READs bet-events and
-  table-events (the tables' public facts), nothing else: not book-events (every operator's
-  stakes), shoe-events (the burned cards), command-events (the house's refused commands) nor
-  the house's alarms; ``operator`` WRITEs the topic of OpenTable, CloseTable and CloseBetting,
-  ``supervisor`` the one of VoidCoup (both ``table-commands``), and both READ table-events
-  and command-events (dealing's answers to table commands);
+- ``gateway`` WRITEs what PlaceBet travels on (``bet-commands``) and, as the gateway service
+  on the platform, dead letters, incidents and its seal anchors (signed: the audit checks them);
+  it READs bet-events and table-events (the tables' public facts), nothing else: not
+  book-events (every operator's stakes), shoe-events (the burned cards), command-events (the
+  house's refused commands) nor the house's alarms; ``operator`` WRITEs the topic of OpenTable,
+  CloseTable and CloseBetting, ``supervisor`` the one of VoidCoup (both ``table-commands``),
+  and both READ table-events and command-events (dealing's answers to table commands);
 - ``auditor`` and ``dashboard`` READ every project topic and write nothing.
 
 Every gateway principal also has a quota (:data:`GATEWAY_QUOTA`: bytes per second and a
@@ -115,7 +116,10 @@ _EVERY_TOPIC = tuple(sorted(TOPIC_MESSAGES))
 ROLES: Mapping[str, Role] = MappingProxyType(
     {
         **{service: _service_role(service) for service in SERVICE_READS},
-        "gateway": Role(writes=_sends("PlaceBet"), reads=(BET_EVENTS, TABLE_EVENTS)),
+        "gateway": Role(
+            writes=tuple(sorted({*_sends("PlaceBet"), DEAD_LETTERS, INCIDENTS, SEALS})),
+            reads=(BET_EVENTS, TABLE_EVENTS),
+        ),
         "operator": Role(
             writes=_sends("OpenTable", "CloseTable", "CloseBetting"),
             reads=(COMMAND_EVENTS, TABLE_EVENTS),
@@ -212,7 +216,7 @@ def role_for(principal: str, role: str, operators: Iterable[str] = (HOUSE,)) -> 
     if role == "gateway":
         operator = gateway_operator(principal)
         return Role(
-            writes=(bet_commands_topic(operator),),
+            writes=tuple(sorted({bet_commands_topic(operator), DEAD_LETTERS, INCIDENTS, SEALS})),
             reads=tuple(sorted({bet_events_topic(operator), TABLE_EVENTS})),
         )
     allowed = ROLES[role]

@@ -10,7 +10,9 @@ handler is called (``handling.py``), for the records of ONE topic-partition, in 
    ``pb-*`` headers are ignored and records are tracked by offset.
 2. Then the writer's signature (``pb-sig``, ``signing.py``), before anything is tracked or
    handled: on an owned topic every record must be signed by a key of the topic's owner (the
-   keyring), for its own topic (prefix included), partition, cluster, key and relay position;
+   keyring), for its own topic (prefix included), partition, cluster, key and relay position,
+   except on bet-events (:data:`UNSIGNED`: settlement does not sign its 10,000 BetSettled a
+   coup; only settlement may write it, the broker's ACLs say, and only the gateway reads it);
    elsewhere a message that only a service may send (``contracts.MESSAGE_SOURCES``: dealing's
    ``OpenBook`` / ``CloseBook`` on bet-commands, which gateways also write) must be signed by
    that service, for the position its relay headers give. A record that fails is refused
@@ -44,6 +46,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from contracts import (
     BET_COMMANDS,
+    BET_EVENTS,
     EXTERNAL,
     MESSAGE_SOURCES,
     TOPIC_OWNERS,
@@ -103,6 +106,11 @@ def record_position(logical: str, record: ConsumerRecord[Any, Any]) -> Position:
         return refused
 
 
+UNSIGNED = frozenset({BET_EVENTS})
+"""Owned topics whose writer does not sign (``relay_records.SIGNED_TOPICS`` leaves them out):
+their relay headers are checked, not a signature."""
+
+
 class RecordIntake:
     """Sorts out one partition's records against the store's position and the keyring."""
 
@@ -126,11 +134,12 @@ class RecordIntake:
         recorded = self.app.tracked_position(name)
         owner = TOPIC_OWNERS.get(logical)
         bets = base_topic(logical) == BET_COMMANDS
+        signed = owner is not None and base_topic(logical) not in UNSIGNED
         for record, position in records:
             if isinstance(position, UntrustedHeaders):
                 intake.refused.append(Refused(record, f"untrusted headers: {position.reason}"))
                 continue
-            if owner is not None:
+            if signed and owner is not None:
                 refused = self._signature(owner, where, record, position)
                 if refused is not None:
                     intake.refused.append(Refused(record, f"signature: {refused}"))

@@ -64,6 +64,7 @@ environment.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Mapping
@@ -106,6 +107,9 @@ __all__ = [
 Persistence = Literal["sqlite", "postgres"]
 
 SERVICE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
+INSTANCE_NAME = re.compile(r"^(?=.{1,32}$)[a-z][a-z0-9_]*-[a-z][a-z0-9_-]*$")
+"""A service serving one operator: ``gateway-<operator>`` (its store, group, key and anchors
+are named so), at most 32 characters (``contracts.ServiceName``)."""
 CELL_POOL_SIZE = 2
 """A partition cell's PostgreSQL pool (its worker thread, and /ready's or /metrics' query)."""
 MAX_PARTITIONS = MAX_PARTITION + 1
@@ -218,6 +222,16 @@ def http_port(service: str, env: Mapping[str, str]) -> int | None:
     return HTTP_PORTS.get(service)
 
 
+def schema_name(service: str) -> str:
+    """A service's PostgreSQL schema name: the service's, or for an instance (``gateway-acme``,
+    whose ``-`` eventsourcing does not quote) ``gateway_acme_<6 hex of its SHA-256>`` (two
+    instances never share one: ``a-b`` and ``a_b`` differ by the digest)."""
+    if "-" not in service:
+        return service
+    digest = hashlib.sha256(service.encode()).hexdigest()[:6]
+    return f"{service.replace('-', '_')}_{digest}"
+
+
 def store_name(service: str, partition: int | None) -> str:
     """A store's name: the service's, or ``<service>-p<N>`` for partition N's cell."""
     return service if partition is None else f"{service}-p{partition}"
@@ -271,7 +285,7 @@ class Settings:
     operators: tuple[str, ...] = (HOUSE,)
 
     def __post_init__(self) -> None:
-        if not SERVICE_NAME.match(self.service):
+        if not (SERVICE_NAME.match(self.service) or INSTANCE_NAME.match(self.service)):
             raise SettingsError(
                 f"service name {self.service!r} must be lower case letters, digits or _"
             )
@@ -419,7 +433,7 @@ class Settings:
         """The store's own schema: ``PB_POSTGRES_SCHEMA_PREFIX`` + service name (a cell's:
         + ``_p<N>``)."""
         suffix = "" if self.partition is None else f"_p{self.partition}"
-        return f"{self.postgres_schema_prefix}{self.service}{suffix}"
+        return f"{self.postgres_schema_prefix}{schema_name(self.service)}{suffix}"
 
     def topic(self, name: str) -> str:
         """The Kafka topic actually used for the logical project topic ``name``."""

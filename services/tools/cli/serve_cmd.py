@@ -22,6 +22,7 @@ class ServiceName(StrEnum):
     shoe = "shoe"
     dealing = "dealing"
     settlement = "settlement"
+    gateway = "gateway"
 
 
 def serve_command(
@@ -56,6 +57,10 @@ def serve_command(
     except SettingsError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
+    if service is ServiceName.gateway:  # one service per operator behind one HTTP API
+        from services.tools.cli.operators_cmd import serve_gateway_command
+
+        raise typer.Exit(serve_gateway_command(settings))
     try:
         module = importlib.import_module(f"services.{service.value}.service")
     except ImportError as error:
@@ -96,6 +101,7 @@ def services_for_documents(kafka: str) -> list[Any]:
             )
         )
         for name in ServiceName
+        if name is not ServiceName.gateway  # its documents: each operator's own service
     ]
 
 

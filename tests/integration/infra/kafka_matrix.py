@@ -26,7 +26,7 @@ WRITES: dict[str, frozenset[str]] = {
         {TABLE_EVENTS, COMMAND_EVENTS, SHOE_COMMANDS, BET_COMMANDS, DEAD_LETTERS, INCIDENTS, SEALS}
     ),
     "settlement": frozenset({BET_EVENTS, BOOK_EVENTS, DEAD_LETTERS, INCIDENTS, SEALS}),
-    "gateway": frozenset({BET_COMMANDS}),
+    "gateway": frozenset({BET_COMMANDS, DEAD_LETTERS, INCIDENTS, SEALS}),  # a service now
     "operator": frozenset({TABLE_COMMANDS}),
     "supervisor": frozenset({TABLE_COMMANDS}),
     "auditor": frozenset(),

@@ -18,9 +18,12 @@ from cryptography import x509
 
 from contracts import (
     BET_COMMANDS,
+    DEAD_LETTERS,
     EXTERNAL,
+    INCIDENTS,
     MESSAGE_SOURCES,
     MESSAGE_TOPICS,
+    SEALS,
     TABLE_COMMANDS,
     TABLE_EVENTS,
     TOPIC_MESSAGES,
@@ -79,7 +82,8 @@ def test_every_message_from_outside_has_a_principal_allowed_to_send_it() -> None
     from_outside = [name for name, source in MESSAGE_SOURCES.items() if source == EXTERNAL]
     external = {MESSAGE_TOPICS[name] for name in from_outside}
     senders = WRITES["gateway"] | WRITES["operator"] | WRITES["supervisor"]
-    assert external == senders == {BET_COMMANDS, TABLE_COMMANDS}
+    # the gateway is a service too: its dead letters, incidents and seal anchors
+    assert external == senders - {DEAD_LETTERS, INCIDENTS, SEALS} == {BET_COMMANDS, TABLE_COMMANDS}
 
 
 def test_bindings_are_topic_and_group_reads_and_writes_under_the_run_prefixes() -> None:
@@ -223,9 +227,11 @@ def test_an_operators_gateway_has_its_own_topics_and_no_other_operators() -> Non
     only; the services and readers get every operator's topics."""
     operators = ("acme", "bravo")
     acme = role_for("gateway-acme", "gateway", operators)
-    assert acme.writes == (bet_commands_topic("acme"),)
+    service = {DEAD_LETTERS, INCIDENTS, SEALS}  # the gateway is a service too
+    assert set(acme.writes) == {bet_commands_topic("acme"), *service}
     assert set(acme.reads) == {bet_events_topic("acme"), TABLE_EVENTS}
-    assert role_for("gateway", "gateway", operators).writes == (BET_COMMANDS,)  # the house's
+    house = role_for("gateway", "gateway", operators)
+    assert set(house.writes) == {BET_COMMANDS, *service}  # the house's
     every = {bet_commands_topic(op) for op in operators} | {
         bet_events_topic(op) for op in operators
     }
@@ -246,6 +252,7 @@ def test_an_operators_gateway_has_its_own_topics_and_no_other_operators() -> Non
         (bet_commands_topic("bravo"), AclOperation.WRITE),
         (bet_events_topic("bravo"), AclOperation.READ),
         (TABLE_EVENTS, AclOperation.READ),
+        *((topic, AclOperation.WRITE) for topic in service),
     }
     with pytest.raises(ValueError, match="gateway-<operator>"):
         role_for("croupier", "gateway", operators)

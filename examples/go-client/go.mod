@@ -1,0 +1,3 @@
+module punto-banco/examples/go-client
+
+go 1.22

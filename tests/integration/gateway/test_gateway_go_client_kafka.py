@@ -1,0 +1,54 @@
+"""The Go client of ``examples/go-client`` (standard library only), built and run against the
+running gateway: it signs its requests, places bets on the open coup, waits for their
+settlement and reads the round."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.gateway_harness import ROOT, gateway_system
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+GO = shutil.which("go")
+
+
+@pytest.mark.skipif(GO is None, reason="no Go toolchain")
+async def test_the_go_client_bets_and_reads_the_round(tmp_path: Path, kafka_bootstrap: str) -> None:
+    assert GO is not None
+    env = {
+        **os.environ,
+        "GOFLAGS": "-mod=mod",
+        "GOPROXY": "off",  # the standard library only: nothing to download
+        "GOCACHE": str(tmp_path / "go-cache"),
+        "GOPATH": str(tmp_path / "go-path"),
+    }
+    binary = tmp_path / "pb-go-client"
+    build = await asyncio.create_subprocess_exec(
+        GO, "build", "-o", str(binary), ".", cwd=ROOT / "examples" / "go-client", env=env
+    )
+    assert await build.wait() == 0
+    async with gateway_system(tmp_path, kafka_bootstrap) as system:
+        await system.open_table(window_ms=3000)
+        await system.open_coup()
+        client = await asyncio.create_subprocess_exec(
+            str(binary),
+            env={
+                **env,
+                "PB_GATEWAY_URL": system.api.url,
+                "PB_API_OPERATOR": "acme",
+                "PB_API_SECRET": system.keys.api_secret,
+            },
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        output, _ = await asyncio.wait_for(client.communicate(), 150)
+        text = output.decode()
+        assert client.returncode == 0, text
+        assert text.count(": ACCEPTED") == 3, text
+        assert "round " in text and "3 of our bets" in text, text

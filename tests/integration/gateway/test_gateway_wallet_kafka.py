@@ -1,0 +1,173 @@
+"""The wallet contract on real Kafka with a real HTTP wallet that fails on command: a debit whose
+fate is unknown (a 5xx, no answer, a late answer, a redirect) is refused WALLET_UNAVAILABLE and
+rolled back, never left standing; a refused debit moves nothing; credits and rollbacks are
+retried until answered, each applied once; an answer that is not one, or a balance that does
+not add up, is an incident; the money is right after the wallet or the gateway stops mid-run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contracts import INCIDENTS, IncidentRaised
+from tests.gateway_harness import INITIAL, GatewaySystem, gateway_system, until
+from tests.integration.gateway.test_gateway_kafka import expected_balances, settled
+from tests.integration.settlement.test_settlement_kafka import TopicReader
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def kinds(view: dict[str, Any]) -> dict[str, str]:
+    return {t["kind"]: t["state"] for t in view["transactions"]}
+
+
+async def balances_right(system: GatewaySystem, bet_ids: list[str]) -> list[dict[str, Any]]:
+    assert system.wallet is not None
+    views = await settled(system, bet_ids)
+    found = await system.wallet.balances()
+    for player, balance in expected_balances(views).items():
+        assert found.get(player, INITIAL) == balance, (player, views)
+    return views
+
+
+async def test_a_debit_whose_fate_is_unknown_is_refused_and_rolled_back(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    async with gateway_system(tmp_path, kafka_bootstrap, wallet_timeout=1.0) as system:
+        wallet = system.wallet
+        assert wallet is not None
+        await system.open_table(window_ms=4000)
+        coup = await system.open_coup()
+        cases = {
+            "fail": {"mode": "fail", "status": 503},  # nothing applied: rollback 404
+            "drop": {"mode": "drop"},  # applied, never answered: rollback reverses it
+            "slow": {"mode": "delay", "seconds": 2.5},  # rolled back before it lands: 409
+            "redirect": {"mode": "redirect"},  # never followed
+        }
+        for name, fault in cases.items():
+            await wallet.fault(kind="debit", count=1, **fault)
+            answer = await system.bet(f"u-{name}", coup, player_id=f"p-{name}")
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["status"] == "REJECTED"
+            assert answer.json()["reason"] == "WALLET_UNAVAILABLE", name
+        views = await balances_right(system, [f"u-{name}" for name in cases])
+        for view in views:
+            assert kinds(view) == {"debit": "failed", "rollback": "confirmed"}
+        # the late debit arrives after its rollback and is refused: the money stays
+
+        async def late_debit_refused() -> bool:
+            return ["debit", 409] in await wallet.calls()
+
+        await until(late_debit_refused, 10, "the late debit to reach the wallet")
+        assert (await wallet.balances()).get("p-slow", INITIAL) == INITIAL
+
+
+async def test_a_refused_debit_refuses_the_bet_and_moves_nothing(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    async with gateway_system(tmp_path, kafka_bootstrap) as system:
+        assert system.wallet is not None
+        await system.open_table(window_ms=4000)
+        coup = await system.open_coup()
+        await system.wallet.fault(kind="debit", mode="fail", status=402, count=1)
+        poor = await system.bet("poor", coup, player_id="p-poor")
+        await system.wallet.fault(kind="debit", mode="fail", status=403, count=1)
+        barred = await system.bet("barred", coup, player_id="p-barred")
+        assert poor.json()["reason"] == "INSUFFICIENT_FUNDS"
+        assert barred.json()["reason"] == "WALLET_REFUSED"
+        for view in await balances_right(system, ["poor", "barred"]):
+            assert kinds(view) == {"debit": "failed"}  # nothing moved: nothing to roll back
+
+
+async def test_credits_are_retried_until_answered_and_applied_once(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    async with (
+        gateway_system(tmp_path, kafka_bootstrap) as system,
+        TopicReader(system.settings, INCIDENTS) as incidents,
+    ):
+        wallet = system.wallet
+        assert wallet is not None
+        await system.open_table(window_ms=3000)
+        coup = await system.open_coup()
+        await wallet.fault(kind="credit", mode="fail", status=500, count=2)
+        await wallet.fault(kind="credit", mode="drop", count=1)  # applied, answer lost
+        await wallet.fault(kind="credit", mode="garbage", count=1)  # applied, 200 not JSON
+        await wallet.fault(kind="debit", mode="negative", count=1)  # a balance below zero
+        bet_ids = []
+        for n, side in enumerate(["player", "banker", "tie", "player", "banker", "tie"]):
+            answer = await system.bet(f"c{n}", coup, player_id=f"q{n}", bet_type=side)
+            assert answer.json()["status"] == "ACCEPTED"
+            bet_ids.append(f"c{n}")
+        views = await balances_right(system, bet_ids)
+        credited = [v for v in views if v["settlement"]["returned"] > 0]
+        assert credited and all(kinds(v)["credit"] == "confirmed" for v in credited)
+        losers = [v for v in views if v["settlement"]["returned"] == 0]
+        assert all("credit" not in kinds(v) for v in losers)  # no zero credits by default
+        await incidents.wait_until(
+            lambda: (
+                {m.code for m in incidents.of_type(IncidentRaised) if m.service == "gateway-acme"}
+                >= {"WALLET_BALANCE_MISMATCH", "WALLET_ANSWER_MALFORMED"}
+            )
+        )
+
+
+async def test_money_is_right_when_the_wallet_and_the_gateway_stop_mid_run(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    async with gateway_system(tmp_path, kafka_bootstrap, wallet_silence=0.5) as system:
+        wallet = system.wallet
+        assert wallet is not None
+        await system.open_table(window_ms=2500)
+        bet_ids: list[str] = []
+        coup = await system.open_coup()
+        for n in range(6):
+            await system.bet(f"k1-{n}", coup, player_id=f"r{n % 3}", bet_type="player")
+            bet_ids.append(f"k1-{n}")
+        wallet.kill()  # the coup settles while the wallet is down: credits wait
+        dead = await system.bet("k1-dead", coup, player_id="r9")  # its rollback waits too
+        assert dead.json()["reason"] == "WALLET_UNAVAILABLE"
+
+        async def settled_unpaid() -> bool:
+            views = [await system.view(b) for b in bet_ids]
+            return all(v["settlement"] is not None for v in views)
+
+        await until(settled_unpaid, 60, "the coup settled")
+
+        async def not_ready() -> str | None:
+            answer = await system.api.client.get("/ready")
+            return answer.text if answer.status_code == 503 else None
+
+        bet_ids.append("k1-dead")
+        why = await until(not_ready, 30, "/ready to name the silent wallet")
+        assert "acme: its wallet has not answered" in why
+        metrics = (await system.api.client.get("/metrics")).text
+        assert 'pb_wallet_calls_total{answer="none",kind="rollback",operator="acme"}' in metrics
+        await system.stop_gateway()  # and the gateway stops with credits unconfirmed
+        wallet.start()
+        await system.start_gateway()
+        coup = await system.open_coup(after=coup)
+        for n in range(4):
+            await system.bet(f"k2-{n}", coup, player_id=f"r{n % 3}", bet_type="banker")
+            bet_ids.append(f"k2-{n}")
+        await balances_right(system, bet_ids)
+
+
+async def test_bets_wait_for_a_stopped_settlement_and_the_money_ends_right(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    async with gateway_system(tmp_path, kafka_bootstrap, answer_wait=1.0) as system:
+        await system.open_table(window_ms=6000)
+        coup = await system.open_coup()
+        await system.hosts[2].stop()  # settlement stops: the bets are debited and placed
+        answers = [
+            await system.bet(f"s{n}", coup, player_id=f"t{n}", bet_type="banker") for n in range(3)
+        ]
+        for answer in answers:
+            assert answer.status_code == 202 and answer.json()["status"] == "PENDING"
+            assert answer.headers["location"] == f"/v1/bets/{answer.json()['bet_id']}"
+        await system.restart_settlement()  # it answers the bets placed while it was away
+        views = await balances_right(system, ["s0", "s1", "s2"])
+        assert all(kinds(v)["debit"] == "confirmed" for v in views)
