@@ -1,6 +1,7 @@
 """Control characters in a bet through the running service, on SQLite and PostgreSQL (whose text
-columns refuse NUL): an id holding one is not a readable id, a dead letter; a text amount
-holding one is answered INVALID_AMOUNT; the bets around them in the partition are answered."""
+columns refuse NUL): a bet id holding one is not a readable id, a dead letter; a bettor id
+holding one is answered INVALID_BETTOR_ID, a text amount INVALID_AMOUNT (the bet id can be read),
+never with the character in the answer; the bets around them in the partition are answered."""
 
 from __future__ import annotations
 
@@ -66,21 +67,23 @@ async def test_a_control_character_in_an_id_is_a_dead_letter_and_the_partition_g
         ):
             await open_for_bets(settings, table, coup)
             await send_raw(settings, BET_COMMANDS, [(key, value) for value in records])
-            await bet_events.wait_until(lambda: len(bet_events.messages) >= 3, timeout=60)
-            await dead_letters.wait_until(lambda: len(dead_letters.messages) >= 3, timeout=60)
+            await bet_events.wait_until(lambda: len(bet_events.messages) >= 4, timeout=60)
+            await dead_letters.wait_until(lambda: len(dead_letters.messages) >= 2, timeout=60)
     answered = {
         m.bet_id: m for m in bet_events.messages if isinstance(m, BetAccepted | BetRejected)
     }
-    assert set(answered) == {"before", "nul-amount", "after"}
+    assert set(answered) == {"before", "ok-id", "nul-amount", "after"}
     assert isinstance(answered["before"], BetAccepted)
     assert isinstance(answered["after"], BetAccepted)
     refused = answered["nul-amount"]
     assert isinstance(refused, BetRejected) and refused.reason_code == "INVALID_AMOUNT"
     assert "\x00" not in refused.message and "'1\\x00'" in refused.message
+    bettor = answered["ok-id"]  # its bet id can be read: answered, the bad field named
+    assert isinstance(bettor, BetRejected) and bettor.reason_code == "INVALID_BETTOR_ID"
+    assert "\x00" not in bettor.bettor_id + bettor.message
     letters = [m for m in dead_letters.messages if isinstance(m, DeadLetter)]
     assert sorted(letter.error.split(": ")[1].split(" ")[0] for letter in letters) == [
         "bet_id",
         "bet_id",
-        "bettor_id",
     ], [letter.error for letter in letters]
     assert all("control character" in letter.error for letter in letters)
