@@ -108,7 +108,8 @@ allow settlement Write --topic "${p}punto-banco.bet-events" --topic "${p}punto-b
 allow settlement Read --topic "${p}punto-banco.bet-commands" --topic "${p}punto-banco.shoe-events" \
     --topic "${p}punto-banco.table-events" --group "${p}punto-banco-settlement"
 allow settlement Read --resource-pattern-type prefixed --group "${p}punto-banco-settlement."
-allow gateway Write --topic "${p}punto-banco.bet-commands"
+allow gateway Write --topic "${p}punto-banco.bet-commands" --topic "${p}punto-banco.dead-letters" \
+    --topic "${p}punto-banco.incidents" --topic "${p}punto-banco.seals"
 allow gateway Read --topic "${p}punto-banco.bet-events" --topic "${p}punto-banco.table-events" \
     --group "${p}punto-banco-gateway"
 allow gateway Read --resource-pattern-type prefixed --group "${p}punto-banco-gateway."
