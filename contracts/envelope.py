@@ -227,6 +227,10 @@ MISPLACED = frozenset({"WRONG_KEY", "WRONG_PARTITION"})
 modulo the partition count (``WRONG_PARTITION``). Nothing is recorded of it but the answer:
 its bet id or command id stays free, to be sent again keyed by table id with murmur2."""
 
+NON_BINDING = frozenset({"NO_SUCH_TABLE", "NO_SUCH_COUP", "INVALID_ENVELOPE", *MISPLACED})
+"""The ``BetRejected`` codes that leave the bet id free (nothing of the bet's content was
+judged): the same bet sent again is judged afresh. Every other answer uses the id up."""
+
 CommandRejectionCode = Literal[
     "SUPERVISOR_REQUIRED",
     "NO_SUCH_TABLE",

@@ -11,6 +11,14 @@ Entry points:
   work with its tracking record (``services.shared.platform.with_unit_of_work``);
 - :meth:`GatewayApplication.record_call`: what the wallet answered a call (``outbox.py``).
 
+The gateway is its operator's one writer of the operator's bet-commands topic. A bet id that
+settlement answers before this gateway placed it was placed by another writer (another
+client with the gateway's credentials): this gateway's copy would be a resend, which
+settlement answers with nothing, so it is refused ``DUPLICATE_BET_ID`` instead of waiting for
+ever with its stake debited: at once when it is requested after (the id is recorded as taken
+on its coup's :class:`~services.gateway.domain.Round`), with its debit rolled back when it
+was on its way.
+
 Every fact that moves money also adds to its day's :class:`~services.gateway.domain.Ledger` in
 the same transaction: a settlement or refund on the day settlement recorded it (the message's
 ``occurred_at``, UTC), a wallet call on the day the wallet confirmed it.
@@ -34,6 +42,7 @@ from eventsourcing.persistence import Tracking
 
 from contracts import (
     HOUSE,
+    NON_BINDING,
     BetAccepted,
     BetRefunded,
     BetRejected,
@@ -93,6 +102,9 @@ class Conflict(Exception):
     """The bet id was used for a bet with other content."""
 
 
+DUPLICATE = "DUPLICATE_BET_ID"
+
+
 @dataclass(frozen=True, slots=True)
 class BetRequest:
     """A bet as the platform sent it (already bounded by the API's model)."""
@@ -142,6 +154,7 @@ class GatewayApplication(ServiceApplication):
         self._clock = clock or (lambda: datetime.now(UTC))
         self._tallies: dict[tuple[str, str], dict[str, int]] = {}
         self._answered: dict[tuple[str, str], list[str]] = {}
+        self._taken: dict[tuple[str, str], list[str]] = {}
 
     # -- units of work that also add to the days' figures ------------------------------
     @contextmanager
@@ -149,6 +162,7 @@ class GatewayApplication(ServiceApplication):
         uow = UnitOfWork(self, tracking)
         self._tallies = {}
         self._answered = {}
+        self._taken = {}
         try:
             yield uow
             self._add_tallies(uow)
@@ -186,12 +200,19 @@ class GatewayApplication(ServiceApplication):
 
     def _add_round_bets(self, uow: UnitOfWork) -> None:
         for (table_id, coup_id), bet_ids in self._answered.items():
-            found = uow.get(round_aggregate_id(table_id, coup_id), Round)
-            if found is None:
-                found = Round(table_id=table_id, coup_id=coup_id)
-                uow.add(found)
-            found.add_bets(bet_ids)
+            self._round(uow, table_id, coup_id).add_bets(bet_ids)
+        for (table_id, coup_id), bet_ids in self._taken.items():
+            self._round(uow, table_id, coup_id).take(bet_ids)
         self._answered = {}
+        self._taken = {}
+
+    @staticmethod
+    def _round(uow: UnitOfWork, table_id: str, coup_id: str) -> Round:
+        found = uow.get(round_aggregate_id(table_id, coup_id), Round)
+        if found is None:
+            found = Round(table_id=table_id, coup_id=coup_id)
+            uow.add(found)
+        return found
 
     # -- bets from the API -------------------------------------------------------------
     def request(self, request: BetRequest) -> Bet:
@@ -214,6 +235,8 @@ class GatewayApplication(ServiceApplication):
             if bet.digest != digest:
                 return Conflict(request.bet_id)
             return bet
+        coup = uow.get(round_aggregate_id(request.table_id, request.coup_id), Round)
+        taken = coup is not None and request.bet_id in coup.taken
         bet = Bet(
             operator=self.operator,
             bet_id=request.bet_id,
@@ -224,12 +247,22 @@ class GatewayApplication(ServiceApplication):
             amount=request.amount,
             currency=request.currency,
             digest=digest,
-            debit=self.wallet,
+            debit=self.wallet and not taken,
         )
-        if not self.wallet:
+        if taken:
+            bet.answer(False, DUPLICATE, self._taken_message(request.bet_id))
+            self._answered.setdefault((bet.table_id, bet.coup_id), []).append(bet.bet_id)
+        elif not self.wallet:
             bet.place()
         uow.add(bet)
         return bet
+
+    def _taken_message(self, bet_id: str) -> str:
+        return (
+            f"bet id {bet_id} was placed on operator {self.operator}'s bet-commands topic by "
+            "another client before this gateway placed it: no money moves for it here; use a "
+            "new bet id"
+        )
 
     # -- what the wallet answered --------------------------------------------------------
     def record_call(
@@ -283,8 +316,14 @@ class GatewayApplication(ServiceApplication):
                 coup_id=bet.coup_id,
                 evidence=Evidence(f"wallet {kind.path}"),
             )
-        if kind in bet.confirmed or (kind is Kind.DEBIT and not bet.debit_pending):
+        if kind in bet.confirmed:
             return bet  # answered already (a call answered twice)
+        if kind is Kind.DEBIT and not bet.debit_pending:
+            if outcome == "confirmed" and not bet.placed and Kind.ROLLBACK in bet.requested:
+                # Refused while its debit was on its way (its id taken): the stake goes back.
+                bet.confirm(kind.value, status or 0, balance)
+                self._tally_call(bet, kind)
+            return bet
         if outcome == "confirmed":
             bet.confirm(kind.value, status or 0, balance)
             if kind is Kind.DEBIT:
@@ -315,6 +354,8 @@ class GatewayApplication(ServiceApplication):
             return  # CoupSettled, CoupRefunded, CommandRejected: nothing to do
         bet = uow.get(bet_aggregate_id(self.operator, message.bet_id), Bet)
         if bet is None or not bet.placed:
+            if isinstance(message, BetAccepted | BetRejected):
+                self._placed_elsewhere(bet, message)
             return  # a bet this gateway did not place (another client of the operator's)
         day = message.occurred_at.astimezone(UTC).date().isoformat()
         if isinstance(message, BetAccepted | BetRejected):
@@ -353,6 +394,17 @@ class GatewayApplication(ServiceApplication):
                 refunded=message.stake,
                 adjusted=message.adjustment,
             )
+
+    def _placed_elsewhere(self, bet: Bet | None, message: BetAccepted | BetRejected) -> None:
+        """Settlement answered a bet id this gateway has not placed (see the module
+        docstring): the id is taken on its coup unless the answer leaves it free, and this
+        gateway's bet, if its debit is on its way, is refused and its stake rolled back."""
+        if isinstance(message, BetRejected) and message.reason_code in NON_BINDING:
+            return  # the id is free: this gateway's copy will be judged afresh
+        self._taken.setdefault((message.table_id, message.coup_id), []).append(message.bet_id)
+        if bet is not None and bet.status is Status.PENDING:
+            bet.answer(False, DUPLICATE, self._taken_message(bet.bet_id))
+            self._answered.setdefault((bet.table_id, bet.coup_id), []).append(bet.bet_id)
 
     def _on_table_fact(self, uow: UnitOfWork, message: Message) -> None:
         table_id: str = getattr(message, "table_id")  # noqa: B009 (every public fact has one)

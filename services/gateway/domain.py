@@ -361,7 +361,10 @@ def round_aggregate_id(table_id: str, coup_id: str) -> UUID:
 
 
 class Round(Aggregate):
-    """The operator's bets on one coup, in the order settlement answered them."""
+    """The operator's bets on one coup, in the order settlement answered them, and the bet ids
+    of the coup another writer of the operator's bet-commands topic placed first (*taken*:
+    settlement answered them before this gateway placed them, so a copy this gateway placed
+    would be a resend, which settlement answers with nothing)."""
 
     class Started(Aggregate.Created):
         TOPIC = "services.gateway.domain:Round.Started"
@@ -370,6 +373,10 @@ class Round(Aggregate):
 
     class BetsAnswered(Aggregate.Event):
         TOPIC = "services.gateway.domain:Round.BetsAnswered"
+        bet_ids: list[str]
+
+    class BetIdsTaken(Aggregate.Event):
+        TOPIC = "services.gateway.domain:Round.BetIdsTaken"
         bet_ids: list[str]
 
     @staticmethod
@@ -381,10 +388,15 @@ class Round(Aggregate):
         self.table_id = table_id
         self.coup_id = coup_id
         self.bet_ids: list[str] = []
+        self.taken: set[str] = set()
 
     @event(BetsAnswered)
     def add_bets(self, bet_ids: list[str]) -> None:
         self.bet_ids.extend(bet_ids)
+
+    @event(BetIdsTaken)
+    def take(self, bet_ids: list[str]) -> None:
+        self.taken.update(bet_ids)
 
 
 def ledger_aggregate_id(day: str) -> UUID:

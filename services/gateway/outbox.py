@@ -178,6 +178,8 @@ class WalletOutbox:
                 key = (bet_id, tx.kind)
                 if key in self._in_flight or key in self._retry_at:
                     continue
+                if tx.kind is Kind.ROLLBACK and (bet_id, Kind.DEBIT) in self._in_flight:
+                    continue  # never before the debit it reverses has its answer
                 if tx.kind is Kind.DEBIT and bet_id not in self.fresh_debits:
                     await self._debit_lost(ctx, bet)
                     continue

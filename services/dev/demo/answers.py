@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from contracts import BetAccepted, BetRejected
+from contracts import NON_BINDING, BetAccepted, BetRejected
 from services.dev.demo.bettors import PlannedBet
-from services.dev.demo.checks import ACCEPTED, DUPLICATE_BET_ID, NON_BINDING, Problem, ProblemKind
+from services.dev.demo.checks import ACCEPTED, DUPLICATE_BET_ID, Problem, ProblemKind
 
 Coup = tuple[str, str]
 """(table id, coup id)."""

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from contracts import MISPLACED, CoupResolved
+from contracts import NON_BINDING, CoupResolved
 from services.dev.demo.records import AcceptedBet, BetState, CoupState, Lines, ShoeState
 from services.shared.facts.dealing import CoupResolvedFact
 from services.shared.facts.settlement import SettledLine
@@ -34,10 +34,6 @@ and the audit's codes under the demo's older names as aliases)."""
 Resolved = CoupResolved | CoupResolvedFact
 """A coup's result: the message, or the fact the ledger's views keep of it."""
 
-NON_BINDING = frozenset({"NO_SUCH_TABLE", "NO_SUCH_COUP", "INVALID_ENVELOPE", *MISPLACED})
-"""Refusals that do not use up a bet id (the bet may have raced ahead of its table or coup, was
-sent to the wrong partition, or had a broken envelope): a resend of the same bet may be
-answered afresh."""
 
 DUPLICATE_BET_ID = "DUPLICATE_BET_ID"
 ACCEPTED = "ACCEPTED"

@@ -1,14 +1,19 @@
-"""`punto-banco up`'s casino platform: the gateway, a demo wallet, and bettors playing over HTTP.
+"""`punto-banco up`'s casino platforms: the gateway, a demo wallet each, and bettors over HTTP.
 
-:func:`prepare_gateway` gives the run's operator (the house) its secrets in
-``<data dir>/keys/operators/`` and the gateway its signing key, and starts the reference wallet
-(``examples/wallet.py``, balances in ``<data dir>/demo-wallet.sqlite``, every player starting
-with :data:`START_BALANCE`); the gateway runs as one more service of the run
-(``punto-banco serve gateway``, port ``PB_GATEWAY_PORT``). :class:`HttpBettors` places the
-crowd's well-formed bets through the API (signed, concurrent); the malformed ones (a bad
-amount, an unknown bet type, a reused bet id) still go to Kafka, where settlement answers them.
+:meth:`DemoGateway.prepare` gives each of the run's operators (``PB_OPERATORS``; the house
+alone by default) its secrets in ``<data dir>/keys/operators/`` (on the local broker with its
+principal's password: each operator's gateway service logs in as ``gateway-<operator>``) and
+its gateway service a signing key, and starts a reference wallet per operator
+(``examples/wallet.py``, balances in ``<data dir>/demo-wallet.sqlite``, another operator's in
+``demo-wallet-<operator>.sqlite``, every player starting with :data:`START_BALANCE`); the
+gateway runs as one more service of the run (``punto-banco serve gateway``, port
+``PB_GATEWAY_PORT``, one gateway service per operator). :class:`HttpBettors` places the crowd's
+well-formed bets through the API as each bettor's operator (signed, concurrent); the malformed
+ones (a bad amount, an unknown bet type) still go to Kafka, where settlement answers them. A
+bet sent again goes the way its first send went (:func:`routed`): a platform resends through
+the gateway, and a copy on Kafka would make a second writer of the gateway's bet ids.
 :func:`balance_problems` is the end check of ``up --coups N``: every player's balance in the
-wallet equals the start minus the stakes plus what the settlements returned (refunds give the
+wallets equals the start minus the stakes plus what the settlements returned (refunds give the
 stake back), from the settlements read on Kafka.
 """
 
@@ -21,7 +26,7 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,10 +34,12 @@ import httpx2
 
 from contracts import HOUSE, BetRefunded, BetSettled
 from services.dev.demo.bettors import BetKind, PlannedBet
+from services.dev.demo.bus import operator_of
 from services.dev.demo.processes import PROJECT_ROOT, ServiceSettings
+from services.dev.infra.kafka_clients import KafkaLogins
 from services.dev.infra.ports import free_port, port_is_free
 from services.gateway.auth import signed_headers
-from services.gateway.operators import OperatorRegistry, service_name
+from services.gateway.operators import OperatorKeys, OperatorRegistry, service_name
 
 START_BALANCE = 10**12
 """Every demo player's starting balance (minor units): no bet is refused for funds."""
@@ -48,20 +55,31 @@ HTTP_KINDS = frozenset(
         BetKind.WRONG_CURRENCY,
     }
 )
-"""The planned bets the API takes (well-formed); the others go to Kafka."""
+"""The planned bets the API takes (well-formed); the others go to Kafka (a REPEAT goes the way
+of the bet it repeats: :func:`routed`)."""
+
+
+@dataclass
+class DemoWallet:
+    """One operator's reference wallet process."""
+
+    port: int
+    db: Path
+    process: subprocess.Popen[bytes] | None = None
 
 
 @dataclass
 class DemoGateway:
-    """The run's operator, wallet and gateway settings (see the module docstring)."""
+    """The run's operators, their wallets and the gateway's settings (see the module
+    docstring)."""
 
     data_dir: Path
-    operator: str = HOUSE
-    wallet_on: bool = True  # False: the operator has no wallet (its money is its own)
+    wallet_on: bool = True  # False: the operators have no wallet (their money is their own)
     port: int = GATEWAY_PORT
-    wallet_port: int = WALLET_PORT
-    api_secret: str = ""
-    wallet: subprocess.Popen[bytes] | None = None
+    wallet_port: int = WALLET_PORT  # the first operator's wallet; the others' any free port
+    operators: tuple[str, ...] = (HOUSE,)
+    keys: dict[str, OperatorKeys] = field(default_factory=dict)
+    wallets: dict[str, DemoWallet] = field(default_factory=dict)
     sent: dict[str, PlannedBet] = field(default_factory=dict)  # bet id -> bet sent over HTTP
 
     def __post_init__(self) -> None:
@@ -70,60 +88,93 @@ class DemoGateway:
         self.wallet_port = self.wallet_port if port_is_free(self.wallet_port) else free_port()
 
     @property
+    def operator(self) -> str:
+        """The first operator (the house unless ``PB_OPERATORS`` names others)."""
+        return self.operators[0]
+
+    @property
+    def api_secret(self) -> str:
+        """The first operator's API secret (after :meth:`prepare`)."""
+        return self.keys[self.operator].api_secret
+
+    @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    @property
-    def wallet_db(self) -> Path:
-        return self.data_dir / "demo-wallet.sqlite"
+    def wallet_db(self, operator: str) -> Path:
+        name = "demo-wallet" if operator == HOUSE else f"demo-wallet-{operator}"
+        return self.data_dir / f"{name}.sqlite"
 
     def env(self) -> dict[str, str]:
         """What ``punto-banco serve gateway`` gets besides the run's settings."""
         return {
             "PB_OPERATORS_DIR": str(self.data_dir / "keys" / "operators"),
-            "PB_GATEWAY_OPERATORS": self.operator,
+            "PB_GATEWAY_OPERATORS": ",".join(self.operators),
             "PB_GATEWAY_PORT": str(self.port),
             "PB_WALLET_RETRY": "0.2,1,2",
         }
 
-    def prepare(self) -> None:
-        """The operator's secrets (new for each run), the gateway's key, the wallet started."""
+    def prepare(self, logins: KafkaLogins | None = None) -> None:
+        """Each operator's secrets (new for each run; on the local broker of ``logins`` its
+        gateway principal's password), the gateway services' keys, the wallets started."""
         from services.shared.platform.keys import init_run_keys
 
         registry = OperatorRegistry(self.data_dir / "keys" / "operators")
-        registry.remove(self.operator)
-        url = f"http://127.0.0.1:{self.wallet_port}" if self.wallet_on else None
-        keys = registry.add(self.operator, url)
-        self.api_secret = keys.api_secret
-        init_run_keys(self.data_dir, (service_name(self.operator),))
-        if not self.wallet_on:
-            return
-        log = self.data_dir / "logs" / "wallet.log"
+        for number, operator in enumerate(self.operators):
+            registry.remove(operator)
+            port = self.wallet_port if number == 0 else free_port()
+            url = f"http://127.0.0.1:{port}" if self.wallet_on else None
+            keys = registry.add(operator, url, gateway_password(logins, operator))
+            self.keys[operator] = keys
+            if self.wallet_on:
+                self.wallets[operator] = self._start_wallet(operator, port, keys.wallet_secret)
+        init_run_keys(self.data_dir, tuple(service_name(op) for op in self.operators))
+
+    def _start_wallet(self, operator: str, port: int, secret: str) -> DemoWallet:
+        wallet = DemoWallet(port, self.wallet_db(operator))
+        log = self.data_dir / "logs" / f"{wallet.db.stem.removeprefix('demo-')}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
-            self.wallet = subprocess.Popen(
-                wallet_command(self.wallet_port, self.wallet_db, START_BALANCE),
-                env={**os.environ, "PB_WALLET_SECRET": keys.wallet_secret},
+            wallet.process = subprocess.Popen(
+                wallet_command(port, wallet.db, START_BALANCE),
+                env={**os.environ, "PB_WALLET_SECRET": secret},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=PROJECT_ROOT,
             )
+        return wallet
 
     def stop(self) -> None:
-        if self.wallet is not None:
-            self.wallet.terminate()
+        for wallet in self.wallets.values():
+            if wallet.process is None:
+                continue
+            wallet.process.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.wallet.wait(timeout=5)
-            if self.wallet.poll() is None:
-                self.wallet.kill()
-            self.wallet = None
+                wallet.process.wait(timeout=5)
+            if wallet.process.poll() is None:
+                wallet.process.kill()
+            wallet.process = None
 
     def balances(self) -> dict[str, int]:
-        if not self.wallet_db.exists():
-            return {}
-        with contextlib.closing(sqlite3.connect(self.wallet_db)) as db:
-            rows = db.execute("SELECT player_id, balance FROM players").fetchall()
-        return {player: int(balance) for player, balance in rows}
+        """Every player's balance, in its operator's wallet (a bettor plays for one)."""
+        found: dict[str, int] = {}
+        for wallet in self.wallets.values():
+            if wallet.db.exists():
+                with contextlib.closing(sqlite3.connect(wallet.db)) as db:
+                    rows = db.execute("SELECT player_id, balance FROM players").fetchall()
+                found.update((player, int(balance)) for player, balance in rows)
+        return found
+
+
+def gateway_password(logins: KafkaLogins | None, operator: str) -> str | None:
+    """The password of ``operator``'s gateway principal on the local broker of ``logins``
+    (made when missing), for its operator file; None for the house (the gateway process logs
+    in as ``gateway``) or when every client shares one login."""
+    if logins is None or logins.home is None or operator == HOUSE:
+        return None
+    from services.dev.infra.kafka_principals import BrokerPrincipals
+
+    return BrokerPrincipals(logins.home).credentials.ensure(service_name(operator))
 
 
 def wallet_command(port: int, db: Path, initial: int, *, test_controls: bool = False) -> list[str]:
@@ -134,11 +185,18 @@ def wallet_command(port: int, db: Path, initial: int, *, test_controls: bool = F
     return [*command, "--test-controls"] if test_controls else command
 
 
-def routed(bets: Iterable[PlannedBet]) -> tuple[list[PlannedBet], list[PlannedBet]]:
-    """(over HTTP, over Kafka): a bet goes over HTTP when the API takes its shape."""
+def routed(
+    bets: Iterable[PlannedBet], over_http: Container[str] = ()
+) -> tuple[list[PlannedBet], list[PlannedBet]]:
+    """(over HTTP, over Kafka): a bet goes over HTTP when the API takes its shape, a REPEAT
+    when the bet it repeats went over HTTP (in ``bets`` before it, or in ``over_http``)."""
     http: list[PlannedBet] = []
     kafka: list[PlannedBet] = []
     for bet in bets:
+        if bet.kind is BetKind.REPEAT:
+            first = bet.bet_id in over_http or any(b.bet_id == bet.bet_id for b in http)
+            (http if first else kafka).append(bet)
+            continue
         whole = bet.amount == bet.amount.to_integral_value() and bet.amount > 0
         (http if bet.kind in HTTP_KINDS and whole else kafka).append(bet)
     return http, kafka
@@ -173,9 +231,9 @@ class HttpBettors:
                 "currency": bet.currency,
             }
         ).encode()
-        headers = signed_headers(
-            self.gateway.operator, self.gateway.api_secret, "POST", "/v1/bets", body
-        )
+        operator = operator_of(bet.bettor_id, self.gateway.operators)
+        secret = self.gateway.keys[operator].api_secret
+        headers = signed_headers(operator, secret, "POST", "/v1/bets", body)
         try:
             answer = await self.client.post(
                 "/v1/bets",

@@ -50,7 +50,7 @@ from services.dev.demo.gateway import (
 )
 from services.dev.demo.ledger import Ledger
 from services.dev.demo.processes import SERVICES, ServiceSettings, stop_all
-from services.dev.demo.system import LocalSystem, SystemTimeout
+from services.dev.demo.system import LocalSystem, SystemTimeout, run_operators
 from services.dev.infra.kafka_clients import ADMIN, DASHBOARD, KafkaLogins
 from services.shared.platform.kafka_settings import KafkaAuth
 from services.shared.rules.paytable import get_paytable
@@ -208,7 +208,7 @@ class TableDriver:
     async def _send(self, bets: tuple[PlannedBet, ...]) -> None:
         for bet in bets:
             self.system.ledger.expect(bet)
-        http, kafka = routed(bets) if self.http is not None else ([], list(bets))
+        http, kafka = routed(bets, self.http.gateway.sent) if self.http else ([], list(bets))
         if self.http is not None:
             self.http.place(http)  # through the gateway: the stake debited first
         await self.system.sender.send_many([place_bet(bet) for bet in kafka])
@@ -379,7 +379,8 @@ async def run_demo(
         else:
             say(f"event stores: SQLite files in {data_dir}")
         ledger = Ledger()
-        gateway = DemoGateway(data_dir) if config.gateway else None
+        operators = run_operators(settings)
+        gateway = DemoGateway(data_dir, operators=operators) if config.gateway else None
         services: tuple[str, ...] = SERVICES
         if gateway is not None:
             settings = gateway_settings(settings, gateway)
@@ -397,9 +398,10 @@ async def run_demo(
             if warning:
                 say(warning)
             if gateway is not None:
-                gateway.prepare()
+                gateway.prepare(logins)
                 driver.http = HttpBettors(gateway)
-                say(f"the gateway's API: {gateway.url}; the demo wallet: {gateway.wallet_db}")
+                wallets = ", ".join(str(gateway.wallet_db(op)) for op in operators)
+                say(f"the gateway's API: {gateway.url}; the demo wallets: {wallets}")
             say(f"starting the services (logs in {data_dir / 'logs'}) ...")
             await system.start(ready_timeout=config.ready_timeout)
             say("services ready; opening the table" + ("s" if config.tables > 1 else ""))

@@ -35,6 +35,12 @@ READY_MARKER = "{name}: serving"
 """What a service logs once it runs (services/shared/platform/runner.py)."""
 
 
+def run_operators(settings: ServiceSettings) -> tuple[str, ...]:
+    """The run's operators: ``PB_OPERATORS`` as the services inherit it (the house alone by
+    default); each simulated bettor plays through one of them."""
+    return check_operators(service_env(settings).get("PB_OPERATORS", ""))
+
+
 async def secure_run(
     settings: ServiceSettings, operators: Sequence[str] = (HOUSE,), partitions: int = 3
 ) -> None:
@@ -88,8 +94,7 @@ class LocalSystem:
         }
         self.ledger = ledger if ledger is not None else Ledger()
         self.accept = accept
-        # PB_OPERATORS (the services inherit it): each bettor plays through one operator
-        self.operators = check_operators(service_env(settings).get("PB_OPERATORS", ""))
+        self.operators = run_operators(settings)
         logins = settings.logins
         self.sender = CommandSender(
             settings.bootstrap, settings.topic_prefix, operators=self.operators, logins=logins
