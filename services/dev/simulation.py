@@ -50,18 +50,18 @@ from services.dealing.messages import to_messages as dealing_messages
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages as settlement_messages
 from services.shared.facts.settlement import BookClosedFact
-from services.shared.platform.application import ServiceApplication
-from services.shared.platform.decisions import SupervisorSigner
-from services.shared.platform.keys import init_secret_key
-from services.shared.platform.persistence import prepare_store
-from services.shared.platform.sealing import seal_store, without_seals
-from services.shared.platform.secret_keys import SecretKeys, env_form, new_key, next_kid
-from services.shared.platform.settings import Settings
-from services.shared.platform.supervisors import (
+from services.shared.platform.security.decisions import SupervisorSigner
+from services.shared.platform.security.keys import init_secret_key
+from services.shared.platform.security.secret_keys import SecretKeys, env_form, new_key, next_kid
+from services.shared.platform.security.supervisors import (
     SupervisorKey,
     SupervisorKeyring,
     ensure_supervisor_key,
 )
+from services.shared.platform.settings import Settings
+from services.shared.platform.store.application import ServiceApplication
+from services.shared.platform.store.persistence import prepare_store
+from services.shared.platform.store.sealing import seal_store, without_seals
 from services.shoe.application import ShoeApplication
 from services.shoe.messages import apply_command
 from services.shoe.messages import to_messages as shoe_messages

@@ -22,7 +22,7 @@ from joserfc import jws
 from joserfc.jwk import OKPKey
 from joserfc.registry import HeaderParameter
 
-from services.shared.platform.signing import (
+from services.shared.platform.security.signing import (
     ALGORITHM,
     SCHEME,
     Keyring,

@@ -32,7 +32,7 @@ from services.shared.platform.environment import check_operators
 M = TypeVar("M", bound=Message)
 
 READY_MARKER = "{name}: serving"
-"""What a service logs once it runs (services/shared/platform/runner.py)."""
+"""What a service logs once it runs (services/shared/platform/host/runner.py)."""
 
 
 async def secure_run(

@@ -10,7 +10,7 @@ and response headers (``FLEXIBLE_VERSION``). The structures follow Kafka's messa
 definitions (``clients/src/main/resources/common/message/*.json``) field by field; ACL
 versions 2 and 3 have the same fields (3 only admits the USER resource type). aiokafka's
 connection negotiates the highest version both sides know, as for
-``services/shared/platform/topic_ids.py``.
+``services/shared/platform/consumer/topic_ids.py``.
 """
 
 from __future__ import annotations

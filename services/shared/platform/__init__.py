@@ -8,21 +8,21 @@ units of work (``application.py``), the batch processor applying each fetch exac
 keys and signatures, tamper-evident seals, metrics and the operations endpoints.
 """
 
-from services.shared.platform.application import ServiceApplication, UnitOfWork
-from services.shared.platform.consumer import (
+from services.shared.platform.consumer.consumer import (
     BatchHandler,
     Delivery,
     Subscription,
     per_message,
     with_unit_of_work,
 )
-from services.shared.platform.definition import ServiceContext, ServiceDefinition
-from services.shared.platform.messages import envelope
-from services.shared.platform.relay import EventMapper, OutboxRelay
-from services.shared.platform.runner import ServiceHost, run_service, serve
-from services.shared.platform.sealing import seal_store
-from services.shared.platform.service_app import KafkaService
+from services.shared.platform.host.definition import ServiceContext, ServiceDefinition
+from services.shared.platform.host.runner import ServiceHost, run_service, serve
+from services.shared.platform.host.service_app import KafkaService
+from services.shared.platform.relay.messages import envelope
+from services.shared.platform.relay.relay import EventMapper, OutboxRelay
 from services.shared.platform.settings import Settings, SettingsError
+from services.shared.platform.store.application import ServiceApplication, UnitOfWork
+from services.shared.platform.store.sealing import seal_store
 
 __all__ = [
     "BatchHandler",

@@ -40,6 +40,7 @@ from contracts import (
     decode,
 )
 from services.shared.platform.environment import check_operators
+from services.shared.platform.host.webserver import AsgiServer
 from services.shared.platform.kafka_settings import KafkaAuth
 from services.shared.platform.settings import (
     SettingsError,
@@ -48,7 +49,6 @@ from services.shared.platform.settings import (
     default_allowed_hosts,
     http_port,
 )
-from services.shared.platform.webserver import AsgiServer
 from services.tools.dashboard.model import DashboardModel
 
 log = logging.getLogger(__name__)

@@ -27,17 +27,26 @@ from services.dealing.application import DealingApplication
 from services.dealing.tables import table_aggregate_id
 from services.dev.simulation import LocalSystem, play
 from services.settlement.application import SettlementApplication
-from services.shared.platform.persistence import StoreNotReady, open_application, prepare_store
-from services.shared.platform.pg_roles import (
+from services.shared.platform.settings import PostgresSettings, Settings, SettingsError
+from services.shared.platform.store.persistence import (
+    StoreNotReady,
+    open_application,
+    prepare_store,
+)
+from services.shared.platform.store.pg_roles import (
     SERVICES,
     SETUP_LOCK,
     Provisioning,
     StoreRoles,
     provision,
 )
-from services.shared.platform.settings import PostgresSettings, Settings, SettingsError
-from services.shared.platform.writer_fence import FENCE_TABLE, LEASE_TABLE, LEASE_TABLES, LOCK_CLASS
-from services.shared.platform.writer_lease import writer_lease
+from services.shared.platform.store.writer_fence import (
+    FENCE_TABLE,
+    LEASE_TABLE,
+    LEASE_TABLES,
+    LOCK_CLASS,
+)
+from services.shared.platform.store.writer_lease import writer_lease
 from services.shoe.application import ShoeApplication
 from services.tools.cli.main import app
 from tests.integration.audit.helpers import audit_settings

@@ -17,9 +17,9 @@ import psycopg
 import pytest
 
 from services.dev.infra.postgres import PostgresServer
-from services.shared.platform.persistence import open_application, prepare_store
-from services.shared.platform.pg_roles import SERVICES
 from services.shared.platform.settings import Settings
+from services.shared.platform.store.persistence import open_application, prepare_store
+from services.shared.platform.store.pg_roles import SERVICES
 from services.shoe.application import ShoeApplication
 from tests.signing_keys import key_env
 

@@ -33,9 +33,9 @@ from services.shared.platform.kafka import (
     ensure_topics,
     key_partition,
 )
-from services.shared.platform.keys import load_keyring, signer_for
+from services.shared.platform.security.keys import load_keyring, signer_for
+from services.shared.platform.security.signing import Signer, Where
 from services.shared.platform.settings import Settings
-from services.shared.platform.signing import Signer, Where
 from tests import kafka_logins
 from tests.kafka_cleanup import created_under
 from tests.signing_keys import ensure_key, key_env

@@ -22,7 +22,8 @@ from contracts import (
     encode,
 )
 from services.dev.infra.kafka_clients import ADMIN
-from services.shared.platform.consumer import LOG_APPEND_TIME, Delivery, Subscription
+from services.shared.platform.consumer.consumer import LOG_APPEND_TIME, Delivery, Subscription
+from services.shared.platform.host.runner import ServiceDefinition, ServiceHost
 from services.shared.platform.kafka import (
     LOG_APPEND_TIME as LOG_APPEND_TIME_CONFIG,
 )
@@ -33,7 +34,6 @@ from services.shared.platform.kafka import (
     ensure_topics,
     topic_configs,
 )
-from services.shared.platform.runner import ServiceDefinition, ServiceHost
 from services.shared.platform.settings import Settings
 from tests import kafka_logins
 from tests.integration.platform.kafka_tools import as_admin, send_raw, settings_for

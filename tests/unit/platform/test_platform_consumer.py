@@ -29,23 +29,23 @@ from contracts import (
     decode,
     encode,
 )
-from services.shared.platform.application import UnitOfWork
-from services.shared.platform.batch_processor import BatchProcessor
-from services.shared.platform.consumer import (
+from services.shared.platform.consumer.batch_processor import BatchProcessor
+from services.shared.platform.consumer.consumer import (
     Delivery,
     Subscription,
     with_unit_of_work,
 )
-from services.shared.platform.settings import Settings
-from services.shared.platform.signing import Where
-from services.shared.platform.tracking import (
+from services.shared.platform.consumer.tracking import (
     CLAIM_SUFFIX,
     UNCLAIMED,
     UntrustedHeaders,
     relayed_position,
     topic_id_claim,
 )
-from services.shared.platform.worker import AppWorker
+from services.shared.platform.security.signing import Where
+from services.shared.platform.settings import Settings
+from services.shared.platform.store.application import UnitOfWork
+from services.shared.platform.store.worker import AppWorker
 from tests.unit.platform.fakes import Counter, CounterApp, FakeConsumer, FakeProducer, popo_env
 from tests.unit.platform.keys_fakes import KEYRING, signature
 
@@ -302,7 +302,7 @@ async def test_a_store_reused_with_a_new_prefix_or_kafka_handles_its_commands() 
 async def test_a_delivery_carries_the_record_timestamp_and_its_type() -> None:
     from datetime import UTC, datetime
 
-    from services.shared.platform.consumer import CREATE_TIME, LOG_APPEND_TIME
+    from services.shared.platform.consumer.consumer import CREATE_TIME, LOG_APPEND_TIME
 
     h = Harness()
     seen: list[Delivery] = []
@@ -436,7 +436,7 @@ async def test_a_new_assignment_reads_the_topic_ids_again() -> None:
     await h.feed(record(0, close("1")))
     await h.feed(record(1, close("1")))
     assert len(h.id_reads) == 1
-    from services.shared.platform.consumer import RebalanceListener
+    from services.shared.platform.consumer.consumer import RebalanceListener
 
     await RebalanceListener(h.runtime).on_partitions_assigned({TopicPartition(COMMANDS, 0)})
     await h.feed(record(2, close("1")))
@@ -514,7 +514,7 @@ async def test_an_external_message_its_handler_fails_on_is_dead_lettered() -> No
 async def test_a_per_message_handler_failing_half_way_applies_nothing_twice() -> None:
     from eventsourcing.persistence import Tracking
 
-    from services.shared.platform.consumer import per_message
+    from services.shared.platform.consumer.consumer import per_message
 
     h = Harness()
     applied: list[str] = []
@@ -603,7 +603,7 @@ async def test_a_stopped_partition_retries_the_same_record_until_it_is_taken() -
 
 
 async def test_a_stopped_partition_taken_over_by_another_member_is_no_longer_stopped() -> None:
-    from services.shared.platform.consumer import RebalanceListener
+    from services.shared.platform.consumer.consumer import RebalanceListener
 
     h = Harness()
     await h.feed(event(0, "boom", 1))
@@ -613,7 +613,7 @@ async def test_a_stopped_partition_taken_over_by_another_member_is_no_longer_sto
 
 
 def test_the_retry_delay_doubles_up_to_30_seconds() -> None:
-    from services.shared.platform.stops import PartitionStops
+    from services.shared.platform.consumer.stops import PartitionStops
 
     stops = PartitionStops()
     tp = TopicPartition(EVENTS, 0)

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from services.shared.platform.endpoints import ops_app
 from services.shared.platform.environment import Environment
+from services.shared.platform.host.endpoints import ops_app
 from services.shared.platform.settings import HTTP_PORTS, Settings
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"

@@ -6,8 +6,8 @@ import weakref
 
 import pytest
 
-from services.shared.platform import runner
-from services.shared.platform.runner import ServiceContext, ServiceDefinition, ServiceHost
+from services.shared.platform.host import runner
+from services.shared.platform.host.runner import ServiceContext, ServiceDefinition, ServiceHost
 from services.shared.platform.settings import Settings
 from tests.unit.platform.fakes import Counter, CounterApp
 

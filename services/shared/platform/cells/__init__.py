@@ -1,0 +1,1 @@
+"""cells part of the runtime."""

@@ -1,0 +1,320 @@
+"""Scale-out: N processes of one service share its partitions, a cell per partition.
+
+``PB_PARTITIONED=yes punto-banco serve settlement`` started N times with the same settings
+shares the work the way Kafka Streams does: the partition is the unit of work (a table lives
+in one partition number on every topic: every record is keyed by its table id, and every
+project topic has the same partition count, ``docs/scaling.md``).
+
+- Each process is a member of the service's consumer group (``group_membership.py``): the
+  group only says which partition NUMBERS the process owns; the same number of every input
+  topic goes with it.
+- For each partition number it owns, the process runs a **cell** (:class:`CellHost`): the
+  service itself, unchanged, on ``Settings.for_partition(n)``: its own store (SQLite file
+  ``<service>-p<n>.sqlite``, PostgreSQL schema ``<service>_p<n>``: events, tracking, relay
+  position, seal chain), its own writer lease (``writer_lease.py``: a cell waits for the
+  lease of its store until the previous owner's cell let it go or died, and every write
+  transaction is fenced, so a zombie can commit nothing), its Kafka consumer ASSIGNED
+  partition n of every input topic (offsets under the group's name + ``.p<n>``, a group
+  the ACLs let it use), its relay (a table's records keep their partition: same key, same
+  count), its timers (the betting clock, the sealer) and seal anchors
+  (``SealAnchored.partition``).
+- When the group moves a partition (a member joins, leaves or dies: its session times out),
+  the old owner stops that cell (it publishes what is pending, seals and closes the store,
+  lets the lease go) and the new owner starts one on the same store: no state is shared in
+  memory, none is judged with another cell's, and the store's tracking records absorb the
+  redelivery of what was handled but not yet committed to Kafka.
+
+Each cell starts and stops in a task of its own: a cell that does not stop within
+:data:`CELL_STOP_TIMEOUT` (a store call that never returns) ends the process, which lets its
+leases go. The process holds the lease of the service's UNPARTITIONED store shared
+(``writer_lease.py``): an unpartitioned instance of the service and partitioned ones never
+run together (either waits for the other). The process serves one set of operations
+endpoints for all its cells (``/ready`` names each cell, ``/metrics`` labels each sample with
+its ``cell``, ``pb_cells`` counts them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer
+
+from services.shared.platform.cells.cell_offsets import keep_offsets_alive, seed_cell_offsets
+from services.shared.platform.cells.group_membership import GroupMembership
+from services.shared.platform.cells.partitioned_ops import CellsReadiness, merged_metrics
+from services.shared.platform.host.endpoints import ops_app
+from services.shared.platform.host.runner import ServiceHost, configure_logging
+from services.shared.platform.host.service_app import KafkaService
+from services.shared.platform.host.webserver import AsgiServer
+from services.shared.platform.kafka import client_options, ensure_topics
+from services.shared.platform.settings import MAX_PARTITIONS, Settings
+from services.shared.platform.store.writer_lease import StoppedAsStandby, writer_lease
+
+log = logging.getLogger(__name__)
+
+BuildService = Callable[[Settings], KafkaService[Any]]
+"""A service's ``build_service(settings)`` (its ``service.py``)."""
+
+
+class CellHost:
+    """One process of a partitioned service: its group membership and one cell per partition
+    it owns (see the module docstring)."""
+
+    def __init__(self, build: BuildService, settings: Settings) -> None:
+        if settings.partition is not None:
+            raise ValueError("a partitioned service's settings, not one cell's")
+        self.build = build
+        self.settings = settings
+        self.template = build(settings)  # never started: its inputs and AsyncAPI document
+        if not self.template.inputs:
+            raise ValueError(f"{settings.service} reads no topic: nothing to partition")
+        self.membership = GroupMembership(settings, self.template.inputs[0])
+        # The unpartitioned store's lease, shared: no unpartitioned instance runs beside us.
+        self.mode_lease = writer_lease(settings, shared=True)
+        self.cells: dict[int, ServiceHost[Any]] = {}
+        self.leaving: dict[int, ServiceHost[Any]] = {}  # cells being stopped
+        self._starting: dict[int, asyncio.Task[None]] = {}
+        self._stops: dict[int, asyncio.Task[None]] = {}
+        self.stopping = asyncio.Event()
+        self.failed = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self.readiness = CellsReadiness(self)
+        self.http: AsgiServer | None = None
+
+    @property
+    def name(self) -> str:
+        return self.settings.service
+
+    async def start(self) -> None:
+        """Serve the endpoints, take the mode lease, create the topics, join the group; the
+        cells start as partitions are assigned."""
+        await self._start_http()
+        if not await self.mode_lease.acquire(self.stopping):
+            return  # stopped while an unpartitioned instance wrote
+        await ensure_topics(self.settings)
+        await self._check_partition_counts()
+        await self.membership.start()
+        for what, step in (
+            ("membership", self.membership.run(self.stopping)),
+            ("cells", self._reconcile()),
+            ("mode lease", self.mode_lease.watch(self.stopping)),
+            ("offsets", keep_offsets_alive(lambda: list(self.cells.values()), self.stopping)),
+        ):
+            self._tasks.append(asyncio.create_task(self._guard(what, step)))
+
+    async def _start_http(self) -> None:
+        settings = self.settings
+        if settings.http_port is None:
+            return
+
+        async def metrics() -> bytes:
+            return await merged_metrics(self)
+
+        app = ops_app(
+            self.readiness,
+            metrics,
+            self.template.asyncapi_json,
+            service=settings.service,
+            allowed_hosts=settings.allowed_hosts,
+        )
+        server = AsgiServer(app, settings.http_host, settings.http_port, name=settings.service)
+        try:
+            await server.start()
+        except OSError as error:
+            log.warning("%s: no HTTP endpoints (%s)", settings.service, error)
+            await server.stop()
+            return
+        self.http = server
+
+    async def _check_partition_counts(self) -> None:
+        """Every input topic must have the same partition count (docs/scaling.md)."""
+        consumer = AIOKafkaConsumer(**client_options(self.settings))
+        await consumer.start()
+        try:
+            await consumer.topics()  # the cluster's metadata
+            counts = {}
+            for topic in self.template.inputs:
+                partitions = consumer.partitions_for_topic(self.settings.topic(topic))
+                counts[topic] = len(partitions or ())
+        finally:
+            await consumer.stop()
+        if len(set(counts.values())) != 1:
+            raise RuntimeError(
+                f"{self.name}: a partitioned service needs the same partition count on every "
+                f"input topic, not {counts} (docs/scaling.md)"
+            )
+        if max(counts.values()) > MAX_PARTITIONS:
+            raise RuntimeError(
+                f"{self.name}: a partitioned service runs at most {MAX_PARTITIONS} partitions, "
+                f"its topics have {counts} (docs/scaling.md)"
+            )
+
+    async def _guard(self, what: str, step: Any) -> None:
+        try:
+            await step
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s: %s crashed; stopping the process", self.name, what)
+            self.failed = True
+            self.stopping.set()
+
+    async def _reconcile(self) -> None:
+        """Run a cell for each partition owned, and none for the others. Never waits for a
+        cell to start or stop: each is a task of its own (a stop that hangs is timed out)."""
+        changed = self.membership.changed
+        while not self.stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), 0.5)
+            changed.clear()
+            if self.stopping.is_set():
+                return
+            self._check_cells()
+            owned = self.membership.owned
+            for partition in [p for p in set(self.cells) | set(self._starting) if p not in owned]:
+                self._stop_cell(partition, "moved away")
+            for partition in sorted(owned):
+                if partition not in self.cells and partition not in self._starting:
+                    self._starting[partition] = asyncio.create_task(self._start_cell(partition))
+
+    def _check_cells(self) -> None:
+        """A cell whose task crashed (or that stopped by itself) stops the process."""
+        for partition, cell in self.cells.items():
+            if cell.stopping.is_set():
+                log.error("%s: the cell of partition %d stopped; stopping", self.name, partition)
+                self.failed = True
+                self.stopping.set()
+
+    async def _start_cell(self, partition: int) -> None:
+        cell: ServiceHost[Any] | None = None
+        try:  # building the cell too: whatever fails, the partition is not left "starting"
+            settings = self.settings.for_partition(partition)
+            cell = ServiceHost(self.build(settings), settings, create_topics=False)
+            # Once its store's lease is held: where its consumer starts (cell_offsets.py).
+            cell.service.after_lease = functools.partial(
+                seed_cell_offsets, self.settings, partition, self.template.inputs
+            )
+            await cell.start()  # waits for the store's writer lease (the previous owner)
+            await cell.wait_ready()
+        except StoppedAsStandby:
+            log.info("%s: partition %d left before its cell started", self.name, partition)
+            if cell is not None:
+                await cell.stop()
+            return
+        except asyncio.CancelledError:
+            if cell is not None:
+                await cell.stop()
+            raise
+        except Exception:
+            log.exception("%s: the cell of partition %d failed to start", self.name, partition)
+            if cell is not None:
+                await cell.stop()
+            self.failed = True
+            self.stopping.set()
+            return
+        finally:
+            self._starting.pop(partition, None)
+        self.cells[partition] = cell
+        log.info("%s: partition %d: serving", self.name, partition)
+
+    def _stop_cell(self, partition: int, why: str) -> None:
+        """Stop the partition's cell (or its start) in a task of its own."""
+        starting = self._starting.pop(partition, None)
+        if starting is not None:
+            starting.cancel()
+        cell = self.cells.pop(partition, None)
+        if cell is None:
+            return
+        log.info("%s: partition %d %s: stopping its cell", self.name, partition, why)
+        self.leaving[partition] = cell
+        self._stops[partition] = asyncio.create_task(self._stopped(partition, cell))
+
+    async def _stopped(self, partition: int, cell: ServiceHost[Any]) -> None:
+        try:
+            await asyncio.wait_for(cell.stop(), CELL_STOP_TIMEOUT)
+        except Exception:
+            # Its lease is held until this process ends: end it (the orchestrator restarts).
+            log.exception(
+                "%s: the cell of partition %d did not stop within %.0f s; stopping the process",
+                self.name,
+                partition,
+                CELL_STOP_TIMEOUT,
+            )
+            self.failed = True
+            self.stopping.set()
+        finally:
+            self.leaving.pop(partition, None)
+            self._stops.pop(partition, None)
+
+    async def wait_ready(self, timeout: float = 60.0) -> None:
+        """Wait until the process owns its first partitions and runs their cells (or stops)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not self.stopping.is_set():
+            assigned = self.membership.assigned_once.is_set()
+            if assigned and set(self.cells) == set(self.membership.owned):
+                return
+            if loop.time() > deadline:
+                raise TimeoutError(f"{self.name}: cells not serving within {timeout} s")
+            await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        """Leave the group first (the others take over), then stop every cell; a stop in
+        progress is waited for, never cut short."""
+        self.stopping.set()
+        http, self.http = self.http, None
+        if http is not None:
+            await http.stop()
+        if self._tasks:  # each ends on ``stopping`` (the membership within a poll)
+            await asyncio.wait(self._tasks, timeout=5)
+            for task in self._tasks:
+                task.cancel()
+        try:
+            await self.membership.stop()
+        except Exception:
+            log.exception("%s: leaving the consumer group failed", self.name)
+        for partition in list(self.cells) + list(self._starting):
+            self._stop_cell(partition, "process stopping")
+        stops = [task for task in self._stops.values() if not task.done()]
+        if stops:
+            await asyncio.wait(stops)
+        await self.mode_lease.release()
+
+
+CELL_STOP_TIMEOUT = 60.0
+"""A cell that has not stopped by then (a store call that never returns) ends the process."""
+
+
+async def run_partitioned(build: BuildService, settings: Settings) -> int:
+    """Run one process of a partitioned service until SIGTERM/SIGINT (or a cell's crash)."""
+    host = CellHost(build, settings)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, host.stopping.set)
+    try:
+        await host.start()
+        if host.stopping.is_set():  # while an unpartitioned instance wrote (mode lease)
+            return 1 if host.failed else 0
+        try:
+            await host.wait_ready(timeout=120)
+        except TimeoutError:
+            log.warning("%s: cells not all serving after 120 s; serving anyway", host.name)
+        # The line below is what `punto-banco up` waits for: keep its wording.
+        log.info("%s: serving", settings.service)
+        await host.stopping.wait()
+    finally:
+        await host.stop()
+    return 1 if host.failed else 0
+
+
+def serve_partitioned(build: BuildService, settings: Settings) -> int:
+    """Process entry point of a partitioned service (``PB_PARTITIONED``)."""
+    configure_logging(settings)
+    return asyncio.run(run_partitioned(build, settings))

@@ -1,0 +1,1 @@
+"""consumer part of the runtime."""

@@ -1,0 +1,1 @@
+"""host part of the runtime."""

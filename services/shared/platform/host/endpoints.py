@@ -1,0 +1,182 @@
+"""The operations endpoints of a service process: a Starlette app, served under uvicorn.
+
+:func:`ops_app` builds it from what the running service knows (the runner mounts it and serves
+it with :class:`~services.shared.platform.host.webserver.AsgiServer`):
+
+- ``/health``   200 while the process runs (``{"status": "alive", "service", "uptime_s"}``),
+  503 ``{"status": "stuck", "why": ...}`` when the Readiness has an ``alive()`` that says why
+  the process should be restarted (a store call that never returns: ``worker.py``);
+- ``/ready``    200 when every check of the :class:`Readiness` passes, else 503; the body
+  names each check, ``"ok"`` or why not (a stopped partition, the broker, the store...).
+  Checks that fail or do not answer within ``ready_timeout`` make it 503 too;
+- ``/metrics``  the Prometheus text exposition;
+- ``/asyncapi`` (also ``/asyncapi.json``) the service's AsyncAPI document, ``/asyncapi.html``
+  a readable page of it (no scripts).
+
+Every request's Host header must be one of ``allowed_hosts`` (``Settings.allowed_hosts``, from
+``PB_HTTP_ALLOWED_HOSTS``), else 400: endpoints bound to 0.0.0.0 still answer only the names
+they are meant to be reached by (no DNS rebinding from a browser). GET and HEAD only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import inspect
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from services.shared.platform.environment import check_allowed_hosts
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT = 3.0
+NO_STORE = {"Cache-Control": "no-store"}
+
+
+class Readiness(Protocol):
+    """What ``/ready`` asks the running service: each check's name -> None when fine, else why."""
+
+    async def checks(self) -> Mapping[str, str | None]: ...
+
+
+MetricsText = Callable[[], bytes | Awaitable[bytes]]
+"""The Prometheus exposition; a callable that does I/O (e.g. refreshes gauges) is async."""
+
+
+def ops_app(
+    checks: Readiness,
+    metrics: MetricsText,
+    asyncapi: Callable[[], str],
+    *,
+    service: str,
+    allowed_hosts: Sequence[str],
+    ready_timeout: float = READY_TIMEOUT,
+) -> Starlette:
+    """The operations app of ``service`` (see the module docstring).
+
+    ``asyncapi`` is called once, in a worker thread, on the first request for the document.
+    ``allowed_hosts`` are checked like ``PB_HTTP_ALLOWED_HOSTS`` (ValueError when unusable).
+    """
+    hosts = check_allowed_hosts(allowed_hosts)
+    if not hosts:
+        raise ValueError(f"{service}: no allowed host: every request would be refused")
+    started = time.monotonic()
+    cache: dict[str, str] = {}
+
+    alive: Callable[[], str | None] | None = getattr(checks, "alive", None)
+
+    async def health(request: Request) -> Response:
+        uptime = round(time.monotonic() - started, 1)
+        why = alive() if alive is not None else None
+        if why is not None:
+            body = {"status": "stuck", "service": service, "uptime_s": uptime, "why": why}
+            return JSONResponse(body, 503, headers=NO_STORE)
+        body = {"status": "alive", "service": service, "uptime_s": uptime}
+        return JSONResponse(body, headers=NO_STORE)
+
+    async def ready(request: Request) -> Response:
+        results = await _run_checks(checks, ready_timeout)
+        ok = all(why is None for why in results.values())
+        body = {
+            "status": "ready" if ok else "not ready",
+            "service": service,
+            "checks": {name: why or "ok" for name, why in results.items()},
+        }
+        return JSONResponse(body, 200 if ok else 503, headers=NO_STORE)
+
+    async def metrics_text(request: Request) -> Response:
+        produced = metrics()
+        body = await produced if inspect.isawaitable(produced) else produced
+        return Response(body, headers={**NO_STORE, "Content-Type": CONTENT_TYPE_LATEST})
+
+    async def document() -> str:
+        if "json" not in cache:
+            cache["json"] = await asyncio.to_thread(asyncapi)
+        return cache["json"]
+
+    async def asyncapi_json(request: Request) -> Response:
+        try:
+            text = await document()
+        except Exception as error:
+            log.exception("%s: the AsyncAPI document failed", service)
+            return PlainTextResponse(f"no AsyncAPI document: {error!r}", 500)
+        return Response(text, media_type="application/json", headers=NO_STORE)
+
+    async def asyncapi_html(request: Request) -> Response:
+        try:
+            text = await document()
+        except Exception as error:
+            log.exception("%s: the AsyncAPI document failed", service)
+            return PlainTextResponse(f"no AsyncAPI document: {error!r}", 500)
+        return HTMLResponse(asyncapi_page(json.loads(text)), headers=NO_STORE)
+
+    routes = [
+        Route("/health", health, methods=["GET"]),
+        Route("/ready", ready, methods=["GET"]),
+        Route("/metrics", metrics_text, methods=["GET"]),
+        Route("/asyncapi", asyncapi_json, methods=["GET"]),
+        Route("/asyncapi.json", asyncapi_json, methods=["GET"]),
+        Route("/asyncapi.html", asyncapi_html, methods=["GET"]),
+    ]
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts, www_redirect=False)]
+    return Starlette(routes=routes, middleware=middleware)
+
+
+async def _run_checks(checks: Readiness, timeout: float) -> dict[str, str | None]:
+    """The checks' answers; a failure or a time-out of the checks themselves is one more."""
+    try:
+        return dict(await asyncio.wait_for(checks.checks(), timeout))
+    except TimeoutError:
+        return {"readiness": f"the checks did not answer within {timeout:g} s"}
+    except Exception as error:
+        log.warning("readiness checks failed: %r", error)
+        return {"readiness": f"the checks failed: {error!r}"}
+
+
+def asyncapi_page(document: Mapping[str, Any]) -> str:
+    """A self-contained, readable HTML rendering of an AsyncAPI 3.0 document (no scripts)."""
+    info = document.get("info", {})
+    esc = html.escape
+    parts = [
+        "<!doctype html><meta charset=utf-8>",
+        f"<title>{esc(str(info.get('title', 'AsyncAPI')))}</title>",
+        "<style>body{font:15px/1.45 system-ui,sans-serif;max-width:70em;margin:2em auto;"
+        "padding:0 1em}pre{background:#f4f4f4;padding:.6em;overflow:auto;font-size:12px}"
+        "h2{border-bottom:1px solid #ccc}code{background:#f4f4f4}</style>",
+        f"<h1>{esc(str(info.get('title', '')))} {esc(str(info.get('version', '')))}</h1>",
+        f"<p>{esc(str(info.get('description', '')))}</p>",
+        "<h2>Operations</h2><ul>",
+    ]
+    for name, operation in sorted(document.get("operations", {}).items()):
+        channel = str(operation.get("channel", {}).get("$ref", "")).rsplit("/", 1)[-1]
+        parts.append(
+            f"<li><b>{esc(str(operation.get('action', '')))}</b> "
+            f"<code>{esc(channel)}</code> — {esc(str(operation.get('summary', name)))}</li>"
+        )
+    parts.append("</ul><h2>Channels</h2>")
+    for name, channel in sorted(document.get("channels", {}).items()):
+        messages = ", ".join(sorted(channel.get("messages", {})))
+        parts.append(
+            f"<h3><code>{esc(str(channel.get('address', name)))}</code></h3>"
+            f"<p>{esc(str(channel.get('description', '')))}</p><p>Messages: {esc(messages)}</p>"
+        )
+    parts.append("<h2>Message schemas</h2>")
+    schemas = document.get("components", {}).get("schemas", {})
+    for name, schema in sorted(schemas.items()):
+        parts.append(
+            f"<details><summary><code>{esc(name)}</code></summary>"
+            f"<pre>{esc(json.dumps(schema, indent=2))}</pre></details>"
+        )
+    return "".join(parts)

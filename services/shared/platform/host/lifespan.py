@@ -1,0 +1,245 @@
+"""The running parts of a service, started and stopped by its FastStream lifespan hooks.
+
+:class:`ServiceLifespan` holds what a running service is made of (its Application in the
+worker thread, the outbox relay, the batch processor, the timers, the metrics) and the four
+hooks its FastStream application runs (``service_app.py``):
+
+- on_startup, before the consumer starts: the store's writer lease (``writer_lease.py``: a
+  second instance waits here as a standby, in no consumer group, until the writer stops or
+  dies), the keys (a service that publishes signs), the topics, the event store, the relay's
+  producer, the batch processor (the cluster's and the topics' ids, the dead letters'
+  producer);
+- after_startup, the consumer running: the relay, the service's timers, the sealer, the
+  stop watcher, the lease watcher and the worker's watchdog (``worker.py``) as tasks;
+- on_shutdown: ``stopping`` is set and the tasks end (the relay publishes what is pending);
+- after_shutdown, once the consumer has stopped: :meth:`ServiceLifespan.close` seals the
+  store a last time (``sealing.py``), lets the relay publish that seal's anchor
+  (``anchors.py``), stops the producers, closes the store and lets the writer lease go.
+  ``close`` also cleans up after a start that failed half way.
+
+A task that crashes stops the service: ``failed`` is set, and so is ``stopping``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from services.shared.platform.consumer.batch_processor import BatchProcessor
+from services.shared.platform.host.definition import ServiceContext, ServiceDefinition
+from services.shared.platform.host.metrics import ServiceMetrics
+from services.shared.platform.host.readiness import ServiceReadiness
+from services.shared.platform.kafka import ensure_topics
+from services.shared.platform.relay.anchors import with_anchors
+from services.shared.platform.relay.relay import OutboxRelay
+from services.shared.platform.security.keys import load_keyring, signer_for
+from services.shared.platform.settings import Settings
+from services.shared.platform.store.application import ServiceApplication
+from services.shared.platform.store.incidents import with_incidents
+from services.shared.platform.store.persistence import open_application
+from services.shared.platform.store.sealing import seal_periodically, seal_store
+from services.shared.platform.store.worker import AppWorker, watch_worker
+from services.shared.platform.store.writer_lease import StoppedAsStandby, WriterLease, writer_lease
+
+log = logging.getLogger(__name__)
+
+TApp = TypeVar("TApp", bound=ServiceApplication)
+
+
+class ServiceLifespan(Generic[TApp]):
+    """The parts of one running service and the hooks that start and stop them."""
+
+    def __init__(
+        self, definition: ServiceDefinition[TApp], settings: Settings, *, create_topics: bool
+    ) -> None:
+        if settings.service != definition.name:
+            raise ValueError(f"settings are for {settings.service!r}, not {definition.name!r}")
+        self.definition = definition
+        self.settings = settings
+        self.create_topics = create_topics
+        self.worker = AppWorker(definition.name)
+        self.stopping = asyncio.Event()
+        self.failed = False
+        self.metrics = ServiceMetrics(definition.name)
+        self.lease: WriterLease = writer_lease(settings)  # one writer per store
+        self.readiness = ServiceReadiness(self)  # /ready
+        self.relay: OutboxRelay | None = None
+        self.consumer: BatchProcessor | None = None
+        # Extra arguments of the relay and the batch processor (tests: fake producers...).
+        self.relay_options: dict[str, Any] = {}
+        self.consumer_options: dict[str, Any] = {}
+        self.inputs: tuple[str, ...] = ()  # the logical topics the subscriber reads
+        # Run once the writer lease is held, before the store and the consumer (a partition
+        # cell's starting offsets: cell_offsets.py).
+        self.after_lease: Callable[[], Awaitable[object]] | None = None
+        self._app: TApp | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    @property
+    def app(self) -> TApp:
+        if self._app is None:
+            raise RuntimeError("service not started")
+        return self._app
+
+    def _take_inputs(self, topics: Sequence[str]) -> None:
+        """The batch processor is made: give it to the subscriber (``service_app.py``)."""
+        raise NotImplementedError
+
+    def _kafka_consumer(self) -> Any:
+        """The running Kafka consumer (FastStream's), for the batch processor."""
+        raise NotImplementedError
+
+    async def _on_startup(self) -> None:
+        settings, definition = self.settings, self.definition
+        # One writer per store: a standby waits here, before the store or the consumer group.
+        if not await self.lease.acquire(self.stopping):
+            raise StoppedAsStandby(f"{self.name}: stopped while a standby (it never wrote)")
+        if self.after_lease is not None:
+            await self.after_lease()
+        # Record signatures (keys.py): no key or keyring, no service (KeysError says what to run).
+        keyring = load_keyring(settings) if definition.to_messages else None
+        signer = signer_for(settings, keyring) if keyring is not None else None
+        if signer is not None and keyring is not None:
+            log.info("%s: signs with key %s (%s)", self.name, signer.kid, keyring.path)
+        if self.create_topics:
+            await ensure_topics(settings)
+        self._app = await self.worker.call(
+            open_application, definition.application, settings, self.lease.fence_env()
+        )
+        log.info(
+            "%s: store %s, kafka %s (%s)",
+            self.name,
+            settings.describe_store(),
+            settings.kafka_bootstrap_servers,
+            settings.kafka_auth.describe(),
+        )
+        if definition.to_messages is not None:
+            # Seals are anchored outside the store; incidents are published for the operators.
+            anchored = with_anchors(definition.to_messages, self.name, settings.partition)
+            mapper = with_incidents(anchored)
+            options = {"signer": signer, **self.relay_options}
+            self.relay = OutboxRelay(self.app, settings, mapper, **options)
+            self.relay.on_published = self.metrics.observe_published  # operations hooks
+            self.relay.on_quarantined = self.metrics.observe_quarantined
+            await self.relay.start()
+        subscriptions = list(definition.subscriptions(self.app))
+        topics = tuple(subscription.topic for subscription in subscriptions)
+        if subscriptions:
+            if keyring is None:  # who may write what: every service's public keys
+                keyring = load_keyring(settings)
+            options = {"keyring": keyring, **self.consumer_options}
+            self.consumer = BatchProcessor(
+                self.app, settings, subscriptions, self.worker, **options
+            )
+            self.consumer.on_delivered = self.metrics.observe_delivered  # operations hooks
+            self.consumer.stops.on_change = self.metrics.observe_stopped
+            await self.consumer.start()
+            self._take_inputs(topics)
+        if set(topics) != set(self.inputs):
+            raise RuntimeError(
+                f"{self.name}: the subscriber reads {sorted(self.inputs)} but the handlers "
+                f"are for {sorted(topics)}"
+            )
+
+    async def _after_startup(self) -> None:
+        if self.consumer is not None:
+            self.consumer.consumer = self._kafka_consumer()
+            if self.settings.partition is not None:  # a cell is assigned its partition
+                self.consumer.ready.set()
+        if self.relay is not None:
+            self._spawn("relay", self.relay.run(self.stopping))
+        context: ServiceContext[TApp] = ServiceContext(
+            self.app, self.settings, self.worker, self.stopping
+        )
+        for task in self.definition.tasks:
+            self._spawn(getattr(task, "__name__", "task"), task(context))
+        # Tamper evidence: every service seals its notification log periodically (sealing.py).
+        self._spawn("sealer", seal_periodically(context))
+        if self.consumer is not None:
+            self._spawn("stops", self.consumer.watch_stops(self.stopping))
+        self._spawn("lease", self.lease.watch(self.stopping))
+        self.worker.watching = True  # from now on a call that never returns is reported
+        self._spawn("worker", watch_worker(self.worker, self.stopping))
+
+    async def _on_shutdown(self) -> None:
+        self.stopping.set()
+        await _quietly(self.readiness.close(), "closing the readiness client")
+        if self._tasks:
+            _done, pending = await asyncio.wait(self._tasks, timeout=10)
+            for task in pending:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*pending, return_exceptions=True)
+        self._tasks.clear()
+
+    async def _after_shutdown(self) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Stop the producers, seal and close the store (once; also after a failed start)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stopping.set()
+        for task in self._tasks:
+            task.cancel()
+        if self.consumer is not None:
+            await _quietly(self.consumer.stop(), "stopping the consumer")
+        sealed = 0
+        if self._app is not None:
+            # Tamper evidence: seal everything recorded, now that nothing else writes.
+            try:
+                sealed = await self.worker.call(seal_store, self._app, self.name)
+            except Exception:
+                log.exception("%s: sealing on shutdown failed", self.name)
+        if self.relay is not None:
+            if sealed and self.relay.started:  # anchor the last seal now, not at the next start
+                await _quietly(self._publish_pending(), "anchoring the last seal")
+            await _quietly(self.relay.stop(), "stopping the relay")
+        self.worker.shutdown()
+        if self._app is not None:
+            self._app.close()
+        await _quietly(self.lease.release(), "letting the writer lease go")
+        log.info("%s: stopped", self.name)
+
+    async def _publish_pending(self) -> None:
+        if self.relay is not None:
+            await self.relay.publish_pending()
+
+    def _spawn(self, name: str, coro: Awaitable[None]) -> None:
+        async def guarded() -> None:
+            try:
+                await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s: %s crashed; stopping the service", self.name, name)
+                self.failed = True
+                self.stopping.set()
+
+        self._tasks.append(asyncio.create_task(guarded(), name=f"{self.name}-{name}"))
+
+
+async def _quietly(step: Awaitable[None], what: str, timeout: float = 15.0) -> None:
+    """Await a shutdown step; log (do not raise) its failure, so the next steps still run.
+
+    aiokafka may raise CancelledError from ``stop()`` when the broker is gone (its
+    fetcher's cancelled tasks); that is swallowed unless this task itself is cancelled.
+    """
+    try:
+        await asyncio.wait_for(step, timeout)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        log.warning("%s was interrupted (is Kafka down?)", what)
+    except Exception as error:
+        log.warning("%s failed: %r", what, error)

@@ -1,0 +1,248 @@
+"""Running a service: its FastStream application, and its ASGI app under uvicorn.
+
+:class:`ServiceHost` runs one service inside the running event loop (the tests, the
+in-process systems): it starts the service's FastStream application (``service_app.py``:
+startup hooks, then the broker and its consumer) and, when the settings give an HTTP port,
+serves that application's ASGI side (the operations endpoints: /health, /ready, /metrics,
+/asyncapi) under uvicorn (``webserver.AsgiServer``) on ``PB_HTTP_HOST``; a port already in use
+is a warning, the service runs without its endpoints. :func:`serve` is the process entry point
+(``punto-banco serve <service>``): until SIGTERM/SIGINT or a crashed task, with the log line
+``<service>: serving`` once the consumer has its partitions (what ``punto-banco up`` and the
+benchmarks wait for).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import signal
+from types import TracebackType
+from typing import Any, Generic
+
+from services.shared.platform.consumer.batch_processor import BatchProcessor
+from services.shared.platform.host.definition import ServiceContext, ServiceDefinition
+from services.shared.platform.host.lifespan import TApp
+from services.shared.platform.host.metrics import ServiceMetrics
+from services.shared.platform.host.service_app import KafkaService
+from services.shared.platform.host.webserver import AsgiServer
+from services.shared.platform.logs import configure_logging as configure_log_format
+from services.shared.platform.relay.relay import OutboxRelay
+from services.shared.platform.settings import Settings
+from services.shared.platform.store.worker import AppWorker
+from services.shared.platform.store.writer_lease import StoppedAsStandby
+
+__all__ = [
+    "ServiceContext",
+    "ServiceDefinition",
+    "ServiceHost",
+    "configure_logging",
+    "run_service",
+    "serve",
+]
+
+log = logging.getLogger(__name__)
+
+
+class ServiceHost(Generic[TApp]):
+    """Start and stop one service inside the running event loop."""
+
+    def __init__(
+        self,
+        service: KafkaService[TApp] | ServiceDefinition[TApp],
+        settings: Settings,
+        *,
+        create_topics: bool = True,
+    ) -> None:
+        if isinstance(service, ServiceDefinition):
+            service = KafkaService(service, settings)
+        elif service.settings != settings:
+            raise ValueError(f"{service.name} was built with other settings than these")
+        service.create_topics = create_topics
+        self.service = service
+        self.settings = settings
+        self.http: AsgiServer | None = None
+        self._stopped = False
+        self._frozen = False
+
+    # What tests and tools read of the running service.
+    @property
+    def app(self) -> TApp:
+        return self.service.app
+
+    @property
+    def consumer(self) -> BatchProcessor | None:
+        return self.service.consumer
+
+    @property
+    def relay(self) -> OutboxRelay | None:
+        return self.service.relay
+
+    @property
+    def worker(self) -> AppWorker:
+        return self.service.worker
+
+    @property
+    def definition(self) -> ServiceDefinition[TApp]:
+        return self.service.definition
+
+    @property
+    def metrics(self) -> ServiceMetrics:
+        return self.service.metrics
+
+    @property
+    def stopping(self) -> asyncio.Event:
+        return self.service.stopping
+
+    @property
+    def failed(self) -> bool:
+        return self.service.failed
+
+    async def start(self) -> None:
+        # The endpoints first: a standby waiting for its store's writer lease (in the
+        # service's startup) answers /health, and /ready says it is a standby.
+        await self._start_http()
+        await self.service.start()
+        _freeze()
+        self._frozen = True
+
+    async def _start_http(self) -> None:
+        """The ASGI app under uvicorn; a busy port is a warning, not a failure."""
+        settings = self.settings
+        if settings.http_port is None:
+            return
+        server = AsgiServer(
+            self.service.fast,
+            settings.http_host,
+            settings.http_port,
+            name=settings.service,
+            lifespan="off",  # the service's lifespan runs here, HTTP or not
+        )
+        try:
+            await server.start()
+        except OSError as error:
+            log.warning(
+                "%s: no HTTP endpoints (%s:%s: %s); set PB_HTTP_PORT_%s to a free port",
+                settings.service,
+                settings.http_host,
+                settings.http_port,
+                error,
+                settings.service.upper(),
+            )
+            await server.stop()
+            return
+        self.http = server
+
+    async def wait_ready(self, timeout: float = 30.0) -> None:
+        """Wait until the consumer has its partitions (or the service is stopping)."""
+        consumer = self.service.consumer
+        if consumer is None:
+            return
+        ready = asyncio.create_task(consumer.ready.wait())
+        stopping = asyncio.create_task(self.stopping.wait())
+        done, pending = await asyncio.wait(
+            {ready, stopping}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        for task in pending:
+            task.cancel()
+        if not done:
+            raise TimeoutError(f"{self.settings.service}: no Kafka partitions within {timeout} s")
+
+    async def wait_stopping(self) -> None:
+        await self.stopping.wait()
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self.stopping.set()
+        try:
+            http, self.http = self.http, None
+            if http is not None:  # operations endpoints first
+                try:
+                    await http.stop()
+                except Exception:
+                    log.exception("%s: stopping the HTTP endpoints failed", self.settings.service)
+            await self.service.stop()
+        finally:
+            if self._frozen:  # stopped: its objects may go
+                self._frozen = False
+                _thaw()
+
+    async def __aenter__(self) -> ServiceHost[TApp]:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+
+_running_hosts = 0
+
+
+def _freeze() -> None:
+    """A service started: what exists now (modules, FastStream's and the app's objects) lives
+    as long as it runs, so the garbage collector stops scanning it (``gc.freeze``): a full
+    collection then costs a fraction (measured: GC during a 10,000-bet flood 0.30 s -> 0.08 s)."""
+    global _running_hosts
+    _running_hosts += 1
+    gc.freeze()
+
+
+def _thaw() -> None:
+    """A service stopped: once none runs in this process, collect as usual (``gc.unfreeze``);
+    while others run (a partitioned process's cells), collect the stopped one's objects now and
+    freeze what remains (else they would stay frozen, never collected)."""
+    global _running_hosts
+    if _running_hosts > 0:
+        _running_hosts -= 1
+        gc.unfreeze()
+        if _running_hosts > 0:
+            gc.collect()
+            gc.freeze()
+
+
+def configure_logging(settings: Settings) -> None:
+    # Text or JSON lines (PB_LOG_FORMAT), with table/coup/bet ids: see logs.py.
+    configure_log_format(settings.service, settings.log_level, settings.log_format)
+
+
+async def run_service(service: KafkaService[Any], settings: Settings) -> int:
+    """Run until SIGTERM/SIGINT (or a crashed task); returns the process exit code."""
+    host = ServiceHost(service, settings)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, host.stopping.set)
+    try:
+        try:
+            await host.start()
+        except StoppedAsStandby as stopped:
+            log.info("%s", stopped)
+            return 0
+        try:
+            await host.wait_ready(timeout=60)
+        except TimeoutError:
+            log.warning("%s: no partitions assigned after 60 s; serving anyway", settings.service)
+        # The line below is what `punto-banco up` waits for: keep its wording.
+        log.info("%s: serving", settings.service)
+        await host.wait_stopping()
+    finally:
+        await host.stop()
+    return 1 if host.failed else 0
+
+
+def serve(service: KafkaService[Any], settings: Settings) -> int:
+    """Process entry point of a service."""
+    configure_logging(settings)
+    return asyncio.run(run_service(service, settings))

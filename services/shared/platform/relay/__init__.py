@@ -1,0 +1,1 @@
+"""relay part of the runtime."""

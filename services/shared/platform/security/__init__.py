@@ -1,0 +1,1 @@
+"""security part of the runtime."""

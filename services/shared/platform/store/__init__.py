@@ -1,0 +1,1 @@
+"""store part of the runtime."""
