@@ -15,8 +15,11 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from services.shared.platform.security.decisions import SupervisorSigner
-from services.shared.platform.security.supervisors import SupervisorKeyring, ensure_supervisor_key
+from services.shared.platform.security import (
+    SupervisorKeyring,
+    SupervisorSigner,
+    ensure_supervisor_key,
+)
 
 SUPERVISOR = "sup-7"
 """The tests' supervisor id (what ``CoupVoided.supervisor_id`` says of their voids)."""

@@ -28,7 +28,7 @@ from contracts import (
     TableOpened,
 )
 from services.dealing.domain import CommandRejections, Coup, Table
-from services.shared.platform.relay.publishing import attr, one, publish_one, shaped
+from services.shared.platform.relay import attr, one, publish_one, shaped
 
 
 @singledispatch

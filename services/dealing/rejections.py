@@ -23,7 +23,7 @@ from eventsourcing.utils import get_topic
 from contracts import MISPLACED
 from services.shared.facts.dealing import CommandRejectedFact
 from services.shared.facts.topics import record, register_stored_topics
-from services.shared.platform.store.side_tables import (
+from services.shared.platform.store import (
     REFUSED_COMMANDS,
     SideRows,
     fill_from_history,

@@ -22,17 +22,17 @@ from pathlib import Path
 
 from contracts import VoidCoup
 from services.dealing.coups import Coup, CoupPhase
-from services.shared.platform.consumer.deliveries import Refusal
+from services.shared.platform.consumer import Refusal
 from services.shared.platform.environment import parse_duration
-from services.shared.platform.security.decisions import (
+from services.shared.platform.security import (
     Decision,
     DecisionRefused,
+    SupervisorKeyring,
     authenticate,
     check_time,
     decision_id_of,
     mismatch,
 )
-from services.shared.platform.security.supervisors import SupervisorKeyring
 
 DEFAULT_WINDOW = timedelta(hours=24)
 

@@ -28,7 +28,7 @@ from services.settlement.bet_ids import latest
 from services.settlement.bet_index import BetAnswer, BetKey, BetRequest, Stored
 from services.settlement.domain import BetBook, BetDesk
 from services.shared.facts.settlement import HOUSE
-from services.shared.platform.store.side_tables import BET_IDS, fill_from_history, select_rows
+from services.shared.platform.store import BET_IDS, fill_from_history, select_rows
 
 if TYPE_CHECKING:
     from services.settlement.application import SettlementApplication

@@ -27,7 +27,7 @@ from contracts import (
 )
 from services.settlement.domain import BetBook, BetDesk
 from services.shared.facts.settlement import AnswerLine, SettledLine
-from services.shared.platform.relay.publishing import (
+from services.shared.platform.relay import (
     line_ids,
     line_shape,
     one,

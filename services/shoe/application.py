@@ -22,14 +22,14 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import EventStore
 
-from services.shared.platform.security.field_encryption import FieldDecryptionError
-from services.shared.platform.security.secret_keys import (
+from services.shared.platform.security import (
     KEY_FILE_VARIABLE,
     KEY_VARIABLE,
+    FieldDecryptionError,
     SecretKeys,
     load_secret_keys,
 )
-from services.shared.platform.store.application import ServiceApplication, UnitOfWork
+from services.shared.platform.store import ServiceApplication, UnitOfWork
 from services.shoe.domain import Shoe, ShoeError, shoe_uuid
 
 SHUFFLED_TOPIC = Shoe.Shuffled.TOPIC

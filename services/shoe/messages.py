@@ -29,8 +29,8 @@ from contracts import (
     ShoeShuffled,
     ShuffleShoe,
 )
-from services.shared.platform.relay.publishing import one, publish_one, shaped
-from services.shared.platform.store.application import UnitOfWork
+from services.shared.platform.relay import one, publish_one, shaped
+from services.shared.platform.store import UnitOfWork
 from services.shoe.application import ShoeApplication
 from services.shoe.domain import Shoe
 

@@ -48,7 +48,7 @@ from services.dev.infra.processes import (
 from services.dev.infra.state import load_state, save_state
 from services.dev.infra.status import ServiceStatus
 from services.shared.platform.settings import PostgresSettings
-from services.shared.platform.store.pg_roles import SERVICES, Provisioning, provision, store_roles
+from services.shared.platform.store import SERVICES, Provisioning, provision, store_roles
 
 DEFAULT_PORT = 55432
 PORT_OPTION = "--postgres-port (or PB_POSTGRES_PORT)"

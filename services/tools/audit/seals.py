@@ -17,12 +17,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from services.shared.platform.store.sealing import (
-    FINGERPRINT_BYTES,
-    ZERO_DIGEST,
-    expand_runs,
-    seal_digest,
-)
+from services.shared.platform.store import FINGERPRINT_BYTES, ZERO_DIGEST, expand_runs, seal_digest
 from services.tools.audit.anchors import AnchorCheck, AnchorSummary
 from services.tools.audit.findings import Code, Finding, Severity
 from services.tools.history.from_store import read_json
@@ -247,6 +242,6 @@ class SealVerifier:
 
 
 def _ledger_oid() -> bytes:
-    from services.shared.platform.store.sealing import LEDGER_ID
+    from services.shared.platform.store import LEDGER_ID
 
     return LEDGER_ID.bytes

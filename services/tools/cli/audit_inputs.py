@@ -25,8 +25,12 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from services.shared.platform.security.keys import KeysError, load_keyring
-from services.shared.platform.security.supervisors import SupervisorKeyring, SupervisorKeysError
+from services.shared.platform.security import (
+    KeysError,
+    SupervisorKeyring,
+    SupervisorKeysError,
+    load_keyring,
+)
 from services.shared.platform.settings import Settings, SettingsError
 from services.tools.audit.anchor_reader import AnchorRecords, AnchorsUnavailable, read_anchors
 from services.tools.audit.archive import ArchiveDamaged, ArchiveStore

@@ -64,7 +64,7 @@ def setup_command(
     import psycopg
 
     from services.shared.platform.settings import Settings, SettingsError
-    from services.shared.platform.store.pg_roles import provision, store_roles
+    from services.shared.platform.store import provision, store_roles
 
     names = [name.strip() for name in services.split(",") if name.strip()]
     unknown = [name for name in names if name not in SERVICES]

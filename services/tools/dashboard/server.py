@@ -40,7 +40,7 @@ from contracts import (
     decode,
 )
 from services.shared.platform.environment import check_operators
-from services.shared.platform.host.webserver import AsgiServer
+from services.shared.platform.host import AsgiServer
 from services.shared.platform.kafka_settings import KafkaAuth
 from services.shared.platform.settings import (
     SettingsError,

@@ -30,13 +30,11 @@ from services.dealing.messages import to_messages as dealing_messages
 from services.dev.infra.kafka_clients import ADMIN, AUDITOR
 from services.dev.simulation import LocalSystem, play
 from services.settlement.messages import to_messages as settlement_messages
-from services.shared.platform.host.runner import ServiceDefinition, ServiceHost
+from services.shared.platform.host import ServiceDefinition, ServiceHost
 from services.shared.platform.kafka import ensure_topics
-from services.shared.platform.relay.anchors import with_anchors
-from services.shared.platform.relay.relay import OutboxRelay
-from services.shared.platform.security.keys import load_keyring, signer_for
+from services.shared.platform.relay import OutboxRelay, with_anchors, with_incidents
+from services.shared.platform.security import load_keyring, signer_for
 from services.shared.platform.settings import Settings
-from services.shared.platform.store.incidents import with_incidents
 from services.shoe.messages import to_messages as shoe_messages
 from services.tools.audit.anchor_reader import read_anchors
 from services.tools.audit.auditor import AuditReport, audit

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from services.shared.platform.host.runner import ServiceDefinition, ServiceHost
+from services.shared.platform.host import ServiceDefinition, ServiceHost
 from services.shared.platform.settings import Settings
-from services.shared.platform.store.sealing import SEALED_TOPIC, expand_runs
+from services.shared.platform.store import SEALED_TOPIC, expand_runs
 from services.tools.audit.auditor import audit
 from services.tools.audit.stores import SqliteStore
 from tests.integration.audit.helpers import TallyApp

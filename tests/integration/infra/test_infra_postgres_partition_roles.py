@@ -25,9 +25,13 @@ from typer.testing import CliRunner
 
 from services.dev.simulation import LocalSystem, play
 from services.shared.platform.settings import PostgresSettings, Settings
-from services.shared.platform.store.persistence import prepare_store
-from services.shared.platform.store.pg_roles import SERVICES, Provisioning, provision
-from services.shared.platform.store.writer_lease import writer_lease
+from services.shared.platform.store import (
+    SERVICES,
+    Provisioning,
+    prepare_store,
+    provision,
+    writer_lease,
+)
 from services.tools.cli.main import app
 from tests.postgres_databases import database_for_roles
 from tests.signing_keys import key_env

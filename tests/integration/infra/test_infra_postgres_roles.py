@@ -28,10 +28,11 @@ from services.dealing.tables import table_aggregate_id
 from services.dev.simulation import LocalSystem, play
 from services.settlement.application import SettlementApplication
 from services.shared.platform.settings import PostgresSettings, Settings, SettingsError
-from services.shared.platform.store.persistence import (
+from services.shared.platform.store import (
     StoreNotReady,
     open_application,
     prepare_store,
+    writer_lease,
 )
 from services.shared.platform.store.pg_roles import (
     SERVICES,
@@ -46,7 +47,6 @@ from services.shared.platform.store.writer_fence import (
     LEASE_TABLES,
     LOCK_CLASS,
 )
-from services.shared.platform.store.writer_lease import writer_lease
 from services.shoe.application import ShoeApplication
 from services.tools.cli.main import app
 from tests.integration.audit.helpers import audit_settings

@@ -18,8 +18,7 @@ import pytest
 
 from services.dev.infra.postgres import PostgresServer
 from services.shared.platform.settings import Settings
-from services.shared.platform.store.persistence import open_application, prepare_store
-from services.shared.platform.store.pg_roles import SERVICES
+from services.shared.platform.store import SERVICES, open_application, prepare_store
 from services.shoe.application import ShoeApplication
 from tests.signing_keys import key_env
 

@@ -21,7 +21,7 @@ import pytest
 
 from contracts import SHOE_COMMANDS, DrawCards, ShuffleShoe
 from services.dev.infra.ports import free_port
-from services.shared.platform.host.runner import ServiceHost
+from services.shared.platform.host import ServiceHost
 from services.shared.platform.settings import Settings
 from services.shoe.service import build_service
 from tests.integration.platform.kafka_tools import send_messages, send_raw, settings_for

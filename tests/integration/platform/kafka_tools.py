@@ -33,8 +33,7 @@ from services.shared.platform.kafka import (
     ensure_topics,
     key_partition,
 )
-from services.shared.platform.security.keys import load_keyring, signer_for
-from services.shared.platform.security.signing import Signer, Where
+from services.shared.platform.security import Signer, Where, load_keyring, signer_for
 from services.shared.platform.settings import Settings
 from tests import kafka_logins
 from tests.kafka_cleanup import created_under

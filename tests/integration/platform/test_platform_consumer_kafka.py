@@ -34,13 +34,12 @@ from contracts import (
     encode,
 )
 from services.shared.platform import kafka as kafka_module
-from services.shared.platform.consumer.consumer import Delivery, Subscription, with_unit_of_work
+from services.shared.platform.consumer import Delivery, Subscription, with_unit_of_work
 from services.shared.platform.consumer.topic_ids import TopicIdReader
-from services.shared.platform.host.runner import ServiceDefinition, ServiceHost
+from services.shared.platform.host import ServiceDefinition, ServiceHost
 from services.shared.platform.kafka import client_options, cluster_id
 from services.shared.platform.settings import Settings
-from services.shared.platform.store.application import UnitOfWork
-from services.shared.platform.store.persistence import open_application
+from services.shared.platform.store import UnitOfWork, open_application
 from tests.integration.platform.kafka_tools import (
     as_admin,
     read_topic,

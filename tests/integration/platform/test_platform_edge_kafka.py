@@ -20,7 +20,7 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from contracts import DEAD_LETTERS, TABLE_COMMANDS, DeadLetter, decode
-from services.shared.platform.host.runner import ServiceHost
+from services.shared.platform.host import ServiceHost
 from services.shared.platform.kafka import client_options
 from services.shared.platform.settings import Settings
 from tests.integration.platform.kafka_tools import as_admin, read_topic, send_records, settings_for

@@ -22,8 +22,8 @@ from contracts import (
     encode,
 )
 from services.dev.infra.kafka_clients import ADMIN
-from services.shared.platform.consumer.consumer import LOG_APPEND_TIME, Delivery, Subscription
-from services.shared.platform.host.runner import ServiceDefinition, ServiceHost
+from services.shared.platform.consumer import LOG_APPEND_TIME, Delivery, Subscription
+from services.shared.platform.host import ServiceDefinition, ServiceHost
 from services.shared.platform.kafka import (
     LOG_APPEND_TIME as LOG_APPEND_TIME_CONFIG,
 )

@@ -24,7 +24,7 @@ from eventsourcing.persistence import (
 from eventsourcing.utils import Environment
 
 from services.shared.platform.settings import FENCED_FACTORY, Settings
-from services.shared.platform.store.persistence import prepare_store
+from services.shared.platform.store import prepare_store
 from services.shared.platform.store.pg_store import FencedRecorder
 from services.shared.platform.store.writer_fence import FENCE_TABLE, LOCK_CLASS, legacy_lease_key
 from services.shared.platform.store.writer_lease import LEASE_KEEPALIVES, LeaseLost, PostgresLease

@@ -16,15 +16,15 @@ from uuid import UUID
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from services.shared.platform.relay.anchors import with_anchors
+from services.shared.platform.relay import with_anchors
 from services.shared.platform.relay.relay_records import (
     SIGNED_TOPICS,
     OutgoingRecord,
     RecordEncoder,
 )
-from services.shared.platform.security.signing import Keyring, KeyringEntry, Signer
+from services.shared.platform.security import Keyring, KeyringEntry, Signer
 from services.shared.platform.settings import Settings
-from services.shared.platform.store.application import ServiceApplication
+from services.shared.platform.store import ServiceApplication
 from services.shared.platform.store.sealing import (
     SEALED_TOPIC,
     ZERO_DIGEST,

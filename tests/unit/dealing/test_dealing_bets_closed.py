@@ -24,7 +24,7 @@ from contracts import (
 from services.dealing.application import DealingApplication
 from services.dealing.domain import CoupPhase
 from services.dealing.service import book_events_handler
-from services.shared.platform.consumer.consumer import Delivery
+from services.shared.platform.consumer import Delivery
 from tests.supervisors import keyring, supervisor
 from tests.unit.dealing.harness import Driver, ScriptedShoe, open_table, shuffled_order
 

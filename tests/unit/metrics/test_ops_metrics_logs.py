@@ -224,8 +224,7 @@ async def test_readiness_names_a_stopped_partition() -> None:
 
     from services.shared.platform.consumer.stops import PartitionStops
     from services.shared.platform.host.readiness import ServiceReadiness
-    from services.shared.platform.store.worker import AppWorker
-    from services.shared.platform.store.writer_lease import WriterLease
+    from services.shared.platform.store import AppWorker, WriterLease
 
     class Checks(ServiceReadiness):
         async def broker(self) -> None:

@@ -18,7 +18,7 @@ from contracts import (
     TOPIC_OWNERS,
 )
 from services.shared.platform.host.asyncapi import asyncapi_json, published_union
-from services.shared.platform.relay.relay_records import SIGNED_TOPICS
+from services.shared.platform.relay import SIGNED_TOPICS
 from services.tools.cli.main import app
 from services.tools.cli.serve_cmd import services_for_documents
 

@@ -29,8 +29,8 @@ from contracts import (
     decode,
     encode,
 )
-from services.shared.platform.consumer.batch_processor import BatchProcessor
-from services.shared.platform.consumer.consumer import (
+from services.shared.platform.consumer import (
+    BatchProcessor,
     Delivery,
     Subscription,
     with_unit_of_work,
@@ -42,10 +42,9 @@ from services.shared.platform.consumer.tracking import (
     relayed_position,
     topic_id_claim,
 )
-from services.shared.platform.security.signing import Where
+from services.shared.platform.security import Where
 from services.shared.platform.settings import Settings
-from services.shared.platform.store.application import UnitOfWork
-from services.shared.platform.store.worker import AppWorker
+from services.shared.platform.store import AppWorker, UnitOfWork
 from tests.unit.platform.fakes import Counter, CounterApp, FakeConsumer, FakeProducer, popo_env
 from tests.unit.platform.keys_fakes import KEYRING, signature
 
@@ -302,7 +301,7 @@ async def test_a_store_reused_with_a_new_prefix_or_kafka_handles_its_commands() 
 async def test_a_delivery_carries_the_record_timestamp_and_its_type() -> None:
     from datetime import UTC, datetime
 
-    from services.shared.platform.consumer.consumer import CREATE_TIME, LOG_APPEND_TIME
+    from services.shared.platform.consumer import CREATE_TIME, LOG_APPEND_TIME
 
     h = Harness()
     seen: list[Delivery] = []
@@ -514,7 +513,7 @@ async def test_an_external_message_its_handler_fails_on_is_dead_lettered() -> No
 async def test_a_per_message_handler_failing_half_way_applies_nothing_twice() -> None:
     from eventsourcing.persistence import Tracking
 
-    from services.shared.platform.consumer.consumer import per_message
+    from services.shared.platform.consumer import per_message
 
     h = Harness()
     applied: list[str] = []

@@ -29,8 +29,8 @@ from contracts import (
     decode,
     encode,
 )
-from services.shared.platform.host.service_app import KafkaService
-from services.shared.platform.security.signing import Where
+from services.shared.platform.host import KafkaService
+from services.shared.platform.security import Where
 from services.shared.platform.settings import Settings
 from services.shoe.application import ShoeApplication
 from services.shoe.service import build_service

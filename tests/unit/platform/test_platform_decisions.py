@@ -21,6 +21,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from typer.testing import CliRunner
 
 from contracts import CommandRejectionCode
+from services.shared.platform.security import (
+    SupervisorKey,
+    SupervisorKeyring,
+    SupervisorKeysError,
+    add_supervisor_key,
+    ensure_supervisor_key,
+)
 from services.shared.platform.security.decisions import (
     AUDIENCE,
     LEEWAY,
@@ -33,13 +40,6 @@ from services.shared.platform.security.decisions import (
     sign_decision,
 )
 from services.shared.platform.security.signing import b64url
-from services.shared.platform.security.supervisors import (
-    SupervisorKey,
-    SupervisorKeyring,
-    SupervisorKeysError,
-    add_supervisor_key,
-    ensure_supervisor_key,
-)
 from services.tools.cli.main import app
 
 KEY = Ed25519PrivateKey.generate()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from services.shared.platform.security import Where, verify
 from services.shared.platform.security.keys import (
     KeysError,
     init_keys,
@@ -18,7 +19,6 @@ from services.shared.platform.security.keys import (
     rotate_key,
     signer_for,
 )
-from services.shared.platform.security.signing import Where, verify
 from services.shared.platform.settings import Settings
 
 

@@ -18,15 +18,13 @@ from typing import Any, cast
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from services.shared.platform.cells import partitioned
-from services.shared.platform.cells.partitioned import CellHost
+from services.shared.platform.cells import CellHost, partitioned
 from services.shared.platform.cells.partitioned_ops import merged_registry
 from services.shared.platform.consumer.consumer import RebalanceListener, subscriber_options
-from services.shared.platform.host.runner import ServiceHost
-from services.shared.platform.host.service_app import KafkaService
-from services.shared.platform.relay.anchors import anchor_message
+from services.shared.platform.host import KafkaService, ServiceHost
+from services.shared.platform.relay import anchor_message
 from services.shared.platform.settings import Settings, SettingsError
-from services.shared.platform.store.sealing import LEDGER_ID, SealLedger
+from services.shared.platform.store import LEDGER_ID, SealLedger
 
 DIGEST = "ab" * 32
 

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from contracts import BetSettled, CardDealt, CommandRejected, CoupVoided, encode
 from services.shared.facts.settlement import SettledLine
-from services.shared.platform.relay.messages import envelope, message_id
+from services.shared.platform.relay import envelope, message_id
 from services.shared.platform.relay.publishing import (
     attr,
     line_ids,

@@ -5,8 +5,7 @@ from typing import Any
 import pytest
 
 from contracts import TABLE_EVENTS, Message, TableClosed, decode
-from services.shared.platform.relay.messages import envelope
-from services.shared.platform.relay.relay import OutboxRelay
+from services.shared.platform.relay import OutboxRelay, envelope
 from services.shared.platform.settings import Settings
 from tests.unit.platform.fakes import Counter, CounterApp, FakeProducer, popo_env
 

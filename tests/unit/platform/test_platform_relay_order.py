@@ -165,7 +165,7 @@ async def test_a_transient_failure_is_retried_and_quarantines_nothing(
 async def test_a_marker_goes_to_every_operators_topic_before_the_other_records() -> None:
     """Operators (B2B): dealing's marks are written to each configured operator's
     bet-commands topic (same key, value and index), all acknowledged before the rest."""
-    from services.shared.platform.relay.relay import OutboxRelay
+    from services.shared.platform.relay import OutboxRelay
     from services.shared.platform.settings import Settings
 
     plan = Plan(CounterApp(env=popo_env()))

@@ -18,7 +18,7 @@ from services.settlement.application import SettlementApplication
 from services.settlement.books import BetBook
 from services.settlement.desk import BetDesk
 from services.settlement.service import batch_handler, placed_at
-from services.shared.platform.consumer.consumer import CREATE_TIME, LOG_APPEND_TIME, Delivery
+from services.shared.platform.consumer import CREATE_TIME, LOG_APPEND_TIME, Delivery
 from tests.unit.settlement.harness import (
     CLOSES_AT,
     PLACED_AT,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from services.shared.platform.security import init_secret_key, rotate_secret_key
 from services.shared.platform.security.field_encryption import SCHEME, FieldDecryptionError
-from services.shared.platform.security.keys import init_secret_key, rotate_secret_key
 from services.shared.platform.security.secret_keys import (
     SecretKeyError,
     SecretKeys,

@@ -1,1 +1,46 @@
-"""consumer part of the runtime."""
+"""The consumer: fetch -> verify -> apply one partition's records in one transaction -> commit.
+
+A service's handlers get :class:`Delivery` objects per :class:`Subscription`; the
+:class:`BatchProcessor` checks each record's position (its relay headers or its offset) and
+signature, drops duplicates, applies a partition's fresh records with their tracking record in
+ONE store transaction, commits the offsets after it; refused records go to the dead letters,
+a handler failing on a service's message stops that partition until it passes.
+"""
+
+from services.shared.platform.consumer.batch_processor import BatchProcessor
+from services.shared.platform.consumer.dead_letters import dead_letter_for
+from services.shared.platform.consumer.deliveries import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    BatchHandler,
+    Delivery,
+    Refusal,
+    Subscription,
+    per_message,
+    with_unit_of_work,
+)
+from services.shared.platform.consumer.tracking import (
+    MESSAGES_PER_NOTIFICATION,
+    Headers,
+    UntrustedHeaders,
+    position_of,
+    relayed_position,
+)
+
+__all__ = [
+    "CREATE_TIME",
+    "LOG_APPEND_TIME",
+    "MESSAGES_PER_NOTIFICATION",
+    "BatchHandler",
+    "BatchProcessor",
+    "Delivery",
+    "Headers",
+    "Refusal",
+    "Subscription",
+    "UntrustedHeaders",
+    "dead_letter_for",
+    "per_message",
+    "position_of",
+    "relayed_position",
+    "with_unit_of_work",
+]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -33,14 +34,18 @@ from services.shared.platform.host.definition import ServiceContext, ServiceDefi
 from services.shared.platform.host.metrics import ServiceMetrics
 from services.shared.platform.host.readiness import ServiceReadiness
 from services.shared.platform.kafka import ensure_topics
-from services.shared.platform.relay.anchors import with_anchors
+from services.shared.platform.relay.anchors import with_anchors, with_incidents
 from services.shared.platform.relay.relay import OutboxRelay
 from services.shared.platform.security.keys import load_keyring, signer_for
 from services.shared.platform.settings import Settings
 from services.shared.platform.store.application import ServiceApplication
-from services.shared.platform.store.incidents import with_incidents
 from services.shared.platform.store.persistence import open_application
-from services.shared.platform.store.sealing import seal_periodically, seal_store
+from services.shared.platform.store.sealing import (
+    MAX_ROWS_PER_ROUND,
+    SEAL_INTERVAL_SECONDS,
+    Sealer,
+    seal_store,
+)
 from services.shared.platform.store.worker import AppWorker, watch_worker
 from services.shared.platform.store.writer_lease import StoppedAsStandby, WriterLease, writer_lease
 
@@ -243,3 +248,30 @@ async def _quietly(step: Awaitable[None], what: str, timeout: float = 15.0) -> N
         log.warning("%s was interrupted (is Kafka down?)", what)
     except Exception as error:
         log.warning("%s failed: %r", what, error)
+
+
+def seal_interval() -> float:
+    raw = os.environ.get("PB_SEAL_INTERVAL", "")
+    try:
+        return float(raw) if raw.strip() else SEAL_INTERVAL_SECONDS
+    except ValueError:
+        log.warning("PB_SEAL_INTERVAL=%r is not a number; sealing every %s s", raw, 5.0)
+        return SEAL_INTERVAL_SECONDS
+
+
+async def seal_periodically(ctx: ServiceContext[Any]) -> None:
+    """A service task: seal new rows every ``PB_SEAL_INTERVAL`` seconds until stopping."""
+    interval = seal_interval()
+    if interval <= 0:
+        return
+    sealer: Sealer = await ctx.call(Sealer, ctx.app, ctx.settings.service)
+    while not ctx.stopping.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ctx.stopping.wait(), timeout=interval)
+        if ctx.stopping.is_set():
+            return  # the host seals once more after everything else has stopped
+        try:
+            await ctx.call(sealer.seal, MAX_ROWS_PER_ROUND)
+        except Exception:  # a busy or failing store: the service goes on, next round retries
+            log.exception("%s: sealing failed; retrying in %.1f s", ctx.settings.service, interval)
+            sealer = await ctx.call(Sealer, ctx.app, ctx.settings.service)

@@ -16,9 +16,11 @@ from datetime import UTC
 from typing import Any
 from uuid import uuid5
 
-from contracts import SealAnchored
+from contracts import IncidentRaised, SealAnchored
 from services.shared.platform.relay.messages import message_id
+from services.shared.platform.relay.publishing import publish_one
 from services.shared.platform.settings import store_name
+from services.shared.platform.store.incidents import IncidentLog
 from services.shared.platform.store.sealing import LEDGER_ID, SealLedger
 
 
@@ -56,6 +58,36 @@ def with_anchors(
         if isinstance(event, SealLedger.Sealed):
             return [anchor_message(service, event, partition)]
         if isinstance(event, SealLedger.Started):
+            return []
+        return mapper(event)
+
+    return mapped
+
+
+def incident_message(event: IncidentLog.Raised) -> IncidentRaised:
+    """The message the relay publishes for a recorded incident (its fields by name)."""
+    return publish_one(IncidentRaised, event)
+
+
+def with_incidents(mapper: Callable[[Any], Sequence[Any]]) -> Callable[[Any], Sequence[Any]]:
+    """Wrap a service's ``to_messages``: recorded incidents are published too."""
+
+    def mapped(event: Any) -> Sequence[Any]:
+        if isinstance(event, IncidentLog.Raised):
+            return [incident_message(event)]
+        if isinstance(event, IncidentLog.Started):
+            return []
+        return mapper(event)
+
+    return mapped
+
+
+def without_seals(mapper: Callable[[Any], Sequence[Any]]) -> Callable[[Any], Sequence[Any]]:
+    """Wrap ``to_messages``: seal events publish nothing (the in-process simulation; a running
+    service publishes their anchors instead, ``anchors.with_anchors``)."""
+
+    def mapped(event: Any) -> Sequence[Any]:
+        if isinstance(event, SealLedger.Started | SealLedger.Sealed):
             return []
         return mapper(event)
 

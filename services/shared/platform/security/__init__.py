@@ -1,1 +1,101 @@
-"""security part of the runtime."""
+"""Security: who wrote a record, who decided a void, and the secrets kept at rest.
+
+Record signatures (:class:`Signer`, :func:`verify`, the :class:`Keyring` of every service's
+public keys, made by :func:`init_keys`); supervisors' signed decisions (a JWT, EdDSA:
+:func:`authenticate`, :func:`check_time`, :class:`SupervisorKeyring`); the shoe's secret keys
+(:class:`SecretKeys`) that encrypt fields at rest.
+"""
+
+from services.shared.platform.security.decisions import (
+    Decision,
+    DecisionRefused,
+    SupervisorSigner,
+    authenticate,
+    check_time,
+    decision_id_of,
+    mismatch,
+    read_decision,
+)
+from services.shared.platform.security.field_encryption import FieldDecryptionError
+from services.shared.platform.security.keys import (
+    KeysError,
+    init_keys,
+    init_run_keys,
+    init_secret_key,
+    load_keyring,
+    rotate_key,
+    rotate_secret_key,
+    signer_for,
+)
+from services.shared.platform.security.secret_keys import (
+    KEY_FILE_VARIABLE,
+    KEY_VARIABLE,
+    SecretKeyError,
+    SecretKeys,
+    env_form,
+    load_secret_keys,
+    new_key,
+    next_kid,
+)
+from services.shared.platform.security.signing import (
+    ALGORITHM,
+    Keyring,
+    KeyringEntry,
+    KeyringError,
+    Signer,
+    Where,
+    verify,
+)
+from services.shared.platform.security.signing import SCHEME as RECORD_SCHEME
+from services.shared.platform.security.supervisors import (
+    SupervisorKey,
+    SupervisorKeyring,
+    SupervisorKeysError,
+    add_supervisor_key,
+    ensure_supervisor_key,
+    entry_json,
+    load_supervisor_key,
+)
+
+__all__ = [
+    "ALGORITHM",
+    "KEY_FILE_VARIABLE",
+    "KEY_VARIABLE",
+    "RECORD_SCHEME",
+    "Decision",
+    "DecisionRefused",
+    "FieldDecryptionError",
+    "Keyring",
+    "KeyringEntry",
+    "KeyringError",
+    "KeysError",
+    "SecretKeyError",
+    "SecretKeys",
+    "Signer",
+    "SupervisorKey",
+    "SupervisorKeyring",
+    "SupervisorKeysError",
+    "SupervisorSigner",
+    "Where",
+    "add_supervisor_key",
+    "authenticate",
+    "check_time",
+    "decision_id_of",
+    "ensure_supervisor_key",
+    "entry_json",
+    "env_form",
+    "init_keys",
+    "init_run_keys",
+    "init_secret_key",
+    "load_keyring",
+    "load_secret_keys",
+    "load_supervisor_key",
+    "mismatch",
+    "new_key",
+    "next_kid",
+    "read_decision",
+    "rotate_key",
+    "rotate_secret_key",
+    "signer_for",
+    "verify",
+]

@@ -1,1 +1,92 @@
-"""store part of the runtime."""
+"""The store: a service's eventsourcing Application and what it writes in one transaction.
+
+Events, tracking records and side rows are recorded together (:class:`UnitOfWork`); one writer
+per store (:func:`writer_lease`, fenced on PostgreSQL); every Application call runs on one
+thread (:class:`AppWorker`); the notification log is sealed in a hash chain (:func:`seal_store`);
+refused facts become incidents (:func:`raise_incident`); ``punto-banco db setup`` provisions
+least-privilege PostgreSQL roles (:func:`provision`).
+"""
+
+from services.shared.platform.store.application import ServiceApplication, UnitOfWork
+from services.shared.platform.store.incidents import (
+    Evidence,
+    IncidentLog,
+    Origin,
+    raise_incident,
+    refuse_fact,
+)
+from services.shared.platform.store.persistence import (
+    StoreNotReady,
+    open_application,
+    prepare_store,
+)
+from services.shared.platform.store.pg_roles import SERVICES, Provisioning, provision, store_roles
+from services.shared.platform.store.sealing import (
+    FINGERPRINT_BYTES,
+    LEDGER_ID,
+    SEALED_TOPIC,
+    STARTED_TOPIC,
+    ZERO_DIGEST,
+    SealLedger,
+    expand_runs,
+    seal_digest,
+    seal_store,
+)
+from services.shared.platform.store.side_tables import (
+    BET_IDS,
+    REFUSED_COMMANDS,
+    SIDE_TABLES,
+    Row,
+    SideRows,
+    SideTable,
+    create_side_tables,
+    fill_from_history,
+    select_rows,
+)
+from services.shared.platform.store.worker import AppWorker
+from services.shared.platform.store.writer_lease import (
+    LeaseLost,
+    StoppedAsStandby,
+    WriterLease,
+    writer_lease,
+)
+
+__all__ = [
+    "BET_IDS",
+    "FINGERPRINT_BYTES",
+    "LEDGER_ID",
+    "REFUSED_COMMANDS",
+    "SEALED_TOPIC",
+    "SERVICES",
+    "SIDE_TABLES",
+    "STARTED_TOPIC",
+    "ZERO_DIGEST",
+    "AppWorker",
+    "Evidence",
+    "IncidentLog",
+    "LeaseLost",
+    "Origin",
+    "Provisioning",
+    "Row",
+    "SealLedger",
+    "ServiceApplication",
+    "SideRows",
+    "SideTable",
+    "StoppedAsStandby",
+    "StoreNotReady",
+    "UnitOfWork",
+    "WriterLease",
+    "create_side_tables",
+    "expand_runs",
+    "fill_from_history",
+    "open_application",
+    "prepare_store",
+    "provision",
+    "raise_incident",
+    "refuse_fact",
+    "seal_digest",
+    "seal_store",
+    "select_rows",
+    "store_roles",
+    "writer_lease",
+]

@@ -11,7 +11,6 @@ count them by code). One log per service and table.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -20,11 +19,10 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from eventsourcing.domain import Aggregate, event
 from eventsourcing.utils import get_topic, register_topic
 
-from contracts import IncidentRaised, Message
+from contracts import Message
 from services.shared.facts.incidents import IncidentRaisedFact
 from services.shared.facts.topics import record
 from services.shared.platform.store.application import UnitOfWork
-from services.shared.platform.relay.publishing import publish_one
 
 log = logging.getLogger(__name__)
 
@@ -157,21 +155,3 @@ def refuse_fact(
         coup_id=getattr(fact, "coup_id", None),
         evidence=Evidence.of(fact, origin),
     )
-
-
-def incident_message(event: IncidentLog.Raised) -> IncidentRaised:
-    """The message the relay publishes for a recorded incident (its fields by name)."""
-    return publish_one(IncidentRaised, event)
-
-
-def with_incidents(mapper: Callable[[Any], Sequence[Any]]) -> Callable[[Any], Sequence[Any]]:
-    """Wrap a service's ``to_messages``: recorded incidents are published too."""
-
-    def mapped(event: Any) -> Sequence[Any]:
-        if isinstance(event, IncidentLog.Raised):
-            return [incident_message(event)]
-        if isinstance(event, IncidentLog.Started):
-            return []
-        return mapper(event)
-
-    return mapped

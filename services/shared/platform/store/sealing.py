@@ -41,25 +41,19 @@ signing key could anchor a rewritten chain (docs/security.md).
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextlib
 import hashlib
 import logging
-import os
 import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate
 from eventsourcing.utils import get_topic, register_topic
 
 from services.shared.platform.store.application import ServiceApplication
-
-if TYPE_CHECKING:  # pragma: no cover
-    from services.shared.platform.host.definition import ServiceContext
 
 log = logging.getLogger(__name__)
 
@@ -263,42 +257,3 @@ def _uuid(value: UUID | str) -> UUID:
 def seal_store(app: ServiceApplication, service: str) -> int:
     """Seal everything ``app`` has recorded so far (e.g. on a clean shutdown)."""
     return Sealer(app, service).seal()
-
-
-def seal_interval() -> float:
-    raw = os.environ.get("PB_SEAL_INTERVAL", "")
-    try:
-        return float(raw) if raw.strip() else SEAL_INTERVAL_SECONDS
-    except ValueError:
-        log.warning("PB_SEAL_INTERVAL=%r is not a number; sealing every %s s", raw, 5.0)
-        return SEAL_INTERVAL_SECONDS
-
-
-async def seal_periodically(ctx: ServiceContext[Any]) -> None:
-    """A service task: seal new rows every ``PB_SEAL_INTERVAL`` seconds until stopping."""
-    interval = seal_interval()
-    if interval <= 0:
-        return
-    sealer: Sealer = await ctx.call(Sealer, ctx.app, ctx.settings.service)
-    while not ctx.stopping.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ctx.stopping.wait(), timeout=interval)
-        if ctx.stopping.is_set():
-            return  # the host seals once more after everything else has stopped
-        try:
-            await ctx.call(sealer.seal, MAX_ROWS_PER_ROUND)
-        except Exception:  # a busy or failing store: the service goes on, next round retries
-            log.exception("%s: sealing failed; retrying in %.1f s", ctx.settings.service, interval)
-            sealer = await ctx.call(Sealer, ctx.app, ctx.settings.service)
-
-
-def without_seals(mapper: Callable[[Any], Sequence[Any]]) -> Callable[[Any], Sequence[Any]]:
-    """Wrap ``to_messages``: seal events publish nothing (the in-process simulation; a running
-    service publishes their anchors instead, ``anchors.with_anchors``)."""
-
-    def mapped(event: Any) -> Sequence[Any]:
-        if isinstance(event, SealLedger.Started | SealLedger.Sealed):
-            return []
-        return mapper(event)
-
-    return mapped

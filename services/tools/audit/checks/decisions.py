@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from services.shared.platform.security.decisions import (
+from services.shared.platform.security import (
     DecisionRefused,
+    SupervisorKeyring,
     authenticate,
     check_time,
     mismatch,
 )
-from services.shared.platform.security.supervisors import SupervisorKeyring
 from services.tools.audit.checks.context import CheckContext
 from services.tools.audit.findings import Code
 from services.tools.history.views import CoupView, Void
