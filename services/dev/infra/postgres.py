@@ -9,7 +9,7 @@ server runs as the ``postgres`` OS user, which PostgreSQL requires.
 
 Every start (also of a server already running) provisions, as that administrator, the
 services' least-privilege roles for the default schemas of the project database
-(``services/shared/platform/store/pg_roles.py``: ``shoe``, ``dealing``, ``settlement`` and their
+(``services/shared/platform/store/provisioning.py``: ``shoe``, ``dealing``, ``settlement`` and their
 ``*_owner`` roles, ``auditor``). Their passwords are made here and kept in
 ``<home>/secrets/<role>.password`` (0600, folder 0700); :meth:`PostgresServer.role_env` gives a
 role's ``POSTGRES_*`` settings, to run a service (or the audit) as that role.

@@ -4,7 +4,7 @@
 on standard error::
 
     {"ts": "2026-11-30T04:30:00.123Z", "level": "INFO", "service": "settlement",
-     "logger": "services.shared.platform.consumer.consumer", "message": "...",
+     "logger": "services.shared.platform.consumer.processor", "message": "...",
      "table_id": "demo-1", "coup_id": "c-12", "bet_id": "b-7"}
 
 The ids come from the message being handled: the consumer's adapters

@@ -184,10 +184,10 @@ def _parse_dsn(dsn: str) -> dict[str, Any]:
     return out
 
 
-PROVISIONED_RECORDER = "services.shared.platform.store.pg_store:ProvisionedRecorder"
+PROVISIONED_RECORDER = "services.shared.platform.store.postgres:ProvisionedRecorder"
 """eventsourcing's recorder for a store ``punto-banco db setup`` provisioned (named, not
 imported: reading the settings never imports the PostgreSQL driver)."""
-FENCED_FACTORY = "services.shared.platform.store.pg_store:FencedFactory"
+FENCED_FACTORY = "services.shared.platform.store.postgres:FencedFactory"
 """eventsourcing's PostgreSQL factory with the writer lease's fence (``writer_fence.py``)."""
 
 HTTP_PORTS = {"dashboard": 8100, "shoe": 8101, "dealing": 8102, "settlement": 8103}

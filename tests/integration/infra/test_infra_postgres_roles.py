@@ -34,18 +34,18 @@ from services.shared.platform.store import (
     prepare_store,
     writer_lease,
 )
-from services.shared.platform.store.pg_roles import (
+from services.shared.platform.store.lease import (
+    FENCE_TABLE,
+    LEASE_TABLE,
+    LEASE_TABLES,
+    LOCK_CLASS,
+)
+from services.shared.platform.store.provisioning import (
     SERVICES,
     SETUP_LOCK,
     Provisioning,
     StoreRoles,
     provision,
-)
-from services.shared.platform.store.writer_fence import (
-    FENCE_TABLE,
-    LEASE_TABLE,
-    LEASE_TABLES,
-    LOCK_CLASS,
 )
 from services.shoe.application import ShoeApplication
 from services.tools.cli.main import app

@@ -18,8 +18,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
 from contracts import TABLE_COMMANDS
-from services.shared.platform.cells.cell_offsets import seed_cell_offsets
-from services.shared.platform.cells.group_membership import GroupMembership
+from services.shared.platform.cells.membership import GroupMembership, seed_cell_offsets
 from services.shared.platform.kafka import client_options
 from services.shared.platform.settings import Settings
 from tests.integration.platform.kafka_tools import settings_for

@@ -3,7 +3,7 @@ and the fenced recorder's writes, sent statement by statement (pg_store.py).
 
 An instance that lost its writer lease (its lock connection gone while its pooled connections
 live on) must commit nothing, and the next writer must not read the store before the old
-writer's last transaction ended (services/shared/platform/store/writer_fence.py).
+writer's last transaction ended (services/shared/platform/store/lease.py).
 """
 
 from __future__ import annotations
@@ -25,9 +25,15 @@ from eventsourcing.utils import Environment
 
 from services.shared.platform.settings import FENCED_FACTORY, Settings
 from services.shared.platform.store import prepare_store
-from services.shared.platform.store.pg_store import FencedRecorder
-from services.shared.platform.store.writer_fence import FENCE_TABLE, LOCK_CLASS, legacy_lease_key
-from services.shared.platform.store.writer_lease import LEASE_KEEPALIVES, LeaseLost, PostgresLease
+from services.shared.platform.store.lease import (
+    FENCE_TABLE,
+    LEASE_KEEPALIVES,
+    LOCK_CLASS,
+    LeaseLost,
+    PostgresLease,
+    legacy_lease_key,
+)
+from services.shared.platform.store.postgres import FencedRecorder
 
 pytestmark = pytest.mark.postgres
 

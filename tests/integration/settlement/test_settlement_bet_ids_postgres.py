@@ -21,8 +21,8 @@ from services.settlement.application import SettlementApplication
 from services.settlement.bet_index import BetAnswer
 from services.shared.platform.settings import Settings
 from services.shared.platform.store import BET_IDS, open_application, prepare_store, select_rows
-from services.shared.platform.store.pg_store import FencedRecorder
-from services.shared.platform.store.writer_lease import PostgresLease
+from services.shared.platform.store.lease import PostgresLease
+from services.shared.platform.store.postgres import FencedRecorder
 from tests.unit.compat.golden import golden_rows, stored
 from tests.unit.settlement.harness import Clock, Dealing, bet
 

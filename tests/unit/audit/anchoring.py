@@ -17,7 +17,7 @@ from uuid import UUID
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from services.shared.platform.relay import with_anchors
-from services.shared.platform.relay.relay_records import (
+from services.shared.platform.relay.records import (
     SIGNED_TOPICS,
     OutgoingRecord,
     RecordEncoder,

@@ -47,7 +47,7 @@ from services.shared.platform.relay import message_id, with_incidents
 from services.shared.platform.relay.publishing import Publication, line_ids, payload_fields
 from services.shared.platform.security import SecretKeys, new_key
 from services.shared.platform.store import IncidentLog, ServiceApplication
-from services.shared.platform.store.mapping import FactMapper
+from services.shared.platform.store.application import FactMapper
 from services.shoe.messages import to_messages as shoe_messages
 from tests.unit.contracts.schema_strategies import from_schema
 

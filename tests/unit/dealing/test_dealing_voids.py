@@ -23,7 +23,7 @@ from contracts import BettingOpened, CommandRejected, CoupVoided, Message, VoidC
 from services.dealing.application import DealingApplication
 from services.dealing.domain import CoupPhase, coup_aggregate_id
 from services.shared.platform.security import SupervisorKey, SupervisorKeyring, add_supervisor_key
-from services.shared.platform.security import supervisors as supervisors_module
+from services.shared.platform.security import decisions as supervisors_module
 from services.shared.platform.security.decisions import SupervisorSigner, sign_decision
 from tests.supervisors import SUPERVISOR, keyring, supervisor
 from tests.unit.dealing.harness import Driver, ScriptedShoe, open_table, shuffled_order

@@ -21,7 +21,8 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from contracts import CloseBook, Message, TableClosed
 from services.shared.platform.relay import envelope
-from services.shared.platform.relay.relay import InvalidRecordError, OutboxRelay
+from services.shared.platform.relay.records import InvalidRecordError
+from services.shared.platform.relay.relay import OutboxRelay
 from services.shared.platform.settings import Settings
 from tests.unit.platform.fakes import Counter, CounterApp
 

@@ -35,7 +35,7 @@ from services.shared.platform.consumer import (
     Subscription,
     with_unit_of_work,
 )
-from services.shared.platform.consumer.tracking import (
+from services.shared.platform.consumer.intake import (
     CLAIM_SUFFIX,
     UNCLAIMED,
     UntrustedHeaders,
@@ -435,7 +435,7 @@ async def test_a_new_assignment_reads_the_topic_ids_again() -> None:
     await h.feed(record(0, close("1")))
     await h.feed(record(1, close("1")))
     assert len(h.id_reads) == 1
-    from services.shared.platform.consumer.consumer import RebalanceListener
+    from services.shared.platform.consumer.processor import RebalanceListener
 
     await RebalanceListener(h.runtime).on_partitions_assigned({TopicPartition(COMMANDS, 0)})
     await h.feed(record(2, close("1")))
@@ -602,7 +602,7 @@ async def test_a_stopped_partition_retries_the_same_record_until_it_is_taken() -
 
 
 async def test_a_stopped_partition_taken_over_by_another_member_is_no_longer_stopped() -> None:
-    from services.shared.platform.consumer.consumer import RebalanceListener
+    from services.shared.platform.consumer.processor import RebalanceListener
 
     h = Harness()
     await h.feed(event(0, "boom", 1))

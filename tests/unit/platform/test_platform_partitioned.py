@@ -19,8 +19,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 
 from services.shared.platform.cells import CellHost, partitioned
-from services.shared.platform.cells.partitioned_ops import merged_registry
-from services.shared.platform.consumer.consumer import RebalanceListener, subscriber_options
+from services.shared.platform.cells.partitioned import merged_registry
+from services.shared.platform.consumer.processor import RebalanceListener, subscriber_options
 from services.shared.platform.host import KafkaService, ServiceHost
 from services.shared.platform.relay import anchor_message
 from services.shared.platform.settings import Settings, SettingsError

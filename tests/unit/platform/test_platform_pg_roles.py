@@ -13,18 +13,19 @@ from services.shared.platform.store import (
     BET_IDS,
     REFUSED_COMMANDS,
     SIDE_TABLES,
-    persistence,
-    pg_store,
 )
-from services.shared.platform.store.pg_roles import (
+from services.shared.platform.store import application as persistence
+from services.shared.platform.store import postgres as pg_store
+from services.shared.platform.store.postgres import ProvisionedRecorder
+from services.shared.platform.store.provisioning import (
     Provisioning,
     RoleOutcome,
     StoreOutcome,
     StoreRoles,
+    StoreTables,
+    grants,
     store_roles,
 )
-from services.shared.platform.store.pg_schemas import StoreTables, grants
-from services.shared.platform.store.pg_store import ProvisionedRecorder
 from services.tools.cli.main import app
 
 PG = {"POSTGRES_HOST": "db", "POSTGRES_DBNAME": "casino", "POSTGRES_USER": "admin"}

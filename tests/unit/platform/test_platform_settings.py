@@ -35,7 +35,7 @@ def test_postgres_settings_give_each_service_its_own_schema() -> None:
     settings = Settings.from_env("settlement", env)
     assert settings.persistence == "postgres"
     es = settings.eventsourcing_env()
-    assert es["PERSISTENCE_MODULE"] == "services.shared.platform.store.pg_store:FencedFactory"
+    assert es["PERSISTENCE_MODULE"] == "services.shared.platform.store.postgres:FencedFactory"
     assert es["POSTGRES_SCHEMA"] == "settlement"
     assert es["POSTGRES_PORT"] == "5433"
     assert Settings.from_env("shoe", env).eventsourcing_env()["POSTGRES_SCHEMA"] == "shoe"

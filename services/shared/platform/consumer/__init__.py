@@ -7,7 +7,6 @@ ONE store transaction, commits the offsets after it; refused records go to the d
 a handler failing on a service's message stops that partition until it passes.
 """
 
-from services.shared.platform.consumer.batch_processor import BatchProcessor
 from services.shared.platform.consumer.dead_letters import dead_letter_for
 from services.shared.platform.consumer.deliveries import (
     CREATE_TIME,
@@ -19,13 +18,14 @@ from services.shared.platform.consumer.deliveries import (
     per_message,
     with_unit_of_work,
 )
-from services.shared.platform.consumer.tracking import (
+from services.shared.platform.consumer.intake import (
     MESSAGES_PER_NOTIFICATION,
     Headers,
     UntrustedHeaders,
     position_of,
     relayed_position,
 )
+from services.shared.platform.consumer.processor import BatchProcessor
 
 __all__ = [
     "CREATE_TIME",

@@ -1,4 +1,56 @@
-"""What one partition's fetched records become: fresh deliveries, duplicates, refused records.
+"""Where a Kafka record stands in its source's order: the consumer's tracking position.
+
+eventsourcing 9.5 records tracking in ONE row per ``application_name`` and
+refuses a ``notification_id`` that is not greater than the recorded one, so
+every name must see strictly increasing positions. A partition has one name:
+
+- on a topic with an owner (``contracts.TOPIC_OWNERS``: the one service whose
+  outbox relay writes it) a record is tracked as ``"<owner>:<logical topic>:<partition>"``
+  at ``notification_id * 2**20 + index``, from the relay's headers ``pb-source``,
+  ``pb-notification-id`` and ``pb-message-index`` (the relay publishes in notification
+  order and one stored event may become many messages, so this increases within a
+  partition; one writer numbers it: the record's signature binds its partition, and only that
+  partition's cell of the owner, or its one unpartitioned instance, signs for it
+  (``relay_records.py``), so no other cell's positions reach this name). Those headers are
+  checked strictly (:func:`relayed_position`): each exactly once, ``pb-source`` equal to the
+  owner, the id 1-15 digits (no sign, no leading zero, at least 1), the index 1-7 digits
+  below 2**20, the position below 2**63 (a PostgreSQL ``bigint``, a SQLite integer). A
+  record that fails is refused (:class:`UntrustedHeaders`, a dead letter), never a position;
+- on every other topic (commands from outside, which any client may write) the
+  ``pb-*`` headers mean nothing: a record is tracked by its offset, as
+  ``"<cluster id>:<kafka topic>:<topic id>:<partition>"`` at ``offset + 1``.
+
+An offset only means something in ONE Kafka log: a new cluster, a new topic prefix
+or a topic deleted and created again under the same name (a new topic id,
+``topic_ids.py``) starts a new name at 0, instead of skipping the new log's first
+offsets as "already handled". A relayed position counts the upstream store's
+notification log, which none of these restart, so its name holds none of them: a
+message republished to another cluster is still recognised.
+
+Stores written before topic ids named offsets ``"<cluster id>:<kafka topic>:<partition>"``.
+:func:`adopt_legacy_position` carries such a position over to the topic-id name ONCE,
+for the topic that was being read: the first time a partition is read with topic ids,
+the legacy name is claimed for the current topic id by a marker row (one tracking row,
+so the claim is atomic); only the claiming id ever takes the legacy position. A topic
+whose log ends before the legacy position cannot be the one it was read from, so the
+claim then goes to no topic (the marker says so). The one case it cannot tell: a topic
+deleted and recreated (and refilled past the old position) between the last run without
+topic ids and the first run with them.
+
+Without a cluster id (tests, in-memory simulation) the offset-based name has no
+cluster part; without a topic id, no topic-id part.
+
+The tracking name of each partition a consumer reads (the naming rules: ``tracking.py``).
+
+An owned topic's partition is named after its owner; any other partition after the
+cluster, the real topic name and the topic's Kafka topic id. The ids are read once per
+assignment (``forget`` on every rebalance) and again when a partition's offsets go back
+without the consumer seeking them (``handled_to`` / ``rewound``): a topic deleted and
+created again under the same name restarts its offsets at 0 with a new id, and aiokafka
+(which fetches by name) does not say so. The first time a name is used, a position the
+store recorded before topic ids is carried over (``tracking.adopt_legacy_position``).
+
+What one partition's fetched records become: fresh deliveries, duplicates, refused records.
 
 Run in the service's worker thread (it reads the store's tracking position), before any
 handler is called (``handling.py``), for the records of ONE topic-partition, in order:
@@ -34,12 +86,17 @@ Refused records keep their original record (bytes, key, headers) for the dead le
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka import ConsumerRecord
-from eventsourcing.persistence import Tracking
+from aiokafka import ConsumerRecord, TopicPartition
+from eventsourcing.persistence import IntegrityError, Tracking
 from pydantic import TypeAdapter, ValidationError
 
 from contracts import (
@@ -58,15 +115,275 @@ from contracts.bet_events import EchoedText
 from contracts.envelope import MAX_TEXT, BetId, Identifier, TableId, TableMessage
 from services.shared.platform.consumer.dead_letters import as_text
 from services.shared.platform.consumer.deliveries import Delivery, Refusal
-from services.shared.platform.consumer.tracking import (
-    MESSAGES_PER_NOTIFICATION,
-    Headers,
-    UntrustedHeaders,
-    relayed_position,
+from services.shared.platform.kafka import (
+    INDEX_HEADER,
+    NOTIFICATION_HEADER,
+    SIGNATURE_HEADER,
+    SOURCE_HEADER,
+    key_partition,
 )
-from services.shared.platform.kafka import SIGNATURE_HEADER, key_partition
 from services.shared.platform.security.signing import Keyring, Where, verify
-from services.shared.platform.store.application import ServiceApplication
+from services.shared.platform.store.application import AppWorker, ServiceApplication
+
+MESSAGES_PER_NOTIFICATION = 2**20
+"""Positions of relayed messages: notification_id * this + message index."""
+
+MAX_POSITION = 2**63 - 1
+"""The largest tracking position a store keeps (PostgreSQL bigint, SQLite integer)."""
+
+Headers = Sequence[tuple[str, bytes | None]] | None
+
+_RELAY_HEADERS = (SOURCE_HEADER, NOTIFICATION_HEADER, INDEX_HEADER)
+_NOTIFICATION = re.compile(rb"[1-9][0-9]{0,14}")  # 1-15 digits, no leading zero, >= 1
+_INDEX = re.compile(rb"0|[1-9][0-9]{0,6}")  # 1-7 digits, no leading zero
+_SHOWN = 40  # characters of a refused header value quoted in the error
+
+CLAIM_SUFFIX = ":topic-id-claim"
+"""Suffix of the marker naming which topic id took over a legacy offset name."""
+
+UNCLAIMED = 1
+"""Marker value: the legacy position belongs to no topic read since."""
+
+
+class UntrustedHeaders(ValueError):
+    """A record on an owned topic whose relay headers cannot be trusted; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def header(headers: Headers, name: str) -> str | None:
+    """The value of header ``name`` as text (its first occurrence), or None."""
+    for key, value in headers or ():
+        if key == name:
+            try:
+                return value.decode("utf-8") if isinstance(value, bytes) else None
+            except UnicodeDecodeError:
+                return None
+    return None
+
+
+def relayed_tracking_name(owner: str, logical_topic: str, partition: int) -> str:
+    """The tracking name of a relayed topic's partition (see the module docstring)."""
+    return f"{owner}:{logical_topic}:{partition}"
+
+
+def offset_tracking_name(
+    cluster_id: str | None, topic: str, partition: int, topic_id: str | None = None
+) -> str:
+    """The tracking name of records tracked by offset (see the module docstring)."""
+    parts = [part for part in (cluster_id, topic, topic_id) if part]
+    return ":".join([*parts, str(partition)])
+
+
+def relayed_position(headers: Headers, owner: str) -> int:
+    """The position of a record published by ``owner``'s relay, from its headers.
+
+    Raises :class:`UntrustedHeaders` when a header is missing, repeated, malformed, out of
+    range, or names another source.
+    """
+    found: dict[str, bytes | None] = {}
+    for key, value in headers or ():  # one pass: this runs for every record consumed
+        if key in _RELAY_HEADERS:
+            if key in found:
+                raise UntrustedHeaders(f"header {key} appears more than once")
+            found[key] = value
+    for key in _RELAY_HEADERS:
+        if key not in found:
+            raise UntrustedHeaders(
+                f"header {key} is missing (only {owner}'s outbox relay publishes here)"
+            )
+        if not isinstance(found[key], bytes):
+            raise UntrustedHeaders(f"header {key} has no value")
+    source = found[SOURCE_HEADER]
+    if source != owner.encode():
+        raise UntrustedHeaders(
+            f"header {SOURCE_HEADER} is {_shown(source)}, but only {owner} publishes here"
+        )
+    notification = _number(found[NOTIFICATION_HEADER], NOTIFICATION_HEADER, _NOTIFICATION)
+    index = _number(found[INDEX_HEADER], INDEX_HEADER, _INDEX)
+    if index >= MESSAGES_PER_NOTIFICATION:
+        raise UntrustedHeaders(
+            f"header {INDEX_HEADER} is {index}, not below {MESSAGES_PER_NOTIFICATION}"
+        )
+    position = notification * MESSAGES_PER_NOTIFICATION + index
+    if position > MAX_POSITION:
+        raise UntrustedHeaders(
+            f"header {NOTIFICATION_HEADER} is {notification}: its position "
+            f"{notification} * 2**20 + {index} does not fit 63 bits"
+        )
+    return position
+
+
+def _number(raw: bytes | None, name: str, pattern: re.Pattern[bytes]) -> int:
+    if raw is None or pattern.fullmatch(raw) is None:
+        wanted = "1-15 digits, from 1" if name == NOTIFICATION_HEADER else "1-7 digits"
+        raise UntrustedHeaders(
+            f"header {name} is {_shown(raw)}, not a decimal number ({wanted}, no leading zero)"
+        )
+    return int(raw)
+
+
+def _shown(raw: bytes | None, none: str = "null") -> str:
+    """``raw`` quoted, cut to 40 bytes (``none`` when there is none)."""
+    if raw is None:
+        return none
+    text = repr(raw[: _SHOWN + 1])
+    return text if len(raw) <= _SHOWN else text + "..."
+
+
+def position_of(
+    logical_topic: str,
+    partition: int,
+    offset: int,
+    headers: Headers,
+    *,
+    topic: str | None = None,
+    cluster_id: str | None = None,
+    topic_id: str | None = None,
+) -> Tracking:
+    """The tracking name and position of a Kafka record (see the module docstring).
+
+    ``topic`` is the record's real (prefixed) topic, ``logical_topic`` without it when
+    omitted. Raises :class:`UntrustedHeaders` for a refused record of an owned topic.
+    """
+    owner = TOPIC_OWNERS.get(logical_topic)
+    if owner is not None:
+        name = relayed_tracking_name(owner, logical_topic, partition)
+        return Tracking(name, relayed_position(headers, owner))
+    name = offset_tracking_name(cluster_id, topic or logical_topic, partition, topic_id)
+    return Tracking(name, offset + 1)
+
+
+# ---- stores written before topic ids -----------------------------------------------------
+
+
+def topic_id_claim(topic_id: str) -> int:
+    """The marker value naming ``topic_id``: 62 bits of its SHA-256, from 2 (1 is UNCLAIMED)."""
+    digest = hashlib.sha256(topic_id.encode("utf-8")).digest()
+    return 2 + (int.from_bytes(digest[:8], "big") >> 2)
+
+
+def adopt_legacy_position(
+    app: ServiceApplication, legacy: str, name: str, topic_id: str, end_offset: int
+) -> int:
+    """Carry ``legacy``'s position over to ``name`` once, for the topic it was read from.
+
+    ``end_offset`` is the partition's current end (its high watermark). Returns the
+    position taken over (0 when none). Idempotent; safe when two processes race.
+    """
+    position = app.tracked_position(legacy)
+    if not position:
+        return 0
+    marker = legacy + CLAIM_SUFFIX
+    claim = app.tracked_position(marker)
+    if not claim:
+        # The record at offset position - 1 was read: a log that ends before it is not the
+        # log the legacy name counted (a topic deleted and created again).
+        wanted = topic_id_claim(topic_id) if end_offset >= position else UNCLAIMED
+        claim = _record_once(app, marker, wanted)
+    if claim != topic_id_claim(topic_id):
+        return 0
+    if app.tracked_position(name) < position:
+        _record_once(app, name, position)
+    return position
+
+
+def _record_once(app: ServiceApplication, name: str, position: int) -> int:
+    """Record ``position`` for a new ``name``; what is recorded if another did it first."""
+    with contextlib.suppress(IntegrityError):
+        app.record_position(name, position)
+    return app.tracked_position(name)
+
+
+log = logging.getLogger(__name__)
+
+TopicIdFetcher = Callable[[Iterable[str]], Awaitable[dict[str, str]]]
+"""Kafka topic names -> their topic ids (``TopicIdReader.topic_ids``)."""
+
+
+class PartitionNames:
+    """Tracking names of one consumer's partitions; ``cluster_id`` and ``fetch`` set at start."""
+
+    def __init__(
+        self,
+        app: ServiceApplication,
+        worker: AppWorker,
+        cluster_id: str | None = None,
+        fetch: TopicIdFetcher | None = None,
+    ) -> None:
+        self.app = app
+        self.worker = worker
+        self.cluster_id = cluster_id
+        self.fetch = fetch
+        self.topic_ids: dict[str, str] = {}  # Kafka topic -> id, for the current assignment
+        self._names: dict[TopicPartition, str] = {}
+        self._next: dict[TopicPartition, int] = {}  # the next offset, as far as we know
+
+    async def name(
+        self,
+        tp: TopicPartition,
+        logical: str,
+        first_offset: int,
+        end_offset: Callable[[], Awaitable[int]],
+    ) -> str:
+        """The name of ``tp``, whose fetched records start at ``first_offset``.
+
+        ``end_offset`` gives the partition's end (for a legacy position's check).
+        """
+        owner = TOPIC_OWNERS.get(logical)
+        if owner is not None:
+            return relayed_tracking_name(owner, logical, tp.partition)
+        expected = self._next.get(tp)
+        if expected is not None and first_offset < expected:
+            log.warning(
+                "%s:%d went back from offset %d to %d; reading its topic id again",
+                tp.topic,
+                tp.partition,
+                expected,
+                first_offset,
+            )
+            self.forget_topic(tp.topic)
+        name = self._names.get(tp)
+        if name is not None:
+            return name
+        topic_id = self.topic_ids.get(tp.topic)
+        if topic_id is None:
+            if self.fetch is None:
+                raise RuntimeError("consumer not started: no topic ids")
+            self.topic_ids.update(await self.fetch([tp.topic]))
+            topic_id = self.topic_ids[tp.topic]
+        name = offset_tracking_name(self.cluster_id, tp.topic, tp.partition, topic_id)
+        legacy = offset_tracking_name(self.cluster_id, tp.topic, tp.partition)
+        end = await end_offset()
+        adopted = await self.worker.call(
+            adopt_legacy_position, self.app, legacy, name, topic_id, end
+        )
+        if adopted:
+            log.info("%s: took over position %d of %s", name, adopted, legacy)
+        self._names[tp] = name
+        return name
+
+    def handled_to(self, tp: TopicPartition, next_offset: int) -> None:
+        """``tp`` was read up to ``next_offset`` (or sought there on purpose)."""
+        self._next[tp] = next_offset
+
+    def rewound(self, tp: TopicPartition) -> None:
+        """``tp`` is sought back on purpose: a lower offset next is no surprise."""
+        self._next.pop(tp, None)
+
+    def forget(self, partitions: Iterable[TopicPartition]) -> None:
+        """The assignment changed: the ids of these topics are read again."""
+        for tp in partitions:
+            self.forget_topic(tp.topic)
+            self._next.pop(tp, None)
+
+    def forget_topic(self, topic: str) -> None:
+        self.topic_ids.pop(topic, None)
+        for tp in [tp for tp in self._names if tp.topic == topic]:
+            del self._names[tp]
+
 
 Position = int | UntrustedHeaders
 """A record's tracking position, or why its headers are refused."""
@@ -222,7 +539,8 @@ def misplaced(message: Message, key: bytes | None, where: Where, partitions: int
     if key != table.encode():
         return Refusal(
             "WRONG_KEY",
-            f"the record's key is {_shown(key)}, not its table id {table!r}: {KEYED_BY_TABLE}",
+            f"the record's key is {_shown(key, 'missing')}, not its table id {table!r}: "
+            + KEYED_BY_TABLE,
         )
     home = key_partition(key, partitions)
     if home == where.partition or isinstance(message, CommandRejected):
@@ -291,13 +609,6 @@ def _echo(adapter: TypeAdapter[str], value: object, limit: int) -> str | None:
         return None
     text = value if isinstance(value, str) else json.dumps(value)[:limit]
     return _valid(adapter, text[:limit])
-
-
-def _shown(key: bytes | None, limit: int = 40) -> str:
-    if key is None:
-        return "missing"
-    text = repr(key[: limit + 1])
-    return text if len(key) <= limit else text + "..."
 
 
 def _sender(message: Message) -> str | None:

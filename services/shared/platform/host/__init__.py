@@ -7,11 +7,15 @@ process answers /health, /ready, /metrics and /asyncapi (:class:`AsgiServer` und
 """
 
 from services.shared.platform.host.asyncapi import asyncapi_json
-from services.shared.platform.host.definition import ServiceContext, ServiceDefinition
 from services.shared.platform.host.endpoints import ops_app
-from services.shared.platform.host.runner import ServiceHost, configure_logging, run_service, serve
-from services.shared.platform.host.service_app import KafkaService
-from services.shared.platform.host.webserver import AsgiServer
+from services.shared.platform.host.runner import (
+    AsgiServer,
+    ServiceHost,
+    configure_logging,
+    run_service,
+    serve,
+)
+from services.shared.platform.host.service import KafkaService, ServiceContext, ServiceDefinition
 
 __all__ = [
     "AsgiServer",

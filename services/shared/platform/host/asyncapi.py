@@ -43,7 +43,7 @@ from services.shared.platform.kafka import (
     SOURCE_HEADER,
     TYPE_HEADER,
 )
-from services.shared.platform.relay.relay_records import SIGNED_TOPICS
+from services.shared.platform.relay.records import SIGNED_TOPICS
 
 VERSION = "0.1.0"
 KAFKA_BINDING_VERSION = "0.5.0"

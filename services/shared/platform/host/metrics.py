@@ -74,8 +74,8 @@ from contracts import (
     Message,
     MessageQuarantined,
 )
-from services.shared.platform.consumer.batch_processor import BatchProcessor
 from services.shared.platform.consumer.deliveries import Delivery
+from services.shared.platform.consumer.processor import BatchProcessor
 from services.shared.platform.relay.relay import OutboxRelay
 from services.shared.platform.settings import Settings
 from services.shared.platform.store.application import ServiceApplication

@@ -7,23 +7,23 @@ signs and sends them with an idempotent producer, and records the new position o
 broker acknowledged them. Seals publish their anchors, incidents their ``IncidentRaised``.
 """
 
-from services.shared.platform.relay.anchors import (
-    anchor_message,
-    with_anchors,
-    with_incidents,
-    without_seals,
-)
-from services.shared.platform.relay.messages import envelope, message_id
 from services.shared.platform.relay.publishing import (
+    anchor_message,
     attr,
+    envelope,
     line_ids,
     line_shape,
+    message_id,
     one,
     publish_lines,
     publish_one,
     shaped,
+    with_anchors,
+    with_incidents,
+    without_seals,
 )
-from services.shared.platform.relay.relay import SIGNED_TOPICS, EventMapper, OutboxRelay
+from services.shared.platform.relay.records import SIGNED_TOPICS, EventMapper
+from services.shared.platform.relay.relay import OutboxRelay
 
 __all__ = [
     "SIGNED_TOPICS",

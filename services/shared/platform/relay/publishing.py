@@ -1,4 +1,10 @@
-"""Stored domain events -> contract messages, by field name (a service's ``messages.py``).
+"""Helpers for a service's messages.py: stable envelopes for relayed messages.
+
+A relay may publish the same stored event twice (after a crash); the message
+must then be identical, so its ``event_id`` and ``occurred_at`` are derived from
+the stored event, never generated at publish time.
+
+Stored domain events -> contract messages, by field name (a service's ``messages.py``).
 
 A fact's fields are named as its contract's: :func:`publish_one` takes each payload field
 of the contract from the event (or from ``given`` overrides and derived values) and
@@ -11,18 +17,50 @@ table keyed by event class.
 
 Every message's ``event_id`` is derived from the stored event (originator id, version, the
 message's index), so a message republished after a crash has the id it had the first time.
+
+Seal anchors: the relay publishes every seal of the store as a signed ``SealAnchored``.
+
+``with_anchors(mapper, service)`` wraps a service's ``to_messages``: a ``SealLedger.Sealed``
+event becomes one ``SealAnchored`` (topic ``punto-banco.seals``, key = the service's name),
+the ledger's ``Started`` nothing. The anchor goes through the outbox like every other fact,
+so it is published exactly in the store's order, at least once, and the relay signs it
+(``relay_records.SIGNED_TOPICS``) with the service's key, which never lives in the store.
+Its ``event_id`` and ``occurred_at`` derive from the stored seal: publishing it again after
+a crash gives the same record. ``services.tools.audit.anchors`` checks a store against them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any, TypeVar, cast
-from uuid import UUID, SafeUUID
+from uuid import UUID, SafeUUID, uuid5
 
-from contracts import Message
+from contracts import IncidentRaised, Message, SealAnchored
 from contracts.trusted import trusted
-from services.shared.platform.relay.messages import envelope
+from services.shared.platform.settings import store_name
+from services.shared.platform.store.incidents import IncidentLog
+from services.shared.platform.store.sealing import LEDGER_ID, SealLedger
+
+NAMESPACE = UUID("6f1c1d2e-9a57-4b53-8a43-2f0c1b7d9e10")
+
+
+def message_id(originator_id: UUID, originator_version: int, index: int = 0) -> UUID:
+    """Deterministic id of the ``index``-th message published for a stored event."""
+    return uuid5(NAMESPACE, f"{originator_id}:{originator_version}:{index}")
+
+
+def envelope(event: Any, index: int = 0) -> dict[str, Any]:
+    """``event_id`` and ``occurred_at`` for the ``index``-th message made from ``event``."""
+    timestamp: datetime = event.timestamp
+    if timestamp.tzinfo is None:
+        timestamp = timestamp.replace(tzinfo=UTC)
+    return {
+        "event_id": message_id(event.originator_id, event.originator_version, index),
+        "occurred_at": timestamp,
+    }
+
 
 M = TypeVar("M", bound=Message)
 
@@ -214,3 +252,73 @@ def publish_lines(
     occurred_at = envelope(event)["occurred_at"]
     values = tuple(common.values())
     return cast(list[M], shape.make_all(made, occurred_at, values, lines))
+
+
+def anchor_message(
+    service: str, event: SealLedger.Sealed, partition: int | None = None
+) -> SealAnchored:
+    """The anchor of one recorded seal (seal number = ledger version - 1: Started is 1);
+    ``partition``: the store is that partition's cell's (``partitioned.py``)."""
+    sealed_at = event.timestamp
+    if sealed_at.tzinfo is None:
+        sealed_at = sealed_at.replace(tzinfo=UTC)
+    return SealAnchored(
+        event_id=message_id(
+            uuid5(LEDGER_ID, store_name(service, partition)), event.originator_version
+        ),
+        occurred_at=sealed_at,
+        service=service,
+        partition=partition,
+        seal=event.originator_version - 1,
+        from_id=event.from_id,
+        to_id=event.to_id,
+        count=event.count,
+        digest=event.digest,
+        previous_digest=event.previous_digest,
+        sealed_at=sealed_at,
+    )
+
+
+def with_anchors(
+    mapper: Callable[[Any], Sequence[Any]], service: str, partition: int | None = None
+) -> Callable[[Any], Sequence[Any]]:
+    """Wrap a service's ``to_messages``: each seal publishes its anchor."""
+
+    def mapped(event: Any) -> Sequence[Any]:
+        if isinstance(event, SealLedger.Sealed):
+            return [anchor_message(service, event, partition)]
+        if isinstance(event, SealLedger.Started):
+            return []
+        return mapper(event)
+
+    return mapped
+
+
+def incident_message(event: IncidentLog.Raised) -> IncidentRaised:
+    """The message the relay publishes for a recorded incident (its fields by name)."""
+    return publish_one(IncidentRaised, event)
+
+
+def with_incidents(mapper: Callable[[Any], Sequence[Any]]) -> Callable[[Any], Sequence[Any]]:
+    """Wrap a service's ``to_messages``: recorded incidents are published too."""
+
+    def mapped(event: Any) -> Sequence[Any]:
+        if isinstance(event, IncidentLog.Raised):
+            return [incident_message(event)]
+        if isinstance(event, IncidentLog.Started):
+            return []
+        return mapper(event)
+
+    return mapped
+
+
+def without_seals(mapper: Callable[[Any], Sequence[Any]]) -> Callable[[Any], Sequence[Any]]:
+    """Wrap ``to_messages``: seal events publish nothing (the in-process simulation; a running
+    service publishes their anchors instead, ``anchors.with_anchors``)."""
+
+    def mapped(event: Any) -> Sequence[Any]:
+        if isinstance(event, SealLedger.Started | SealLedger.Sealed):
+            return []
+        return mapper(event)
+
+    return mapped

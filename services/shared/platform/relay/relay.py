@@ -1,4 +1,48 @@
-"""The outbox relay: publishes a service's stored events to Kafka, in order, at least once.
+"""The relay's producer: one record batch per partition in flight, a new producer after a refusal.
+
+Why aiokafka's batch API and not FastStream's publisher: FastStream's publisher sends one
+message per call (``send()`` per message is several times slower than ``send_batch``: the two
+"raw Kafka produce+consume" ceilings in BENCHMARKS.md) and hides the record batch and its
+acknowledgement, which the relay's ordering proof needs: :meth:`RelayProducer.deliver` builds
+ONE closed record batch of a partition's next records (``create_batch`` / ``send_batch``) and
+awaits its acknowledgement before the next batch of that partition is built
+(``relay_pipeline.py``).
+
+Why a new producer after every refusal: aiokafka's idempotent producer does NOT stop the later
+batches of a failed one. Retriable errors are retried forever in order (an idempotent batch
+never expires), but a refused batch (MESSAGE_TOO_LARGE, INVALID_RECORD...) fails alone after
+aiokafka has already given its sequence numbers away. If the partition had no state for this
+producer id yet, the broker then ACCEPTS the next batch (a later record appended, the earlier
+one missing: seen on Kafka 4.3); otherwise every later batch of the partition fails for good
+with OUT_OF_ORDER_SEQUENCE_NUMBER. So after a refusal the relay waits for the other
+partitions' batches in flight (:class:`_Gate`), stops the producer and starts another (a new
+producer id, fresh sequences) from ``producer_factory``; a producer passed in is never
+replaced, which only suits tests.
+
+Why not several batches in flight per partition: aiokafka 0.14's sender
+(``producer/sender.py``, ``message_accumulator.py``) already keeps at most one produce request
+per broker in flight and mutes a partition until its request is answered, so a partition's
+batches go to the broker one at a time anyway; queueing more only saves the short wait between
+an acknowledgement and the next send (measured: 10,000 BetSettled of one partition take about
+210 ms either way).
+
+Sending one relay batch: a sender per topic-partition, one record batch at a time, in order.
+
+Each topic-partition of a relay batch has one sender task that hands the producer one record
+batch (up to the producer's 256 KiB) and awaits its acknowledgement before building and
+sending the next (``relay_producer.py``); partitions are sent in parallel. When a batch fails,
+that partition sends nothing more (nor do the others start new batches) and the relay batch
+fails without recording a position. So in every partition what was appended is a prefix, in
+log order, of the relay batch's records there (a quarantined record's place is taken by its
+record on the dead-letters topic: ``relay_refusals.py``); republishing the batch from the
+recorded position then appends the rest after duplicates that consumers skip: no consumer ever
+sees a record whose predecessor in the log was not appended. Recording the position only once
+the whole relay batch is acknowledged is therefore enough.
+
+A batch the broker refuses for good (:data:`relay_refusals.REFUSALS`) is sent again one record
+per batch; a record refused alone is quarantined and the partition goes on.
+
+The outbox relay: publishes a service's stored events to Kafka, in order, at least once.
 
 The service's event store IS its outbox. The relay reads the Application's notification log
 from the position it recorded last, turns each stored domain event into zero or more contract
@@ -39,33 +83,332 @@ import asyncio
 import functools
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
+from aiokafka.partitioner import DefaultPartitioner
 from eventsourcing.persistence import Recording
 
 from contracts import DEAD_LETTERS, Message, MessageQuarantined
 from services.shared.platform.kafka import cluster_id as read_cluster_id
 from services.shared.platform.kafka import idempotent_producer
-from services.shared.platform.relay.relay_pipeline import Pipeline, Published
-from services.shared.platform.relay.relay_producer import RelayProducer
-from services.shared.platform.relay.relay_records import (
+from services.shared.platform.relay.records import (
+    REFUSALS,
     SIGNED_TOPICS,
+    SIZE_REFUSALS,
     EventMapper,
     OutgoingRecord,
+    Quarantine,
     RecordEncoder,
+    quarantine_record,
 )
-from services.shared.platform.relay.relay_refusals import InvalidRecordError, quarantine_record
 from services.shared.platform.security.signing import Signer
 from services.shared.platform.settings import Settings
 from services.shared.platform.store.application import ServiceApplication
 
-__all__ = ["SIGNED_TOPICS", "EventMapper", "InvalidRecordError", "OutboxRelay", "OutgoingRecord"]
-
 log = logging.getLogger(__name__)
+
+_PARTITIONER = DefaultPartitioner()
+"""The producer's own default: murmur2 of the key, so a table keeps its partition."""
+
+
+@dataclass(slots=True, eq=False)
+class PartitionRecords:
+    """One topic-partition's records of a relay batch, sent in order by one task."""
+
+    topic: str
+    partition: int
+    records: list[OutgoingRecord] = field(default_factory=list)
+    next: int = 0  # records before it are acknowledged (or quarantined)
+    singles_until: int = 0  # records before it go one per batch (after a refused batch)
+    more: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+
+class RelayProducer:
+    """The relay's producer and the partition of each record (see the module docstring)."""
+
+    def __init__(
+        self,
+        name: str,
+        producer: AIOKafkaProducer | None,
+        factory: Callable[[], AIOKafkaProducer] | None,
+    ) -> None:
+        self.name = name  # the relay's tracking name, for logs
+        self._producer = producer
+        self._factory = factory
+        self.generation = 0  # bumped whenever the producer is replaced
+        self.renew_due = False
+        self._gate = _Gate()
+        self._partitions: dict[str, list[int]] = {}  # per relay batch
+        self._chosen: dict[tuple[str, bytes], int] = {}  # murmur2 in pure Python: once per key
+        # topic -> the largest batch (bytes) to send it, once it refused one as too large
+        self._caps: dict[str, int] = {}
+
+    async def start(self) -> None:
+        if self._producer is None:
+            self._producer = await self._new_producer()
+
+    async def stop(self) -> None:
+        if self._producer is not None and self._factory is not None:
+            await self._producer.stop()
+        self._producer = None
+
+    def new_batch(self) -> None:
+        """A relay batch starts: partition counts are read again (once per relay batch)."""
+        self._partitions.clear()
+        self._chosen.clear()
+
+    async def _new_producer(self) -> AIOKafkaProducer:
+        if self._factory is None:
+            raise RuntimeError("relay has no producer")
+        producer = self._factory()
+        await producer.start()
+        return producer
+
+    async def ensure(self) -> None:
+        """A producer to send with: a new one when none, or when the last batch failed."""
+        if self._producer is None or self.renew_due:
+            self.renew_due = False
+            await self.renew(self.generation)
+
+    async def renew(self, generation: int) -> None:
+        """Replace the producer (unless replaced since ``generation``): once the other
+        partitions' batches in flight are acknowledged, stop it and start a new one."""
+        async with self._gate.exclusive():
+            if generation != self.generation:
+                return
+            self.generation += 1
+            if self._factory is None:  # a producer passed in (tests): kept as it is
+                return
+            old, self._producer = self._producer, None
+            if old is not None:
+                try:
+                    await old.stop()  # flushes: the batches still in flight get their answer
+                except Exception:
+                    log.warning("relay %s: stopping the old producer failed", self.name)
+            self._producer = await self._new_producer()
+            log.info("relay %s uses a new producer", self.name)
+
+    async def partition_count(self, topic: str) -> int:
+        """``topic``'s partition count (read once per relay batch)."""
+        return len(await self._known(topic))
+
+    async def _known(self, topic: str) -> list[int]:
+        known = self._partitions.get(topic)
+        if known is None:
+            async with self._gate.sending():
+                producer = self._live()
+                known = sorted(await producer.partitions_for(topic))
+            self._partitions[topic] = known
+        return known
+
+    async def partition_of(self, record: OutgoingRecord) -> int:
+        """The record's partition: the encoder's choice, else murmur2 of its key."""
+        if record.partition is not None:
+            return record.partition
+        choice = self._chosen.get((record.topic, record.key))
+        if choice is None:
+            known = await self._known(record.topic)
+            choice = self._chosen[(record.topic, record.key)] = _PARTITIONER(
+                record.key, known, known
+            )
+        return choice
+
+    def _live(self) -> AIOKafkaProducer:
+        if self._producer is None:
+            raise RuntimeError("the relay has no producer (not started, or starting one failed)")
+        return self._producer
+
+    async def deliver(self, part: PartitionRecords, start: int) -> tuple[str | None, int]:
+        """Send one record batch of ``part`` from ``start`` and await its acknowledgement.
+
+        Returns (None, end) when ``records[start:end]`` were appended, (why, end) when the
+        broker refused them for good (the producer is replaced then); raises on any other
+        failure.
+        """
+        async with self._gate.sending():
+            producer = self._live()
+            generation = self.generation
+            batch, end = self._build(producer, part, start)
+            if end == start:  # not even alone (aiokafka's builder always takes a first record)
+                return f"a record of {part.records[start].size} bytes fits no batch", start + 1
+            size = batch.size()
+            future = await producer.send_batch(batch, part.topic, partition=part.partition)
+        try:
+            await future
+        except REFUSALS as error:
+            if end - start > 1 and isinstance(error, SIZE_REFUSALS):
+                self._caps[part.topic] = min(self._caps.get(part.topic, size), size) // 2
+            why = (
+                f"Kafka refused a record batch of {end - start} record(s), {size} bytes, with "
+                f"{type(error).__name__} ({getattr(error, 'message', '')})"
+            )
+            log.warning("relay %s: %s: %s", self.name, part.topic, why)
+            await self.renew(generation)
+            return why, end
+        return None, end
+
+    def _build(
+        self, producer: AIOKafkaProducer, part: PartitionRecords, start: int
+    ) -> tuple[Any, int]:
+        """A closed record batch of ``part.records[start:end]``, and ``end`` (``start``: none)."""
+        records = part.records
+        batch = producer.create_batch()
+        stop = start + 1 if start < part.singles_until else len(records)
+        cap = self._caps.get(part.topic)
+        end = start
+        while end < stop:
+            record = records[end]
+            if cap is not None and end > start and batch.size() + record.size > cap:
+                break
+            if (
+                batch.append(
+                    key=record.key, value=record.value, timestamp=None, headers=record.headers
+                )
+                is None
+            ):
+                break
+            end += 1
+        batch.close()  # complete: no linger in the producer
+        return batch, end
+
+
+class _Gate:
+    """Lets sends through, except while the producer is replaced (which waits for them)."""
+
+    def __init__(self) -> None:
+        self._changed = asyncio.Condition()
+        self._sending = 0
+        self._closed = False
+
+    @asynccontextmanager
+    async def sending(self) -> AsyncIterator[None]:
+        async with self._changed:
+            await self._changed.wait_for(lambda: not self._closed)
+            self._sending += 1
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self._sending -= 1
+                self._changed.notify_all()
+
+    @asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
+        async with self._changed:
+            await self._changed.wait_for(lambda: not self._closed)
+            self._closed = True
+            await self._changed.wait_for(lambda: self._sending == 0)
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self._closed = False
+                self._changed.notify_all()
+
+
+@dataclass(slots=True)
+class Published:
+    """What one relay batch delivered (acknowledged), for the counters and hooks."""
+
+    acknowledged: list[OutgoingRecord] = field(default_factory=list)
+    quarantined: list[OutgoingRecord] = field(default_factory=list)  # quarantine records
+
+
+class Pipeline:
+    """The partition senders of (part of) a relay batch; ``finish`` awaits them all."""
+
+    def __init__(
+        self, producer: RelayProducer, quarantine: Quarantine, published: Published
+    ) -> None:
+        self.producer = producer
+        self.quarantine = quarantine
+        self.published = published
+        self.partitions: dict[tuple[str, int], PartitionRecords] = {}
+        self.closing = False
+        self.error: BaseException | None = None
+
+    async def add(self, records: Sequence[OutgoingRecord]) -> None:
+        touched: dict[tuple[str, int], PartitionRecords] = {}
+        for record in records:
+            if record.replaces is not None:
+                self.published.quarantined.append(record)
+            tp = (record.topic, await self.producer.partition_of(record))
+            part = self.partitions.get(tp)
+            if part is None:
+                part = self.partitions[tp] = PartitionRecords(*tp)
+            part.records.append(record)
+            touched[tp] = part
+        for part in touched.values():
+            if part.task is None or part.task.done():
+                part.task = asyncio.create_task(self._send(part))
+            part.more.set()
+
+    async def finish(self) -> None:
+        """Wait until every record is acknowledged (or quarantined); raises the first failure."""
+        self.closing = True
+        for part in self.partitions.values():
+            part.more.set()
+        while pending := [
+            p.task for p in self.partitions.values() if p.task is not None and not p.task.done()
+        ]:
+            await asyncio.wait(pending)
+        if self.error is not None:
+            raise self.error
+
+    def cancel(self) -> None:
+        for part in self.partitions.values():
+            if part.task is not None and not part.task.done():
+                part.task.cancel()
+
+    async def _send(self, part: PartitionRecords) -> None:
+        records = part.records
+        try:
+            while self.error is None:
+                start = part.next
+                if start == len(records):
+                    if self.closing:
+                        return
+                    part.more.clear()
+                    await part.more.wait()
+                    continue
+                refusal, end = await self.producer.deliver(part, start)
+                if refusal is None:
+                    self.published.acknowledged.extend(records[start:end])
+                    part.next = end
+                elif end - start > 1:
+                    part.singles_until = end  # find the record(s) refused: one per batch
+                else:
+                    await self._quarantine(records[start], refusal)
+                    part.next = end
+        except Exception as error:  # this partition stops; so does the relay batch
+            if self.error is None:
+                self.error = error
+            for other in self.partitions.values():
+                other.more.set()
+
+    async def _quarantine(self, record: OutgoingRecord, refusal: str) -> None:
+        if record.replaces is not None:  # the quarantine record itself: nothing left to try
+            original = record.replaces
+            log.error(
+                "relay %s could not publish the MessageQuarantined of %s %s either (%s): it "
+                "stays only in the event store, notification %d message %d",
+                self.producer.name,
+                original.message.type,
+                original.message.event_id,
+                refusal,
+                original.notification_id,
+                original.index,
+            )
+            return
+        await self.add([self.quarantine(record, refusal)])
+
 
 MAX_FRESH_EVENTS = 10_000
 """Domain events just saved, kept for mapping without decoding; beyond this, the store."""

@@ -9,33 +9,38 @@ public keys, made by :func:`init_keys`); supervisors' signed decisions (a JWT, E
 from services.shared.platform.security.decisions import (
     Decision,
     DecisionRefused,
+    SupervisorKey,
+    SupervisorKeyring,
+    SupervisorKeysError,
     SupervisorSigner,
+    add_supervisor_key,
     authenticate,
     check_time,
     decision_id_of,
+    ensure_supervisor_key,
+    entry_json,
+    load_supervisor_key,
     mismatch,
     read_decision,
 )
-from services.shared.platform.security.field_encryption import FieldDecryptionError
+from services.shared.platform.security.encryption import FieldDecryptionError
 from services.shared.platform.security.keys import (
+    KEY_FILE_VARIABLE,
+    KEY_VARIABLE,
     KeysError,
+    SecretKeyError,
+    SecretKeys,
+    env_form,
     init_keys,
     init_run_keys,
     init_secret_key,
     load_keyring,
-    rotate_key,
-    rotate_secret_key,
-    signer_for,
-)
-from services.shared.platform.security.secret_keys import (
-    KEY_FILE_VARIABLE,
-    KEY_VARIABLE,
-    SecretKeyError,
-    SecretKeys,
-    env_form,
     load_secret_keys,
     new_key,
     next_kid,
+    rotate_key,
+    rotate_secret_key,
+    signer_for,
 )
 from services.shared.platform.security.signing import (
     ALGORITHM,
@@ -47,15 +52,6 @@ from services.shared.platform.security.signing import (
     verify,
 )
 from services.shared.platform.security.signing import SCHEME as RECORD_SCHEME
-from services.shared.platform.security.supervisors import (
-    SupervisorKey,
-    SupervisorKeyring,
-    SupervisorKeysError,
-    add_supervisor_key,
-    ensure_supervisor_key,
-    entry_json,
-    load_supervisor_key,
-)
 
 __all__ = [
     "ALGORITHM",

@@ -7,7 +7,14 @@ refused facts become incidents (:func:`raise_incident`); ``punto-banco db setup`
 least-privilege PostgreSQL roles (:func:`provision`).
 """
 
-from services.shared.platform.store.application import ServiceApplication, UnitOfWork
+from services.shared.platform.store.application import (
+    AppWorker,
+    ServiceApplication,
+    StoreNotReady,
+    UnitOfWork,
+    open_application,
+    prepare_store,
+)
 from services.shared.platform.store.incidents import (
     Evidence,
     IncidentLog,
@@ -15,12 +22,18 @@ from services.shared.platform.store.incidents import (
     raise_incident,
     refuse_fact,
 )
-from services.shared.platform.store.persistence import (
-    StoreNotReady,
-    open_application,
-    prepare_store,
+from services.shared.platform.store.lease import (
+    LeaseLost,
+    StoppedAsStandby,
+    WriterLease,
+    writer_lease,
 )
-from services.shared.platform.store.pg_roles import SERVICES, Provisioning, provision, store_roles
+from services.shared.platform.store.provisioning import (
+    SERVICES,
+    Provisioning,
+    provision,
+    store_roles,
+)
 from services.shared.platform.store.sealing import (
     FINGERPRINT_BYTES,
     LEDGER_ID,
@@ -42,13 +55,6 @@ from services.shared.platform.store.side_tables import (
     create_side_tables,
     fill_from_history,
     select_rows,
-)
-from services.shared.platform.store.worker import AppWorker
-from services.shared.platform.store.writer_lease import (
-    LeaseLost,
-    StoppedAsStandby,
-    WriterLease,
-    writer_lease,
 )
 
 __all__ = [

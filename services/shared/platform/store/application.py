@@ -1,4 +1,36 @@
-"""The eventsourcing base every service Application extends, and its unit of work.
+"""One thread that runs every call touching a service's Application, in order.
+
+eventsourcing is synchronous, so async code calls it through a worker thread
+(like ``asyncio.to_thread``). Using ONE dedicated thread for all handlers and
+timers of a service serialises their writes: two handlers never race on the
+same aggregate version, and a timer's command sees every handled message.
+
+A call that never returns (a store write blocked for good: seen once under load, the
+database waiting for the rest of a pipelined insert that the driver never sent) would stop
+the service silently: nothing fails, nothing moves. So the worker knows what it runs and
+since when (:meth:`AppWorker.stuck`), and :func:`watch_worker` logs it; ``/ready`` and
+``/health`` report it (``readiness.py``, ``endpoints.py``), so an orchestrator's liveness
+probe restarts the process. A restart is safe: the blocked transaction never committed, and
+tracking makes the redelivered messages take effect exactly once.
+
+The services' eventsourcing mapper: line records typed, secret fields encrypted at rest.
+
+A domain event field typed ``list[SomeLine]`` (a ``NamedTuple`` of
+``services.shared.facts``) is stored as a JSON array of arrays, and eventsourcing's
+``Mapper`` gives lists back. :class:`FactMapper` types them once, here, so the code that
+reads an event (an aggregate replaying, the relay publishing) always sees line records,
+live or replayed (a ``NamedTuple`` encodes as the array it was read from).
+
+A fact that declares ``ENCRYPTED`` fields (the shoe's order and salt) is stored with those
+fields null and their ciphertext in its ``encrypted`` field (``field_encryption.py``), bound
+to the aggregate id and the fact's ``ENCRYPTION_BINDS``; read back, they are decrypted, so
+the aggregate and the relay see the plain values and the store never holds them. A mapper
+without ``secret_keys`` refuses to store such an event, and a row it cannot decrypt raises
+:class:`~services.shared.platform.security.encryption.FieldDecryptionError`: never a shoe
+rebuilt without its order. An event read from the store keeps the envelope it was stored
+with, so storing it again gives the same bytes.
+
+The eventsourcing base every service Application extends, and its unit of work.
 
 ``ServiceApplication`` is an ordinary eventsourcing ``Application`` with five
 additions the delivery design needs:
@@ -15,27 +47,226 @@ additions the delivery design needs:
   transaction (``UnitOfWork.add_rows``);
 - listeners registered with ``add_save_listener`` are called after every
   save, which wakes the outbox relay without waiting for its poll interval;
-- its mapper is :class:`~services.shared.platform.store.mapping.FactMapper`: stored line
+- its mapper is :class:`~services.shared.platform.store.application.FactMapper`: stored line
   arrays are read back as the line records the domain events declare, and the fields a fact
   declares ``ENCRYPTED`` are encrypted with the keys of :meth:`construct_secret_keys` (none
   by default: such an event is then refused).
+
+Make a service's store ready and open its Application on it.
+
+The Application itself only sees the eventsourcing environment produced by
+:meth:`Settings.eventsourcing_env`; this module does the little preparation a
+backend needs first (the data folder for SQLite, the schema for PostgreSQL).
+
+A PostgreSQL schema is created only when it is missing, and only when the service makes its
+own tables (``PB_POSTGRES_CREATE_TABLES``, default yes: a login that may not create them is
+told to set it to no, never given more rights). A store provisioned by
+``punto-banco db setup`` (``pg_roles.py``) is only checked: the service's role may use the
+schema and the owner's write-lock procedure is there; otherwise :class:`StoreNotReady` says
+what to run.
+
+SQLite stores are private to their owner: a data folder made here is created 0700 (an
+existing one keeps its mode: it may hold the local servers' folders too) and the database
+file 0600 before SQLite opens it (SQLite gives its -wal and -shm files the database file's
+mode), whatever the umask.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
+import logging
+import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import ClassVar, TypeVar, cast
+from pathlib import Path
+from typing import Any, ClassVar, ParamSpec, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
-from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import Mapper, ProcessRecorder, Recording, Tracking
+from eventsourcing.domain import Aggregate, DomainEventProtocol
+from eventsourcing.persistence import Mapper, ProcessRecorder, Recording, StoredEvent, Tracking
 
-from services.shared.platform.security.secret_keys import SecretKeys
-from services.shared.platform.store.mapping import FactMapper
+from services.shared.facts.base import LineRecord, line_fields
+from services.shared.platform.security.encryption import (
+    FieldDecryptionError,
+    FieldEncryptionError,
+    decrypt_fields,
+    encrypt_fields,
+)
+from services.shared.platform.security.keys import SecretKeys
+from services.shared.platform.settings import Settings
 from services.shared.platform.store.side_tables import SIDE_ROWS, SideRows, process_recorder
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+STUCK_SECONDS = 120.0
+"""A call running longer than this is stuck: the longest unit of work (a coup of 10,000 bets
+settled in one transaction) takes well under a second, a start-up longer (not watched)."""
+WATCH_SECONDS = 5.0
+
+
+class AppWorker:
+    """Run blocking Application calls one at a time off the event loop."""
+
+    def __init__(
+        self,
+        name: str,
+        stuck_after: float = STUCK_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = name
+        self.stuck_after = stuck_after
+        self.watching = False  # set once the service serves: start-up calls may be long
+        self._clock = clock
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-app")
+        self._running: tuple[str, float] | None = None  # what runs now, and since when
+
+    async def call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._executor, functools.partial(self._run, fn, *args, **kwargs)
+        )
+
+    def _run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        self._running = (getattr(fn, "__qualname__", repr(fn)), self._clock())
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self._running = None
+
+    def stuck(self) -> str | None:
+        """Why the worker is stuck (a watched call has run too long), else None."""
+        running = self._running
+        if not self.watching or running is None:
+            return None
+        what, since = running
+        seconds = self._clock() - since
+        if seconds <= self.stuck_after:
+            return None
+        return (
+            f"{self.name}: the store call {what} has run for {seconds:.0f} s "
+            f"(more than {self.stuck_after:.0f} s): stuck; restart the process"
+        )
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=False)
+
+
+async def watch_worker(worker: AppWorker, stopping: asyncio.Event) -> None:
+    """Log (once per episode) a worker that is stuck, and when it moves again."""
+    reported = False
+    while not stopping.is_set():
+        why = worker.stuck()
+        if why is not None and not reported:
+            log.error("%s", why)
+            reported = True
+        elif why is None and reported:
+            log.warning("%s: the stuck store call has returned", worker.name)
+            reported = False
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), WATCH_SECONDS)
+
+
+_new_tuple = tuple.__new__
+_LINES: dict[type, tuple[tuple[str, type[LineRecord]], ...]] = {}
+
+
+def lines_of(cls: type) -> tuple[tuple[str, type[LineRecord]], ...]:
+    """``cls``'s fields of line records (none for most events; worked out once per class)."""
+    found = _LINES.get(cls)
+    if found is None:
+        try:
+            found = line_fields(cls)
+        except (NameError, TypeError):  # annotations only a type checker resolves: no lines
+            found = ()
+        _LINES[cls] = found
+    return found
+
+
+ENVELOPE = "encrypted"
+"""The field that holds the ciphertext of a fact's ``ENCRYPTED`` fields."""
+
+
+class FactMapper(Mapper[UUID]):
+    """eventsourcing's ``Mapper``, then the line fields of the event's class typed and its
+    encrypted fields decrypted (``secret_keys``: set by an Application whose facts have any)."""
+
+    secret_keys: SecretKeys | None = None
+
+    def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
+        secret: tuple[str, ...] = getattr(type(domain_event), "ENCRYPTED", ())
+        if secret:
+            domain_event = self._encrypted(domain_event, secret)
+        return super().to_stored_event(domain_event)
+
+    def _encrypted(
+        self, event: DomainEventProtocol[UUID], secret: tuple[str, ...]
+    ) -> DomainEventProtocol[UUID]:
+        """A copy of ``event`` with its secret fields null and their ciphertext."""
+        state: dict[str, Any] = dict(vars(event))
+        envelope = state.get(ENVELOPE)
+        if envelope is None:  # a new event (one read from the store keeps its ciphertext)
+            if self.secret_keys is None:
+                raise FieldEncryptionError(
+                    f"{type(event).__qualname__}: no secret keys to encrypt "
+                    f"{', '.join(secret)} with: refusing to store them in plain text"
+                )
+            values = {name: state[name] for name in secret}
+            envelope = encrypt_fields(self.secret_keys, values, _binding(type(event), state))
+        state.update(dict.fromkeys(secret), **{ENVELOPE: envelope})
+        copy = object.__new__(type(event))
+        object.__setattr__(copy, "__dict__", state)
+        return copy
+
+    def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:
+        event = super().to_domain_event(stored_event)
+        secret: tuple[str, ...] = getattr(type(event), "ENCRYPTED", ())
+        if secret and event.__dict__.get(ENVELOPE) is not None:
+            self._decrypt(event, secret, stored_event)
+        typed = lines_of(type(event))
+        if typed:
+            state: dict[str, Any] = event.__dict__
+            for name, record in typed:
+                lines = state.get(name)
+                if lines is not None:
+                    # In place, each array freed as its record is made: the cheapest way
+                    # measured (about 0.25 us a line; 10,000 lines for a busy coup).
+                    for index, line in enumerate(lines):
+                        lines[index] = _new_tuple(record, line)
+        return event
+
+    def _decrypt(
+        self, event: DomainEventProtocol[UUID], secret: tuple[str, ...], stored: StoredEvent
+    ) -> None:
+        state: dict[str, Any] = event.__dict__
+        where = f"{stored.topic} of {stored.originator_id} (version {stored.originator_version})"
+        if any(state.get(name) is not None for name in secret):
+            raise FieldDecryptionError(f"{where}: holds its secret fields in plain text too")
+        if self.secret_keys is None:
+            raise FieldDecryptionError(f"{where}: encrypted, and no secret keys to read it")
+        values = decrypt_fields(
+            self.secret_keys, state[ENVELOPE], _binding(type(event), state), where
+        )
+        if set(values) != set(secret):
+            raise FieldDecryptionError(f"{where}: the ciphertext holds {sorted(values)}")
+        state.update(values)
+
+
+def _binding(cls: type, state: dict[str, Any]) -> dict[str, str]:
+    """What the ciphertext of an event of ``cls`` is bound to: its aggregate and fields."""
+    binding = {"aggregate_id": str(state["originator_id"])}
+    for name in getattr(cls, "ENCRYPTION_BINDS", ()):
+        binding[name] = str(state[name])
+    return binding
+
 
 A = TypeVar("A", bound=Aggregate)
 
@@ -200,3 +431,84 @@ class UnitOfWork:
         self.app._take_snapshots(processing)
         self.app._notify(recordings)
         return recordings
+
+
+TApp = TypeVar("TApp", bound=ServiceApplication)
+
+LOCK_PROCEDURE = "pb_lock_events"  # pg_store.LOCK_PROCEDURE (not imported: no driver here)
+
+
+class StoreNotReady(RuntimeError):
+    """The service's PostgreSQL store is missing or not usable by its role (says what to do)."""
+
+
+def prepare_store(settings: Settings) -> None:
+    """Create the SQLite data folder or the service's PostgreSQL schema if missing; check a
+    provisioned store (``PB_POSTGRES_CREATE_TABLES=no``)."""
+    if settings.persistence == "postgres":
+        _prepare_schema(settings)
+    else:
+        private_sqlite_file(settings.sqlite_path)
+
+
+def _prepare_schema(settings: Settings) -> None:
+    import psycopg
+    from psycopg import sql
+
+    schema = settings.postgres_schema
+    with psycopg.connect(**settings.postgres.connect_options(), autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT has_schema_privilege(n.oid, 'USAGE'), EXISTS (SELECT 1 FROM pg_proc p "
+            "WHERE p.pronamespace = n.oid AND p.proname = %s), "
+            "has_schema_privilege(n.oid, 'CREATE') "
+            "FROM pg_namespace n WHERE n.nspname = %s",
+            (LOCK_PROCEDURE, schema),
+        ).fetchone()
+        setup = "`punto-banco db setup` (as an administrator)"
+        if settings.postgres_create_tables:
+            if found is None:  # CREATE SCHEMA checks the right to create even if it exists
+                conn.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+                )
+            elif not found[2]:  # CREATE TABLE IF NOT EXISTS would be refused the same way
+                raise StoreNotReady(
+                    f"role {settings.postgres.user} may not create tables in schema {schema}, "
+                    f"provisioned by {setup}: set PB_POSTGRES_CREATE_TABLES=no"
+                )
+            return
+        if found is None:
+            raise StoreNotReady(
+                f"no schema {schema} in {settings.describe_store()}: provision it with {setup}, "
+                "or set PB_POSTGRES_CREATE_TABLES=yes to let the service create it"
+            )
+        if not found[0]:
+            raise StoreNotReady(
+                f"role {settings.postgres.user} may not use schema {schema}: give the service "
+                f"its own role's POSTGRES_USER / POSTGRES_PASSWORD, or run {setup} again"
+            )
+        if not found[1]:
+            raise StoreNotReady(
+                f"schema {schema} was not provisioned by {setup} (no {LOCK_PROCEDURE} there): "
+                "run it, or set PB_POSTGRES_CREATE_TABLES=yes"
+            )
+
+
+def private_sqlite_file(path: Path) -> None:
+    """Create ``path``'s folder (0700) and the empty database file (0600) if missing; make an
+    existing database (and its -wal and -shm files) owner-only."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if file.exists() and file.stat().st_mode & 0o077:
+            file.chmod(0o600)
+
+
+def open_application(
+    factory: Callable[[dict[str, str]], TApp],
+    settings: Settings,
+    extra_env: Mapping[str, str] | None = None,
+) -> TApp:
+    """Prepare the store and construct the Application with the settings' environment
+    (plus ``extra_env``: the writer lease's fence, ``writer_lease.py``)."""
+    prepare_store(settings)
+    return factory({**settings.eventsourcing_env(), **(extra_env or {})})

@@ -175,7 +175,7 @@ def process_recorder(factory: Any) -> ProcessRecorder:
     return recorder
 
 
-FENCED_RECORDER = "services.shared.platform.store.pg_store:FencedRecorder"
+FENCED_RECORDER = "services.shared.platform.store.postgres:FencedRecorder"
 
 
 def create_side_tables(factory: Any, recorder: Recorder, tables: Sequence[SideTable]) -> None:

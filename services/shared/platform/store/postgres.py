@@ -51,8 +51,8 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
+from services.shared.platform.store.lease import FENCE_ENV, fence_statement
 from services.shared.platform.store.side_tables import side_rows
-from services.shared.platform.store.writer_fence import FENCE_ENV, fence_statement
 
 LOCK_PROCEDURE = "pb_lock_events"
 """The owner's procedure taking an events table's write lock (created by ``pg_schemas.py``)."""

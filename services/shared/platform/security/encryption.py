@@ -33,7 +33,7 @@ from joserfc.errors import JoseError
 from joserfc.jwk import OctKey
 from joserfc.registry import HeaderParameter
 
-from services.shared.platform.security.secret_keys import SecretKeys
+from services.shared.platform.security.keys import SecretKeys
 
 SCHEME = "jwe-dir-a256gcm/v1"
 """The scheme named in every encrypted field (its version: the binding and the plaintext)."""

@@ -1,4 +1,26 @@
-"""The batch processor: the records of one fetch in, exactly one effect per message in the store.
+"""Applying one partition's records: one store transaction, retries, dead letters, stops.
+
+:meth:`PartitionHandling.apply` takes the records of ONE topic-partition of a fetched batch:
+
+1. they are sorted out in the worker thread (``intake.py``); the refused ones are published to
+   the dead-letter topic (``dead_letters.py``: bounded, whatever the record holds) BEFORE the
+   store commit;
+2. the fresh deliveries go to the subscription's handler in the worker thread, as ONE batch
+   with ONE ``Tracking`` (the batch's last position): the handler records its new events and
+   that tracking record in one transaction, so a redelivered or republished message has no
+   second effect; a batch with nothing fresh only records its position;
+3. if the handler raises, nothing of the batch was recorded: the messages are tried one by
+   one. A message nothing vouches for (an outside type such as a PlaceBet or a table command,
+   or anything no service's signature came with: ``Delivery.external``) that fails is
+   dead-lettered (error ``handler failed: ...``) and the partition goes on: a forged record
+   must not stop a partition. An internal message (signed by its sender) that fails raises
+   :class:`PartitionStopped`: its partition stops there (``stops.py``), nothing past it is
+   recorded;
+4. store errors that may pass (OperationalError, InterfaceError, and an IntegrityError a few
+   times: another writer's race) are retried with a back-off until they pass or the service
+   stops.
+
+The batch processor: the records of one fetch in, exactly one effect per message in the store.
 
 FastStream's batch subscriber (``consumer.py``) owns the fetch loop and hands
 :meth:`BatchProcessor.consume` the raw records of one ``getmany`` (every partition's records,
@@ -21,6 +43,38 @@ tracking records make re-reading safe.
 
 Refused records have no position: a redelivery dead-letters them again. Wipe a service's
 store and the topics together (the upstream notification ids start again at 1).
+
+How a service consumes Kafka: ONE FastStream batch subscriber over all its input topics.
+
+A service's ``service.py`` declares its subscriber on its broker (``kafka.service_broker``)
+with :func:`subscriber_options`: one consumer, one member of the service's consumer group.
+FastStream's loop fetches (``getmany``) and calls the handler with the raw records of the
+fetch, which hands them to the batch processor (``batch_processor.py``): each partition's
+records applied in ONE store transaction with their tracking record, offsets committed only
+after the store commits, refused records dead-lettered with their original bytes, a
+partition stopped loudly on a failing internal message.
+
+FastStream's defaults would lose messages here; the subscriber is set up so that they cannot:
+
+- ``ack_policy=MANUAL``: FastStream never commits (its acknowledgement would commit the
+  consumer's in-memory positions, past a stopped partition's record); the processor commits
+  each partition's offset itself, after the store commit;
+- :func:`keep_raw` as parser AND decoder: FastStream's own parser decodes every header value
+  as UTF-8, so one record with a null or non-UTF-8 header would fail the whole fetch, which
+  FastStream's loop then logs and leaves behind (its position moved on). Here nothing is
+  parsed: the processor gets the records as fetched and refuses a bad one alone, its bytes
+  kept for the dead letter;
+- the handler never raises (``BatchProcessor.consume``), for the same reason;
+- ``batch_timeout_ms`` is :data:`IDLE_WAIT_MS`: FastStream waits that long for records and
+  then sleeps as long after an empty fetch, so a record reaching an idle consumer may wait for
+  the sleep to end;
+- ``RangePartitionAssignor`` (FastStream's default is round-robin): with several members, the
+  same partition of every input topic goes to the same member, so a table's topics (same key,
+  same partition) are read together;
+- the rebalance listener (:class:`RebalanceListener`) reads the topics' ids again and ends the
+  stops of partitions that move.
+
+The handlers of a service get :class:`Delivery` objects (``deliveries.py``), re-exported here.
 """
 
 from __future__ import annotations
@@ -29,31 +83,205 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaError
+from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError, Tracking
+from faststream.kafka.message import FAKE_CONSUMER, KafkaAckableMessage
+from faststream.middlewares import AckPolicy
 
 from services.shared.platform.consumer.dead_letters import DeadLetterSender
 from services.shared.platform.consumer.deliveries import Delivery, Subscription
-from services.shared.platform.consumer.handling import (
-    ConsumerStats,
-    PartitionHandling,
-    PartitionStopped,
+from services.shared.platform.consumer.intake import (
+    Intake,
+    PartitionNames,
+    Position,
+    RecordIntake,
+    TopicIdFetcher,
+    record_position,
 )
-from services.shared.platform.consumer.intake import RecordIntake, record_position
-from services.shared.platform.consumer.partition_names import PartitionNames, TopicIdFetcher
 from services.shared.platform.consumer.stops import PartitionStops
 from services.shared.platform.consumer.topic_ids import TopicIdReader
 from services.shared.platform.kafka import idempotent_producer
 from services.shared.platform.security.keys import load_keyring
 from services.shared.platform.security.signing import Keyring, Where
 from services.shared.platform.settings import Settings
-from services.shared.platform.store.application import ServiceApplication
-from services.shared.platform.store.worker import AppWorker
+from services.shared.platform.store.application import AppWorker, ServiceApplication
 
 log = logging.getLogger(__name__)
+
+TRANSIENT = (OperationalError, InterfaceError)
+"""Store errors that may pass: retried with a back-off."""
+MAX_INTEGRITY_RETRIES = 3
+"""A batch failing on IntegrityError this many times is applied one message at a time."""
+
+DeadLetter = Callable[[Sequence[tuple[ConsumerRecord[Any, Any], str]]], Awaitable[None]]
+"""Publish (record, why) pairs to the dead-letter topic."""
+
+
+@dataclass
+class ConsumerStats:
+    handled: int = 0
+    duplicates: int = 0
+    dead_letters: int = 0
+    batches: int = 0
+    stops: int = 0  # handler failures on internal messages (each try counts)
+
+
+class PartitionStopped(Exception):
+    """A handler failed on an internal message: its partition stops there."""
+
+    def __init__(self, delivery: Delivery, error: Exception) -> None:
+        super().__init__(f"handler failed: {error!r}")
+        self.delivery = delivery
+        self.error = error
+
+
+class PartitionHandling:
+    """Applies one partition's records exactly once (see the module docstring)."""
+
+    def __init__(
+        self,
+        app: ServiceApplication,
+        worker: AppWorker,
+        intake: RecordIntake,
+        dead_letter: DeadLetter,
+        delivered: Callable[[Sequence[Delivery]], None],
+        stats: ConsumerStats,
+    ) -> None:
+        self.app = app
+        self.worker = worker
+        self.intake = intake
+        self.dead_letter = dead_letter
+        self.delivered = delivered  # deliveries taken (the operations hook)
+        self.stats = stats
+
+    async def apply(
+        self,
+        subscription: Subscription,
+        logical: str,
+        where: Where,
+        partitions: int,
+        name: str,
+        records: list[tuple[ConsumerRecord[Any, Any], Position]],
+        stopping: asyncio.Event,
+    ) -> bool:
+        """True once the records are applied; False when the service stopped meanwhile.
+        Raises :class:`PartitionStopped` (an internal message failed) and what the dead
+        letters' producer raises. ``where``: the partition read (``intake.py``),
+        ``partitions``: its topic's partition count."""
+        partition = where.partition
+        delay = 0.1
+        integrity_failures = 0
+        while True:
+            try:
+                intake = await self.worker.call(
+                    self.intake.sort, logical, where, partitions, name, records
+                )
+                self.stats.duplicates += intake.duplicates
+                if intake.refused:
+                    await self.dead_letter([(r.record, r.error) for r in intake.refused])
+                if intake.last is None:
+                    return True
+                if not intake.fresh:
+                    await self.worker.call(self.advance, name, intake.last)
+                    return True
+                handler_started = time.perf_counter()
+                try:
+                    await self.worker.call(
+                        subscription.handler, intake.fresh, Tracking(name, intake.last)
+                    )
+                except TRANSIENT:
+                    raise
+                except IntegrityError:
+                    integrity_failures += 1
+                    if integrity_failures < MAX_INTEGRITY_RETRIES:
+                        raise
+                    await self._one_by_one(subscription, intake)
+                except Exception as failure:
+                    if len(intake.fresh) > 1:
+                        log.exception(
+                            "handler for %s:%d failed on a batch of %d; retrying one by one",
+                            logical,
+                            partition,
+                            len(intake.fresh),
+                        )
+                    await self._one_by_one(subscription, intake, failure)
+                else:
+                    self.delivered(intake.fresh)
+                log.debug(
+                    "%s:%d handled %d messages in %.3fs",
+                    logical,
+                    partition,
+                    len(intake.fresh),
+                    time.perf_counter() - handler_started,
+                )
+                return True
+            except (*TRANSIENT, IntegrityError) as error:
+                if stopping.is_set():
+                    return False
+                log.warning(
+                    "store error on %s:%d (%s); retrying in %.1fs", logical, partition, error, delay
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _one_by_one(
+        self, subscription: Subscription, intake: Intake, failure: Exception | None = None
+    ) -> None:
+        """Handle the fresh deliveries one at a time; ``failure``: why the batch failed."""
+        if not intake.fresh or intake.last is None:
+            return
+        name = intake.name
+        # A batch of one failed already: calling its handler again would only repeat that.
+        alone = failure if len(intake.fresh) == 1 else None
+        # A per-message handler may have committed the first messages before failing.
+        recorded = await self.worker.call(self.app.tracked_position, name)
+        handled: list[Delivery] = []
+        for delivery in intake.fresh:
+            position = delivery.tracking.notification_id
+            if position <= recorded:
+                continue
+            error = alone
+            if error is None:
+                try:
+                    await self.worker.call(subscription.handler, [delivery], delivery.tracking)
+                except TRANSIENT:
+                    self.delivered(handled)
+                    raise
+                except Exception as failed:
+                    error = failed
+            if error is None:
+                handled.append(delivery)
+            elif not delivery.external:
+                self.delivered(handled)
+                raise PartitionStopped(delivery, error) from error
+            else:
+                log.error(
+                    "handler failed on %s; dead-lettering it",
+                    delivery.where(),
+                    exc_info=error,
+                )
+                await self.dead_letter(
+                    [(intake.raw[delivery.offset], f"handler failed: {error!r}")]
+                )
+                await self.worker.call(self.advance, name, position)
+            recorded = position
+        self.delivered(handled)
+        if intake.last > recorded:
+            await self.worker.call(self.advance, name, intake.last)
+
+    def advance(self, name: str, position: int) -> None:
+        """Record ``position`` for ``name`` unless it is recorded already."""
+        if self.app.tracked_position(name) < position:
+            self.app.record_position(name, position)
+
 
 Fetched = dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
 """One fetch: each partition's records, in log order."""
@@ -316,3 +544,78 @@ class BatchProcessor:
             logical = self.settings.logical_topic(tp.topic)
             lag[(logical, tp.partition)] = max(0, ends.get(tp, 0) - done)
         return lag
+
+
+MAX_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
+FETCH_MAX_WAIT_MS = 100
+IDLE_WAIT_MS = 20
+"""The batch subscriber's ``batch_timeout_ms``: a record reaching an idle consumer waits 5 ms
+on average (20 at most) for FastStream's sleep to end, for about 2 % of a core while idle.
+Measured with ``punto-banco bench``: 50 ms lost about a tenth of the sustained bets/s (a bet's
+path crosses several idle consumers); 5 ms doubled the idle CPU for no measurable gain."""
+
+
+class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Assignment changes: topic ids are read again (a topic may be new), stops end.
+
+    Given to the subscriber when it is declared; ``processor`` is set once the service's
+    store is open, before the consumer starts."""
+
+    def __init__(self, processor: BatchProcessor | None = None) -> None:
+        self.processor = processor
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        if self.processor is not None:
+            self.processor.forget(revoked)
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        if self.processor is not None:
+            self.processor.forget(assigned)
+            if assigned:
+                self.processor.ready.set()
+
+
+async def keep_raw(message: Any) -> Any:
+    """Parser and decoder of the batch subscriber: the fetched records, untouched.
+
+    As the parser it gets the records of one fetch and wraps them without reading a header;
+    as the decoder it gets that message back and returns the records (the handler's body).
+    """
+    if isinstance(message, KafkaAckableMessage):
+        return message.raw_message
+    records: tuple[ConsumerRecord[Any, Any], ...] = tuple(message)
+    return KafkaAckableMessage(
+        raw_message=records,
+        body=records,
+        message_id=(f"{records[0].topic}:{records[0].partition}@{records[0].offset}+{len(records)}")
+        if records
+        else None,
+        consumer=FAKE_CONSUMER,  # never used: offsets are committed by the processor
+    )
+
+
+def subscriber_options(
+    settings: Settings, listener: RebalanceListener, *, title: str, description: str
+) -> dict[str, Any]:
+    """The arguments of ``broker.subscriber(*topics, **...)`` for a service's one batch
+    subscriber (see the module docstring)."""
+    assigned = settings.partition is not None  # a partition cell: no group membership
+    return {
+        "batch": True,
+        "group_id": settings.consumer_group,
+        "ack_policy": AckPolicy.MANUAL,
+        "parser": keep_raw,
+        "decoder": keep_raw,
+        "max_records": settings.consumer_max_records,
+        "batch_timeout_ms": IDLE_WAIT_MS,
+        "auto_offset_reset": "earliest",
+        "max_partition_fetch_bytes": MAX_PARTITION_FETCH_BYTES,
+        "fetch_max_wait_ms": FETCH_MAX_WAIT_MS,
+        **(
+            {}
+            if assigned
+            else {"partition_assignment_strategy": (RangePartitionAssignor,), "listener": listener}
+        ),
+        "title": title,
+        "description": description,
+    }
