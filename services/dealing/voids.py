@@ -23,7 +23,6 @@ from pathlib import Path
 from contracts import VoidCoup
 from services.dealing.coups import Coup, CoupPhase
 from services.shared.platform.consumer import Refusal
-from services.shared.platform.environment import parse_duration
 from services.shared.platform.security import (
     Decision,
     DecisionRefused,
@@ -33,6 +32,7 @@ from services.shared.platform.security import (
     decision_id_of,
     mismatch,
 )
+from services.shared.platform.settings import parse_duration
 
 DEFAULT_WINDOW = timedelta(hours=24)
 

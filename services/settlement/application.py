@@ -67,7 +67,7 @@ from services.settlement.domain import (
     terms_aggregate_id,
 )
 from services.shared.platform.consumer import Refusal
-from services.shared.platform.environment import (
+from services.shared.platform.settings import (
     DEFAULT_BROKER_CLOCK_SKEW,
     DEFAULT_MAX_BETS_PER_COUP,
     check_clock_skew,

@@ -191,7 +191,7 @@ def kafka_script(
     """Print the script that sets up a Kafka cluster as `up` sets up its broker (topics, ACLs,
     quotas, SCRAM credentials): deploy/k8s/kafka-setup.sh is it for the house alone."""
     from services.dev.infra.kafka_setup_script import setup_script
-    from services.shared.platform.environment import check_operators
+    from services.shared.platform.settings import check_operators
 
     try:
         served = check_operators(operators)

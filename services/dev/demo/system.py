@@ -27,7 +27,7 @@ from services.dev.demo.processes import (
     stop_all,
 )
 from services.dev.infra.kafka_clients import ADMIN, AUDITOR
-from services.shared.platform.environment import check_operators
+from services.shared.platform.settings import check_operators
 
 M = TypeVar("M", bound=Message)
 

@@ -21,8 +21,7 @@ from typing import Any
 from contracts import HOUSE
 from services.dev.infra import layout
 from services.dev.infra.kafka_login import ADMIN, KafkaLogin
-from services.shared.platform.environment import Environment
-from services.shared.platform.kafka_settings import KafkaAuth
+from services.shared.platform.settings import KafkaAuth, Settings
 
 KAFKA_HOME = "PB_KAFKA_HOME"
 """The local broker's folder whose principals the developer tools log in as, when
@@ -83,7 +82,7 @@ class KafkaLogins:
             broker = KafkaBroker(home=home)
             if broker.bootstrap() == bootstrap and broker.pid() is not None:
                 return cls.of_broker(broker)
-        return cls(shared=KafkaAuth.from_environment(Environment.read()))
+        return cls(shared=Settings.from_env("infra").kafka_auth)
 
     @property
     def authenticated(self) -> bool:

@@ -36,7 +36,7 @@ from services.dev.infra.kafka_login import ADMIN, KafkaLogin
 from services.dev.infra.kafka_tls import TlsFiles
 from services.dev.infra.processes import progress, run_async
 from services.dev.infra.state import load_state, save_state
-from services.shared.platform.environment import check_operators
+from services.shared.platform.settings import check_operators
 
 
 def served_operators() -> tuple[str, ...]:

@@ -113,13 +113,16 @@ assigned again within about this long."""
 
 
 def kafka_security(settings: Settings) -> BaseSecurity | None:
-    """The security of every Kafka connection of the service (None: PLAINTEXT).
+    """FastStream's security object for the service's login (None: PLAINTEXT)."""
+    from faststream.security import SASLScram256, SASLScram512
 
-    The one place TLS and SASL settings become client options (FastStream's security object,
-    which :func:`client_options` turns into aiokafka's options and AsyncAPI documents):
-    ``KAFKA_SECURITY_PROTOCOL`` and the principal's ``KAFKA_SASL_*`` (``kafka_settings.py``).
-    """
-    return settings.kafka_auth.security()
+    auth = settings.kafka_auth
+    auth.check_principal()
+    context = auth.ssl_context() if auth.tls else None
+    if auth.sasl:
+        scram = SASLScram512 if auth.mechanism == "SCRAM-SHA-512" else SASLScram256
+        return scram(auth.username, auth.password, ssl_context=context, use_ssl=auth.tls)
+    return BaseSecurity(ssl_context=context, use_ssl=True) if auth.tls else None
 
 
 def client_options(settings: Settings) -> dict[str, Any]:

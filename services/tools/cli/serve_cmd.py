@@ -83,8 +83,7 @@ def serve_command(
 def services_for_documents(kafka: str) -> list[Any]:
     """The three services (built, never started) whose brokers the documents describe: each
     logs in as its own principal with SASL/SCRAM-SHA-512, as by default (no password)."""
-    from services.shared.platform.kafka_settings import KafkaAuth
-    from services.shared.platform.settings import Settings
+    from services.shared.platform.settings import KafkaAuth, Settings
 
     return [
         importlib.import_module(f"services.{name.value}.service").build_service(

@@ -257,12 +257,12 @@ def _store(settings: Settings, service: str) -> Iterator[_Store]:
 
 
 async def test_a_service_anchors_the_seal_it_makes_when_stopping(
-    tmp_path: Path, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, kafka_bootstrap: str
 ) -> None:
     """The platform's own wiring: the relay publishes the shutdown seal before it stops, so a
     store at rest has every seal anchored (none waits for the next start)."""
-    monkeypatch.setenv("PB_SEAL_INTERVAL", "0")  # no periodic seal: only the one at shutdown
-    settings = settings_for("tally", kafka_bootstrap, data_dir=tmp_path)
+    # no periodic seal: only the one at shutdown
+    settings = settings_for("tally", kafka_bootstrap, data_dir=tmp_path, seal_interval="off")
     definition = ServiceDefinition(
         name="tally", application=lambda env: TallyApp(env=env), to_messages=lambda event: []
     )

@@ -14,7 +14,6 @@ import asyncio
 import json
 import secrets
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from psycopg import errors, sql
 from typer.testing import CliRunner
 
 from services.dev.simulation import LocalSystem, play
-from services.shared.platform.settings import PostgresSettings, Settings
+from services.shared.platform.settings import PostgresSettings, Settings, replace
 from services.shared.platform.store import (
     SERVICES,
     Provisioning,

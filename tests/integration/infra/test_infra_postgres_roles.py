@@ -14,7 +14,7 @@ import asyncio
 import secrets
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -27,7 +27,7 @@ from services.dealing.application import DealingApplication
 from services.dealing.tables import table_aggregate_id
 from services.dev.simulation import LocalSystem, play
 from services.settlement.application import SettlementApplication
-from services.shared.platform.settings import PostgresSettings, Settings, SettingsError
+from services.shared.platform.settings import PostgresSettings, Settings, SettingsError, replace
 from services.shared.platform.store import (
     StoreNotReady,
     open_application,

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from services.shared.platform.environment import Environment
 from services.shared.platform.host.endpoints import ops_app
 from services.shared.platform.settings import HTTP_PORTS, Settings
+from services.shared.platform.settings import Settings as Environment
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 K8S = DEPLOY / "k8s"

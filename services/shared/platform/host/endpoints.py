@@ -55,9 +55,8 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from services.shared.platform.consumer.processor import BatchProcessor
-from services.shared.platform.environment import check_allowed_hosts
 from services.shared.platform.kafka import client_options
-from services.shared.platform.settings import Settings
+from services.shared.platform.settings import Settings, check_allowed_hosts
 from services.shared.platform.store.application import AppWorker, ServiceApplication
 from services.shared.platform.store.lease import WriterLease
 

@@ -52,7 +52,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
@@ -91,7 +90,6 @@ from services.shared.platform.store.application import (
 from services.shared.platform.store.lease import StoppedAsStandby, WriterLease, writer_lease
 from services.shared.platform.store.sealing import (
     MAX_ROWS_PER_ROUND,
-    SEAL_INTERVAL_SECONDS,
     Sealer,
     seal_store,
 )
@@ -337,19 +335,10 @@ async def _quietly(step: Awaitable[None], what: str, timeout: float = 15.0) -> N
         log.warning("%s failed: %r", what, error)
 
 
-def seal_interval() -> float:
-    raw = os.environ.get("PB_SEAL_INTERVAL", "")
-    try:
-        return float(raw) if raw.strip() else SEAL_INTERVAL_SECONDS
-    except ValueError:
-        log.warning("PB_SEAL_INTERVAL=%r is not a number; sealing every %s s", raw, 5.0)
-        return SEAL_INTERVAL_SECONDS
-
-
 async def seal_periodically(ctx: ServiceContext[Any]) -> None:
     """A service task: seal new rows every ``PB_SEAL_INTERVAL`` seconds until stopping."""
-    interval = seal_interval()
-    if interval <= 0:
+    interval = ctx.settings.seal_interval
+    if interval is None:
         return
     sealer: Sealer = await ctx.call(Sealer, ctx.app, ctx.settings.service)
     while not ctx.stopping.is_set():
