@@ -37,8 +37,6 @@ from aiokafka.errors import (
     UnknownTopicOrPartitionError,
 )
 from aiokafka.partitioner import murmur2
-from faststream.kafka import KafkaBroker
-from faststream.security import BaseSecurity
 
 from contracts import (
     BET_COMMANDS,
@@ -107,65 +105,12 @@ _DYNAMIC_TOPIC_CONFIG = 1
 """DescribeConfigs ``config_source`` of a config set on the topic itself."""
 
 
-METADATA_MAX_AGE_MS = 15_000
-"""How often the consumer refreshes topic metadata: a topic deleted and created again is
-assigned again within about this long."""
-
-
-def kafka_security(settings: Settings) -> BaseSecurity | None:
-    """FastStream's security object for the service's login (None: PLAINTEXT)."""
-    from faststream.security import SASLScram256, SASLScram512
-
-    auth = settings.kafka_auth
-    auth.check_principal()
-    context = auth.ssl_context() if auth.tls else None
-    if auth.sasl:
-        scram = SASLScram512 if auth.mechanism == "SCRAM-SHA-512" else SASLScram256
-        return scram(auth.username, auth.password, ssl_context=context, use_ssl=auth.tls)
-    return BaseSecurity(ssl_context=context, use_ssl=True) if auth.tls else None
-
-
 def client_options(settings: Settings) -> dict[str, Any]:
     """What every aiokafka client of the service connects with: servers and security."""
     return {
         "bootstrap_servers": settings.kafka_bootstrap_servers,
         **settings.kafka_auth.client_options(),
     }
-
-
-class _TopicsCreatedHere(logging.Filter):
-    """Drops FastStream's warning that it creates no topic: :func:`ensure_topics` does."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Auto create topics is disabled")
-
-
-BROKER_LOG = logging.getLogger("services.shared.platform.broker")
-"""FastStream's own log lines about the service's broker and subscriber."""
-BROKER_LOG.addFilter(_TopicsCreatedHere())
-
-
-def service_broker(settings: Settings) -> KafkaBroker:
-    """The service's FastStream broker (its consumer's connection; AsyncAPI's server).
-
-    Consumer only: the outbox relay and the dead letters are produced by the platform's own
-    producers (``relay_producer.py``, ``dead_letters.py``); topics are created by
-    :func:`ensure_topics` with their configs, never by FastStream. ``apply_types=False``: the
-    batch handler gets the raw records (``consumer.py``), FastStream validates nothing.
-    """
-    return KafkaBroker(
-        [server.strip() for server in settings.kafka_bootstrap_servers.split(",")],
-        security=kafka_security(settings),
-        client_id=f"pb-{settings.service}-consumer",
-        metadata_max_age_ms=METADATA_MAX_AGE_MS,
-        consumer_only=True,
-        allow_auto_create_topics=False,
-        apply_types=False,
-        graceful_timeout=30.0,
-        logger=BROKER_LOG,
-        log_level=logging.DEBUG,  # FastStream's "Received" / "Processed" per fetched batch
-        description="The Kafka cluster the services meet on.",
-    )
 
 
 def idempotent_producer(settings: Settings, role: str) -> AIOKafkaProducer:

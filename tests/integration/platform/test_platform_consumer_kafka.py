@@ -33,10 +33,10 @@ from contracts import (
     TableClosed,
     encode,
 )
-from services.shared.platform import kafka as kafka_module
 from services.shared.platform.consumer import Delivery, Subscription, with_unit_of_work
 from services.shared.platform.consumer.topic_ids import TopicIdReader
 from services.shared.platform.host import ServiceDefinition, ServiceHost
+from services.shared.platform.host import faststream as kafka_module
 from services.shared.platform.kafka import client_options, cluster_id
 from services.shared.platform.settings import Settings, replace
 from services.shared.platform.store import UnitOfWork, open_application

@@ -20,8 +20,9 @@ from prometheus_client import CollectorRegistry, Counter
 
 from services.shared.platform.cells import CellHost, partitioned
 from services.shared.platform.cells.partitioned import merged_registry
-from services.shared.platform.consumer.processor import RebalanceListener, subscriber_options
+from services.shared.platform.consumer.processor import RebalanceListener
 from services.shared.platform.host import KafkaService, ServiceHost
+from services.shared.platform.host.faststream import subscriber_options
 from services.shared.platform.relay import anchor_message
 from services.shared.platform.settings import Settings, SettingsError
 from services.shared.platform.store import LEDGER_ID, SealLedger

@@ -63,8 +63,8 @@ from services.shared.platform.cells.membership import (
     seed_cell_offsets,
 )
 from services.shared.platform.host.endpoints import ops_app
+from services.shared.platform.host.faststream import KafkaService
 from services.shared.platform.host.runner import AsgiServer, ServiceHost, configure_logging
-from services.shared.platform.host.service import KafkaService
 from services.shared.platform.kafka import client_options, ensure_topics
 from services.shared.platform.settings import MAX_PARTITIONS, Settings
 from services.shared.platform.store.lease import StoppedAsStandby, writer_lease

@@ -25,7 +25,7 @@ from services.shared.platform.consumer.intake import (
     position_of,
     relayed_position,
 )
-from services.shared.platform.consumer.processor import BatchProcessor
+from services.shared.platform.consumer.processor import BatchProcessor, RebalanceListener
 
 __all__ = [
     "CREATE_TIME",
@@ -35,6 +35,7 @@ __all__ = [
     "BatchProcessor",
     "Delivery",
     "Headers",
+    "RebalanceListener",
     "Refusal",
     "Subscription",
     "UntrustedHeaders",

@@ -90,11 +90,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaError
 from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError, Tracking
-from faststream.kafka.message import FAKE_CONSUMER, KafkaAckableMessage
-from faststream.middlewares import AckPolicy
 
 from services.shared.platform.consumer.dead_letters import DeadLetterSender
 from services.shared.platform.consumer.deliveries import Delivery, Subscription
@@ -546,15 +543,6 @@ class BatchProcessor:
         return lag
 
 
-MAX_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
-FETCH_MAX_WAIT_MS = 100
-IDLE_WAIT_MS = 20
-"""The batch subscriber's ``batch_timeout_ms``: a record reaching an idle consumer waits 5 ms
-on average (20 at most) for FastStream's sleep to end, for about 2 % of a core while idle.
-Measured with ``punto-banco bench``: 50 ms lost about a tenth of the sustained bets/s (a bet's
-path crosses several idle consumers); 5 ms doubled the idle CPU for no measurable gain."""
-
-
 class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
     """Assignment changes: topic ids are read again (a topic may be new), stops end.
 
@@ -573,49 +561,3 @@ class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
             self.processor.forget(assigned)
             if assigned:
                 self.processor.ready.set()
-
-
-async def keep_raw(message: Any) -> Any:
-    """Parser and decoder of the batch subscriber: the fetched records, untouched.
-
-    As the parser it gets the records of one fetch and wraps them without reading a header;
-    as the decoder it gets that message back and returns the records (the handler's body).
-    """
-    if isinstance(message, KafkaAckableMessage):
-        return message.raw_message
-    records: tuple[ConsumerRecord[Any, Any], ...] = tuple(message)
-    return KafkaAckableMessage(
-        raw_message=records,
-        body=records,
-        message_id=(f"{records[0].topic}:{records[0].partition}@{records[0].offset}+{len(records)}")
-        if records
-        else None,
-        consumer=FAKE_CONSUMER,  # never used: offsets are committed by the processor
-    )
-
-
-def subscriber_options(
-    settings: Settings, listener: RebalanceListener, *, title: str, description: str
-) -> dict[str, Any]:
-    """The arguments of ``broker.subscriber(*topics, **...)`` for a service's one batch
-    subscriber (see the module docstring)."""
-    assigned = settings.partition is not None  # a partition cell: no group membership
-    return {
-        "batch": True,
-        "group_id": settings.consumer_group,
-        "ack_policy": AckPolicy.MANUAL,
-        "parser": keep_raw,
-        "decoder": keep_raw,
-        "max_records": settings.consumer_max_records,
-        "batch_timeout_ms": IDLE_WAIT_MS,
-        "auto_offset_reset": "earliest",
-        "max_partition_fetch_bytes": MAX_PARTITION_FETCH_BYTES,
-        "fetch_max_wait_ms": FETCH_MAX_WAIT_MS,
-        **(
-            {}
-            if assigned
-            else {"partition_assignment_strategy": (RangePartitionAssignor,), "listener": listener}
-        ),
-        "title": title,
-        "description": description,
-    }

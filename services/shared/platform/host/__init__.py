@@ -6,8 +6,8 @@ SIGTERM, :class:`ServiceHost` inside a running event loop (tests, ``punto-banco 
 process answers /health, /ready, /metrics and /asyncapi (:class:`AsgiServer` under uvicorn).
 """
 
-from services.shared.platform.host.asyncapi import asyncapi_json
 from services.shared.platform.host.endpoints import ops_app
+from services.shared.platform.host.faststream import KafkaService, asyncapi_json
 from services.shared.platform.host.runner import (
     AsgiServer,
     ServiceHost,
@@ -15,7 +15,7 @@ from services.shared.platform.host.runner import (
     run_service,
     serve,
 )
-from services.shared.platform.host.service import KafkaService, ServiceContext, ServiceDefinition
+from services.shared.platform.host.service import ServiceContext, ServiceDefinition
 
 __all__ = [
     "AsgiServer",

@@ -22,8 +22,6 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, Union
 
-from faststream.kafka import KafkaBroker
-from faststream.specification import AsyncAPI
 from pydantic import Field
 
 from contracts import (
@@ -93,26 +91,8 @@ def published_union(service: str, topic: str) -> Any:
     return Annotated[Union[models], Field(discriminator="type")]  # noqa: UP007
 
 
-def asyncapi_json(
-    brokers: Sequence[KafkaBroker],
-    *,
-    title: str = "punto-banco",
-    topic_prefix: str = "",
-    description: str = SYSTEM_DESCRIPTION,
-) -> str:
-    """The AsyncAPI 3.0 document (JSON) of ``brokers``' subscribers and publishers."""
-    document = asyncapi_document(
-        brokers, title=title, topic_prefix=topic_prefix, description=description
-    )
-    return json.dumps(document, separators=(",", ":"))
-
-
-def asyncapi_document(
-    brokers: Sequence[KafkaBroker], *, title: str, topic_prefix: str, description: str
-) -> dict[str, Any]:
-    """FastStream's document of ``brokers``, completed (see the module docstring)."""
-    spec = AsyncAPI(*brokers, title=title, version=VERSION, description=description)
-    document: dict[str, Any] = json.loads(spec.to_specification().to_json())
+def complete(document: dict[str, Any], topic_prefix: str) -> dict[str, Any]:
+    """FastStream's document, completed (see the module docstring)."""
     _one_server(document)
     components = document.setdefault("components", {})
     messages = components.setdefault("messages", {})

@@ -35,8 +35,9 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from services.shared.platform.consumer.processor import BatchProcessor
+from services.shared.platform.host.faststream import KafkaService
 from services.shared.platform.host.metrics import ServiceMetrics
-from services.shared.platform.host.service import KafkaService, ServiceDefinition, TApp
+from services.shared.platform.host.service import ServiceDefinition, TApp
 from services.shared.platform.logs import configure_logging as configure_log_format
 from services.shared.platform.relay.relay import OutboxRelay
 from services.shared.platform.settings import Settings

@@ -1,50 +1,18 @@
-"""What a service tells the platform about itself, and what its timers get while it runs.
+"""A service as the platform runs it: its definition, and the parts that start and stop.
 
-:class:`ServiceDefinition`: how to build its Application, how its stored events become
-published messages, which topics it handles and how, and its timers. A service's ``tasks``
-(dealing's betting clock) and the platform's own (the sealer, ``sealing.py``) are coroutines
-``task(ctx)`` started once the service runs (``service_app.py``), given a
-:class:`ServiceContext`, and expected to return soon after ``ctx.stopping`` is set.
+:class:`ServiceDefinition` says how to build the service's Application, how its stored events
+become messages, which topics it handles and its timers (``task(ctx)`` coroutines, given a
+:class:`ServiceContext`, returning once ``ctx.stopping`` is set). :class:`ServiceLifespan` holds
+the running parts and the four hooks its FastStream app runs (``faststream.py``):
 
-The running parts of a service, started and stopped by its FastStream lifespan hooks.
-
-:class:`ServiceLifespan` holds what a running service is made of (its Application in the
-worker thread, the outbox relay, the batch processor, the timers, the metrics) and the four
-hooks its FastStream application runs (``service_app.py``):
-
-- on_startup, before the consumer starts: the store's writer lease (``writer_lease.py``: a
-  second instance waits here as a standby, in no consumer group, until the writer stops or
-  dies), the keys (a service that publishes signs), the topics, the event store, the relay's
-  producer, the batch processor (the cluster's and the topics' ids, the dead letters'
-  producer);
-- after_startup, the consumer running: the relay, the service's timers, the sealer, the
-  stop watcher, the lease watcher and the worker's watchdog (``worker.py``) as tasks;
+- on_startup, before the consumer: the writer lease (a standby waits here, in no consumer
+  group), the keys, the topics, the store, the relay, the batch processor;
+- after_startup: the relay, the timers, the sealer and the watchdogs as tasks;
 - on_shutdown: ``stopping`` is set and the tasks end (the relay publishes what is pending);
-- after_shutdown, once the consumer has stopped: :meth:`ServiceLifespan.close` seals the
-  store a last time (``sealing.py``), lets the relay publish that seal's anchor
-  (``anchors.py``), stops the producers, closes the store and lets the writer lease go.
-  ``close`` also cleans up after a start that failed half way.
+- after_shutdown, the consumer stopped: :meth:`ServiceLifespan.close` seals the store, lets the
+  relay anchor that seal, closes everything and lets the lease go (also after a failed start).
 
 A task that crashes stops the service: ``failed`` is set, and so is ``stopping``.
-
-A service as a FastStream application: its broker, its subscriber and its publishers.
-
-:class:`KafkaService` is what each service's ``build_service(settings)`` returns and what
-``punto-banco serve`` runs (``runner.py``):
-
-- ``broker``: the service's FastStream ``KafkaBroker`` (``kafka.service_broker``);
-- ONE batch subscriber over all its input topics (:meth:`KafkaService.subscriber`, declared
-  in the service's ``service.py`` with the contract unions it reads, for AsyncAPI); its
-  handler hands the raw records of each fetch to :meth:`KafkaService.consume`, the batch
-  processor (``consumer.py``, ``batch_processor.py``);
-- publishers (:meth:`KafkaService.publisher`) for what the outbox relay writes, with the
-  contract messages the service may send there (``asyncapi.py`` adds the relay's headers and
-  the key to the document), plus the dead letters and incidents every service writes. The
-  relay itself sends with aiokafka's record-batch API (``relay_producer.py`` says why);
-- ``fast``: the FastStream application (``AsgiFastStream``): its lifespan hooks start and stop
-  the service's parts (``lifespan.py``), and it is an ASGI app with the operations endpoints
-  (``endpoints.ops_app``: /health, /ready, /metrics, /asyncapi) mounted, which ``runner.py``
-  serves under uvicorn.
 """
 
 from __future__ import annotations
@@ -52,47 +20,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
-from faststream.asgi import AsgiFastStream
-from faststream.kafka import KafkaBroker, TopicPartition
-from faststream.kafka.subscriber.usecase import BatchSubscriber
-
-from contracts import DEAD_LETTERS, INCIDENTS, SEALS
-from services.shared.platform.consumer.deliveries import Subscription
-from services.shared.platform.consumer.processor import (
-    BatchProcessor,
-    RebalanceListener,
-    subscriber_options,
-)
-from services.shared.platform.host.asyncapi import (
-    SYSTEM_DESCRIPTION,
-    asyncapi_json,
-    published_union,
-    read_union,
-)
-from services.shared.platform.host.endpoints import ServiceReadiness, ops_app
+from services.shared.platform.consumer import BatchProcessor, Subscription
+from services.shared.platform.host.endpoints import ServiceReadiness
 from services.shared.platform.host.metrics import ServiceMetrics
-from services.shared.platform.kafka import ensure_topics, service_broker
-from services.shared.platform.relay.publishing import with_anchors, with_incidents
-from services.shared.platform.relay.records import EventMapper
-from services.shared.platform.relay.relay import OutboxRelay
-from services.shared.platform.security.keys import load_keyring, signer_for
+from services.shared.platform.kafka import ensure_topics
+from services.shared.platform.relay import EventMapper, OutboxRelay, with_anchors, with_incidents
+from services.shared.platform.security import load_keyring, signer_for
 from services.shared.platform.settings import Settings
-from services.shared.platform.store.application import (
-    AppWorker,
-    ServiceApplication,
-    open_application,
-    watch_worker,
-)
-from services.shared.platform.store.lease import StoppedAsStandby, WriterLease, writer_lease
-from services.shared.platform.store.sealing import (
+from services.shared.platform.store import (
     MAX_ROWS_PER_ROUND,
+    AppWorker,
     Sealer,
+    ServiceApplication,
+    StoppedAsStandby,
+    WriterLease,
+    open_application,
     seal_store,
+    watch_worker,
+    writer_lease,
 )
+
+log = logging.getLogger(__name__)
 
 TApp = TypeVar("TApp", bound=ServiceApplication)
 
@@ -117,26 +69,14 @@ Task = Callable[[ServiceContext[Any]], Awaitable[None]]
 
 @dataclass(frozen=True)
 class ServiceDefinition(Generic[TApp]):
-    """What the platform runs of a service.
-
-    - ``application``: builds the service's Application from the eventsourcing env
-      (``lambda env: ShoeApplication(env=env)``).
-    - ``to_messages``: stored domain event -> contract messages the relay publishes
-      (topic from ``contracts.topic_for``, key = table id); None: publishes nothing.
-    - ``subscriptions``: given the Application, the topics it consumes and their handlers
-      (the order is the order each fetch's partitions are applied in).
-    - ``tasks``: coroutines run alongside (timers, e.g. closing betting windows);
-      each gets a :class:`ServiceContext` and should return when ``ctx.stopping`` is set.
-    """
+    """What the platform runs of a service (``subscriptions``: in the order each fetch's
+    partitions are applied; ``to_messages`` None: it publishes nothing)."""
 
     name: str
-    application: Callable[[dict[str, str]], TApp]
+    application: Callable[[dict[str, str]], TApp]  # the eventsourcing env -> its Application
     to_messages: EventMapper | None = None
     subscriptions: Callable[[TApp], Sequence[Subscription]] = field(default=lambda app: ())
     tasks: Sequence[Task] = ()
-
-
-log = logging.getLogger(__name__)
 
 
 class ServiceLifespan(Generic[TApp]):
@@ -162,8 +102,7 @@ class ServiceLifespan(Generic[TApp]):
         self.relay_options: dict[str, Any] = {}
         self.consumer_options: dict[str, Any] = {}
         self.inputs: tuple[str, ...] = ()  # the logical topics the subscriber reads
-        # Run once the writer lease is held, before the store and the consumer (a partition
-        # cell's starting offsets: cell_offsets.py).
+        # Run once the writer lease is held (a cell's starting offsets: cells/membership.py).
         self.after_lease: Callable[[], Awaitable[object]] | None = None
         self._app: TApp | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -180,11 +119,10 @@ class ServiceLifespan(Generic[TApp]):
         return self._app
 
     def _take_inputs(self, topics: Sequence[str]) -> None:
-        """The batch processor is made: give it to the subscriber (``service_app.py``)."""
+        """The batch processor is made: give it to the subscriber (``faststream.py``)."""
         raise NotImplementedError
 
     def _kafka_consumer(self) -> Any:
-        """The running Kafka consumer (FastStream's), for the batch processor."""
         raise NotImplementedError
 
     async def _on_startup(self) -> None:
@@ -194,7 +132,7 @@ class ServiceLifespan(Generic[TApp]):
             raise StoppedAsStandby(f"{self.name}: stopped while a standby (it never wrote)")
         if self.after_lease is not None:
             await self.after_lease()
-        # Record signatures (keys.py): no key or keyring, no service (KeysError says what to run).
+        # No key or keyring, no service (KeysError says what to run).
         keyring = load_keyring(settings) if definition.to_messages else None
         signer = signer_for(settings, keyring) if keyring is not None else None
         if signer is not None and keyring is not None:
@@ -251,7 +189,6 @@ class ServiceLifespan(Generic[TApp]):
         )
         for task in self.definition.tasks:
             self._spawn(getattr(task, "__name__", "task"), task(context))
-        # Tamper evidence: every service seals its notification log periodically (sealing.py).
         self._spawn("sealer", seal_periodically(context))
         if self.consumer is not None:
             self._spawn("stops", self.consumer.watch_stops(self.stopping))
@@ -319,11 +256,8 @@ class ServiceLifespan(Generic[TApp]):
 
 
 async def _quietly(step: Awaitable[None], what: str, timeout: float = 15.0) -> None:
-    """Await a shutdown step; log (do not raise) its failure, so the next steps still run.
-
-    aiokafka may raise CancelledError from ``stop()`` when the broker is gone (its
-    fetcher's cancelled tasks); that is swallowed unless this task itself is cancelled.
-    """
+    """Await a shutdown step; log (do not raise) its failure, so the next steps still run
+    (aiokafka's ``stop()`` may raise CancelledError when the broker is gone)."""
     try:
         await asyncio.wait_for(step, timeout)
     except asyncio.CancelledError:
@@ -351,156 +285,3 @@ async def seal_periodically(ctx: ServiceContext[Any]) -> None:
         except Exception:  # a busy or failing store: the service goes on, next round retries
             log.exception("%s: sealing failed; retrying in %.1f s", ctx.settings.service, interval)
             sealer = await ctx.call(Sealer, ctx.app, ctx.settings.service)
-
-
-OPS_PATHS = ("/health", "/ready", "/metrics", "/asyncapi", "/asyncapi.json", "/asyncapi.html")
-"""The operations endpoints' paths, mounted on the FastStream ASGI app."""
-
-
-class KafkaService(ServiceLifespan[TApp]):
-    """One service's FastStream application (see the module docstring)."""
-
-    def __init__(
-        self,
-        definition: ServiceDefinition[TApp],
-        settings: Settings,
-        *,
-        description: str = "",
-        create_topics: bool = True,
-    ) -> None:
-        super().__init__(definition, settings, create_topics=create_topics)
-        self.description = description
-        self.broker: KafkaBroker = service_broker(settings)
-        self.outputs: dict[str, Any] = {}  # logical topic -> the messages published there
-        self._subscriber: Any = None
-        self._listener = RebalanceListener()
-        self.fast = AsgiFastStream(
-            self.broker,
-            logger=log,
-            on_startup=[self._on_startup],
-            after_startup=[self._after_startup],
-            on_shutdown=[self._on_shutdown],
-            after_shutdown=[self._after_shutdown],
-        )
-        ops = ops_app(
-            self.readiness,
-            self._metrics_text,
-            self.asyncapi_json,
-            service=definition.name,
-            allowed_hosts=settings.allowed_hosts,
-        )
-        for path in OPS_PATHS:
-            self.fast.mount(path, ops)
-        self.publisher(
-            DEAD_LETTERS,
-            description=f"Records {definition.name} refused (DeadLetter: the original bytes, "
-            "key and headers, and why) and messages its relay could not publish "
-            "(MessageQuarantined).",
-        )
-        self.publisher(
-            INCIDENTS,
-            description=f"Facts {definition.name} refused to believe (IncidentRaised).",
-        )
-        self.publisher(
-            SEALS,
-            description=f"{definition.name}'s seal anchors (SealAnchored, key "
-            f"{definition.name}, signed): each seal of its store, kept forever for the audit.",
-        )
-
-    # ---- declarations (service.py) ---------------------------------------------------------
-
-    def subscriber(self, *topics: str, description: str) -> BatchSubscriber:
-        """The service's one batch subscriber over the logical ``topics`` (a decorator for
-        its handler, which calls :meth:`consume`)."""
-        if self._subscriber is not None:
-            raise RuntimeError(f"{self.name} has its subscriber already (over {self.inputs})")
-        self.inputs = topics
-        names = [self.settings.topic(topic) for topic in topics]
-        partition = self.settings.partition
-        where: dict[str, Any] = {}
-        if partition is not None:  # a partition cell (partitioned.py): assigned, no member
-            where["partitions"] = [TopicPartition(name, partition) for name in names]
-        self._subscriber = subscriber = self.broker.subscriber(
-            *(names if partition is None else ()),
-            **where,
-            **subscriber_options(
-                self.settings,
-                self._listener,
-                # FastStream names a channel after the title, with ":<topic>" when several
-                title=f"{self.name} consumes"
-                + (f" {self.settings.topic(topics[0])}" if len(topics) == 1 else ""),
-                description=description,
-            ),
-        )
-        return cast(BatchSubscriber, subscriber)
-
-    @property
-    def batch_subscriber(self) -> BatchSubscriber | None:
-        """The FastStream subscriber (its ``consumer``: the running Kafka consumer)."""
-        return cast(BatchSubscriber | None, self._subscriber)
-
-    def publisher(self, topic: str, *, description: str) -> Any:
-        """Document that this service writes the logical ``topic`` (through its relay)."""
-        schema = published_union(self.name, topic)
-        self.outputs[topic] = schema
-        return self.broker.publisher(
-            self.settings.topic(topic),
-            title=f"{self.name} publishes {topic}",
-            description=description,
-            schema=schema,
-        )
-
-    async def consume(self, batch: Iterable[Any]) -> None:
-        """The subscriber's handler: the raw records of one fetch to the batch processor."""
-        if self.consumer is None:  # the hooks make it before the consumer starts
-            log.critical("%s: records fetched before the service started; stopping", self.name)
-            self.failed = True
-            self.stopping.set()
-            return
-        await self.consumer.consume(batch, self._kafka_consumer(), self.stopping)
-
-    def _take_inputs(self, topics: Sequence[str]) -> None:
-        """The batch processor is made: the rebalance listener gets it. A service whose
-        ``service.py`` declared no subscriber (tests' services) gets one over ``topics``."""
-        self._listener.processor = self.consumer
-        if self._subscriber is not None:
-            return
-
-        async def consume(batch: list[Any]) -> None:
-            await self.consume(batch)
-
-        consume.__annotations__["batch"] = list[read_union(topics)]  # type: ignore[misc]
-        self.subscriber(*topics, description=f"The {self.name} service handles these.")(consume)
-
-    def _kafka_consumer(self) -> Any:
-        return self._subscriber.consumer if self._subscriber is not None else None
-
-    # ---- the FastStream lifespan ---------------------------------------------------------
-
-    async def start(self) -> None:
-        """Run the startup hooks and start the broker (FastStream's ``Application.start``)."""
-        await self.fast.start()
-
-    async def stop(self) -> None:
-        """Run the shutdown hooks and stop the broker; then close whatever is left."""
-        try:
-            await self.fast.stop()
-        except Exception:
-            log.exception("%s: stopping failed", self.name)
-        finally:
-            await self.close()
-
-    # ---- operations --------------------------------------------------------------------
-
-    async def _metrics_text(self) -> bytes:
-        body, _content_type = await self.metrics.render(self)
-        return body
-
-    def asyncapi_json(self) -> str:
-        """This service's AsyncAPI 3.0 document (JSON), from its broker."""
-        return asyncapi_json(
-            [self.broker],
-            title=f"punto-banco {self.name}",
-            topic_prefix=self.settings.topic_prefix,
-            description=f"{self.description} {SYSTEM_DESCRIPTION}".strip(),
-        )

@@ -14,6 +14,7 @@ from services.shared.platform.store.application import (
     UnitOfWork,
     open_application,
     prepare_store,
+    watch_worker,
 )
 from services.shared.platform.store.incidents import (
     Evidence,
@@ -37,9 +38,11 @@ from services.shared.platform.store.provisioning import (
 from services.shared.platform.store.sealing import (
     FINGERPRINT_BYTES,
     LEDGER_ID,
+    MAX_ROWS_PER_ROUND,
     SEALED_TOPIC,
     STARTED_TOPIC,
     ZERO_DIGEST,
+    Sealer,
     SealLedger,
     expand_runs,
     seal_digest,
@@ -61,6 +64,7 @@ __all__ = [
     "BET_IDS",
     "FINGERPRINT_BYTES",
     "LEDGER_ID",
+    "MAX_ROWS_PER_ROUND",
     "REFUSED_COMMANDS",
     "SEALED_TOPIC",
     "SERVICES",
@@ -75,6 +79,7 @@ __all__ = [
     "Provisioning",
     "Row",
     "SealLedger",
+    "Sealer",
     "ServiceApplication",
     "SideRows",
     "SideTable",
@@ -94,5 +99,6 @@ __all__ = [
     "seal_store",
     "select_rows",
     "store_roles",
+    "watch_worker",
     "writer_lease",
 ]
