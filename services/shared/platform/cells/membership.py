@@ -1,34 +1,10 @@
-"""A partitioned service process's membership of its consumer group: which partitions it owns.
+"""A partitioned process's membership of its consumer group, and where a new cell starts reading.
 
-``partitioned.py`` runs a cell per partition the group gives the process. The member is a
-consumer of the service's FIRST input topic that fetches nothing (every partition it is given
-is paused at once), with a sticky assignor: the group splits the partition numbers among the
-running processes, moves as few as a fair split allows when one joins, leaves or dies (its
-session times out), and the same number of every other input topic goes with it (every project
-topic has the same partition count: ``CellHost`` checks it before joining).
-
-The assignor is aiokafka's ``StickyPartitionAssignor`` (KIP-54): each member tells the group
-the partitions it was given last, and the leader keeps each where it is up to a fair share
-(shares differ by one at most), so a joiner takes only its share and a leaver's partitions go
-to the others while nothing else moves. It keeps that last assignment as class state, so each
-membership has a class of its own (:func:`sticky_assignor`). The guarantee holds when every
-member subscribes to the same topics and the leader's metadata holds no other topic: here each
-subscribes to one, and aiokafka's leader asks the broker for the group's topics only.
-
-Where a new partition cell starts reading: where the service's one consumer stopped.
-
-A cell commits its offsets under ``<group>.p<n>`` (``Settings.consumer_group``). The first
-time a cell of partition n runs, that group has no offset; left alone, the cell would read
-partition n from the beginning of each topic, and a deployment switched to ``PB_PARTITIONED``
-would judge again every command its unpartitioned service had handled (its store's tracking
-records are in the old store, not the cell's). :func:`seed_cell_offsets` copies, for each
-input topic's partition n that the cell's group has no offset for, the offset the service's
-own group committed there (none: the beginning, as for a new deployment); the service's
-group is read only then, so a cell that ran before (a partition handed over) starts with one
-offsets reader, not two. Offsets the cell's group already has are never touched (and
-:func:`keep_offsets_alive` commits them again now and then, so that Kafka does not expire a
-quiet partition's). Switching a running deployment is still a maintenance step
-(``docs/scaling.md``): the cells start with empty stores, so tables must be closed first.
+:class:`GroupMembership` is a consumer of the service's first input topic that fetches nothing:
+aiokafka's sticky assignor (a class per membership: it keeps state) splits the partition
+numbers fairly and moves as few as it can. A new cell starts at the offsets the service's one
+consumer committed (:func:`seed_cell_offsets`), and cells' offsets are committed again now and
+then (a group without members loses them after the broker's retention).
 """
 
 from __future__ import annotations
@@ -79,12 +55,7 @@ def sticky_assignor() -> type[StickyCellsAssignor]:
 
 
 class GroupMembership(ConsumerRebalanceListener):  # type: ignore[misc]
-    """The process's membership of its service's consumer group: which partitions it owns.
-
-    A consumer of the service's first input topic that fetches nothing (every partition it
-    is given is paused at once): the group's sticky assignor splits the partition numbers
-    among the running processes; ``owned`` is this one's share, ``changed`` is set on every
-    assignment."""
+    """The process's membership of its service's consumer group: which partitions it owns."""
 
     def __init__(self, settings: Settings, topic: str) -> None:
         self.settings = settings

@@ -1,45 +1,11 @@
-"""The operations endpoints of a partitioned service's process: one set for all its cells.
+"""The partitioned mode (``PB_PARTITIONED``): N processes of a service share its partitions.
 
-``/health`` and ``/ready`` (``endpoints.py``) ask :class:`CellsReadiness`: the process is a
-member of its group and runs a cell for each partition it owns (owning none is ready: more
-processes than partitions wait for a share), and each cell passes its own checks (``readiness.py``:
-its writer lease, the broker, its store, its partitions, its handling); a check that fails
-is named after its cell (``p3 store: ...``). ``/metrics`` merges the cells' registries
-(:func:`merged_metrics`): every sample gets a ``cell`` label, the partition number.
-
-Scale-out: N processes of one service share its partitions, a cell per partition.
-
-``PB_PARTITIONED=yes punto-banco serve settlement`` started N times with the same settings
-shares the work the way Kafka Streams does: the partition is the unit of work (a table lives
-in one partition number on every topic: every record is keyed by its table id, and every
-project topic has the same partition count, ``docs/scaling.md``).
-
-- Each process is a member of the service's consumer group (``group_membership.py``): the
-  group only says which partition NUMBERS the process owns; the same number of every input
-  topic goes with it.
-- For each partition number it owns, the process runs a **cell** (:class:`CellHost`): the
-  service itself, unchanged, on ``Settings.for_partition(n)``: its own store (SQLite file
-  ``<service>-p<n>.sqlite``, PostgreSQL schema ``<service>_p<n>``: events, tracking, relay
-  position, seal chain), its own writer lease (``writer_lease.py``: a cell waits for the
-  lease of its store until the previous owner's cell let it go or died, and every write
-  transaction is fenced, so a zombie can commit nothing), its Kafka consumer ASSIGNED
-  partition n of every input topic (offsets under the group's name + ``.p<n>``, a group
-  the ACLs let it use), its relay (a table's records keep their partition: same key, same
-  count), its timers (the betting clock, the sealer) and seal anchors
-  (``SealAnchored.partition``).
-- When the group moves a partition (a member joins, leaves or dies: its session times out),
-  the old owner stops that cell (it publishes what is pending, seals and closes the store,
-  lets the lease go) and the new owner starts one on the same store: no state is shared in
-  memory, none is judged with another cell's, and the store's tracking records absorb the
-  redelivery of what was handled but not yet committed to Kafka.
-
-Each cell starts and stops in a task of its own: a cell that does not stop within
-:data:`CELL_STOP_TIMEOUT` (a store call that never returns) ends the process, which lets its
-leases go. The process holds the lease of the service's UNPARTITIONED store shared
-(``writer_lease.py``): an unpartitioned instance of the service and partitioned ones never
-run together (either waits for the other). The process serves one set of operations
-endpoints for all its cells (``/ready`` names each cell, ``/metrics`` labels each sample with
-its ``cell``, ``pb_cells`` counts them).
+Each process is a member of the service's consumer group that only learns which partition
+numbers it owns (``membership.py``), and runs a cell (:class:`ServiceHost` on
+``Settings.for_partition(n)``: its own store, writer lease, assigned consumer, relay, timers
+and seal anchors) for each. A cell that moves is stopped (pending work published, sealed, its
+lease let go) and started by its new owner; one that does not stop in time ends the process.
+The process serves one set of endpoints for all its cells (docs/scaling.md).
 """
 
 from __future__ import annotations

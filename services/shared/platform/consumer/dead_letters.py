@@ -1,18 +1,9 @@
-"""Dead letters: a refused Kafka record, its reason and its origin, always within bounds.
+"""Dead letters: a refused record, its reason and its origin, always within bounds.
 
-``dead_letter_for`` never fails, whatever the record holds (it describes hostile input):
-
-- the value: its first 256 KiB (``contracts.dead_letter.MAX_DEAD_LETTER_PAYLOAD``) in
-  base64, with ``payload_size`` and ``payload_sha256`` of the WHOLE original, so a
-  truncated payload still names the record it came from; a null value has neither;
-- the key and the headers: decoded as UTF-8 (bad bytes replaced), each at most 256
-  characters; at most 32 headers, a repeated header name kept as ``name (2)``; a header
-  without a value is null;
-- the error: at most 2,000 characters, with a note of what was cut.
-
-Its encoding stays below 512 KiB (the property test proves it), far below Kafka's 1 MB
-default message limit. ``dead_letter_key`` is its Kafka key: the table id, else the
-bounded key text. :class:`DeadLetterSender` publishes them for a consumer.
+:func:`dead_letter_for` never fails whatever the record holds: the value's first 256 KiB in
+base64 with the whole original's size and SHA-256, key and headers as text (bounded, at most 32
+headers), the error cut to 2,000 characters; under 512 KiB encoded. :class:`DeadLetterSender`
+publishes each refused record once per reading.
 """
 
 from __future__ import annotations
@@ -68,12 +59,7 @@ def dead_letter_key(letter: DeadLetter) -> bytes:
 
 
 class DeadLetterSender:
-    """Publishes a consumer's dead letters: each refused record once while it is being read.
-
-    A partition's batch may be read more than once before it is done (a store error
-    retried, a stopped partition tried again): the offsets already sent are remembered
-    until ``done(partition)``.
-    """
+    """Publishes a consumer's dead letters: each refused record once while it is being read."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -117,10 +103,7 @@ class DeadLetterSender:
 
 
 def bounded_text(raw: object, limit: int = MAX_HEADER_CHARS) -> str | None:
-    """``raw`` (bytes or text) as text of at most ``limit`` characters; None stays None.
-
-    Bad UTF-8 (and lone surrogates in text) become replacement characters.
-    """
+    """``raw`` (bytes or text) as text of at most ``limit`` characters; None stays None."""
     if raw is None:
         return None
     if isinstance(raw, bytes | bytearray | memoryview):

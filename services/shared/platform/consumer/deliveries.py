@@ -1,10 +1,8 @@
-"""What a service's handlers get from the batch processor: deliveries and subscriptions.
+"""What a service's handlers get: a :class:`Delivery` per message, per :class:`Subscription`.
 
-A :class:`Subscription` names a logical topic and its :data:`BatchHandler`; the batch
-processor (``batch_processor.py``, ``handling.py``) calls the handler with the fresh
-deliveries of one partition, in order, and the tracking record to write in the SAME
-transaction as their effects.
-``per_message`` and ``with_unit_of_work`` adapt the two usual shapes of handler.
+A :data:`BatchHandler` records the effects of one partition's fresh deliveries and their
+tracking record in ONE transaction; :func:`per_message` and :func:`with_unit_of_work` adapt the
+two usual shapes of handler (the latter records a refused fact as an incident).
 """
 
 from __future__ import annotations
@@ -61,10 +59,7 @@ class Delivery:
 
     @property
     def appended_at(self) -> datetime | None:
-        """When the broker appended the record (LogAppendTime topics only), else None.
-
-        A CreateTime timestamp is set by the producer, so it is not offered here.
-        """
+        """When the broker appended the record (LogAppendTime topics only), else None."""
         if self.timestamp_type != LOG_APPEND_TIME or self.timestamp is None or self.timestamp < 0:
             return None
         return datetime.fromtimestamp(self.timestamp / 1000, UTC)
@@ -123,14 +118,7 @@ def per_message(handle: Callable[[Message, Tracking], None]) -> BatchHandler:
 def with_unit_of_work(
     app: ServiceApplication, handle: Callable[[UnitOfWork, Delivery], None]
 ) -> BatchHandler:
-    """Adapt ``handle(uow, delivery)`` to a batch handler: ONE unit of work per batch.
-
-    ``handle`` reads aggregates with ``uow.get`` and adds new or changed ones with
-    ``uow.add``; the unit records all their events and the batch's tracking record
-    in one transaction. A delivery the consumer refused (``Delivery.refusal``) is not handed
-    to ``handle``: it is an incident (the handlers of facts; a service that takes commands
-    from outside answers them itself).
-    """
+    """Adapt ``handle(uow, delivery)`` to a batch handler: ONE unit of work per batch."""
 
     def handler(deliveries: Sequence[Delivery], tracking: Tracking) -> None:
         with app.unit_of_work(tracking) as uow:

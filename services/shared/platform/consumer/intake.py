@@ -1,87 +1,14 @@
-"""Where a Kafka record stands in its source's order: the consumer's tracking position.
+"""What one partition's records become: fresh deliveries, duplicates, refused records.
 
-eventsourcing 9.5 records tracking in ONE row per ``application_name`` and
-refuses a ``notification_id`` that is not greater than the recorded one, so
-every name must see strictly increasing positions. A partition has one name:
-
-- on a topic with an owner (``contracts.TOPIC_OWNERS``: the one service whose
-  outbox relay writes it) a record is tracked as ``"<owner>:<logical topic>:<partition>"``
-  at ``notification_id * 2**20 + index``, from the relay's headers ``pb-source``,
-  ``pb-notification-id`` and ``pb-message-index`` (the relay publishes in notification
-  order and one stored event may become many messages, so this increases within a
-  partition; one writer numbers it: the record's signature binds its partition, and only that
-  partition's cell of the owner, or its one unpartitioned instance, signs for it
-  (``relay_records.py``), so no other cell's positions reach this name). Those headers are
-  checked strictly (:func:`relayed_position`): each exactly once, ``pb-source`` equal to the
-  owner, the id 1-15 digits (no sign, no leading zero, at least 1), the index 1-7 digits
-  below 2**20, the position below 2**63 (a PostgreSQL ``bigint``, a SQLite integer). A
-  record that fails is refused (:class:`UntrustedHeaders`, a dead letter), never a position;
-- on every other topic (commands from outside, which any client may write) the
-  ``pb-*`` headers mean nothing: a record is tracked by its offset, as
-  ``"<cluster id>:<kafka topic>:<topic id>:<partition>"`` at ``offset + 1``.
-
-An offset only means something in ONE Kafka log: a new cluster, a new topic prefix
-or a topic deleted and created again under the same name (a new topic id,
-``topic_ids.py``) starts a new name at 0, instead of skipping the new log's first
-offsets as "already handled". A relayed position counts the upstream store's
-notification log, which none of these restart, so its name holds none of them: a
-message republished to another cluster is still recognised.
-
-Stores written before topic ids named offsets ``"<cluster id>:<kafka topic>:<partition>"``.
-:func:`adopt_legacy_position` carries such a position over to the topic-id name ONCE,
-for the topic that was being read: the first time a partition is read with topic ids,
-the legacy name is claimed for the current topic id by a marker row (one tracking row,
-so the claim is atomic); only the claiming id ever takes the legacy position. A topic
-whose log ends before the legacy position cannot be the one it was read from, so the
-claim then goes to no topic (the marker says so). The one case it cannot tell: a topic
-deleted and recreated (and refilled past the old position) between the last run without
-topic ids and the first run with them.
-
-Without a cluster id (tests, in-memory simulation) the offset-based name has no
-cluster part; without a topic id, no topic-id part.
-
-The tracking name of each partition a consumer reads (the naming rules: ``tracking.py``).
-
-An owned topic's partition is named after its owner; any other partition after the
-cluster, the real topic name and the topic's Kafka topic id. The ids are read once per
-assignment (``forget`` on every rebalance) and again when a partition's offsets go back
-without the consumer seeking them (``handled_to`` / ``rewound``): a topic deleted and
-created again under the same name restarts its offsets at 0 with a new id, and aiokafka
-(which fetches by name) does not say so. The first time a name is used, a position the
-store recorded before topic ids is carried over (``tracking.adopt_legacy_position``).
-
-What one partition's fetched records become: fresh deliveries, duplicates, refused records.
-
-Run in the service's worker thread (it reads the store's tracking position), before any
-handler is called (``handling.py``), for the records of ONE topic-partition, in order:
-
-1. Each record has a tracking position (:func:`record_position`, ``tracking.py``). On a topic
-   with an owner (``contracts.TOPIC_OWNERS``) it comes from the owner's relay headers, checked
-   strictly; a record whose headers are missing, repeated, malformed, out of range or from
-   another source is REFUSED (a dead letter, never a position). On the other topics the
-   ``pb-*`` headers are ignored and records are tracked by offset.
-2. Then the writer's signature (``pb-sig``, ``signing.py``), before anything is tracked or
-   handled: on an owned topic every record must be signed by a key of the topic's owner (the
-   keyring), for its own topic (prefix included), partition, cluster, key and relay position;
-   elsewhere a message that only a service may send (``contracts.MESSAGE_SOURCES``: dealing's
-   ``OpenBook`` / ``CloseBook`` on bet-commands, which gateways also write) must be signed by
-   that service, for the position its relay headers give. A record that fails is refused
-   (``signature: ...``), never a position; commands from outside need no signature.
-3. Records at or below the recorded position are duplicates (a redelivery after a crash, or a
-   relay republishing): skipped, never handed to a handler.
-4. A fresh record without a value or that does not decode (``ContractError``) is refused too,
-   but it takes its position: its partition goes on past it. Except a PlaceBet whose bet id
-   can be read: it is delivered with a :class:`Refusal` naming its first wrong field
-   (:func:`refused_bet`), so its operator gets a ``BetRejected`` instead of silence.
-5. A table's history is one partition: a message whose key is not its table id (``WRONG_KEY``)
-   or whose partition is not its table's (``WRONG_PARTITION``: murmur2 of the table id modulo
-   the partition count, ``kafka.key_partition``) is delivered with a :class:`Refusal`: the
-   service answers a command from outside with it, raises an incident for a service's fact,
-   and changes nothing else. A ``CommandRejected`` (an answer, changing nothing) is the one
-   message a partition cell writes in its own partition for another partition's table
-   (``relay_records.py``): its key is checked, not its partition.
-
-Refused records keep their original record (bytes, key, headers) for the dead letter.
+Tracking positions: on a topic with an owner (``contracts.TOPIC_OWNERS``) a record's position
+is ``notification id * 2**20 + message index`` from the owner's relay headers, checked strictly
+(:func:`relayed_position`), under the name ``<owner>:<topic>:<partition>``; elsewhere it is
+``offset + 1`` under ``<cluster id>:<topic>:<topic id>:<partition>`` (a recreated topic or
+another cluster starts a new name; a position of the older name without a topic id is carried
+over once, :func:`adopt_legacy_position`). :class:`RecordIntake` refuses a record whose headers
+or signature fail (never a position), skips duplicates, refuses what does not decode (it takes
+its position), answers a PlaceBet whose bet id can be read (:func:`refused_bet`), and marks a
+message out of its table's history (:func:`misplaced`: key or partition).
 """
 
 from __future__ import annotations
@@ -178,11 +105,7 @@ def offset_tracking_name(
 
 
 def relayed_position(headers: Headers, owner: str) -> int:
-    """The position of a record published by ``owner``'s relay, from its headers.
-
-    Raises :class:`UntrustedHeaders` when a header is missing, repeated, malformed, out of
-    range, or names another source.
-    """
+    """The position of a record published by ``owner``'s relay, from its headers."""
     found: dict[str, bytes | None] = {}
     for key, value in headers or ():  # one pass: this runs for every record consumed
         if key in _RELAY_HEADERS:
@@ -243,11 +166,7 @@ def position_of(
     cluster_id: str | None = None,
     topic_id: str | None = None,
 ) -> Tracking:
-    """The tracking name and position of a Kafka record (see the module docstring).
-
-    ``topic`` is the record's real (prefixed) topic, ``logical_topic`` without it when
-    omitted. Raises :class:`UntrustedHeaders` for a refused record of an owned topic.
-    """
+    """The tracking name and position of a Kafka record (see the module docstring)."""
     owner = TOPIC_OWNERS.get(logical_topic)
     if owner is not None:
         name = relayed_tracking_name(owner, logical_topic, partition)
@@ -268,11 +187,7 @@ def topic_id_claim(topic_id: str) -> int:
 def adopt_legacy_position(
     app: ServiceApplication, legacy: str, name: str, topic_id: str, end_offset: int
 ) -> int:
-    """Carry ``legacy``'s position over to ``name`` once, for the topic it was read from.
-
-    ``end_offset`` is the partition's current end (its high watermark). Returns the
-    position taken over (0 when none). Idempotent; safe when two processes race.
-    """
+    """Carry ``legacy``'s position over to ``name`` once, for the topic it was read from."""
     position = app.tracked_position(legacy)
     if not position:
         return 0
@@ -328,10 +243,7 @@ class PartitionNames:
         first_offset: int,
         end_offset: Callable[[], Awaitable[int]],
     ) -> str:
-        """The name of ``tp``, whose fetched records start at ``first_offset``.
-
-        ``end_offset`` gives the partition's end (for a legacy position's check).
-        """
+        """The name of ``tp``, whose fetched records start at ``first_offset``."""
         owner = TOPIC_OWNERS.get(logical)
         if owner is not None:
             return relayed_tracking_name(owner, logical, tp.partition)
@@ -435,10 +347,7 @@ class RecordIntake:
         name: str,
         records: list[tuple[ConsumerRecord[Any, Any], Position]],
     ) -> Intake:
-        """Drop duplicates, decode the rest (the refused and invalid ones go to dead letters).
-
-        ``where``: the partition the records were read from (its topic, with the prefix, and
-        cluster); ``partitions``: the topic's partition count."""
+        """Drop duplicates, decode the rest (the refused and invalid ones go to dead letters)."""
         intake = Intake(name)
         recorded = self.app.tracked_position(name)
         owner = TOPIC_OWNERS.get(logical)
@@ -499,10 +408,7 @@ class RecordIntake:
         record: ConsumerRecord[Any, Any],
         position: int | None,
     ) -> str | None:
-        """Why ``record`` is not ``signer``'s (signing.verify), or None when it is.
-
-        ``position``: the record's relay position, read from its headers when None.
-        """
+        """Why ``record`` is not ``signer``'s (signing.verify), or None when it is."""
         if position is None:
             try:
                 position = relayed_position(record.headers, signer)

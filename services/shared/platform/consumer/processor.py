@@ -1,80 +1,13 @@
-"""Applying one partition's records: one store transaction, retries, dead letters, stops.
+"""The batch processor: the records of one fetch in, exactly one effect per message in the store.
 
-:meth:`PartitionHandling.apply` takes the records of ONE topic-partition of a fetched batch:
-
-1. they are sorted out in the worker thread (``intake.py``); the refused ones are published to
-   the dead-letter topic (``dead_letters.py``: bounded, whatever the record holds) BEFORE the
-   store commit;
-2. the fresh deliveries go to the subscription's handler in the worker thread, as ONE batch
-   with ONE ``Tracking`` (the batch's last position): the handler records its new events and
-   that tracking record in one transaction, so a redelivered or republished message has no
-   second effect; a batch with nothing fresh only records its position;
-3. if the handler raises, nothing of the batch was recorded: the messages are tried one by
-   one. A message nothing vouches for (an outside type such as a PlaceBet or a table command,
-   or anything no service's signature came with: ``Delivery.external``) that fails is
-   dead-lettered (error ``handler failed: ...``) and the partition goes on: a forged record
-   must not stop a partition. An internal message (signed by its sender) that fails raises
-   :class:`PartitionStopped`: its partition stops there (``stops.py``), nothing past it is
-   recorded;
-4. store errors that may pass (OperationalError, InterfaceError, and an IntegrityError a few
-   times: another writer's race) are retried with a back-off until they pass or the service
-   stops.
-
-The batch processor: the records of one fetch in, exactly one effect per message in the store.
-
-FastStream's batch subscriber (``consumer.py``) owns the fetch loop and hands
-:meth:`BatchProcessor.consume` the raw records of one ``getmany`` (every partition's records,
-each partition's in log order) with the Kafka consumer. For each partition, in subscription
-order (settlement lists the shoe's cards before dealing's claims):
-
-- its records are applied in ONE store transaction with their tracking record
-  (``handling.py``, ``intake.py``), under the partition's tracking name (``partition_names.py``:
-  cluster id, topic name and Kafka topic id; read again after each assignment);
-- its Kafka offset is committed only after the store commits: a crash in between only means a
-  redelivery, which the tracking records absorb;
-- a handler failing on an internal message STOPS the partition at that record (``stops.py``:
-  paused, loudly; its offset stays there, so a restart tries it again); it is resumed when its
-  next try is due, after every batch and by the :meth:`~BatchProcessor.watch_stops` task.
-
-:meth:`~BatchProcessor.consume` never raises: FastStream's loop would log the error and go on
-from its in-memory position, past the batch. A batch that fails (e.g. the dead-letter topic
-cannot be written) is read again from the last committed offsets after a back-off; the store's
-tracking records make re-reading safe.
-
-Refused records have no position: a redelivery dead-letters them again. Wipe a service's
-store and the topics together (the upstream notification ids start again at 1).
-
-How a service consumes Kafka: ONE FastStream batch subscriber over all its input topics.
-
-A service's ``service.py`` declares its subscriber on its broker (``kafka.service_broker``)
-with :func:`subscriber_options`: one consumer, one member of the service's consumer group.
-FastStream's loop fetches (``getmany``) and calls the handler with the raw records of the
-fetch, which hands them to the batch processor (``batch_processor.py``): each partition's
-records applied in ONE store transaction with their tracking record, offsets committed only
-after the store commits, refused records dead-lettered with their original bytes, a
-partition stopped loudly on a failing internal message.
-
-FastStream's defaults would lose messages here; the subscriber is set up so that they cannot:
-
-- ``ack_policy=MANUAL``: FastStream never commits (its acknowledgement would commit the
-  consumer's in-memory positions, past a stopped partition's record); the processor commits
-  each partition's offset itself, after the store commit;
-- :func:`keep_raw` as parser AND decoder: FastStream's own parser decodes every header value
-  as UTF-8, so one record with a null or non-UTF-8 header would fail the whole fetch, which
-  FastStream's loop then logs and leaves behind (its position moved on). Here nothing is
-  parsed: the processor gets the records as fetched and refuses a bad one alone, its bytes
-  kept for the dead letter;
-- the handler never raises (``BatchProcessor.consume``), for the same reason;
-- ``batch_timeout_ms`` is :data:`IDLE_WAIT_MS`: FastStream waits that long for records and
-  then sleeps as long after an empty fetch, so a record reaching an idle consumer may wait for
-  the sleep to end;
-- ``RangePartitionAssignor`` (FastStream's default is round-robin): with several members, the
-  same partition of every input topic goes to the same member, so a table's topics (same key,
-  same partition) are read together;
-- the rebalance listener (:class:`RebalanceListener`) reads the topics' ids again and ends the
-  stops of partitions that move.
-
-The handlers of a service get :class:`Delivery` objects (``deliveries.py``), re-exported here.
+For each partition of a fetch, in subscription order: its records are sorted out
+(``intake.py``), refused ones dead-lettered BEFORE the store commit, the fresh ones handed to
+the subscription's handler as ONE batch with ONE tracking record (one transaction), and the
+offset committed after the store commit (a crash in between is only a redelivery). A batch
+that fails is tried one message at a time: a message from outside that fails is a dead
+letter, a service's message STOPS its partition there (``stops.py``) until it passes. Store
+errors that may pass are retried. :meth:`BatchProcessor.consume` never raises: a failed batch
+is read again from the committed offsets after a back-off.
 """
 
 from __future__ import annotations
@@ -544,10 +477,7 @@ class BatchProcessor:
 
 
 class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Assignment changes: topic ids are read again (a topic may be new), stops end.
-
-    Given to the subscriber when it is declared; ``processor`` is set once the service's
-    store is open, before the consumer starts."""
+    """Assignment changes: topic ids are read again (a topic may be new), stops end."""
 
     def __init__(self, processor: BatchProcessor | None = None) -> None:
         self.processor = processor

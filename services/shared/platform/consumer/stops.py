@@ -1,16 +1,7 @@
-"""Partitions the consumer stopped because a handler failed on an internal message.
-
-An internal message (one a service published: ``contracts.MESSAGE_SOURCES`` names a
-service, not ``EXTERNAL``) cannot be skipped: dropping a CoupResolved or a CardDrawn
-would leave a table or a bet book wrong for good. So the consumer stops that partition
-instead: nothing past the record is recorded, the partition is paused at the record (the
-others go on), and the same record is tried again after a back-off (doubling, at most
-:data:`MAX_RETRY_DELAY`) until the handler takes it. Meanwhile the stop is loud: an
-ERROR log, the gauge ``pb_partition_stopped`` (metrics.py) and ``/ready`` answering 503
-(readiness.py) name it.
-
-:class:`PartitionStops` keeps that state for one consumer and pauses, seeks and resumes its
-partitions on the Kafka consumer; ``on_change(topic, partition, stopped)`` tells the metrics.
+"""Partitions stopped because a handler failed on a service's message (never skipped: a lost
+CoupResolved would leave a book wrong for good). The partition is paused at that record, tried
+again after a growing back-off until it passes, and loud meanwhile: an ERROR log,
+``pb_partition_stopped`` and ``/ready``.
 """
 
 from __future__ import annotations

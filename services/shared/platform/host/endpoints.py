@@ -1,36 +1,7 @@
-"""The operations endpoints of a service process: a Starlette app, served under uvicorn.
-
-:func:`ops_app` builds it from what the running service knows (the runner mounts it and serves
-it with :class:`~services.shared.platform.host.runner.AsgiServer`):
-
-- ``/health``   200 while the process runs (``{"status": "alive", "service", "uptime_s"}``),
-  503 ``{"status": "stuck", "why": ...}`` when the Readiness has an ``alive()`` that says why
-  the process should be restarted (a store call that never returns: ``worker.py``);
-- ``/ready``    200 when every check of the :class:`Readiness` passes, else 503; the body
-  names each check, ``"ok"`` or why not (a stopped partition, the broker, the store...).
-  Checks that fail or do not answer within ``ready_timeout`` make it 503 too;
-- ``/metrics``  the Prometheus text exposition;
-- ``/asyncapi`` (also ``/asyncapi.json``) the service's AsyncAPI document, ``/asyncapi.html``
-  a readable page of it (no scripts).
-
-Every request's Host header must be one of ``allowed_hosts`` (``Settings.allowed_hosts``, from
-``PB_HTTP_ALLOWED_HOSTS``), else 400: endpoints bound to 0.0.0.0 still answer only the names
-they are meant to be reached by (no DNS rebinding from a browser). GET and HEAD only.
-
-The checks behind a service's ``/ready``: what a running service must have to do its work.
-
-:class:`ServiceReadiness` is the ``Readiness`` the operations endpoints ask
-(``endpoints.ops_app``); each check is None when fine, else why not:
-
-- ``writer``: this instance holds its store's writer lease (``writer_lease.py``), else it is
-  a standby and says who writes;
-- ``broker``: Kafka answers a metadata request (with the service's own client options);
-- ``store``: the event store answers a query;
-- ``partitions``: the consumer has its partitions (a service without inputs has none to wait for);
-- ``handling``: no partition is stopped (``stops.py``: a handler failing on an internal
-  message), else each stopped partition, its record and the error; and no store call has
-  run too long (``worker.py``: stuck, which also fails ``/health`` through :meth:`alive`);
-- ``running``: the service is not stopping.
+"""The operations endpoints (Starlette): /health, /ready, /metrics, /asyncapi, and the checks of
+/ready (:class:`ServiceReadiness`: the writer lease, the broker, the store, the partitions, no
+partition stopped and no stuck store call). Every request's Host header must be an allowed
+host (400 otherwise); GET and HEAD only.
 """
 
 from __future__ import annotations
@@ -85,11 +56,7 @@ def ops_app(
     allowed_hosts: Sequence[str],
     ready_timeout: float = READY_TIMEOUT,
 ) -> Starlette:
-    """The operations app of ``service`` (see the module docstring).
-
-    ``asyncapi`` is called once, in a worker thread, on the first request for the document.
-    ``allowed_hosts`` are checked like ``PB_HTTP_ALLOWED_HOSTS`` (ValueError when unusable).
-    """
+    """The operations app of ``service`` (see the module docstring)."""
     hosts = check_allowed_hosts(allowed_hosts)
     if not hosts:
         raise ValueError(f"{service}: no allowed host: every request would be refused")

@@ -1,44 +1,7 @@
-"""Prometheus metrics of a service (prometheus-client, one registry per running service).
-
-The domain counters come from what the relay PUBLISHES (``to_messages`` output,
-counted once the broker acknowledged the batch), so no service has to count:
-
-- ``pb_coups_resolved_total{outcome}``      CoupResolved (dealing)
-- ``pb_bets_accepted_total{bet_type}``      BetAccepted (settlement)
-- ``pb_bets_rejected_total{reason}``        BetRejected by reason code (settlement)
-- ``pb_bets_settled_total{result}``         BetSettled WIN/LOSE/PUSH (settlement)
-- ``pb_messages_published_total{type}``     every published message by type
-- ``pb_settlement_latency_seconds``         histogram, per coup: from the CoupResolved
-  event's ``occurred_at`` (dealing) to the broker's acknowledgement of the coup's
-  settlement (its BetSettled and CoupSettled) published by this service. Only the
-  service that consumes CoupResolved AND publishes BetSettled (settlement) has it.
-
-- ``pb_incidents_total{code}``  facts the service refused to believe (``IncidentRaised``
-  on punto-banco.incidents: a claimed result the cards contradict, a forged card...).
-  Alert on any increase.
-- ``pb_messages_quarantined_total{type}``  messages the relay could not publish (e.g.
-  larger than the broker accepts) and replaced by a ``MessageQuarantined`` record on the
-  dead-letter topic, by the original's type. Alert on any increase.
-
-Read at scrape time (``render``):
-
-- ``pb_relay_backlog_events``   stored notifications the relay has not yet published
-- ``pb_event_store_events``     notifications in the store (its size in events)
-- ``pb_event_store_bytes``      size of the SQLite file (+ WAL); absent on PostgreSQL
-- ``pb_consumer_lag_messages{topic,partition}``  end offset - offset handled and committed
-- ``pb_dead_letters_total``     messages this process sent to the dead-letter topic
-- ``pb_messages_handled_total`` / ``pb_duplicates_skipped_total``  consumer counters
-- ``pb_partition_stops_total``  failed tries of stopped partitions' records (stops.py)
-- ``pb_service_up{service}``    1
-
-Set by the consumer (stops.py):
-
-- ``pb_partition_stopped{service,topic,partition}``  1 while the consumer has stopped
-  that partition (a handler failed on an internal message and is tried again), 0 once it
-  goes on. Alert on ``pb_partition_stopped == 1``.
-
-Counters restart from 0 with the process (Prometheus' ``rate`` handles that); a
-relay that republishes after a crash counts its duplicates again.
+"""Prometheus metrics of a service: counters fed by what the relay published (acknowledged) and
+what the consumer handled, gauges read at scrape time (relay backlog, store size, consumer lag),
+``pb_partition_stopped`` and ``pb_incidents_total`` to alert on. Counters restart with the
+process (Prometheus' ``rate`` handles that).
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
-"""Serve an ASGI app (Starlette) with uvicorn inside the running event loop.
-
-The services' operations endpoints (``endpoints.ops_app``) and the dashboard use it. The
-process (``punto-banco serve``, ``up``, the tests) owns the event loop and the signals, so
-uvicorn here installs no signal handlers and leaves logging alone; the listening socket is bound
-here first, so a busy port is an ``OSError`` the caller handles (uvicorn itself would exit the
-process). ``host`` is any address (``PB_HTTP_HOST``): ``0.0.0.0`` or ``::`` serve every interface.
-
-Running a service: its FastStream application, and its ASGI app under uvicorn.
-
-:class:`ServiceHost` runs one service inside the running event loop (the tests, the
-in-process systems): it starts the service's FastStream application (``service_app.py``:
-startup hooks, then the broker and its consumer) and, when the settings give an HTTP port,
-serves that application's ASGI side (the operations endpoints: /health, /ready, /metrics,
-/asyncapi) under uvicorn (``webserver.AsgiServer``) on ``PB_HTTP_HOST``; a port already in use
-is a warning, the service runs without its endpoints. :func:`serve` is the process entry point
-(``punto-banco serve <service>``): until SIGTERM/SIGINT or a crashed task, with the log line
-``<service>: serving`` once the consumer has its partitions (what ``punto-banco up`` and the
-benchmarks wait for).
+"""Running a service: :class:`ServiceHost` inside the running event loop (tests, ``up``), and
+:func:`serve`, the process entry point (until SIGTERM or a crashed task; the log line
+``<service>: serving`` is what ``up`` and the bench wait for). The FastStream ASGI app (the
+operations endpoints) is served by uvicorn (:class:`AsgiServer`, bound first: a busy port is a
+warning, the service runs without its endpoints).
 """
 
 from __future__ import annotations
@@ -58,10 +44,7 @@ class _EmbeddedServer(uvicorn.Server):
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0: any free port); OSError if taken.
-
-    A name (``localhost``) binds its first IPv4 address if it has one, else its first address.
-    """
+    """A listening TCP socket on ``host:port`` (port 0: any free port); OSError if taken."""
     infos = socket.getaddrinfo(
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE | socket.AI_NUMERICSERV
     )

@@ -1,32 +1,11 @@
-"""Helpers for a service's messages.py: stable envelopes for relayed messages.
+"""Stored events -> contract messages (what a service's ``messages.py`` is written with).
 
-A relay may publish the same stored event twice (after a crash); the message
-must then be identical, so its ``event_id`` and ``occurred_at`` are derived from
-the stored event, never generated at publish time.
-
-Stored domain events -> contract messages, by field name (a service's ``messages.py``).
-
-A fact's fields are named as its contract's: :func:`publish_one` takes each payload field
-of the contract from the event (or from ``given`` overrides and derived values) and
-validates the message; single messages are few, and a field with no source fails here
-and in the tests. :func:`publish_lines` makes one message per line of a batch fact (10,000
-``BetSettled`` for a busy coup) on the ``contracts.trusted`` fast path: the values were
-validated when they were recorded, and the field order and sources are worked out once
-per shape. :func:`one` is the publication of a one-to-one fact, for a ``singledispatch``
-table keyed by event class.
-
-Every message's ``event_id`` is derived from the stored event (originator id, version, the
-message's index), so a message republished after a crash has the id it had the first time.
-
-Seal anchors: the relay publishes every seal of the store as a signed ``SealAnchored``.
-
-``with_anchors(mapper, service)`` wraps a service's ``to_messages``: a ``SealLedger.Sealed``
-event becomes one ``SealAnchored`` (topic ``punto-banco.seals``, key = the service's name),
-the ledger's ``Started`` nothing. The anchor goes through the outbox like every other fact,
-so it is published exactly in the store's order, at least once, and the relay signs it
-(``relay_records.SIGNED_TOPICS``) with the service's key, which never lives in the store.
-Its ``event_id`` and ``occurred_at`` derive from the stored seal: publishing it again after
-a crash gives the same record. ``services.tools.audit.anchors`` checks a store against them.
+Every message's ``event_id`` and ``occurred_at`` derive from the stored event
+(:func:`envelope`), so a message published again after a crash is the same message.
+:func:`publish_one` builds a contract from the event's fields of the same names, validated;
+:func:`publish_lines` one message per line of a batch fact, unvalidated (the values were
+validated when recorded), by a builder compiled once per shape. The platform's own facts: a
+seal publishes its anchor (:func:`with_anchors`), an incident its ``IncidentRaised``.
 """
 
 from __future__ import annotations
@@ -75,13 +54,7 @@ def payload_fields(contract: type[Message]) -> tuple[str, ...]:
 
 
 def publish_one(contract: type[M], event: Any, index: int = 0, **given: Any) -> M:
-    """``contract`` from ``event``'s fields of the same names, validated.
-
-    The envelope comes from the stored event (``envelope(event, index)``); ``given`` sets
-    ``event_id`` / ``occurred_at`` or a payload field (an override or a derived value). A
-    payload field neither given nor on the event keeps the contract's default (dealing's
-    events carry no ``causation_id``); one without a default fails validation.
-    """
+    """``contract`` from ``event``'s fields of the same names, validated."""
     fields = payload_fields(contract)
     unknown = given.keys() - fields - {"event_id", "occurred_at"}
     if unknown:
@@ -151,25 +124,13 @@ def _uuid(value: int) -> UUID:
 
 
 def line_ids(event: Any, count: int) -> list[UUID]:
-    """``event_id`` of each of ``count`` messages of one stored event (deterministic, cheap).
-
-    The first is ``envelope(event, 0)``'s id; the others flip the low bits of it by the
-    message's index (the version and variant bits are untouched), which is unique per
-    message and costs a fraction of one uuid5 each.
-    """
+    """``event_id`` of each of ``count`` messages of one stored event (deterministic, cheap)."""
     base = envelope(event, 0)["event_id"].int
     return [_uuid(base ^ index) for index in range(count)]
 
 
 class LineShape:
-    """How to make ``contract`` from a line record: each field's source, worked out once.
-
-    ``make`` is compiled for the shape (as ``dataclasses`` and ``namedtuple`` compile their
-    methods): one dict display of the contract's fields in its order, each read from the
-    message id and time, a ``common`` value, a line item or an ``extra`` value, or the
-    contract's default, then ``contracts.trusted``. A contract field with no source and no
-    default raises ``TypeError`` when the shape is made.
-    """
+    """How to make ``contract`` from a line record: each field's source, worked out once."""
 
     def __init__(
         self,
@@ -241,12 +202,7 @@ def publish_lines(
     common: Mapping[str, Any],
     ids: Sequence[UUID] | None = None,
 ) -> list[M]:
-    """One ``contract`` per line, in line order, unvalidated (``contracts.trusted``).
-
-    Each field is taken by name from the envelope, the line record or ``common``; a field
-    none of them holds keeps the contract's default (``causation_id``). ``ids``: the
-    messages' ids (default :func:`line_ids`).
-    """
+    """One ``contract`` per line, in line order, unvalidated (``contracts.trusted``)."""
     shape = line_shape(contract, record, tuple(common))
     made = ids if ids is not None else line_ids(event, len(lines))
     occurred_at = envelope(event)["occurred_at"]

@@ -1,59 +1,11 @@
-"""The records of a relay batch: stored domain events turned into signed, keyed Kafka records.
+"""The records of a relay batch: stored events -> signed, keyed Kafka records, and quarantine.
 
-:class:`RecordEncoder` maps each stored event to its contract messages (the service's
-:data:`EventMapper`), encodes them, adds the relay headers and, on :data:`SIGNED_TOPICS`, the
-writer's signature, and hands them out in chunks of :data:`CHUNK_MESSAGES` (the relay sends a
-chunk while the next is encoded):
-
-- headers ``pb-source`` (the service), ``pb-notification-id`` (the stored event's notification
-  id), ``pb-message-index`` (0, 1, ... when one stored event becomes several messages, e.g. a
-  coup's settlement becoming one BetSettled per bet) and ``pb-type`` (the message type, so a
-  reader can skip what it does not need without parsing it). The first three increase strictly
-  within every partition; consumers use them as their tracking position (``tracking.py``);
-- ``pb-sig`` (``signing.py``): a detached JWS (EdDSA) of the value, bound to its topic (with the
-  prefix), partition, cluster, key and position. Made while the chunk is encoded, in the worker
-  thread (Ed25519 signing releases the GIL): about 35 us per record;
-- the key is the table id (``contracts.partition_key``): a table keeps its partition, murmur2
-  of the key (``kafka.key_partition``), chosen here for a signed record (its signature binds
-  it) and by the producer for the others. A partition cell (``PB_PARTITIONED``) writes the
-  topics services read (:data:`CELL_TOPICS`) in its OWN partition only, whatever the key: so
-  every record a consumer tracks in partition n was written by n's cell, and a cell's answer
-  to a command read in its partition (a ``CommandRejected`` for a table of another partition,
-  ``intake.py``) goes back to that partition, never advancing another cell's positions;
-- dealing's marks (``OpenBook`` / ``CloseBook``: ``contracts.MARKERS``) go to EVERY configured
-  operator's bet-commands topic (``contracts.topics_for``), one record each with the same key,
-  index and value, so each operator's bets are ordered against the mark in their own partition;
-  a bet event goes to its operator's bet-events topic (``contracts.topic_for``);
-- markers first: a notification's records for the bet-commands topics (the marks) come before
-  its other records, and once a chunk with other records was handed out, a later notification
-  with markers starts the next relay batch instead;
-- a record larger than ``max_record_bytes`` is replaced at once by its quarantine record
-  (``relay_refusals.py``).
-
-What the broker will never accept from the relay, and the quarantine record put in its place.
-
-A message the broker can never accept is not retried forever:
-
-- before sending, a record whose single-record batch would exceed the relay's
-  ``max_record_bytes`` (1 MiB: the producer's ``max_request_size`` and, with 12 bytes to
-  spare, the broker's default ``max.message.bytes``) is replaced at once
-  (``relay_records.py``);
-- when the broker refuses a batch with one of :data:`REFUSALS` (a topic configured with a
-  lower ``max.message.bytes``, a record it finds invalid), the records of that batch are sent
-  again one per batch; one refused alone is replaced (``relay_pipeline.py``). After a batch is
-  refused as too large, the topic's batches are kept to half its size (halved again on every
-  such refusal, until the relay restarts: ``relay_producer.py``).
-
-A replaced message stays in the event store; in its place :func:`quarantine_record` makes a
-:class:`contracts.MessageQuarantined` (type, id, size, SHA-256, reason, notification id and
-index) for the dead-letters topic, with the original key and the original's ``pb-*`` position
-headers, and the relay goes on with the messages behind it. The alarm: an ERROR log at once,
-and once the batch is recorded the relay's ``quarantined`` counter and its ``on_quarantined``
-hook (the quarantine records, for the metrics). Nothing else is taken as a refusal: an
-unreachable broker only delays (the idempotent producer retries the batches in flight, in
-order, until it answers), and any other failure (a timeout, an authorisation or unknown server
-error, a timestamp out of the topic's range) fails the relay batch, which is published again
-from the recorded position after a back-off, with a new producer.
+:class:`RecordEncoder` maps each event to its messages, encodes them with the relay headers
+(``pb-source``, ``pb-notification-id``, ``pb-message-index``, ``pb-type``) and, on
+:data:`SIGNED_TOPICS`, ``pb-sig``; the key is the table id. A partition cell writes the topics
+services read in its own partition. Dealing's marks go to every operator's bet-commands topic,
+first. A record the broker can never take (too large, refused) is replaced by a
+``MessageQuarantined`` on the dead-letter topic (:func:`quarantine_record`), and the relay goes on.
 """
 
 from __future__ import annotations
@@ -194,14 +146,7 @@ class RecordEncoder:
         )
 
     def chunks(self, events: Sequence[tuple[int, Any]], done: list[int]) -> Iterator[Chunk]:
-        """The records of ``events`` in chunks; ``done[0]``: the last notification mapped.
-
-        Stops after the notification that brings the batch to ``MAX_MESSAGES_PER_BATCH``
-        (the rest next time: keeps one batch's memory and send time bounded), and before
-        a notification with markers once a chunk with other records was handed out
-        (markers first: that notification opens the next batch). A notification's
-        markers are encoded before its other records.
-        """
+        """The records of ``events`` in chunks; ``done[0]``: the last notification mapped."""
         # (message class, operator) -> its targets: topic, pb-type, signed, the cell's
         kinds: dict[tuple[type[Any], str | None], Targets] = {}
         places: dict[tuple[str, int], Where] = {}

@@ -1,80 +1,14 @@
-"""The relay's producer: one record batch per partition in flight, a new producer after a refusal.
+"""The outbox relay: a service's stored events published to Kafka, in order, at least once.
 
-Why aiokafka's batch API and not FastStream's publisher: FastStream's publisher sends one
-message per call (``send()`` per message is several times slower than ``send_batch``: the two
-"raw Kafka produce+consume" ceilings in BENCHMARKS.md) and hides the record batch and its
-acknowledgement, which the relay's ordering proof needs: :meth:`RelayProducer.deliver` builds
-ONE closed record batch of a partition's next records (``create_batch`` / ``send_batch``) and
-awaits its acknowledgement before the next batch of that partition is built
-(``relay_pipeline.py``).
-
-Why a new producer after every refusal: aiokafka's idempotent producer does NOT stop the later
-batches of a failed one. Retriable errors are retried forever in order (an idempotent batch
-never expires), but a refused batch (MESSAGE_TOO_LARGE, INVALID_RECORD...) fails alone after
-aiokafka has already given its sequence numbers away. If the partition had no state for this
-producer id yet, the broker then ACCEPTS the next batch (a later record appended, the earlier
-one missing: seen on Kafka 4.3); otherwise every later batch of the partition fails for good
-with OUT_OF_ORDER_SEQUENCE_NUMBER. So after a refusal the relay waits for the other
-partitions' batches in flight (:class:`_Gate`), stops the producer and starts another (a new
-producer id, fresh sequences) from ``producer_factory``; a producer passed in is never
-replaced, which only suits tests.
-
-Why not several batches in flight per partition: aiokafka 0.14's sender
-(``producer/sender.py``, ``message_accumulator.py``) already keeps at most one produce request
-per broker in flight and mutes a partition until its request is answered, so a partition's
-batches go to the broker one at a time anyway; queueing more only saves the short wait between
-an acknowledgement and the next send (measured: 10,000 BetSettled of one partition take about
-210 ms either way).
-
-Sending one relay batch: a sender per topic-partition, one record batch at a time, in order.
-
-Each topic-partition of a relay batch has one sender task that hands the producer one record
-batch (up to the producer's 256 KiB) and awaits its acknowledgement before building and
-sending the next (``relay_producer.py``); partitions are sent in parallel. When a batch fails,
-that partition sends nothing more (nor do the others start new batches) and the relay batch
-fails without recording a position. So in every partition what was appended is a prefix, in
-log order, of the relay batch's records there (a quarantined record's place is taken by its
-record on the dead-letters topic: ``relay_refusals.py``); republishing the batch from the
-recorded position then appends the rest after duplicates that consumers skip: no consumer ever
-sees a record whose predecessor in the log was not appended. Recording the position only once
-the whole relay batch is acknowledged is therefore enough.
-
-A batch the broker refuses for good (:data:`relay_refusals.REFUSALS`) is sent again one record
-per batch; a record refused alone is quarantined and the partition goes on.
-
-The outbox relay: publishes a service's stored events to Kafka, in order, at least once.
-
-The service's event store IS its outbox. The relay reads the Application's notification log
-from the position it recorded last, turns each stored domain event into zero or more contract
-messages and Kafka records (``relay_records.py``: the service's mapper, relay headers, key =
-table id, signatures), sends them with the idempotent producer, one record batch per
-partition in flight (``relay_pipeline.py``, ``relay_producer.py``), waits for every record of
-the batch to be acknowledged, and only then records the new position as an eventsourcing
-tracking record (``relay:<service>``) in the same store.
-
-After a crash or a failed batch it starts again from the recorded position, so the head of the
-last batch may be published again: downstream consumers see duplicates (same
-``pb-notification-id`` header, same ``event_id``) and drop them by their tracking records.
-Nothing is ever lost. A message the broker can never take is quarantined instead of retried
-forever (``relay_refusals.py``).
-
-The relay stays on aiokafka's record-batch API rather than FastStream's publisher (which sends
-one message per call and hides the batch and its acknowledgement): ``relay_producer.py`` says
-why. The service's FastStream publishers document what the relay writes (AsyncAPI).
-
-Markers first. The records of a relay batch for ``BET_COMMANDS`` (dealing's ``OpenBook`` /
-``CloseBook``, which mark in a table's partition where betting on a coup opens and closes) are
-sent and acknowledged before the batch's other records, so a bettor who reads a
-``BettingOpened`` finds the book open. A large batch streams its records as they are encoded;
-once it has let other records go, a later notification with markers starts the next relay
-batch instead.
-
-The relay wakes as soon as the Application saves (``add_save_listener``) and otherwise polls
-every ``relay_poll_interval`` seconds (events written by another process, e.g. after a restart,
-are found by the poll). The listener also hands over the domain events just recorded, keyed by
-notification id, so the relay maps them without decoding the stored JSON again (a coup's
-settlement of 10,000 lines); what it did not see saved (a restart, another process) it reads
-from the store. Either way the notification log decides what is published and in which order.
+:class:`OutboxRelay` reads the notification log after the position it recorded
+(``relay:<service>``), encodes the records (``records.py``), sends them with an idempotent
+producer, one closed record batch per partition in flight (:class:`RelayProducer`: aiokafka's
+batch API, as FastStream's publisher sends one message per call and hides the acknowledgement),
+and records the new position once every record is acknowledged. After a failure it starts
+again from the recorded position (consumers drop the duplicates). Markers (dealing's OpenBook /
+CloseBook) are sent and acknowledged before the rest of a batch. After a refused batch the
+producer is replaced (an idempotent producer's later batches would be reordered or fail). It
+wakes when the Application saves, and polls otherwise.
 """
 
 from __future__ import annotations
@@ -226,12 +160,7 @@ class RelayProducer:
         return self._producer
 
     async def deliver(self, part: PartitionRecords, start: int) -> tuple[str | None, int]:
-        """Send one record batch of ``part`` from ``start`` and await its acknowledgement.
-
-        Returns (None, end) when ``records[start:end]`` were appended, (why, end) when the
-        broker refused them for good (the producer is replaced then); raises on any other
-        failure.
-        """
+        """Send one record batch of ``part`` from ``start`` and await its acknowledgement."""
         async with self._gate.sending():
             producer = self._live()
             generation = self.generation
@@ -549,14 +478,7 @@ class OutboxRelay:
 
     # -- publishing ---------------------------------------------------------------
     async def publish_pending(self) -> int:
-        """Publish every stored event after the recorded position; returns records acknowledged.
-
-        Each batch of notifications is mapped and encoded in chunks of ``CHUNK_MESSAGES``
-        in the worker thread while the event loop sends the chunks before: the first
-        bets of a 10,000-bet settlement are on their way before the last are encoded.
-        The position is recorded once every record of the batch is acknowledged (or
-        quarantined and its quarantine record acknowledged).
-        """
+        """Publish every stored event after the recorded position; returns records acknowledged."""
         if self._loop is None:
             raise RuntimeError("relay not started")
         total = 0

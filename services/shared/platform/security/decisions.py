@@ -1,54 +1,12 @@
-"""The supervisors' keyring (who may sign a decision) and their private key files.
+"""Supervisors' decisions: the signed token a void carries, and the supervisors' keyring.
 
-The file (``PB_SUPERVISOR_KEYRING``, default ``<data dir>/keys/supervisors.json``) maps key ids
-to the supervisor holding the key, its Ed25519 public key (PEM) and, for a key rotated out,
-when it was retired::
-
-    {"sup-7-1": {"supervisor": "sup-7", "public_key": "-----BEGIN PUBLIC KEY-----...",
-                 "retired_at": "2026-12-01T10:00:00Z"},
-     "sup-7-2": {"supervisor": "sup-7", "public_key": "-----BEGIN PUBLIC KEY-----..."}}
-
-It is its own file, not the services' keyring (``signing.py``): supervisors are people whose
-roster changes, the file goes to dealing and the auditor only, and a supervisor's key is never
-removed. A decision stays verifiable for the audit as long as the store keeps it, so rotation
-*retires* a key (dealing refuses new decisions signed with it; the audit accepts those recorded
-before ``retired_at``) instead of deleting it. The key parsing and the atomic, owner-only file
-writing are the ones of the services' keys.
-
-- :func:`add_supervisor_key` (``punto-banco supervisor keygen``): a new key for a supervisor
-  (``<id>-<n>``), its private key file written 0600, its public key in the keyring, and the
-  supervisor's earlier keys retired now (rotation).
-- :meth:`SupervisorKeyring.watching` (dealing): the keyring of a file that may not exist yet;
-  it reads the file again (at most once a second, when it changed) so that a new supervisor,
-  a rotation or a retirement is taken without a restart.
-
-Supervisors' decisions: the signed token a void (and any later correction) carries.
-
-Scheme: a JWT (RFC 7519) in JWS compact serialization (RFC 7515), algorithm ``EdDSA`` over
-Ed25519 (RFC 8037), keys from PyCA ``cryptography`` and the supervisors' keyring
-(``supervisors.py``). Header and claims are compact JSON with sorted keys::
-
-    header  {"alg":"EdDSA","kid":"sup-7-2","typ":"pb-decision+jwt"}
-    claims  {"action":"void","aud":"punto-banco:dealing","coup_id":"t1.coup-5",
-             "exp":1796119500,"iat":1796119200,"iss":"sup-7","jti":"<the command's event_id>",
-             "reason":"dealer exposed a card","sub":"sup-7","table_id":"t1","ver":1}
-
-``typ`` types the token explicitly (RFC 8725 section 3.11: a JWT of another kind is not a
-decision), ``ver`` is the version of the claim set. ``iss`` and ``sub`` are the supervisor
-who holds ``kid`` in the keyring; ``jti`` is the ``event_id`` of the command carrying it, so a
-token is good for one command; ``exp`` is at most :data:`MAX_LIFETIME` after ``iat``.
-
-:func:`authenticate` checks what the token says by itself (its form, a key of the keyring,
-the signature, the key's holder) and :func:`check_time` whether it may be used at a moment
-(the key not retired, ``iat`` and ``exp``); dealing checks both at the time it handles the
-command, and :func:`mismatch` against the command itself. The audit checks the same against
-the stored void and the time it was recorded. Every refusal is a :class:`DecisionRefused`
-with the ``CommandRejected.reason_code`` it is answered with.
-
-``joserfc`` makes and parses the JWS; the claim rules are the scheme's own (exactly these
-members, ids, a bounded lifetime), and :func:`check_time` accepts up to ``exp + LEEWAY``
-inclusive, as the audit did for the voids in the stores (joserfc's ``JWTClaimsRegistry``
-refuses at that second).
+A token is a JWT (RFC 7519, ``typ`` ``pb-decision+jwt``), EdDSA over Ed25519, made and parsed
+by ``joserfc``; its claims are exactly the scheme's (``ver`` 1): the action, table, coup and
+reason, the supervisor (``iss`` = ``sub``), ``jti`` = the carrying command's ``event_id`` and a
+lifetime of at most an hour. :func:`authenticate` checks what the token says by itself,
+:func:`check_time` whether it may be used at a moment, :func:`mismatch` whether it is the
+command's; each refusal is a :class:`DecisionRefused` with its ``CommandRejected`` reason code.
+The :class:`SupervisorKeyring` file follows its file (keys added, retired at a moment).
 """
 
 from __future__ import annotations

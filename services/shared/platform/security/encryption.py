@@ -1,24 +1,10 @@
-"""Field-level encryption of stored events: some fields of an event kept as one ciphertext.
+"""Field-level encryption at rest: a fact's secret fields stored as one ciphertext.
 
-Scheme ``jwe-dir-a256gcm/v1``: JWE (RFC 7516) compact serialization, key management ``dir``
-(the key is the content encryption key: no encrypted key part) and content encryption
-``A256GCM`` (RFC 7518 section 5.3: AES-256-GCM, a random 96-bit IV per event, a 128-bit tag),
-``joserfc`` over PyCA ``cryptography``. The plaintext is the encrypted fields as compact JSON
-(keys sorted). The protected header, which is the AEAD's associated data
-(``ASCII(BASE64URL(header))``), names the key id and binds the ciphertext to where it belongs::
-
-    {"alg":"dir","enc":"A256GCM","kid":"shoe-secret-1",
-     "pb-bind":{"aggregate_id":"<uuid>","shoe_id":"<shoe>","table_id":"<table>"}}
-
-(compact JSON, keys sorted). A ciphertext copied to another shoe, table or aggregate, a
-changed header, IV, ciphertext or tag, or the wrong key: decryption fails
-(:class:`FieldDecryptionError`), it never yields other values. What is stored in the event's
-``encrypted`` field::
-
-    {"scheme": "jwe-dir-a256gcm/v1", "kid": "shoe-secret-1", "jwe": "<header>..<iv>.<ct>.<tag>"}
-
-(``kid`` repeated outside for people and queries: which rows a key id still protects; it
-must equal the header's).
+Scheme ``jwe-dir-a256gcm/v1``: a JWE (RFC 7516) in compact form, ``dir`` + ``A256GCM`` (a
+random IV per event), by ``joserfc``. Its protected header (the AEAD's associated data) names
+the key id and binds the ciphertext to its aggregate and the fact's ``ENCRYPTION_BINDS``: one
+copied to another row, altered, or read with another key fails to decrypt
+(:class:`FieldDecryptionError`), never yielding other values.
 """
 
 from __future__ import annotations

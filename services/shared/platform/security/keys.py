@@ -1,48 +1,11 @@
-"""Writing key files: owner-only from the first byte, replaced atomically.
+"""Key files: each service's signing key and the keyring of public keys; the shoe's secret keys.
 
-Used by ``keys.py`` (the signing keys and the keyring) and ``secret_keys.py`` (the shoe's
-secret keys). A folder made here is mode 0700; a private file is mode 0600 from its creation
-(never readable by others, whatever the umask, not even for a moment).
-
-The shoe's secret keys: the AES-256 keys its order and salt are encrypted with at rest.
-
-Two ways to give them (``Settings``; the shoe's Application gets both in its environment):
-
-- ``PB_SHOE_SECRET_KEY_FILE`` (default ``<data dir>/keys/shoe-secret.json``): a JWK Set
-  (RFC 7517 section 5) of symmetric keys, mode 0600 (refused when group or others may read
-  it)::
-
-      {"keys": [{"kty": "oct", "use": "enc", "kid": "shoe-secret-2", "k": "<base64url>"},
-                {"kty": "oct", "use": "enc", "kid": "shoe-secret-1", "k": "<base64url>"}]}
-
-- ``PB_SHOE_SECRET_KEY``: ``<key id>:<base64 of 32 bytes>[,<key id>:<base64>...]``.
-
-Either way the FIRST key encrypts new shoes and every key decrypts what it encrypted: a
-rotation (:func:`rotate_key_file`, ``punto-banco keys rotate-secret``) puts a new key first
-and keeps the old ones, so shoes shuffled before it still decrypt. A key id is 1-64
-letters, digits, ``.``, ``_`` or ``-``; ``punto-banco keys init`` names them
-``shoe-secret-<n>``.
-
-Key files: each service's private signing key, and the keyring of every service's public keys.
-
-Where (``Settings``): ``PB_SIGNING_KEY`` (default ``<data dir>/keys/<service>.pem``, an
-Ed25519 private key, PKCS#8 PEM, mode 0600) and ``PB_KEYRING`` (default
-``<data dir>/keys/keyring.json``: key id -> ``{"service", "public_key"}``, public keys in PEM).
-The keys folder is made mode 0700. A key file that group or others may read is refused: anyone
-who can read it can write as the service.
-
-- :func:`init_keys` (``punto-banco keys init``): a key for every service that has none, every
-  service's key in the keyring (ids ``<service>-1``, ``-2``...); idempotent.
-- :func:`rotate_key` (``punto-banco keys rotate``): a new key for one service; its public key
-  goes into the keyring FIRST (readers look at the keyring file again when they meet an unknown
-  key id), then it replaces the private key file. The old public key stays in the keyring, so
-  what was signed with it still verifies; remove it from the file once nothing needs it.
-- :func:`load_keyring` and :func:`signer_for`: what a service loads at start; a missing or
-  unusable file is a :class:`KeysError` whose message says what to run.
-- :func:`init_secret_key` and :func:`rotate_secret_key`: the shoe's secret key file
-  (``PB_SHOE_SECRET_KEY_FILE``, default ``<data dir>/keys/shoe-secret.json``: the AES-256 keys
-  its order and salt are encrypted with at rest, ``secret_keys.py``); ``init_keys`` makes it
-  with the shoe's signing key.
+Private files are mode 0600 from their first byte (folders 0700) and replaced atomically; one
+that group or others may read is refused. :func:`init_keys` makes what is missing (ids
+``<service>-<n>``); :func:`rotate_key` adds the new public key to the keyring first, so readers
+(who read it again on an unknown key id) never meet an unknown signer. The shoe's AES-256
+secret keys (:class:`SecretKeys`) come from a JWK Set file or ``PB_SHOE_SECRET_KEY``; the first
+encrypts, all decrypt (a rotation keeps the old ones).
 """
 
 from __future__ import annotations
@@ -374,10 +337,7 @@ def signer_for(settings: Settings, keyring: Keyring) -> Signer:
 
 
 def init_keys(settings: Settings, services: Sequence[str] = SERVICES) -> list[str]:
-    """Give every service in ``services`` a key and put it in the keyring; what was done.
-
-    Keys already there are kept (idempotent); one missing from the keyring is added.
-    """
+    """Give every service in ``services`` a key and put it in the keyring; what was done."""
     keyring_path = settings.keyring_path
     paths = {service: settings.for_service(service).signing_key_path for service in services}
     if len(set(paths.values())) < len(paths):

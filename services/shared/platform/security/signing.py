@@ -1,31 +1,13 @@
 """Record signatures: who wrote a Kafka record, and where, checked by whoever reads it.
 
-Scheme ``record-jws/v2`` (named in every header's ``pb-scheme``): JWS (RFC 7515) in compact
-serialization with a DETACHED, UNENCODED payload (RFC 7515 Appendix F, RFC 7797
-``"b64": false``), algorithm ``EdDSA`` over Ed25519 (RFC 8037), keys from PyCA
-``cryptography``. The payload is the record's value, byte for byte; the protected header binds
-it to where it was written, as Kafka names it::
-
-    {"alg":"EdDSA","b64":false,"crit":["b64"],"kid":"dealing-1","pb-cluster":"<cluster id>",
-     "pb-key":"<record key>","pb-part":<partition>,"pb-pos":"<notification id>:<index>",
-     "pb-scheme":"record-jws/v2","pb-topic":"<topic, with the deployment's prefix>"}
-
-(compact JSON, keys sorted, ASCII). The signing input is ``BASE64URL(header) + "." + value``;
-the record's ``pb-sig`` header carries ``BASE64URL(header) + ".." + BASE64URL(signature)``
-(the compact form with the payload left out). BASE64URL is RFC 4648 section 5 without padding.
-So a genuine record copied to another partition, another prefix's topic or another cluster
-does not verify (:class:`Where`).
-
-The first scheme (v1, no ``pb-scheme``: ``pb-topic`` the logical topic, no partition,
-prefix or cluster) is refused by the services' consumers (docs/security.md, "Upgrading");
-:func:`verify` still accepts it where a record must stay verifiable for as long as it is kept
-(the audit's seal anchors: ``v1_topic``).
-
-A :class:`Keyring` maps key ids (``dealing-1``, ``dealing-2`` after a rotation) to the
-service that holds the private key and its public key; :func:`verify` accepts a record only
-when its key id is in the keyring, belongs to the one service allowed to write it, and the
-header names the record's own place, key and relay position. Key files and the keyring's
-file are handled by ``keys.py``.
+Scheme ``record-jws/v2``: a JWS (RFC 7515) with a detached, unencoded payload (RFC 7797),
+EdDSA over Ed25519, in the record's ``pb-sig`` header as ``header..signature``. The payload is
+the record's value; the protected header (compact JSON, keys sorted) binds the cluster, topic
+(with its prefix), partition, key and relay position (``pb-pos``), so a genuine record copied
+elsewhere does not verify. :func:`verify` takes a record only when its key id is in the
+:class:`Keyring` as a key of the one service that may write it; v1 signatures only where
+asked (the audit's seal anchors). Written by hand: a library JWS per record costs real CPU
+(BENCHMARKS.md); docs/integrating.md verifies the same bytes with a few lines.
 """
 
 from __future__ import annotations
@@ -324,10 +306,7 @@ def verify(
     v1_topic: str | None = None,
 ) -> str | None:
     """None when ``header`` (a ``pb-sig`` value) is ``signer``'s signature of this record
-    (its place, ``key``, ``value``, relay position); else why not, in a few words.
-
-    ``v1_topic``: the logical topic, to accept a signature of the first scheme (v1) too;
-    None refuses it."""
+    (its place, ``key``, ``value``, relay position); else why not, in a few words."""
     if header is None:
         return f"no pb-sig header (only {signer} publishes this, and signs what it publishes)"
     if len(header) > MAX_SIGNATURE_CHARS:

@@ -1,74 +1,12 @@
-"""One thread that runs every call touching a service's Application, in order.
+"""A service's eventsourcing Application, its unit of work, and the one thread that calls it.
 
-eventsourcing is synchronous, so async code calls it through a worker thread
-(like ``asyncio.to_thread``). Using ONE dedicated thread for all handlers and
-timers of a service serialises their writes: two handlers never race on the
-same aggregate version, and a timer's command sees every handled message.
-
-A call that never returns (a store write blocked for good: seen once under load, the
-database waiting for the rest of a pipelined insert that the driver never sent) would stop
-the service silently: nothing fails, nothing moves. So the worker knows what it runs and
-since when (:meth:`AppWorker.stuck`), and :func:`watch_worker` logs it; ``/ready`` and
-``/health`` report it (``readiness.py``, ``endpoints.py``), so an orchestrator's liveness
-probe restarts the process. A restart is safe: the blocked transaction never committed, and
-tracking makes the redelivered messages take effect exactly once.
-
-The services' eventsourcing mapper: line records typed, secret fields encrypted at rest.
-
-A domain event field typed ``list[SomeLine]`` (a ``NamedTuple`` of
-``services.shared.facts``) is stored as a JSON array of arrays, and eventsourcing's
-``Mapper`` gives lists back. :class:`FactMapper` types them once, here, so the code that
-reads an event (an aggregate replaying, the relay publishing) always sees line records,
-live or replayed (a ``NamedTuple`` encodes as the array it was read from).
-
-A fact that declares ``ENCRYPTED`` fields (the shoe's order and salt) is stored with those
-fields null and their ciphertext in its ``encrypted`` field (``field_encryption.py``), bound
-to the aggregate id and the fact's ``ENCRYPTION_BINDS``; read back, they are decrypted, so
-the aggregate and the relay see the plain values and the store never holds them. A mapper
-without ``secret_keys`` refuses to store such an event, and a row it cannot decrypt raises
-:class:`~services.shared.platform.security.encryption.FieldDecryptionError`: never a shoe
-rebuilt without its order. An event read from the store keeps the envelope it was stored
-with, so storing it again gives the same bytes.
-
-The eventsourcing base every service Application extends, and its unit of work.
-
-``ServiceApplication`` is an ordinary eventsourcing ``Application`` with five
-additions the delivery design needs:
-
-- its recorder is a *process* recorder, so events and tracking records
-  (what was consumed, how far the relay got) live in the same store and can be
-  written in the same transaction;
-- ``unit_of_work(tracking)`` collects every aggregate changed while handling one
-  message (or one batch of messages) and records all their new events together
-  with the tracking record in ONE transaction (``ProcessingEvent`` +
-  ``Application._record``, as ``eventsourcing.system.ProcessApplication`` does);
-- a unit of work may add rows of the service's side tables (derived state such as
-  settlement's bet ids, ``side_tables.py``): its recorder inserts them in that same
-  transaction (``UnitOfWork.add_rows``);
-- listeners registered with ``add_save_listener`` are called after every
-  save, which wakes the outbox relay without waiting for its poll interval;
-- its mapper is :class:`~services.shared.platform.store.application.FactMapper`: stored line
-  arrays are read back as the line records the domain events declare, and the fields a fact
-  declares ``ENCRYPTED`` are encrypted with the keys of :meth:`construct_secret_keys` (none
-  by default: such an event is then refused).
-
-Make a service's store ready and open its Application on it.
-
-The Application itself only sees the eventsourcing environment produced by
-:meth:`Settings.eventsourcing_env`; this module does the little preparation a
-backend needs first (the data folder for SQLite, the schema for PostgreSQL).
-
-A PostgreSQL schema is created only when it is missing, and only when the service makes its
-own tables (``PB_POSTGRES_CREATE_TABLES``, default yes: a login that may not create them is
-told to set it to no, never given more rights). A store provisioned by
-``punto-banco db setup`` (``pg_roles.py``) is only checked: the service's role may use the
-schema and the owner's write-lock procedure is there; otherwise :class:`StoreNotReady` says
-what to run.
-
-SQLite stores are private to their owner: a data folder made here is created 0700 (an
-existing one keeps its mode: it may hold the local servers' folders too) and the database
-file 0600 before SQLite opens it (SQLite gives its -wal and -shm files the database file's
-mode), whatever the umask.
+:class:`ServiceApplication` records a unit's events, its tracking record and its side rows in
+ONE transaction (:meth:`~ServiceApplication.unit_of_work`), tells listeners what it saved (the
+relay wakes at once), and stores facts through :class:`FactMapper` (line records typed, the
+fields a fact declares ``ENCRYPTED`` encrypted at rest). :func:`open_application` prepares the
+store first (a private SQLite file, or the PostgreSQL schema, created or checked).
+:class:`AppWorker` runs every Application call of a service on one thread, in order, and knows
+when one is stuck (``/health`` fails then: a restart is safe, nothing was committed).
 """
 
 from __future__ import annotations
@@ -304,10 +242,7 @@ class ServiceApplication(Application[UUID]):
 
     # -- notification of new events ------------------------------------------------
     def add_save_listener(self, listener: Callable[[Sequence[Recording[UUID]]], None]) -> None:
-        """Call ``listener(recordings)`` (from the saving thread) after events were recorded.
-
-        ``recordings`` pair each domain event with its notification (id) in the log.
-        """
+        """Call ``listener(recordings)`` (from the saving thread) after events were recorded."""
         with self._listeners_lock:
             self._save_listeners.append(listener)
 
@@ -336,25 +271,14 @@ class ServiceApplication(Application[UUID]):
     # -- unit of work --------------------------------------------------------------
     @contextmanager
     def unit_of_work(self, tracking: Tracking | None = None) -> Iterator[UnitOfWork]:
-        """Collect changed aggregates; on a clean exit record them and ``tracking`` atomically.
-
-        On an exception nothing is recorded (aggregates fetched in the unit are
-        copies, so the repository cache stays clean).
-        """
+        """Collect changed aggregates; on a clean exit record them and ``tracking`` atomically."""
         uow = UnitOfWork(self, tracking)
         yield uow
         uow.commit()
 
 
 class UnitOfWork:
-    """Aggregates read and changed while handling one message or one batch.
-
-    ``get`` returns the same object for the same id within the unit, so several
-    messages of a batch see each other's (not yet recorded) changes. Events are
-    recorded aggregate by aggregate, except that :meth:`checkpoint` fixes the order of
-    those raised so far: a batch that checkpoints after each message records its events
-    in the order the messages were handled.
-    """
+    """Aggregates read and changed while handling one message or one batch."""
 
     def __init__(self, app: ServiceApplication, tracking: Tracking | None = None) -> None:
         self.app = app

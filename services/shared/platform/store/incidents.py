@@ -1,11 +1,7 @@
-"""Incidents: facts a service refused to believe, recorded in its store and published.
+"""Incidents: facts a service refused to believe, recorded with the rest of the unit of work.
 
-A service checks what it can (the cards behind a claimed outcome, the position of a card in
-the shoe...). When a message fails such a check the service does not act on it: it records
-an ``IncidentLog.Raised`` event in the SAME transaction as the rest of the batch (so the
-record and the refusal cannot part), logs it at ERROR, and its relay publishes it as a
-``contracts.IncidentRaised`` on ``punto-banco.incidents`` for the operators (the metrics
-count them by code). One log per service and table.
+:func:`raise_incident` adds an ``IncidentLog.Raised`` event (one log per service and table)
+and logs it at ERROR; the relay publishes it as ``IncidentRaised`` (``relay/publishing.py``).
 """
 
 from __future__ import annotations

@@ -1,61 +1,12 @@
-"""The PostgreSQL side of "one writer per store": the lease's tables and the write fence.
+"""One writer per store: the writer lease, and the fence of every PostgreSQL write transaction.
 
-A service instance writes its schema only while it holds the schema's writer lease
-(``writer_lease.py``): the table :data:`LEASE_TABLE` of the schema locked ``EXCLUSIVE`` (a
-partitioned process: ``SHARE``, shared with the other partitioned processes) in a transaction
-its lock connection keeps open. A table lock and not an advisory lock: any login may take any
-advisory key (the read-only auditor too, and every key here was predictable), while PostgreSQL
-grants these lock modes only to a role holding UPDATE, DELETE, TRUNCATE (or, from 17,
-MAINTAIN) on the table, which ``punto-banco db setup`` gives the service's own role alone
-(``pg_roles.py``); the auditor's SELECT allows ACCESS SHARE, which conflicts with neither. The
-lock takes no transaction id and, in READ COMMITTED, holds no snapshot, so the open transaction
-holds back no vacuum; both tables are partitioned tables without partitions, without storage,
-so there is nothing of theirs to vacuum or freeze either.
-
-Holding the lease when a transaction starts is not enough: the lock connection can die (a
-network cut, a terminated backend, a timeout) while the instance still has pooled connections
-and carries on. So every write transaction of the store (the recorder, ``pg_store.py``) first
-runs :func:`fence_statement`:
-
-1. it locks the schema's :data:`FENCE_TABLE` in ROW SHARE mode for the transaction;
-2. it checks, in ``pg_locks``, that the lease table is still locked EXCLUSIVE by THIS
-   instance's lock connection (its backend pid); if not, the transaction fails and writes
-   nothing.
-
-The next holder, right after it gets the lease and before it reads the store, locks the fence
-table EXCLUSIVE once (:func:`barrier_statements`, in a savepoint rolled back at once): that waits
-for every write transaction of the old holder that passed the check to end. Either the old
-holder's transaction committed before the barrier (the new holder reads its effects) or it
-checked after the lease moved (and failed): an instance that lost its lease commits nothing.
-
-One writer per store: the lease a service instance holds while it writes its store.
-
-Two instances of one service on one store (a second ``punto-banco serve settlement``, a
-rolling update, a process an orchestrator wrongly thinks dead) would both consume, judge and
-append: a bet accepted or settled twice, a log relayed twice. So before a service opens its
-store it takes the store's writer lease, and holds it for as long as it runs
-(``lifespan.py``). Another instance of the service waits as a STANDBY: it has not opened the
-store nor joined the consumer group, its ``/ready`` says ``standby`` and why; it takes over
-when the holder stops or dies. This is active/standby high availability of one writer.
-
-Partitioned processes (``PB_PARTITIONED``, ``partitioned.py``): each cell takes the writer
-lease of its own partition store; and each process holds the lease of the service's
-UNPARTITIONED store **shared** (``shared=True``: ``flock`` LOCK_SH; PostgreSQL: the lease table
-locked SHARE). Shared holders do not exclude each other, but exclude an unpartitioned writer
-(and wait for one to stop): the two modes never judge the same records in two stores, even when one
-process of a rolling update or a misconfigured replica runs the other mode.
-
-- SQLite (one machine): an exclusive ``flock`` on ``<store>.writer`` (mode 0600), which the
-  kernel releases when the process ends, however it ends. The holder's pid and host are
-  written in the file for the operator.
-- PostgreSQL: a lock on the schema's lease table, which only the service's own role may take,
-  held in a transaction its connection of its own keeps open, with a write fence
-  (``writer_fence.py``): every write transaction checks that this instance still holds the
-  lease, and the next holder waits for the old holder's last writes before it reads. A
-  holder whose lock connection is lost (or its transaction ended by a timeout) commits nothing
-  more and stops itself (:meth:`WriterLease.watch`). An instance of the version before (whose
-  lease was an advisory lock) logged in as the same role is waited for, so a rolling update
-  never runs two writers; an advisory lock anyone else holds means nothing.
+SQLite: an exclusive ``flock`` on ``<store>.writer`` (the kernel lets it go however the
+holder ends). PostgreSQL: the schema's lease table locked in a transaction a connection of its
+own keeps open (a table lock, which only the service's own role may take, unlike an advisory
+lock), and every write transaction of the store opened by the fence (:func:`fence_statement`),
+which fails unless the lock connection still holds it: an instance that lost its lease commits
+nothing. A second instance waits as a standby; a partitioned process takes the unpartitioned
+store's lease shared, so that one mode runs at a time.
 """
 
 from __future__ import annotations

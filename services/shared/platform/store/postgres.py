@@ -1,35 +1,11 @@
-"""eventsourcing's PostgreSQL recorder and factory, adapted to least-privilege roles.
+"""eventsourcing's PostgreSQL recorder and factory for least-privilege roles and one writer.
 
-A store provisioned by ``punto-banco db setup`` (``pg_roles.py``) belongs to a NOLOGIN owner
-role; the service logs in as a role that may SELECT and INSERT its stored events but never
-UPDATE, DELETE or TRUNCATE them. eventsourcing serializes the writers of an events table with
-``LOCK TABLE ... IN EXCLUSIVE MODE`` (so that inserts commit in notification-id order and a
-reader never passes a gap filled later), and PostgreSQL grants that lock mode only to a role
-holding UPDATE, DELETE or TRUNCATE on the table (or MAINTAIN, from version 17).
-:class:`ProvisionedRecorder` takes the same lock through the owner's procedure
-``<schema>.pb_lock_events(table)`` instead: SECURITY DEFINER, it runs as the owner and locks
-only the events tables of its own schema, so the service needs no privilege that could change
-a stored event. The service selects it with ``PB_POSTGRES_CREATE_TABLES=no``
-(``Settings.eventsourcing_env``).
-
-:class:`OwnerRoleFactory`: eventsourcing's PostgreSQL factory whose connections act as the role
-named by ``PB_POSTGRES_SET_ROLE`` (the libpq option ``-c role=...``, which PostgreSQL allows
-only to a member of that role): the provisioning creates each store's tables, types and
-functions through it, so they belong to the owner role from the start.
-
-:class:`FencedFactory` (what the services use): eventsourcing's PostgreSQL factory whose
-process recorder opens every write transaction with the writer lease's fence
-(``writer_fence.py``) when the environment names the lease's connection
-(``PB_WRITER_FENCE``): an instance that lost its lease commits nothing.
-
-:class:`FencedRecorder` also writes WITHOUT psycopg's pipeline mode. eventsourcing sends a write
-transaction's statements (tracking, lock, NOTIFY, one INSERT of every event) as one pipeline;
-psycopg's pipeline loop stops flushing once its command queue is empty and its fetch then only
-waits to read, so an INSERT larger than the socket's send buffer (a unit of work settling
-several 10,000-bet coups) could stay half sent: the server waiting for the rest of it
-(``ClientRead``), the client for results, for ever (seen once under load: BENCHMARKS.md). Sent
-one statement at a time, each is flushed whole before its result is awaited; it costs a few
-round trips per transaction, not per event.
+:class:`FencedFactory` (what the services use) gives every write transaction the writer
+lease's fence (``lease.py``) and the unit's side rows, and sends its statements one at a time
+(psycopg's pipeline could leave a large INSERT half sent, both ends waiting for ever).
+:class:`ProvisionedRecorder` takes the events table's write lock through the owner's
+``pb_lock_events`` procedure: the service's role holds no privilege that could change an event.
+:class:`OwnerRoleFactory` acts as ``PB_POSTGRES_SET_ROLE`` (provisioning creates the tables so).
 """
 
 from __future__ import annotations

@@ -1,68 +1,11 @@
-"""What lives in a service's schema, as the provisioning (``pg_roles.py``) makes it.
+"""``punto-banco db setup``: least-privilege PostgreSQL roles and schemas for the services' stores.
 
-- :func:`ensure_schema`: the schema, created for its owner role or given to it;
-- :func:`take_over`: every table, view, free-standing sequence, type and routine of the schema
-  that another role owns is given to the owner (a store the services created themselves,
-  before they had roles of their own);
-- :func:`create_tables`: what a service's Application uses, made by eventsourcing itself
-  (``CREATE_TABLE``) through a connection acting as the owner (``pg_store.OwnerRoleFactory``):
-  the process recorder's events and tracking tables, the snapshots table; and the service's
-  side tables (``side_tables.py``: settlement's bet ids, derived state);
-- :func:`append_only`: on each events table the trigger ``pb_append_only`` refusing UPDATE,
-  DELETE and TRUNCATE (FOR EACH STATEMENT, before anything changes, whoever runs them), and
-  the procedure ``pb_lock_events`` (SECURITY DEFINER, ``search_path`` pinned) that takes an
-  events table's write lock for the service (``pg_store.py``);
-- :func:`lease_tables`: the writer lease's two tables (``writer_fence.py``), whose locks the
-  service's role alone may take (UPDATE on them: they are never written);
-- :func:`grants` and :func:`apply_grants`: the privileges of the service's role and of the
-  auditor, applied after revoking everything from PUBLIC, the service and the auditor, so that
-  the result is the same however often it runs.
-
-What one provisioning run (``pg_roles.provision``) found, created and granted, and the
-report ``punto-banco db setup`` prints of it (never a password).
-
-Least-privilege PostgreSQL roles for the services' stores, provisioned by an administrator.
-
-Run by ``punto-banco db setup`` (production) and ``punto-banco infra up`` (the local server),
-never by the services: the administrator's role needs CREATEROLE and CREATE on the database.
-For each service, with schema ``<schema prefix><service>`` and roles named with the role prefix
-(by default the schema prefix):
-
-- ``<service>_owner`` (NOLOGIN) owns the schema and everything in it: the tables, types and
-  functions eventsourcing creates (made through ``SET ROLE`` to it, ``pg_store.py``), the
-  append-only trigger of every events table and the procedure that locks it for writing. An
-  existing schema and its objects (a store the services created themselves) are taken over.
-- ``<service>`` (LOGIN) is the service: USAGE on its own schema and nothing on any other;
-  SELECT and INSERT on its events table, USAGE on that table's notification-id sequence and
-  EXECUTE on ``pb_lock_events`` (the write lock, see ``pg_store.py``); SELECT, INSERT and
-  UPDATE (notification_id) on its tracking table (eventsourcing's single-row tracking is an
-  ``INSERT ... ON CONFLICT DO UPDATE``); SELECT and INSERT on its snapshots table and on its
-  side tables (``side_tables.py``: settlement's ``bet_ids``, derived state whose rows are
-  only ever inserted).
-  UPDATE on the writer lease's two tables (``writer_fence.py``: empty tables whose locks are
-  the lease; UPDATE is what PostgreSQL asks of whoever takes those lock modes, so no other
-  login can take the lease or freeze the writes).
-- ``auditor`` (LOGIN, ``default_transaction_read_only``): USAGE on every service schema and
-  SELECT on every table in them.
-
-A partitioned service (``PB_PARTITIONED``, ``partitioned.py``) keeps one store per partition:
-``partitions=N`` provisions the schemas ``<schema prefix><service>_p0`` .. ``_p<N-1>`` instead of
-the service's one, each exactly as the one schema above (the same two roles: the service's
-role writes its own partitions' schemas, nothing of another service's; the auditor reads all),
-and the service's unpartitioned schema gets the lease's tables (created if missing, nothing else
-of it changed): partitioned processes lock its lease shared, which keeps an unpartitioned writer
-out.
-
-A trigger on each events table refuses UPDATE, DELETE and TRUNCATE (statement level, before
-anything changes) whoever runs them, the owner included: a second line behind the grants, for
-accidents (an owner or superuser can still drop or disable it on purpose). Provisioning is
-idempotent: it creates what is missing, takes over what another role owns, and then revokes
-and grants again, so a second run leaves the same roles, owners and privileges (the revokes
-also remove privileges someone added by hand). A LOGIN role created now gets the password
-given (the local infra keeps its own) or a random one, reported once; an existing role's
-password is never changed nor shown, unless ``set_passwords`` (``db setup`` given the services'
-passwords, as a Kubernetes Job or compose's one-shot is from their Secrets): then a LOGIN role
-given a password has that one, created or not.
+Run by an administrator, never by the services. Per service: ``<service>_owner`` (NOLOGIN) owns
+the schema and all in it (an existing store is taken over), with an append-only trigger on every
+events table and the procedure that locks it for writing; ``<service>`` (LOGIN) may SELECT and
+INSERT its events, tracking, snapshots and side rows, lock its lease tables, and nothing else;
+``auditor`` reads every schema. ``partitions=N`` provisions a schema per partition. Idempotent:
+what is missing is created, and every grant revoked and given again (docs/security.md).
 """
 
 from __future__ import annotations

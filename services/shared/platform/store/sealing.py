@@ -1,42 +1,11 @@
-"""Tamper evidence: a hash chain over each store's notification log, sealed by events.
+"""Tamper evidence: a hash chain over each store's notification log, recorded in the same store.
 
-Every service seals its own store: every few seconds while it runs and once on
-a clean shutdown (``KafkaService`` starts :func:`seal_periodically` and calls
-:func:`seal_store` when stopping). A seal is a ``SealLedger.Sealed`` event,
-recorded in the SAME store as the events it covers, so the notification log
-itself carries its proof:
-
-- ``from_id`` (exclusive) .. ``to_id`` (inclusive): the notification ids covered.
-  Consecutive seals join up (a seal's ``from_id`` is the previous ``to_id``), so
-  every notification up to the last ``to_id`` is covered by exactly one seal
-  (a seal's own row is covered by the next seal).
-- ``ids``: the notification ids present in that range, as inclusive runs
-  ``[[first, last], ...]`` (PostgreSQL sequences may leave gaps; SQLite does not).
-- ``fingerprints``: base64 of the first 8 bytes of each covered row's
-  :func:`row_hash`, in notification order. They only serve to LOCATE a change.
-- ``digest``: hex SHA-256 of ``"pb-seal-v1"``, the previous seal's digest, the
-  range, and every covered row's notification id (8 bytes, big-endian) and full
-  32-byte :func:`row_hash` (:func:`seal_digest`). ``previous_digest`` chains the
-  seals: the first seal's previous digest is 64 zeros.
-
-A row's canonical bytes (:func:`row_hash`): SHA-256 over ``"pb-row-v1"``, the
-originator id (16 bytes), the originator version (8 bytes big-endian), the topic
-(2-byte length + UTF-8) and the stored state (the exact bytes in the store).
-
-What an auditor learns (``services.tools.audit.seals``): editing a row changes its
-fingerprint; deleting one leaves its id missing from ``ids``; inserting one
-adds an id or a fingerprint nobody sealed; swapping two moves fingerprints
-between ids; any change breaks the seal's digest and, through
-``previous_digest``, every later seal. Rows after the last seal are the
-unsealed tail (normal while a service runs or after a crash): reported as a
-warning, not as tampering.
-
-Threat model: the chain proves that nobody changed sealed rows WITHOUT also
-rewriting every later seal. Someone with write access to the store could rewrite the
-whole chain, so each seal is also anchored outside it: the relay publishes it, signed
-with the service's key, to a topic kept forever (``anchors.py``); ``audit --anchors``
-finds seals that differ from, or lack, their anchor. Only the holder of the service's
-signing key could anchor a rewritten chain (docs/security.md).
+A seal (:class:`SealLedger.Sealed`) covers the rows since the previous one: their ids (as
+runs), an 8-byte fingerprint of each row's :func:`row_hash` (to locate a change), and a digest
+over the previous seal's digest and every row's id and hash (:func:`seal_digest`, scheme
+``pb-seal-v1``). Editing, deleting, inserting or swapping a sealed row breaks its seal and every
+later one; the relay anchors each seal on Kafka, signed, so a rewritten chain is found too
+(``audit --anchors``, docs/security.md).
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
-"""Tables beside a service's events table, written in the same transaction as its events.
-
-A service may keep derived state in rows of its own tables (settlement's bet ids,
-``BET_IDS``; dealing's refused command ids, ``REFUSED_COMMANDS``): never history (that is the
-events), never published (no notification id, no domain event), but written atomically with
-the events it derives from, so a failed transaction leaves neither. A unit of work hands its
-rows over with the save (:class:`SideRows`, the recorder's ``side_rows`` keyword,
-``application.UnitOfWork``); the recorders here write them inside the events' transaction:
-:class:`SideSQLiteRecorder`, :class:`SidePOPORecorder` and, for PostgreSQL,
-``pg_store.FencedRecorder`` (after the writer's fence, so an instance that lost its lease
-writes no row either).
-
-Rows are only ever INSERTed (the services' roles may SELECT and INSERT, nothing else): a
-table's primary key makes a second writer of the same key fail its whole transaction with
-eventsourcing's ``IntegrityError``, like a second writer of an aggregate's version. A state
-that changes is a new row at the next version (see ``settlement.bet_index_store``).
-
-:func:`select_rows` reads the rows of many keys in one query per chunk of keys;
-:func:`fill_from_history` gives the events a store recorded before its table existed their rows.
+"""Tables beside a service's events (derived state: settlement's bet ids, dealing's refused
+commands), written in the same transaction as the events (:class:`SideRows` handed to the
+recorder with the save), INSERT only: a second writer of a key fails its whole transaction.
+:func:`select_rows` reads them by key; :func:`fill_from_history` gives the events of an older
+store their rows, once, page by page.
 """
 
 from __future__ import annotations
@@ -215,15 +201,7 @@ def fill_from_history(
     record: Callable[[Sequence[Notification]], None],
 ) -> int:
     """Give the events of ``topics`` recorded before a side table existed their rows, once;
-    the notifications read (0 when done before).
-
-    The log is read in order, ``page`` notifications at a time: ``record(notifications)``
-    inserts their rows with the tracking record ``(progress, id of the last one it covers)``
-    in one transaction, so a start that stops midway resumes after it; its memory is bounded
-    by a page, whatever the length of history. At the end ``(done, 1)`` is recorded: every
-    later start reads that one record and nothing of history. A fresh store is done at its
-    first start (its log is empty); deleting both tracking records (and the rows) rebuilds.
-    """
+    the notifications read (0 when done before)."""
     if recorder.max_tracking_id(done):
         return 0
     start = (recorder.max_tracking_id(progress) or 0) + 1
