@@ -7,7 +7,7 @@ caller without one (tests, tools) gets a unit committed at once.
 Secrets at rest: each shoe's order and salt are stored encrypted (the ``Shuffled`` fact
 declares them ``ENCRYPTED``; ``platform.security.field_encryption``) with the keys its
 environment names (``PB_SHOE_SECRET_KEY_FILE`` or ``PB_SHOE_SECRET_KEY``,
-``secret_keys.py``). Without usable keys the Application does not start; at start it also
+``security/keys.py``). Without usable keys the Application does not start; at start it also
 decrypts the newest encrypted shoe of its store, so a wrong key is refused before any card
 is dealt (and a shoe that does not decrypt later fails the command that needs it: never a
 card from garbage). It keeps no snapshots: a snapshot would hold an order in plain text.

@@ -380,224 +380,166 @@ T = TypeVar("T")
 _ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("pb_environment", default=None)
 
 
-def _var(alias: str, default: Any, meaning: str, shown: str | None = None, **more: Any) -> Any:
-    """A setting: its variable, default and meaning (``shown``: the default as the table says)."""
+def _var(alias: str, default: Any, shown: str | None = None, **more: Any) -> Any:
+    """A setting's field: its variable and default (``shown``: the default as the table says
+    it); its meaning is the docstring under it."""
     extra: Any = {"shown": shown} if shown is not None else None
-    return Field(default, alias=alias, description=meaning, json_schema_extra=extra, **more)
+    return Field(default, alias=alias, json_schema_extra=extra, **more)
 
 
 class Settings(BaseSettings):
     """Everything a service process needs to know about its surroundings."""
 
     model_config = SettingsConfigDict(
-        case_sensitive=True, extra="forbid", frozen=True, validate_by_name=True
+        case_sensitive=True,
+        extra="forbid",
+        frozen=True,
+        validate_by_name=True,
+        use_attribute_docstrings=True,
     )
 
     service: Annotated[str, AfterValidator(_service)]
-    kafka_bootstrap_servers: Stripped = _var(
-        "KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092", "the broker"
-    )
+    kafka_bootstrap_servers: Stripped = _var("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
+    """the broker"""
     kafka_security_protocol: Annotated[
         Upper, _one_of("PLAINTEXT, SASL_PLAINTEXT, SASL_SSL or SSL", "", *PROTOCOLS)
-    ] = _var(
-        "KAFKA_SECURITY_PROTOCOL",
-        "",
-        "`SASL_PLAINTEXT` (the local broker of `infra up`, on loopback), `SASL_SSL` (beyond "
-        "this machine), `SSL`",
-        shown="`PLAINTEXT`",
-    )
+    ] = _var("KAFKA_SECURITY_PROTOCOL", "", "`PLAINTEXT`")
+    """`SASL_PLAINTEXT` (the local broker of `infra up`, on loopback), `SASL_SSL` (beyond this
+    machine), `SSL`"""
     kafka_sasl_mechanism: Annotated[
         Upper, _one_of("SCRAM-SHA-512 or SCRAM-SHA-256", "", *MECHANISMS)
-    ] = _var("KAFKA_SASL_MECHANISM", "", "or `SCRAM-SHA-256`", shown="`SCRAM-SHA-512`")
-    kafka_sasl_username: Stripped = _var(
-        "KAFKA_SASL_USERNAME",
-        "",
-        "the principal this process logs in as (each service, tool and client its own: "
-        "[`docs/security.md`](docs/security.md)); `infra credentials NAME` prints it",
-    )
-    kafka_sasl_password: Stripped = _var(
-        "KAFKA_SASL_PASSWORD", "", "the principal's password", repr=False
-    )
-    kafka_ssl_cafile: Stripped = _var(
-        "KAFKA_SSL_CAFILE",
-        "",
-        "the CA that signed the broker's certificate (TLS only); `infra up` prints the local one",
-        shown="the system's CAs",
-    )
-    data_dir: Path = _var("PB_DATA_DIR", Path("var"), "SQLite stores `<dir>/<service>.sqlite`")
+    ] = _var("KAFKA_SASL_MECHANISM", "", "`SCRAM-SHA-512`")
+    """or `SCRAM-SHA-256`"""
+    kafka_sasl_username: Stripped = _var("KAFKA_SASL_USERNAME", "")
+    """the principal this process logs in as (each service, tool and client its own:
+    [`docs/security.md`](docs/security.md)); `infra credentials NAME` prints it"""
+    kafka_sasl_password: Stripped = _var("KAFKA_SASL_PASSWORD", "", repr=False)
+    """the principal's password"""
+    kafka_ssl_cafile: Stripped = _var("KAFKA_SSL_CAFILE", "", "the system's CAs")
+    """the CA that signed the broker's certificate (TLS only); `infra up` prints the local one"""
+    data_dir: Path = _var("PB_DATA_DIR", Path("var"))
+    """SQLite stores `<dir>/<service>.sqlite`"""
     persistence: Annotated[
         Lower,
         _one_of("'sqlite' or 'postgres'", "sqlite", "postgres", "postgresql"),
         AfterValidator(lambda name: "postgres" if name == "postgresql" else name),
-    ] = _var(
-        "PB_PERSISTENCE",
-        "sqlite",
-        "`postgres` to use PostgreSQL (also chosen when `POSTGRES_HOST`/`POSTGRES_DBNAME` or "
-        "`PB_POSTGRES_DSN` is set); each service gets its own schema",
-    )
-    postgres_host: str = _var(
-        "POSTGRES_HOST", "", "PostgreSQL, as `punto-banco infra up` prints it"
-    )
-    postgres_port: int | None = _var("POSTGRES_PORT", None, "its port", shown="`5432`")
-    postgres_dbname: str = _var("POSTGRES_DBNAME", "", "its database", shown="`punto_banco`")
-    postgres_user: str = _var(
-        "POSTGRES_USER", "", "the role the service logs in as", shown="`postgres`"
-    )
-    postgres_password: str = _var("POSTGRES_PASSWORD", "", "that role's password", repr=False)
-    postgres_dsn: str = _var(
-        "PB_POSTGRES_DSN",
-        "",
-        "PostgreSQL as one DSN (`postgresql://user:password@host:port/db`); the `POSTGRES_*` "
-        "variables win over its parts",
-        repr=False,
-    )
-    postgres_pool_size: int | None = _var(
-        "POSTGRES_POOL_SIZE", None, "connections per service", shown="`5`"
-    )
-    postgres_schema_prefix: str = _var(
-        "PB_POSTGRES_SCHEMA_PREFIX", "", "put in front of each service's schema name"
-    )
-    postgres_create_tables: bool = _var(
-        "PB_POSTGRES_CREATE_TABLES",
-        True,
-        "`no`: the store was provisioned by `punto-banco db setup` (or `infra up`); the service "
-        "creates no schema or tables and runs as its own least-privilege role (as deploy/k8s "
-        "and compose run it). `yes` gives no rights: a login that may not create tables in its "
-        "schema is told to set `no` (docs/security.md)",
-    )
-    topic_prefix: str = _var(
-        "PB_TOPIC_PREFIX", "", "put in front of every topic name (tests isolate themselves so)"
-    )
-    consumer_group_id: str = _var(
-        "PB_CONSUMER_GROUP", "", "the consumer group", shown="`<prefix>punto-banco-<service>`"
-    )
-    topic_partitions: int = _var("PB_TOPIC_PARTITIONS", 3, "partitions of the topics created")
+    ] = _var("PB_PERSISTENCE", "sqlite")
+    """`postgres` to use PostgreSQL (also chosen when `POSTGRES_HOST`/`POSTGRES_DBNAME` or
+    `PB_POSTGRES_DSN` is set); each service gets its own schema"""
+    postgres_host: str = _var("POSTGRES_HOST", "", "`127.0.0.1`")
+    """PostgreSQL, as `punto-banco infra up` prints it"""
+    postgres_port: int | None = _var("POSTGRES_PORT", None, "`5432`")
+    """its port"""
+    postgres_dbname: str = _var("POSTGRES_DBNAME", "", "`punto_banco`")
+    """its database"""
+    postgres_user: str = _var("POSTGRES_USER", "", "`postgres`")
+    """the role the service logs in as"""
+    postgres_password: str = _var("POSTGRES_PASSWORD", "", repr=False)
+    """that role's password"""
+    postgres_dsn: str = _var("PB_POSTGRES_DSN", "", repr=False)
+    """PostgreSQL as one DSN (`postgresql://user:password@host:port/db`); the `POSTGRES_*`
+    variables win over its parts"""
+    postgres_pool_size: int | None = _var("POSTGRES_POOL_SIZE", None, "`5`")
+    """connections per service"""
+    postgres_schema_prefix: str = _var("PB_POSTGRES_SCHEMA_PREFIX", "")
+    """put in front of each service's schema name"""
+    postgres_create_tables: bool = _var("PB_POSTGRES_CREATE_TABLES", True)
+    """`no`: the store was provisioned by `punto-banco db setup` (or `infra up`); the service
+    creates no schema or tables and runs as its own least-privilege role (as deploy/k8s and
+    compose run it). `yes` gives no rights: a login that may not create tables in its schema is
+    told to set `no` (docs/security.md)"""
+    topic_prefix: str = _var("PB_TOPIC_PREFIX", "")
+    """put in front of every topic name (tests isolate themselves so)"""
+    consumer_group_id: str = _var("PB_CONSUMER_GROUP", "", "`<prefix>punto-banco-<service>`")
+    """the consumer group"""
+    topic_partitions: int = _var("PB_TOPIC_PARTITIONS", 3)
+    """partitions of the topics a service creates"""
     topic_replication_factor: int = 1
-    partitioned: bool = _var(
-        "PB_PARTITIONED",
-        False,
-        "`yes`: the service runs a cell per Kafka partition it is given, each with its own "
-        "store, so several processes share the work (docs/scaling.md); `audit`, `recall`, "
-        "`replay` then read every partition's stores, and `db setup` provisions every "
-        "partition's schema (`--partitions`, default `PB_TOPIC_PARTITIONS`)",
-    )
+    partitioned: bool = _var("PB_PARTITIONED", False)
+    """`yes`: the service runs a cell per Kafka partition it is given, each with its own store,
+    so several processes share the work (docs/scaling.md); `audit`, `recall`, `replay` then read
+    every partition's stores, and `db setup` provisions every partition's schema
+    (`--partitions`, default `PB_TOPIC_PARTITIONS`)"""
     partition: int | None = None  # a cell's partition (Settings.for_partition)
-    relay_batch_size: int = _var("PB_RELAY_BATCH_SIZE", 2000, "the outbox relay's batch")
-    relay_poll_interval: float = _var(
-        "PB_RELAY_POLL_INTERVAL", 0.2, "the outbox relay's idle poll (seconds)"
-    )
-    consumer_max_records: int = _var(
-        "PB_CONSUMER_MAX_RECORDS", 5000, "records fetched at most per batch"
-    )
+    relay_batch_size: int = _var("PB_RELAY_BATCH_SIZE", 2000)
+    """the outbox relay's batch"""
+    relay_poll_interval: float = _var("PB_RELAY_POLL_INTERVAL", 0.2)
+    """the outbox relay's idle poll (seconds)"""
+    consumer_max_records: int = _var("PB_CONSUMER_MAX_RECORDS", 5000)
+    """records fetched at most per batch"""
     seal_interval: Annotated[float | None, BeforeValidator(_seal_interval)] = _var(
-        "PB_SEAL_INTERVAL",
-        5.0,
-        "how often a running service seals its new events (a duration like `5s`); `off`: only "
-        "when it stops",
-        shown="`5s`",
+        "PB_SEAL_INTERVAL", 5.0, "`5s`"
     )
-    log_level: Upper = _var("PB_LOG_LEVEL", "INFO", "logging level")
+    """how often a running service seals its new events (a duration like `5s`); `off`: only
+    when it stops"""
+    log_level: Upper = _var("PB_LOG_LEVEL", "INFO")
+    """logging level"""
     log_format: Annotated[Lower, _one_of("'text' or 'json'", "text", "json", word="not")] = _var(
-        "PB_LOG_FORMAT", "text", "`json` for JSON lines"
+        "PB_LOG_FORMAT", "text"
     )
-    http_host: Annotated[str, AfterValidator(check_http_host)] = _var(
-        "PB_HTTP_HOST",
-        "127.0.0.1",
-        "the address the HTTP endpoints (and the dashboard) bind; any address: `0.0.0.0` (or "
-        "`::`) in a container, so probes and Prometheus reach it",
-    )
+    """`json` for JSON lines"""
+    http_host: Annotated[str, AfterValidator(check_http_host)] = _var("PB_HTTP_HOST", "127.0.0.1")
+    """the address the HTTP endpoints (and the dashboard) bind; any address: `0.0.0.0` (or `::`)
+    in a container, so probes and Prometheus reach it"""
     http_port: Annotated[int | None, BeforeValidator(_no_port_off)] = _var(
-        "PB_HTTP_PORT",
-        None,
-        "the HTTP port (`PB_HTTP_PORT_<SERVICE>` for one service); `off` for none, `0` for "
-        "any free port",
-        shown="shoe 8101, dealing 8102, settlement 8103, dashboard 8100",
+        "PB_HTTP_PORT", None, "shoe 8101, dealing 8102, settlement 8103, dashboard 8100"
     )
+    """the HTTP port (`PB_HTTP_PORT_<SERVICE>` for one service); `off` for none, `0` for any
+    free port"""
     http_allowed_hosts: Annotated[
         tuple[str, ...], NoDecode, BeforeValidator(check_allowed_hosts)
-    ] = _var(
-        "PB_HTTP_ALLOWED_HOSTS",
-        (),
-        "the Host header values answered, comma separated (`*.example.com` patterns; `*` "
-        "turns the check off); set it when binding `0.0.0.0` to the names clients use",
-        shown="the bind address, `localhost`, `127.0.0.1`",
-    )
-    signing_key: Stripped = _var(
-        "PB_SIGNING_KEY",
-        "",
-        "the service's private key (mode 0600); `{service}` in it is replaced by the "
-        "service's name",
-        shown="`<PB_DATA_DIR>/keys/<service>.pem`",
-    )
-    keyring: Stripped = _var(
-        "PB_KEYRING",
-        "",
-        "every service's public keys: what a record's `pb-sig` is checked with",
-        shown="`<PB_DATA_DIR>/keys/keyring.json`",
-    )
+    ] = _var("PB_HTTP_ALLOWED_HOSTS", (), "the bind address, `localhost`, `127.0.0.1`")
+    """the Host header values answered, comma separated (`*.example.com` patterns; `*` turns the
+    check off); set it when binding `0.0.0.0` to the names clients use"""
+    signing_key: Stripped = _var("PB_SIGNING_KEY", "", "`<PB_DATA_DIR>/keys/<service>.pem`")
+    """the service's private key (mode 0600); `{service}` in it is replaced by the service's
+    name"""
+    keyring: Stripped = _var("PB_KEYRING", "", "`<PB_DATA_DIR>/keys/keyring.json`")
+    """every service's public keys: what a record's `pb-sig` is checked with"""
     shoe_secret_key_file: Stripped = _var(
-        "PB_SHOE_SECRET_KEY_FILE",
-        "",
-        "the shoe only: its secret keys (a JWK Set, mode 0600, made by `keys init`), which "
-        "encrypt each shoe's order and salt at rest; the first key encrypts, all decrypt",
-        shown="`<PB_DATA_DIR>/keys/shoe-secret.json`",
+        "PB_SHOE_SECRET_KEY_FILE", "", "`<PB_DATA_DIR>/keys/shoe-secret.json`"
     )
-    shoe_secret_key: Stripped = _var(
-        "PB_SHOE_SECRET_KEY",
-        "",
-        "the shoe only, instead of the file: `<key id>:<base64 of 32 bytes>[,...]`, the first "
-        "encrypting",
-        repr=False,
-    )
+    """the shoe only: its secret keys (a JWK Set, mode 0600, made by `keys init`), which encrypt
+    each shoe's order and salt at rest; the first key encrypts, all decrypt"""
+    shoe_secret_key: Stripped = _var("PB_SHOE_SECRET_KEY", "", repr=False)
+    """the shoe only, instead of the file: `<key id>:<base64 of 32 bytes>[,...]`, the first
+    encrypting"""
     supervisor_keyring: Stripped = _var(
-        "PB_SUPERVISOR_KEYRING",
-        "",
-        "dealing (and `audit`): the supervisors' public keys, who may sign a void "
-        "(`supervisor keygen` adds one; read again when it changes)",
-        shown="`<PB_DATA_DIR>/keys/supervisors.json`",
+        "PB_SUPERVISOR_KEYRING", "", "`<PB_DATA_DIR>/keys/supervisors.json`"
     )
+    """dealing (and `audit`): the supervisors' public keys, who may sign a void (`supervisor
+    keygen` adds one; read again when it changes)"""
     void_window: Annotated[float, BeforeValidator(_duration)] = _var(
-        "PB_VOID_WINDOW",
-        DEFAULT_VOID_WINDOW,
-        "dealing: how long after a coup opened it may be voided (seconds, or `90m`, `24h`, `7d`)",
-        shown="`24h`",
+        "PB_VOID_WINDOW", DEFAULT_VOID_WINDOW, "`24h`"
     )
+    """dealing: how long after a coup opened it may be voided (seconds, or `90m`, `24h`, `7d`)"""
     max_bets_per_coup: Annotated[int, BeforeValidator(check_max_bets)] = _var(
-        "PB_MAX_BETS_PER_COUP",
-        DEFAULT_MAX_BETS_PER_COUP,
-        "settlement: the most bets one coup accepts (all operators together); a bet beyond is "
-        "refused `BOOK_FULL`. It bounds the memory of open bets: about 670 bytes each, 2.2 KB "
-        "with the longest ids (`docs/scaling.md`)",
+        "PB_MAX_BETS_PER_COUP", DEFAULT_MAX_BETS_PER_COUP
     )
+    """settlement: the most bets one coup accepts (all operators together); a bet beyond is
+    refused `BOOK_FULL`. It bounds the memory of open bets: about 670 bytes each, 2.2 KB with
+    the longest ids (`docs/scaling.md`)"""
     max_bets_per_operator: Annotated[
         int | None, BeforeValidator(lambda value: None if value is None else check_max_bets(value))
-    ] = _var(
-        "PB_MAX_BETS_PER_OPERATOR",
-        None,
-        "settlement: the most bets one coup accepts from one operator (`BOOK_FULL` beyond); "
-        "the default shares the coup's cap equally, so one operator's flood never takes "
-        "another's places; higher over-commits the coup's cap (`docs/scaling.md`)",
-        shown="`PB_MAX_BETS_PER_COUP` / the number of operators",
-    )
+    ] = _var("PB_MAX_BETS_PER_OPERATOR", None, "`PB_MAX_BETS_PER_COUP` / the number of operators")
+    """settlement: the most bets one coup accepts from one operator (`BOOK_FULL` beyond); the
+    default shares the coup's cap equally, so one operator's flood never takes another's places;
+    higher over-commits the coup's cap (`docs/scaling.md`)"""
     broker_clock_skew: Annotated[float, BeforeValidator(check_clock_skew)] = _var(
-        "PB_BROKER_CLOCK_SKEW",
-        DEFAULT_BROKER_CLOCK_SKEW,
-        "settlement: how far the brokers' clocks may disagree (`0` to `60s`). A card the shoe "
-        "drew is refused (`UNEXPECTED_CARD`) when its record was appended before its coup's "
-        "close mark, two append times of two partition leaders: one appended at most this long "
-        "before the mark is taken, so a leader whose clock is behind refuses no genuine card. "
-        "Keep the brokers on NTP and this small: a card forged with the shoe's stolen key "
-        "within it before the close stands (docs/security.md)",
-        shown="`100ms`",
+        "PB_BROKER_CLOCK_SKEW", DEFAULT_BROKER_CLOCK_SKEW, "`100ms`"
     )
+    """settlement: how far the brokers' clocks may disagree (`0` to `60s`). A card the shoe drew
+    is refused (`UNEXPECTED_CARD`) when its record was appended before its coup's close mark, two
+    append times of two partition leaders: one appended at most this long before the mark is
+    taken, so a leader whose clock is behind refuses no genuine card. Keep the brokers on NTP and
+    this small: a card forged with the shoe's stolen key within it before the close stands
+    (docs/security.md)"""
     operators: Annotated[tuple[str, ...], NoDecode, BeforeValidator(check_operators)] = _var(
-        "PB_OPERATORS",
-        (HOUSE,),
-        "the operators (B2B) whose bettors the tables serve, comma separated "
-        "(`[a-z][a-z0-9_-]{0,31}`): dealing marks each one's bet-commands topic, settlement "
-        "reads each and answers on each one's bet-events topic (see docs/integrating.md)",
-        shown="`house`",
+        "PB_OPERATORS", (HOUSE,), "`house`"
     )
+    """the operators (B2B) whose bettors the tables serve, comma separated
+    (`[a-z][a-z0-9_-]{0,31}`): dealing marks each one's bet-commands topic, settlement reads each
+    and answers on each one's bet-events topic (see docs/integrating.md)"""
 
     def __init__(self, service: str | None = None, /, **values: Any) -> None:
         if service is not None:
@@ -899,5 +841,6 @@ def settings_table() -> str:
             if isinstance(default, bool):
                 default = "yes" if default else "no"
             shown = f"`{default}`" if default not in ("", None, ()) else ""
-        rows.append(f"| `{info.alias}` | {shown} | {info.description or ''} |")
+        meaning = " ".join((info.description or "").split())
+        rows.append(f"| `{info.alias}` | {shown} | {meaning} |")
     return "\n".join(rows) + "\n"

@@ -2,7 +2,7 @@
 
 Run by an administrator (a role with CREATEROLE and CREATE on the database), connected with
 the usual ``POSTGRES_*`` / ``PB_POSTGRES_DSN`` settings; never by the services, which then run
-each as its own role with ``PB_POSTGRES_CREATE_TABLES=no`` (``pg_roles.py`` says who may do
+each as its own role with ``PB_POSTGRES_CREATE_TABLES=no`` (``provisioning.py`` says who may do
 what). Idempotent. What it found, created and granted goes to stderr; the settings of each
 LOGIN role it created (its password included, shown this once) go to stdout. A role that
 existed keeps its password, which is never shown.

@@ -2,7 +2,7 @@
 
 Every service signs what it publishes and believes only what the writer's key signed
 (``services/shared/platform/security/signing.py``); the shoe encrypts each shoe's order and salt at
-rest (``secret_keys.py``). ``init`` makes what ``punto-banco serve`` looks for:
+rest (``security/keys.py``). ``init`` makes what ``punto-banco serve`` looks for:
 ``PB_SIGNING_KEY`` / ``PB_KEYRING`` / ``PB_SHOE_SECRET_KEY_FILE`` when set, else
 ``<data dir>/keys/``.
 """

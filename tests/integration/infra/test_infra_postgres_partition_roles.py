@@ -82,7 +82,7 @@ def played(
     admin: PostgresSettings, provisioned: tuple[Provisioning, dict[str, str]]
 ) -> tuple[PostgresSettings, dict[str, str]]:
     """Each partition's three cells start on their provisioned schemas (writer lease first,
-    then the fenced store, as ``lifespan.py`` does) and play a table of that partition."""
+    then the fenced store, as ``host/service.py`` does) and play a table of that partition."""
     _done, passwords = provisioned
 
     async def run_cells(partition: int) -> None:

@@ -171,7 +171,7 @@ async def test_a_second_instance_is_a_standby_alive_but_not_ready_until_the_writ
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     """Two shoe instances on one store: the second waits for the writer lease
-    (writer_lease.py), answers /health, and its /ready says it is a standby; it serves once
+    (store/lease.py), answers /health, and its /ready says it is a standby; it serves once
     the first stopped."""
     settings = settings_for("shoe", kafka_bootstrap, data_dir=tmp_path, http_port=0)
     first = ServiceHost(build_service(settings), settings)

@@ -164,7 +164,7 @@ async def test_a_redelivery_after_a_crash_is_absorbed(
 async def test_a_handover_to_a_standby_while_records_flow_keeps_exactly_once(
     kafka_bootstrap: str, tmp_path: Path, store_env: dict[str, str] | None
 ) -> None:
-    """A second instance on the same store waits for the writer lease (writer_lease.py) in no
+    """A second instance on the same store waits for the writer lease (store/lease.py) in no
     consumer group; when the first leaves mid-flow, the second takes every partition over from
     the committed offsets and the store's tracking: nothing lost, nothing counted twice."""
     settings = settings_for(

@@ -31,7 +31,7 @@ KNOWN_VARIABLES = (
     | {"PB_HTTP_PORT"}
     | {f"PB_HTTP_PORT_{name.upper()}" for name in HTTP_PORTS}
 )
-"""Every variable the processes read (environment.py, settings.http_port)."""
+"""Every variable the processes read (settings.py, settings.http_port)."""
 
 
 def load_all(path: Path) -> list[dict[str, Any]]:

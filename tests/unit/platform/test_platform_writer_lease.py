@@ -1,6 +1,6 @@
 """One writer per SQLite store: a second instance waits as a standby until the writer goes.
 
-The lease is an exclusive flock on ``<store>.writer`` (platform/store/writer_lease.py):
+The lease is an exclusive flock on ``<store>.writer`` (platform/store/lease.py):
 the kernel lets it go when the holder ends, however it ends (SIGKILL included).
 """
 

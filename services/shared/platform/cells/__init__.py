@@ -6,5 +6,3 @@ group that only learns which partition numbers it owns, and runs a cell (the ser
 """
 
 from services.shared.platform.cells.partitioned import CellHost, run_partitioned, serve_partitioned
-
-__all__ = ["CellHost", "run_partitioned", "serve_partitioned"]

@@ -268,7 +268,7 @@ class CellHost:
         try:  # building the cell too: whatever fails, the partition is not left "starting"
             settings = self.settings.for_partition(partition)
             cell = ServiceHost(self.build(settings), settings, create_topics=False)
-            # Once its store's lease is held: where its consumer starts (cell_offsets.py).
+            # Once its store's lease is held: where its consumer starts (cells/membership.py).
             cell.service.after_lease = functools.partial(
                 seed_cell_offsets, self.settings, partition, self.template.inputs
             )

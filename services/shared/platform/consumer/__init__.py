@@ -26,22 +26,3 @@ from services.shared.platform.consumer.intake import (
     relayed_position,
 )
 from services.shared.platform.consumer.processor import BatchProcessor, RebalanceListener
-
-__all__ = [
-    "CREATE_TIME",
-    "LOG_APPEND_TIME",
-    "MESSAGES_PER_NOTIFICATION",
-    "BatchHandler",
-    "BatchProcessor",
-    "Delivery",
-    "Headers",
-    "RebalanceListener",
-    "Refusal",
-    "Subscription",
-    "UntrustedHeaders",
-    "dead_letter_for",
-    "per_message",
-    "position_of",
-    "relayed_position",
-    "with_unit_of_work",
-]

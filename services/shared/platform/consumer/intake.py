@@ -322,7 +322,7 @@ class Intake:
 
 
 def record_position(logical: str, record: ConsumerRecord[Any, Any]) -> Position:
-    """The record's tracking position (``tracking.py``), or why it is refused."""
+    """The record's tracking position (``consumer/intake.py``), or why it is refused."""
     owner = TOPIC_OWNERS.get(logical)
     if owner is None:
         return int(record.offset) + 1

@@ -242,7 +242,7 @@ class BatchProcessor:
             raise ValueError("one subscription per topic")
         self._producer = producer  # of the dead letters; made by start() unless given
         self._own_producer = producer is None
-        # Tracking names (partition_names.py): the Kafka cluster's id and the topics' ids,
+        # Tracking names (consumer/intake.py): the Kafka cluster's id and the topics' ids,
         # read by start() unless given.
         self.names = PartitionNames(app, worker, cluster_id, topic_ids)
         self._reader: TopicIdReader | None = None

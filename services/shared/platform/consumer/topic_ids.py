@@ -2,7 +2,7 @@
 
 A topic deleted and created again under the same name gets a new topic id (a random
 UUID the broker assigns at creation), and its offsets start again at 0. The consumer puts
-the id into its offset-based tracking names (``tracking.py``), so the new topic's first
+the id into its offset-based tracking names (``consumer/intake.py``), so the new topic's first
 offsets are not taken for ones already handled.
 
 aiokafka 0.14 speaks Metadata up to v5, which has no topic ids; they came in v10

@@ -16,16 +16,3 @@ from services.shared.platform.host.runner import (
     serve,
 )
 from services.shared.platform.host.service import ServiceContext, ServiceDefinition
-
-__all__ = [
-    "AsgiServer",
-    "KafkaService",
-    "ServiceContext",
-    "ServiceDefinition",
-    "ServiceHost",
-    "asyncapi_json",
-    "configure_logging",
-    "ops_app",
-    "run_service",
-    "serve",
-]

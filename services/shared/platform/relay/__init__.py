@@ -24,22 +24,3 @@ from services.shared.platform.relay.publishing import (
 )
 from services.shared.platform.relay.records import SIGNED_TOPICS, EventMapper
 from services.shared.platform.relay.relay import OutboxRelay
-
-__all__ = [
-    "SIGNED_TOPICS",
-    "EventMapper",
-    "OutboxRelay",
-    "anchor_message",
-    "attr",
-    "envelope",
-    "line_ids",
-    "line_shape",
-    "message_id",
-    "one",
-    "publish_lines",
-    "publish_one",
-    "shaped",
-    "with_anchors",
-    "with_incidents",
-    "without_seals",
-]

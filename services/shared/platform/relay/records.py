@@ -117,7 +117,7 @@ class Chunk:
 
 
 Quarantine = Callable[[OutgoingRecord, str], OutgoingRecord]
-"""(record, reason) -> the quarantine record that replaces it (``relay_refusals.py``)."""
+"""(record, reason) -> the quarantine record that replaces it (``relay/records.py``)."""
 
 
 class RecordEncoder:

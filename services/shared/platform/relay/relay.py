@@ -372,7 +372,7 @@ class OutboxRelay:
         self.tracking_name = tracking_name or f"relay:{settings.service}"
         if producer is None and producer_factory is None:
             producer_factory = functools.partial(idempotent_producer, settings, "relay")
-        # The relay starts, stops and replaces the producers it makes (relay_producer.py).
+        # The relay starts, stops and replaces the producers it makes (relay/relay.py).
         self.producer = RelayProducer(self.tracking_name, producer, producer_factory)
         quarantine = functools.partial(
             quarantine_record,
@@ -405,7 +405,7 @@ class OutboxRelay:
 
     @property
     def max_record_bytes(self) -> int:
-        """Larger records are quarantined unsent (``relay_refusals.py``)."""
+        """Larger records are quarantined unsent (``relay/records.py``)."""
         return self.encoder.max_record_bytes
 
     @max_record_bytes.setter

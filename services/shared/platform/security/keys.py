@@ -376,7 +376,7 @@ def init_keys(settings: Settings, services: Sequence[str] = SERVICES) -> list[st
 
 
 def init_secret_key(settings: Settings) -> str:
-    """The shoe's secret key file, made when missing (``secret_keys.py``); what was done."""
+    """The shoe's secret key file, made when missing (``security/keys.py``); what was done."""
     if settings.shoe_secret_key:
         return "shoe: secret keys from PB_SHOE_SECRET_KEY (no file made)"
     path = settings.shoe_secret_key_path

@@ -433,6 +433,6 @@ def open_application(
     extra_env: Mapping[str, str] | None = None,
 ) -> TApp:
     """Prepare the store and construct the Application with the settings' environment
-    (plus ``extra_env``: the writer lease's fence, ``writer_lease.py``)."""
+    (plus ``extra_env``: the writer lease's fence, ``store/lease.py``)."""
     prepare_store(settings)
     return factory({**settings.eventsourcing_env(), **(extra_env or {})})

@@ -40,7 +40,7 @@ FENCE_ENV = "PB_WRITER_FENCE"
 LOCK_CLASS = 0x5042
 """The first key of the advisory lock that was the lease before version 2 of the lease (the
 two-key form, ``pg_locks.classid``): an instance of the earlier version still writing is
-waited for (``writer_lease.py``), never taken as a lease."""
+waited for (``store/lease.py``), never taken as a lease."""
 
 
 def legacy_lease_key(schema: str) -> int:
@@ -251,7 +251,7 @@ class FileLease(WriterLease):
 
 class PostgresLease(WriterLease):
     """The lease of a PostgreSQL schema: its lease table locked in a transaction that a
-    connection of its own keeps open (``writer_fence.py``)."""
+    connection of its own keeps open (``store/lease.py``)."""
 
     def __init__(self, settings: Settings, shared: bool = False) -> None:
         super().__init__(settings.describe_store(), shared)

@@ -31,7 +31,7 @@ from services.shared.platform.store.lease import FENCE_ENV, fence_statement
 from services.shared.platform.store.side_tables import side_rows
 
 LOCK_PROCEDURE = "pb_lock_events"
-"""The owner's procedure taking an events table's write lock (created by ``pg_schemas.py``)."""
+"""The owner's procedure taking an events table's write lock (made by ``provisioning.py``)."""
 SET_ROLE = "PB_POSTGRES_SET_ROLE"
 """eventsourcing environment key: the role :class:`OwnerRoleFactory`'s connections act as."""
 OWNER_ROLE_FACTORY = f"{__name__}:OwnerRoleFactory"

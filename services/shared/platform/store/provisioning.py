@@ -82,14 +82,14 @@ class StoreTables:
     tracking: list[str] = field(default_factory=list)
     snapshots: list[str] = field(default_factory=list)
     side: list[str] = field(default_factory=list)  # derived state (side_tables.SIDE_TABLES)
-    lease: list[str] = field(default_factory=list)  # the writer lease's (writer_fence.py)
+    lease: list[str] = field(default_factory=list)  # the writer lease's (store/lease.py)
     others: list[str] = field(default_factory=list)
 
 
 def grants(store: StoreRoles, tables: StoreTables, auditor: str) -> list[Grant]:
     """Every privilege of the service's role and the auditor on ``store`` (nothing else; the
     lease's tables: UPDATE, the privilege PostgreSQL asks of whoever takes their lock modes,
-    ``writer_fence.py``; they take no row)."""
+    ``store/lease.py``; they take no row)."""
     schema, login = store.schema, store.login
     given = [Grant("USAGE", "SCHEMA", (schema,), login)]
     given += [Grant("SELECT, INSERT", "TABLE", (schema, t), login) for t in tables.events]
@@ -246,7 +246,7 @@ def describe_tables(conn: psycopg.Connection[Any], store: StoreRoles, tables: St
 
 def append_only(conn: psycopg.Connection[Any], store: StoreRoles, tables: StoreTables) -> None:
     """The trigger refusing UPDATE, DELETE and TRUNCATE on each events table, and the
-    procedure taking an events table's write lock as the owner (``pg_store.py``)."""
+    procedure taking an events table's write lock as the owner (``store/postgres.py``)."""
     schema = sql.Identifier(store.schema)
     conn.execute(
         sql.SQL(
@@ -466,7 +466,7 @@ def provision(
 
 def _unpartitioned(stores: Sequence[StoreRoles]) -> list[StoreRoles]:
     """The service's unpartitioned schema of each partitioned service provisioned (its lease
-    is what partitioned processes share: ``writer_lease.py``)."""
+    is what partitioned processes share: ``store/lease.py``)."""
     found = {
         store.service: replace(store, schema=store.schema.rsplit("_p", 1)[0], partition=None)
         for store in stores
