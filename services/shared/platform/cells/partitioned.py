@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import signal
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -30,7 +29,12 @@ from services.shared.platform.cells.membership import (
 )
 from services.shared.platform.host.endpoints import ops_app
 from services.shared.platform.host.faststream import KafkaService
-from services.shared.platform.host.runner import AsgiServer, ServiceHost, configure_logging
+from services.shared.platform.host.runner import (
+    AsgiServer,
+    ServiceHost,
+    configure_logging,
+    stop_on_signals,
+)
 from services.shared.platform.kafka import client_options, ensure_topics
 from services.shared.platform.settings import MAX_PARTITIONS, Settings
 from services.shared.platform.store.lease import StoppedAsStandby, writer_lease
@@ -366,10 +370,7 @@ CELL_STOP_TIMEOUT = 60.0
 async def run_partitioned(build: BuildService, settings: Settings) -> int:
     """Run one process of a partitioned service until SIGTERM/SIGINT (or a cell's crash)."""
     host = CellHost(build, settings)
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, host.stopping.set)
+    stop_on_signals(host.stopping)
     try:
         await host.start()
         if host.stopping.is_set():  # while an unpartitioned instance wrote (mode lease)

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 3.0
 NO_STORE = {"Cache-Control": "no-store"}
+ASYNCAPI_PATHS = ("/asyncapi", "/asyncapi.json", "/asyncapi.html")
 
 
 class Readiness(Protocol):
@@ -89,34 +90,23 @@ def ops_app(
         body = await produced if inspect.isawaitable(produced) else produced
         return Response(body, headers={**NO_STORE, "Content-Type": CONTENT_TYPE_LATEST})
 
-    async def document() -> str:
-        if "json" not in cache:
-            cache["json"] = await asyncio.to_thread(asyncapi)
-        return cache["json"]
-
-    async def asyncapi_json(request: Request) -> Response:
+    async def document(request: Request) -> Response:
+        """The AsyncAPI document, made once in a worker thread: JSON, or a page of it."""
         try:
-            text = await document()
+            if "json" not in cache:
+                cache["json"] = await asyncio.to_thread(asyncapi)
         except Exception as error:
             log.exception("%s: the AsyncAPI document failed", service)
             return PlainTextResponse(f"no AsyncAPI document: {error!r}", 500)
-        return Response(text, media_type="application/json", headers=NO_STORE)
-
-    async def asyncapi_html(request: Request) -> Response:
-        try:
-            text = await document()
-        except Exception as error:
-            log.exception("%s: the AsyncAPI document failed", service)
-            return PlainTextResponse(f"no AsyncAPI document: {error!r}", 500)
-        return HTMLResponse(asyncapi_page(json.loads(text)), headers=NO_STORE)
+        if request.url.path.endswith(".html"):
+            return HTMLResponse(asyncapi_page(json.loads(cache["json"])), headers=NO_STORE)
+        return Response(cache["json"], media_type="application/json", headers=NO_STORE)
 
     routes = [
         Route("/health", health, methods=["GET"]),
         Route("/ready", ready, methods=["GET"]),
         Route("/metrics", metrics_text, methods=["GET"]),
-        Route("/asyncapi", asyncapi_json, methods=["GET"]),
-        Route("/asyncapi.json", asyncapi_json, methods=["GET"]),
-        Route("/asyncapi.html", asyncapi_html, methods=["GET"]),
+        *(Route(path, document, methods=["GET"]) for path in ASYNCAPI_PATHS),
     ]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts, www_redirect=False)]
     return Starlette(routes=routes, middleware=middleware)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections import Counter as Tally
@@ -74,35 +75,24 @@ class ServiceMetrics:
         self.service = service
         self.registry = CollectorRegistry()
         r = self.registry
-        self.coups_resolved = Counter(
-            "pb_coups_resolved", "Coups resolved, by outcome.", ["outcome"], registry=r
+        count = functools.partial(Counter, registry=r)
+        gauge = functools.partial(Gauge, registry=r)
+        self.coups_resolved = count("pb_coups_resolved", "Coups resolved, by outcome.", ["outcome"])
+        self.bets_accepted = count("pb_bets_accepted", "Bets accepted, by bet type.", ["bet_type"])
+        self.bets_rejected = count("pb_bets_rejected", "Bets rejected, by reason code.", ["reason"])
+        self.bets_settled = count("pb_bets_settled", "Bets settled, by result.", ["result"])
+        self.published = count(
+            "pb_messages_published", "Messages published by the relay, by type.", ["type"]
         )
-        self.bets_accepted = Counter(
-            "pb_bets_accepted", "Bets accepted, by bet type.", ["bet_type"], registry=r
-        )
-        self.bets_rejected = Counter(
-            "pb_bets_rejected", "Bets rejected, by reason code.", ["reason"], registry=r
-        )
-        self.bets_settled = Counter(
-            "pb_bets_settled", "Bets settled, by result.", ["result"], registry=r
-        )
-        self.published = Counter(
-            "pb_messages_published",
-            "Messages published by the relay, by type.",
-            ["type"],
-            registry=r,
-        )
-        self.incidents = Counter(
+        self.incidents = count(
             "pb_incidents",
             "Facts the service refused to believe (IncidentRaised), by code.",
             ["code"],
-            registry=r,
         )
-        self.quarantined = Counter(
+        self.quarantined = count(
             "pb_messages_quarantined",
             "Messages the relay could not publish (quarantined), by type.",
             ["type"],
-            registry=r,
         )
         self.settlement_latency = Histogram(
             "pb_settlement_latency_seconds",
@@ -110,23 +100,19 @@ class ServiceMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.relay_backlog = Gauge(
-            "pb_relay_backlog_events", "Stored events not yet published by the relay.", registry=r
+        self.relay_backlog = gauge(
+            "pb_relay_backlog_events", "Stored events not yet published by the relay."
         )
-        self.store_events = Gauge(
-            "pb_event_store_events", "Notifications in the event store.", registry=r
-        )
-        self.consumer_lag = Gauge(
+        self.store_events = gauge("pb_event_store_events", "Notifications in the event store.")
+        self.consumer_lag = gauge(
             "pb_consumer_lag_messages",
             "Messages in the subscribed partitions not yet handled.",
             ["topic", "partition"],
-            registry=r,
         )
-        self.partition_stopped = Gauge(
+        self.partition_stopped = gauge(
             "pb_partition_stopped",
             "1 while a partition is stopped on a message its handler cannot take.",
             ["service", "topic", "partition"],
-            registry=r,
         )
         self._host: Observed | None = None
         r.register(_RuntimeCollector(self))

@@ -14,8 +14,7 @@ import logging
 import signal
 import socket
 from collections.abc import Iterator
-from types import TracebackType
-from typing import Any, Generic, Literal
+from typing import Any, Generic, Literal, Self
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -33,6 +32,35 @@ from services.shared.platform.store.lease import StoppedAsStandby
 log = logging.getLogger(__name__)
 
 Lifespan = Literal["auto", "on", "off"]
+
+
+class Started:
+    """``async with``: started on entry (stopped again if that fails), stopped on exit."""
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+
+def stop_on_signals(stopping: asyncio.Event) -> None:
+    """SIGTERM and SIGINT set ``stopping`` (where the loop can have signal handlers)."""
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, stopping.set)
 
 
 class _EmbeddedServer(uvicorn.Server):
@@ -54,7 +82,7 @@ def bind(host: str, port: int) -> socket.socket:
     return socket.create_server(address, family=family, backlog=128, dualstack_ipv6=dualstack)
 
 
-class AsgiServer:
+class AsgiServer(Started):
     """``app`` served by uvicorn on ``host:port`` until :meth:`stop`; ``url`` once started."""
 
     def __init__(
@@ -148,24 +176,8 @@ class AsgiServer:
         if sock is not None:
             sock.close()
 
-    async def __aenter__(self) -> AsgiServer:
-        try:
-            await self.start()
-        except BaseException:
-            await self.stop()
-            raise
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
-
-class ServiceHost(Generic[TApp]):
+class ServiceHost(Started, Generic[TApp]):
     """Start and stop one service inside the running event loop."""
 
     def __init__(
@@ -290,22 +302,6 @@ class ServiceHost(Generic[TApp]):
                 self._frozen = False
                 _thaw()
 
-    async def __aenter__(self) -> ServiceHost[TApp]:
-        try:
-            await self.start()
-        except BaseException:
-            await self.stop()
-            raise
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
 
 _running_hosts = 0
 
@@ -340,10 +336,7 @@ def configure_logging(settings: Settings) -> None:
 async def run_service(service: KafkaService[Any], settings: Settings) -> int:
     """Run until SIGTERM/SIGINT (or a crashed task); returns the process exit code."""
     host = ServiceHost(service, settings)
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, host.stopping.set)
+    stop_on_signals(host.stopping)
     try:
         try:
             await host.start()
