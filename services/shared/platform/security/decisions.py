@@ -46,6 +46,7 @@ from services.shared.platform.security.signing import (
     parse_public_key,
     public_key_pem,
     raw_public_key,
+    unique_members,
 )
 
 log = logging.getLogger(__name__)
@@ -608,19 +609,10 @@ def decision_id_of(token: str) -> UUID | None:
 
 
 def _object(data: bytes) -> dict[str, Any]:
-    document = json.loads(data.decode("utf-8"), object_pairs_hook=_unique)
+    document = json.loads(data.decode("utf-8"), object_pairs_hook=unique_members)
     if not isinstance(document, dict):
         raise ValueError("a JSON object was expected")
     return document
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for name, value in pairs:
-        if name in found:
-            raise ValueError(f"member {name!r} appears twice")
-        found[name] = value
-    return found
 
 
 def _malformed(why: str) -> DecisionRefused:

@@ -318,7 +318,7 @@ def verify(
             return "malformed: pb-sig carries a payload; it must be detached (header..signature)"
         protected = b64url_decode(encoded)
         signature = b64url_decode(signature_text)
-        fields = json.loads(protected, object_pairs_hook=_unique)
+        fields = json.loads(protected, object_pairs_hook=unique_members)
     except (UnicodeDecodeError, ValueError) as error:
         return f"malformed: pb-sig is not a JWS header..signature ({error})"
     first = isinstance(fields, dict) and set(fields) == _MEMBERS_V1
@@ -367,11 +367,12 @@ def verify(
     return None
 
 
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members, refused (ValueError) when one appears twice."""
     found: dict[str, Any] = {}
     for name, item in pairs:
         if name in found:
-            raise ValueError(f"member {name!r} appears twice in the header")
+            raise ValueError(f"member {name!r} appears twice")
         found[name] = item
     return found
 
