@@ -8,5 +8,5 @@ project's data folder (``PB_DATA_DIR``, default ``./var``), listen on 127.0.0.1
 says), and can be started as extra throw-away instances in a temporary folder (the
 test fixtures do that). The broker's authentication, TLS and ACLs: ``kafka_auth.py``
 (listeners, users), ``kafka_tls.py`` (its CA), ``kafka_acls.py`` (the matrix),
-``kafka_admin.py`` / ``kafka_protocol.py`` (the Admin API requests), ``kafka_principals.py``.
+``kafka_admin.py`` (the Admin API requests), ``kafka_principals.py``.
 """

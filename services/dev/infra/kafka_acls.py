@@ -76,9 +76,16 @@ from contracts import (
     operator_topics,
     topic_operator,
 )
-from services.dev.infra.kafka_admin import AclBinding, AdminSession, acl_filter, create_topics
+from services.dev.infra.kafka_admin import (
+    AclBinding,
+    AclOperation,
+    AdminSession,
+    PatternType,
+    ResourceType,
+    acl_filter,
+    create_topics,
+)
 from services.dev.infra.kafka_login import KafkaLogin
-from services.dev.infra.kafka_protocol import AclOperation, PatternType, ResourceType
 
 SERVICE_READS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {

@@ -40,7 +40,7 @@ from services.dev.infra.kafka_acls import (
     role_for,
     role_of,
 )
-from services.dev.infra.kafka_admin import salted_password
+from services.dev.infra.kafka_admin import AclOperation, PatternType, ResourceType, salted_password
 from services.dev.infra.kafka_auth import (
     Credentials,
     auth_from_env,
@@ -49,7 +49,6 @@ from services.dev.infra.kafka_auth import (
     tls_names,
 )
 from services.dev.infra.kafka_principals import BrokerPrincipals
-from services.dev.infra.kafka_protocol import AclOperation, PatternType, ResourceType
 from services.dev.infra.kafka_tls import broker_names, ensure_tls
 from services.dev.infra.private_files import read_private, write_private
 from services.shared.platform.settings import Settings

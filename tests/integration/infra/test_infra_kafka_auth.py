@@ -53,9 +53,16 @@ from services.dev.infra.kafka_acls import (
     project_acls,
     revoke_project_acls,
 )
-from services.dev.infra.kafka_admin import AclBinding, AdminSession, acl_filter
+from services.dev.infra.kafka_admin import (
+    AclBinding,
+    AclOperation,
+    AdminSession,
+    CreateAcls,
+    PatternType,
+    ResourceType,
+    acl_filter,
+)
 from services.dev.infra.kafka_login import KafkaLogin
-from services.dev.infra.kafka_protocol import AclOperation, CreateAcls, PatternType, ResourceType
 from services.dev.infra.processes import run_async
 from services.dev.infra.state import load_state
 from services.dev.infra.tools import checked_java
