@@ -175,9 +175,8 @@ def credentials(
     kafka = KafkaBroker(home=home / "kafka")
 
     def login() -> dict[str, str]:
-        if add:
-            return kafka.add_principal(principal, role).env()
-        return kafka.credentials.login(principal).env()
+        found = kafka.add_principal(principal, role) if add else kafka.credentials.login(principal)
+        return {"KAFKA_SASL_USERNAME": found.username, "KAFKA_SASL_PASSWORD": found.password}
 
     _print_env(_guarded(login), export)
 

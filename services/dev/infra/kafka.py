@@ -30,8 +30,10 @@ from services.dev.infra import layout
 from services.dev.infra.errors import InfraError
 from services.dev.infra.jars import KAFKA_VERSION, ensure_jars
 from services.dev.infra.kafka_auth import (
+    ADMIN,
     AUTH_NONE,
     AUTH_SCRAM,
+    SCRAM_MECHANISM,
     Credentials,
     SecureListeners,
     address,
@@ -42,7 +44,6 @@ from services.dev.infra.kafka_auth import (
     tls_host_from_env,
     tls_names,
 )
-from services.dev.infra.kafka_login import ADMIN, SCRAM_MECHANISM, KafkaLogin
 from services.dev.infra.kafka_principals import BrokerPrincipals
 from services.dev.infra.kafka_tls import TlsFiles, ensure_tls
 from services.dev.infra.ports import LOOPBACK, choose_port, port_answers
@@ -62,6 +63,7 @@ from services.dev.infra.processes import (
 from services.dev.infra.state import load_state, save_state
 from services.dev.infra.status import ServiceStatus
 from services.dev.infra.tools import checked_java
+from services.shared.platform.kafka_settings import KafkaAuth
 
 DEFAULT_PORT = 9092
 DEFAULT_CONTROLLER_PORT = 9093
@@ -96,7 +98,7 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
-async def _probe(bootstrap: str, login: KafkaLogin | None) -> bool:
+async def _probe(bootstrap: str, login: KafkaAuth | None) -> bool:
     from aiokafka.client import AIOKafkaClient
 
     options = login.client_options() if login else {}
@@ -110,7 +112,7 @@ async def _probe(bootstrap: str, login: KafkaLogin | None) -> bool:
         await client.close()
 
 
-def broker_answers(bootstrap: str, login: KafkaLogin | None = None) -> bool:
+def broker_answers(bootstrap: str, login: KafkaAuth | None = None) -> bool:
     """True when the broker answers a metadata request and lists itself (logged in as
     ``login`` when given). Safe to call from async code."""
     return run_async(_probe(bootstrap, login))
@@ -194,14 +196,14 @@ class KafkaBroker:
         """The authentication mode of the last start (that of the running broker)."""
         return str(load_state(self.state_file).get("auth", AUTH_NONE))
 
-    def login(self, principal: str, *, tls: bool = False) -> KafkaLogin:
+    def login(self, principal: str, *, tls: bool = False) -> KafkaAuth:
         """``principal``'s credentials; with ``tls`` for the TLS listener (checked by the CA)."""
         return self.principals.login(principal, tls=tls)
 
-    def admin_login(self) -> KafkaLogin:
+    def admin_login(self) -> KafkaAuth:
         return self.principals.admin_login()
 
-    def add_principal(self, name: str, role: str | None = None) -> KafkaLogin:
+    def add_principal(self, name: str, role: str | None = None) -> KafkaAuth:
         """Give ``name`` credentials and ``role``'s ACLs on the running broker (see
         :meth:`BrokerPrincipals.add`)."""
         with locked(self.home / ".lock"):
@@ -219,7 +221,7 @@ class KafkaBroker:
             return None
         return address(str(state.get("tls_advertised", LOOPBACK)), int(state["tls_port"]))
 
-    def _probe_login(self) -> KafkaLogin | None:
+    def _probe_login(self) -> KafkaAuth | None:
         return self.admin_login() if self.running_auth() == AUTH_SCRAM else None
 
     def client_env(self) -> dict[str, str]:

@@ -85,7 +85,7 @@ from services.dev.infra.kafka_admin import (
     acl_filter,
     create_topics,
 )
-from services.dev.infra.kafka_login import KafkaLogin
+from services.shared.platform.kafka_settings import KafkaAuth
 
 SERVICE_READS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
@@ -284,7 +284,7 @@ def project_acls(
 
 async def ensure_project_topics(
     bootstrap: str,
-    admin: KafkaLogin,
+    admin: KafkaAuth,
     topic_prefix: str = "",
     partitions: int = 3,
     operators: Iterable[str] = (HOUSE,),
@@ -306,7 +306,7 @@ async def ensure_project_topics(
 
 async def grant_project_acls(
     bootstrap: str,
-    admin: KafkaLogin,
+    admin: KafkaAuth,
     topic_prefix: str = "",
     group_prefix: str = "",
     principals: Mapping[str, str] | None = None,
@@ -323,7 +323,7 @@ async def grant_project_acls(
 
 async def revoke_project_acls(
     bootstrap: str,
-    admin: KafkaLogin,
+    admin: KafkaAuth,
     topic_prefix: str = "",
     group_prefix: str = "",
     principals: Mapping[str, str] | None = None,

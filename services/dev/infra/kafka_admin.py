@@ -48,7 +48,7 @@ from aiokafka.protocol.types import (
 )
 
 from services.dev.infra.errors import InfraError
-from services.dev.infra.kafka_login import KafkaLogin
+from services.shared.platform.kafka_settings import KafkaAuth
 
 SCRAM_ITERATIONS = 8192
 """Iterations of the salted SCRAM-SHA-512 password (Kafka accepts 4096-16384)."""
@@ -297,7 +297,7 @@ def _refused(what: str, results: Iterable[tuple[object, int, str | None]], fix: 
 class AdminSession:
     """One admin connection to the broker at ``bootstrap`` (use ``async with``)."""
 
-    def __init__(self, bootstrap: str, login: KafkaLogin, timeout: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, login: KafkaAuth, timeout: float = 30.0) -> None:
         self.bootstrap = bootstrap
         self.login = login
         self.timeout = timeout
@@ -426,7 +426,7 @@ class AdminSession:
 
 async def create_topics(
     bootstrap: str,
-    login: KafkaLogin,
+    login: KafkaAuth,
     topics: Iterable[str],
     configs: Mapping[str, Mapping[str, str]],
     partitions: int = 3,

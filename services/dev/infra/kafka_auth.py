@@ -41,10 +41,18 @@ from pathlib import Path
 
 from services.dev.infra.errors import InfraError
 from services.dev.infra.kafka_admin import SCRAM_ITERATIONS
-from services.dev.infra.kafka_login import ADMIN, PRINCIPAL_NAME, SCRAM_MECHANISM, KafkaLogin
 from services.dev.infra.kafka_tls import TlsFiles
 from services.dev.infra.ports import LOOPBACK
 from services.dev.infra.private_files import private_folder, read_private, write_private
+from services.shared.platform.kafka_settings import KafkaAuth
+
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+ADMIN = "admin"
+"""The super user: used by `punto-banco infra` (ACLs, users, topics) and between brokers."""
+
+PRINCIPAL_NAME = re.compile(r"^[a-z][a-z0-9._-]{0,63}$")
+"""A principal's name: lower case, digits, ``.``, ``_``, ``-``; at most 64 characters (it is
+also a file name, and SCRAM would have to escape ``,`` and ``=``)."""
 
 AUTH_NONE = "none"
 AUTH_SCRAM = "scram"
@@ -112,6 +120,12 @@ def tls_names(bind_host: str, advertised: str) -> list[str]:
     return list(dict.fromkeys(hosts))
 
 
+def scram_login(name: str, password: str, cafile: Path | None = None) -> KafkaAuth:
+    """A principal's SCRAM-SHA-512 login to the local broker (over TLS with ``cafile``)."""
+    protocol = "SASL_SSL" if cafile else "SASL_PLAINTEXT"
+    return KafkaAuth(protocol, SCRAM_MECHANISM, name, password, str(cafile or ""))
+
+
 class Credentials:
     """The principals' SCRAM passwords of one broker: a 0600 file each in a 0700 folder."""
 
@@ -149,7 +163,8 @@ class Credentials:
             path.name.removesuffix(".password") for path in self.folder.glob("*.password")
         )
 
-    def login(self, name: str, cafile: Path | None = None) -> KafkaLogin:
+    def login(self, name: str, cafile: Path | None = None) -> KafkaAuth:
+        """``name``'s SCRAM login; with ``cafile``, over TLS (SASL_SSL) checked against it."""
         password = self.read(name)
         if password is None:
             raise InfraError(
@@ -157,7 +172,7 @@ class Credentials:
                 f"`punto-banco infra credentials {name} --add` creates them "
                 "(with the broker up, started without PB_KAFKA_AUTH=none)",
             )
-        return KafkaLogin(name, password, cafile)
+        return scram_login(name, password, cafile)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 
 from contracts import HOUSE
 from services.dev.infra import layout
-from services.dev.infra.kafka_login import ADMIN, KafkaLogin
+from services.dev.infra.kafka_auth import ADMIN
 from services.shared.platform.environment import Environment
 from services.shared.platform.kafka_settings import KafkaAuth
 
@@ -39,16 +39,6 @@ def sender_of(message_type: str) -> str:
     """Who sends a command of this type: the gateway bets, a supervisor voids, an operator
     runs the table."""
     return COMMAND_SENDERS.get(message_type, OPERATOR)
-
-
-def login_auth(login: KafkaLogin) -> KafkaAuth:
-    """A local broker's login as the settings a client reads."""
-    return KafkaAuth(
-        protocol=login.security_protocol,
-        username=login.username,
-        password=login.password,
-        cafile=str(login.cafile) if login.cafile else "",
-    )
 
 
 @dataclass(frozen=True)
@@ -95,7 +85,7 @@ class KafkaLogins:
             return self.shared
         from services.dev.infra.kafka_principals import BrokerPrincipals
 
-        return login_auth(BrokerPrincipals(self.home).login(principal))
+        return BrokerPrincipals(self.home).login(principal)
 
     def options(self, principal: str) -> dict[str, Any]:
         """aiokafka keyword arguments of ``principal``'s login (none for PLAINTEXT)."""
@@ -105,7 +95,7 @@ class KafkaLogins:
         """``principal``'s ``KAFKA_SECURITY_PROTOCOL`` and ``KAFKA_SASL_*`` for a child process."""
         return self.auth(principal).env()
 
-    def admin_login(self) -> KafkaLogin | None:
+    def admin_login(self) -> KafkaAuth | None:
         """The local broker's admin (None without one)."""
         if self.home is None:
             return None
@@ -198,6 +188,5 @@ __all__ = [
     "OPERATOR",
     "SUPERVISOR",
     "KafkaLogins",
-    "login_auth",
     "sender_of",
 ]

@@ -31,12 +31,12 @@ from services.dev.infra.kafka_acls import (
     role_of,
 )
 from services.dev.infra.kafka_admin import AdminSession
-from services.dev.infra.kafka_auth import Credentials
-from services.dev.infra.kafka_login import ADMIN, KafkaLogin
+from services.dev.infra.kafka_auth import ADMIN, Credentials
 from services.dev.infra.kafka_tls import TlsFiles
 from services.dev.infra.processes import progress, run_async
 from services.dev.infra.state import load_state, save_state
 from services.shared.platform.environment import check_operators
+from services.shared.platform.kafka_settings import KafkaAuth
 
 
 def served_operators() -> tuple[str, ...]:
@@ -73,7 +73,7 @@ def gateway_quota() -> Quota:
     return replace(GATEWAY_QUOTA, producer_byte_rate=int(raw))
 
 
-async def logs_in(bootstrap: str, login: KafkaLogin, wait: float) -> bool:
+async def logs_in(bootstrap: str, login: KafkaAuth, wait: float) -> bool:
     """True once ``login`` is accepted (a new credential reaches the broker a moment after
     the controller stored it); False after ``wait`` seconds."""
     loop = asyncio.get_running_loop()
@@ -112,11 +112,11 @@ class BrokerPrincipals:
     def _state_file(self) -> Path:
         return self.home / "state.json"
 
-    def login(self, principal: str, *, tls: bool = False) -> KafkaLogin:
+    def login(self, principal: str, *, tls: bool = False) -> KafkaAuth:
         """``principal``'s credentials; with ``tls`` for the TLS listener (checked by the CA)."""
         return self.credentials.login(principal, self.tls_files.ca_cert if tls else None)
 
-    def admin_login(self) -> KafkaLogin:
+    def admin_login(self) -> KafkaAuth:
         return self.login(ADMIN)
 
     def roles(self) -> dict[str, str]:
@@ -149,7 +149,7 @@ class BrokerPrincipals:
             progress(f"created Kafka topics {', '.join(created)}")
         progress(f"Kafka ACLs granted to {', '.join(roles)} (everything else is denied)")
 
-    def add(self, bootstrap: str, name: str, role: str | None = None) -> KafkaLogin:
+    def add(self, bootstrap: str, name: str, role: str | None = None) -> KafkaAuth:
         """Give ``name`` SCRAM credentials and ``role``'s ACLs (default: the role of that
         exact name, :func:`role_of`) on the broker at ``bootstrap``; idempotent. Returns its
         login."""
