@@ -26,15 +26,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.dev.infra import layout
-from services.dev.infra.errors import InfraError
-from services.dev.infra.jars import KAFKA_VERSION, ensure_jars
+from services.dev.infra import common
+from services.dev.infra.common import (
+    Credentials,
+    InfraError,
+    ServiceStatus,
+    load_state,
+    save_state,
+    write_private,
+)
 from services.dev.infra.kafka_auth import (
     ADMIN,
     AUTH_NONE,
     AUTH_SCRAM,
     SCRAM_MECHANISM,
-    Credentials,
     SecureListeners,
     address,
     advertised_tls_host,
@@ -47,7 +52,6 @@ from services.dev.infra.kafka_auth import (
 from services.dev.infra.kafka_principals import BrokerPrincipals
 from services.dev.infra.kafka_tls import TlsFiles, ensure_tls
 from services.dev.infra.ports import LOOPBACK, choose_port, port_answers
-from services.dev.infra.private_files import write_private
 from services.dev.infra.processes import (
     is_alive,
     locked,
@@ -60,9 +64,7 @@ from services.dev.infra.processes import (
     tail_text,
     wait_until,
 )
-from services.dev.infra.state import load_state, save_state
-from services.dev.infra.status import ServiceStatus
-from services.dev.infra.tools import checked_java
+from services.dev.infra.programs import KAFKA_VERSION, checked_java, ensure_jars
 from services.shared.platform.kafka_settings import KafkaAuth
 
 DEFAULT_PORT = 9092
@@ -76,8 +78,8 @@ status = warn
 appender.file.type = File
 appender.file.name = FILE
 appender.file.fileName = ${sys:kafka.logs.dir}/server.log
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
+appender.file.common.type = PatternLayout
+appender.file.common.pattern = [%d] %p %m (%c)%n
 rootLogger.level = INFO
 rootLogger.appenderRef.file.ref = FILE
 logger.state.name = state.change.logger
@@ -145,11 +147,11 @@ class KafkaBroker:
     def for_project(cls, **kwargs: Any) -> KafkaBroker:
         """The project's broker, as the environment says (``PB_KAFKA_PORT``,
         ``PB_KAFKA_AUTH``, ``PB_KAFKA_TLS_HOST``, ``PB_KAFKA_TLS_PORT``)."""
-        kwargs.setdefault("port", layout.env_port("PB_KAFKA_PORT"))
+        kwargs.setdefault("port", common.env_port("PB_KAFKA_PORT"))
         kwargs.setdefault("auth", auth_from_env())
         kwargs.setdefault("tls_host", tls_host_from_env())
-        kwargs.setdefault("tls_port", layout.env_port(TLS_PORT_OPTION))
-        home = kwargs.pop("home", None) or layout.data_dir() / "kafka"
+        kwargs.setdefault("tls_port", common.env_port(TLS_PORT_OPTION))
+        home = kwargs.pop("home", None) or common.data_dir() / "kafka"
         return cls(home=home, **kwargs)
 
     @property

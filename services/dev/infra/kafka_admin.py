@@ -47,7 +47,7 @@ from aiokafka.protocol.types import (
     TaggedFields,
 )
 
-from services.dev.infra.errors import InfraError
+from services.dev.infra.common import InfraError
 from services.shared.platform.kafka_settings import KafkaAuth
 
 SCRAM_ITERATIONS = 8192

@@ -33,26 +33,20 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-import secrets
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.dev.infra.errors import InfraError
+from services.dev.infra.common import InfraError
 from services.dev.infra.kafka_admin import SCRAM_ITERATIONS
 from services.dev.infra.kafka_tls import TlsFiles
 from services.dev.infra.ports import LOOPBACK
-from services.dev.infra.private_files import private_folder, read_private, write_private
 from services.shared.platform.kafka_settings import KafkaAuth
 
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 ADMIN = "admin"
 """The super user: used by `punto-banco infra` (ACLs, users, topics) and between brokers."""
-
-PRINCIPAL_NAME = re.compile(r"^[a-z][a-z0-9._-]{0,63}$")
-"""A principal's name: lower case, digits, ``.``, ``_``, ``-``; at most 64 characters (it is
-also a file name, and SCRAM would have to escape ``,`` and ``=``)."""
 
 AUTH_NONE = "none"
 AUTH_SCRAM = "scram"
@@ -124,55 +118,6 @@ def scram_login(name: str, password: str, cafile: Path | None = None) -> KafkaAu
     """A principal's SCRAM-SHA-512 login to the local broker (over TLS with ``cafile``)."""
     protocol = "SASL_SSL" if cafile else "SASL_PLAINTEXT"
     return KafkaAuth(protocol, SCRAM_MECHANISM, name, password, str(cafile or ""))
-
-
-class Credentials:
-    """The principals' SCRAM passwords of one broker: a 0600 file each in a 0700 folder."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-
-    def path(self, name: str) -> Path:
-        if not PRINCIPAL_NAME.match(name):
-            raise InfraError(
-                f"{name!r} is not a principal name.",
-                "use lower case letters, digits, '.', '_' and '-' (at most 64, a letter first)",
-            )
-        return self.folder / f"{name}.password"
-
-    def read(self, name: str) -> str | None:
-        path = self.path(name)
-        if not path.is_file():
-            return None
-        return read_private(path).strip() or None
-
-    def ensure(self, name: str) -> str:
-        """The principal's password, made (random, 256 bits) if it has none yet."""
-        found = self.read(name)
-        if found:
-            return found
-        password = secrets.token_urlsafe(32)
-        private_folder(self.folder)
-        write_private(self.path(name), password + "\n")
-        return password
-
-    def names(self) -> list[str]:
-        if not self.folder.is_dir():
-            return []
-        return sorted(
-            path.name.removesuffix(".password") for path in self.folder.glob("*.password")
-        )
-
-    def login(self, name: str, cafile: Path | None = None) -> KafkaAuth:
-        """``name``'s SCRAM login; with ``cafile``, over TLS (SASL_SSL) checked against it."""
-        password = self.read(name)
-        if password is None:
-            raise InfraError(
-                f"the local broker has no credentials for {name!r} ({self.path(name)}).",
-                f"`punto-banco infra credentials {name} --add` creates them "
-                "(with the broker up, started without PB_KAFKA_AUTH=none)",
-            )
-        return scram_login(name, password, cafile)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts import HOUSE
-from services.dev.infra import layout
+from services.dev.infra import common
 from services.dev.infra.kafka_auth import ADMIN
 from services.shared.platform.environment import Environment
 from services.shared.platform.kafka_settings import KafkaAuth
@@ -68,7 +68,7 @@ class KafkaLogins:
         from services.dev.infra.kafka import KafkaBroker
 
         named = os.environ.get(KAFKA_HOME, "").strip()
-        candidates = [*homes, *([Path(named)] if named else []), layout.data_dir() / "kafka"]
+        candidates = [*homes, *([Path(named)] if named else []), common.data_dir() / "kafka"]
         for home in dict.fromkeys(path.resolve() for path in candidates):
             broker = KafkaBroker(home=home)
             if broker.bootstrap() == bootstrap and broker.pid() is not None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
-from services.dev.infra.errors import InfraError
+from services.dev.infra.common import Credentials, InfraError, load_state, save_state
 from services.dev.infra.kafka_acls import (
     GATEWAY_QUOTA,
     ROLES,
@@ -31,10 +31,9 @@ from services.dev.infra.kafka_acls import (
     role_of,
 )
 from services.dev.infra.kafka_admin import AdminSession
-from services.dev.infra.kafka_auth import ADMIN, Credentials
+from services.dev.infra.kafka_auth import ADMIN, scram_login
 from services.dev.infra.kafka_tls import TlsFiles
 from services.dev.infra.processes import progress, run_async
-from services.dev.infra.state import load_state, save_state
 from services.shared.platform.environment import check_operators
 from services.shared.platform.kafka_settings import KafkaAuth
 
@@ -114,7 +113,15 @@ class BrokerPrincipals:
 
     def login(self, principal: str, *, tls: bool = False) -> KafkaAuth:
         """``principal``'s credentials; with ``tls`` for the TLS listener (checked by the CA)."""
-        return self.credentials.login(principal, self.tls_files.ca_cert if tls else None)
+        password = self.credentials.read(principal)
+        if password is None:
+            raise InfraError(
+                f"the local broker has no credentials for {principal!r} "
+                f"({self.credentials.path(principal)}).",
+                f"`punto-banco infra credentials {principal} --add` creates them "
+                "(with the broker up, started without PB_KAFKA_AUTH=none)",
+            )
+        return scram_login(principal, password, self.tls_files.ca_cert if tls else None)
 
     def admin_login(self) -> KafkaAuth:
         return self.login(ADMIN)
@@ -168,7 +175,7 @@ class BrokerPrincipals:
             except ValueError as error:
                 raise InfraError(f"{error}.", "name it gateway-<operator>") from None
         password = self.credentials.ensure(name)
-        admin, login = self.admin_login(), self.credentials.login(name)
+        admin, login = self.admin_login(), self.login(name)
 
         async def add() -> bool:
             async with AdminSession(bootstrap, admin) as session:

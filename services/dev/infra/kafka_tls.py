@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from services.dev.infra.private_files import private_folder, write_private
+from services.dev.infra.common import private_folder, write_private
 from services.dev.infra.processes import progress
 
 CA_LIFETIME = datetime.timedelta(days=3650)

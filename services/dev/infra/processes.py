@@ -120,11 +120,6 @@ def tail_text(text: str, lines: int = 15) -> str:
     return "\n".join("    " + line for line in text.splitlines()[-lines:])
 
 
-def tail(path: Path, lines: int = 15) -> str:
-    """The last ``lines`` lines of a log file, for error messages."""
-    return tail_text(read_from(path), lines)
-
-
 @contextlib.contextmanager
 def locked(lock_file: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``lock_file`` (two `infra up` at once take turns)."""

@@ -26,8 +26,7 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError, TopicAuthorizationFailedError
 
 from contracts import BET_COMMANDS, TABLE_EVENTS
-from services.dev.infra.errors import InfraError
-from services.dev.infra.jars import ensure_jars
+from services.dev.infra.common import InfraError
 from services.dev.infra.kafka_acls import (
     ensure_project_topics,
     grant_project_acls,
@@ -37,7 +36,7 @@ from services.dev.infra.kafka_auth import ADMIN, scram_login
 from services.dev.infra.kafka_principals import logs_in
 from services.dev.infra.ports import free_port
 from services.dev.infra.processes import run_async
-from services.dev.infra.tools import checked_java
+from services.dev.infra.programs import checked_java, ensure_jars
 from services.shared.platform.kafka_settings import KafkaAuth
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

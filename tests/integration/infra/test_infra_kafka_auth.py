@@ -44,7 +44,7 @@ from contracts import (
     bet_commands_topic,
     bet_events_topic,
 )
-from services.dev.infra.errors import InfraError
+from services.dev.infra.common import InfraError, load_state
 from services.dev.infra.kafka import KafkaBroker
 from services.dev.infra.kafka_acls import (
     consumer_group,
@@ -64,8 +64,7 @@ from services.dev.infra.kafka_admin import (
 )
 from services.dev.infra.kafka_auth import scram_login
 from services.dev.infra.processes import run_async
-from services.dev.infra.state import load_state
-from services.dev.infra.tools import checked_java
+from services.dev.infra.programs import checked_java
 from services.shared.platform.kafka_settings import KafkaAuth
 from tests.integration.infra.kafka_matrix import READS, WRITES
 from tests.integration.platform.kafka_tools import refuse_undescribed
