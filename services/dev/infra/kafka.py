@@ -40,7 +40,6 @@ from services.dev.infra.kafka_auth import (
     AUTH_NONE,
     AUTH_SCRAM,
     SCRAM_MECHANISM,
-    SecureListeners,
     address,
     advertised_tls_host,
     auth_from_env,
@@ -68,8 +67,6 @@ from services.dev.infra.programs import KAFKA_VERSION, checked_java, ensure_jars
 from services.shared.platform.kafka_settings import KafkaAuth
 
 DEFAULT_PORT = 9092
-DEFAULT_CONTROLLER_PORT = 9093
-DEFAULT_TLS_PORT = 9094
 PORT_OPTION = "--kafka-port (or PB_KAFKA_PORT)"
 TLS_PORT_OPTION = "PB_KAFKA_TLS_PORT"
 
@@ -361,40 +358,29 @@ class KafkaBroker:
         return state
 
     def _choose_ports(self, state: dict[str, Any], *, fresh: bool) -> tuple[int, int, int]:
-        """Ports asked for, else those of the last start, else the defaults, else free ones
-        (only free ones when ``fresh``: a retry after a port was taken). The third is the
-        TLS listener's (0 when authentication is off)."""
-        port = choose_port(
-            what="Kafka",
-            requested=self.port,
-            preferred=() if fresh else (state.get("port"), self.preferred_port),
-            option=PORT_OPTION,
-        )
-        controller_port = choose_port(
-            what="Kafka controller",
-            requested=self.controller_port,
-            preferred=()
-            if fresh
-            else (
-                state.get("controller_port"),
-                DEFAULT_CONTROLLER_PORT if self.preferred_port else None,
-            ),
-            option="a free controller port",
-            avoid=frozenset({port}),
-        )
-        if self.auth != AUTH_SCRAM:
-            return port, controller_port, 0
-        tls_port = choose_port(
-            what="Kafka TLS listener",
-            requested=self.tls_port,
-            preferred=()
-            if fresh
-            else (state.get("tls_port"), DEFAULT_TLS_PORT if self.preferred_port else None),
-            option=TLS_PORT_OPTION,
-            avoid=frozenset({port, controller_port}),
-            host=self.tls_host,
-        )
-        return port, controller_port, tls_port
+        """The broker's, controller's and TLS listener's ports (the TLS one 0 when
+        authentication is off): asked for, else those of the last start, else the defaults,
+        else free ones (only free ones when ``fresh``: a retry after a port was taken)."""
+        chosen: list[int] = []
+        for what, key, usual, option, host in (
+            ("Kafka", "port", self.preferred_port, PORT_OPTION, LOOPBACK),
+            ("Kafka controller", "controller_port", 9093, "a free controller port", LOOPBACK),
+            ("Kafka TLS listener", "tls_port", 9094, TLS_PORT_OPTION, self.tls_host),
+        ):
+            if key == "tls_port" and self.auth != AUTH_SCRAM:
+                return chosen[0], chosen[1], 0
+            usual = usual if self.preferred_port else None
+            chosen.append(
+                choose_port(
+                    what=what,
+                    requested=getattr(self, key),
+                    preferred=() if fresh else (state.get(key), usual),
+                    option=option,
+                    avoid=frozenset(chosen),
+                    host=host,
+                )
+            )
+        return chosen[0], chosen[1], chosen[2]
 
     def _launch(self, java: str, libs: Path, port: int, timeout: float) -> str:
         bootstrap = f"{LOOPBACK}:{port}"
@@ -498,12 +484,9 @@ class KafkaBroker:
         }
         lines = ["# Written by `punto-banco infra up` (services/dev/infra); edits are lost."]
         if self.auth == AUTH_SCRAM:
-            tls_host, advertised = str(state["tls_host"]), str(state["tls_advertised"])
-            listeners = SecureListeners(
-                port, controller_port, int(state["tls_port"]), tls_host, advertised
-            )
-            tls = ensure_tls(self.home, tls_names(tls_host, advertised), str(state["cluster_id"]))
-            settings.update(broker_settings(listeners, admin_password, tls))
+            names = tls_names(str(state["tls_host"]), str(state["tls_advertised"]))
+            tls = ensure_tls(self.home, names, str(state["cluster_id"]))
+            settings.update(broker_settings(state, admin_password, tls))
             lines.append("# Holds the admin's password: readable by its owner only.")
         lines += [f"{key}={value}" for key, value in settings.items()]
         text = "\n".join(lines) + "\n"

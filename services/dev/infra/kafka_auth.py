@@ -35,8 +35,8 @@ import os
 import re
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from services.dev.infra.common import InfraError
 from services.dev.infra.kafka_admin import SCRAM_ITERATIONS
@@ -120,34 +120,17 @@ def scram_login(name: str, password: str, cafile: Path | None = None) -> KafkaAu
     return KafkaAuth(protocol, SCRAM_MECHANISM, name, password, str(cafile or ""))
 
 
-@dataclass(frozen=True)
-class SecureListeners:
-    """Where the authenticating broker listens."""
-
-    client_port: int
-    controller_port: int
-    tls_port: int
-    tls_host: str = LOOPBACK
-    tls_advertised: str = LOOPBACK
-
-    @property
-    def bootstrap(self) -> str:
-        return address(LOOPBACK, self.client_port)
-
-    @property
-    def tls_bootstrap(self) -> str:
-        return address(self.tls_advertised, self.tls_port)
-
-
 def _jaas(module: str, **options: str) -> str:
     settings = " ".join(f'{key}="{value}"' for key, value in options.items())
     return f"org.apache.kafka.common.security.{module} required {settings};"
 
 
-def broker_settings(
-    listeners: SecureListeners, admin_password: str, tls: TlsFiles
-) -> dict[str, str]:
-    """The broker settings of authentication, TLS and authorization (see the module doc)."""
+def broker_settings(state: Mapping[str, Any], admin_password: str, tls: TlsFiles) -> dict[str, str]:
+    """The broker settings of authentication, TLS and authorization (see the module doc), on
+    the ports and TLS host of ``state`` (the broker's state file)."""
+    tls_host, tls_port = str(state["tls_host"]), int(state["tls_port"])
+    client = address(LOOPBACK, int(state["port"]))
+    tls_bootstrap = address(str(state["tls_advertised"]), tls_port)
     scram = _jaas("scram.ScramLoginModule", username=ADMIN, password=admin_password)
     plain = _jaas(
         "plain.PlainLoginModule",
@@ -157,14 +140,9 @@ def broker_settings(
     )
     mechanism = SCRAM_MECHANISM.lower()
     return {
-        "listeners": ",".join(
-            [
-                f"CLIENT://{address(LOOPBACK, listeners.client_port)}",
-                f"TLS://{address(listeners.tls_host, listeners.tls_port)}",
-                f"CONTROLLER://{address(LOOPBACK, listeners.controller_port)}",
-            ]
-        ),
-        "advertised.listeners": (f"CLIENT://{listeners.bootstrap},TLS://{listeners.tls_bootstrap}"),
+        "listeners": f"CLIENT://{client},TLS://{address(tls_host, tls_port)},"
+        f"CONTROLLER://{address(LOOPBACK, int(state['controller_port']))}",
+        "advertised.listeners": f"CLIENT://{client},TLS://{tls_bootstrap}",
         "listener.security.protocol.map": (
             "CLIENT:SASL_PLAINTEXT,TLS:SASL_SSL,CONTROLLER:SASL_PLAINTEXT"
         ),
