@@ -35,6 +35,7 @@ from services.dev.infra.common import (
     save_state,
     write_private,
 )
+from services.dev.infra.kafka_admin import broker_lists_itself
 from services.dev.infra.kafka_auth import (
     ADMIN,
     AUTH_NONE,
@@ -97,24 +98,10 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
-async def _probe(bootstrap: str, login: KafkaAuth | None) -> bool:
-    from aiokafka.client import AIOKafkaClient
-
-    options = login.client_options() if login else {}
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=5000, **options)
-    try:
-        await client.bootstrap()
-        return bool(client.cluster.brokers())
-    except Exception:
-        return False
-    finally:
-        await client.close()
-
-
 def broker_answers(bootstrap: str, login: KafkaAuth | None = None) -> bool:
     """True when the broker answers a metadata request and lists itself (logged in as
     ``login`` when given). Safe to call from async code."""
-    return run_async(_probe(bootstrap, login))
+    return run_async(broker_lists_itself(bootstrap, login))
 
 
 @dataclass

@@ -424,6 +424,20 @@ class AdminSession:
         _refused("SCRAM credentials", (row[:3] for row in response.results))
 
 
+async def broker_lists_itself(bootstrap: str, login: KafkaAuth | None) -> bool:
+    """True when the broker accepts ``login`` (None: PLAINTEXT) and answers a metadata request
+    naming itself."""
+    options = login.client_options() if login else {}
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=5000, **options)
+    try:
+        await client.bootstrap()
+        return bool(client.cluster.brokers())
+    except Exception:
+        return False
+    finally:
+        await client.close()
+
+
 async def create_topics(
     bootstrap: str,
     login: KafkaAuth,

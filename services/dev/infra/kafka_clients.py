@@ -110,36 +110,13 @@ class KafkaLogins:
         partitions: int = 3,
         operators: Sequence[str] = (HOUSE,),
     ) -> bool:
-        """As the admin: the run's project topics (``<prefix><topic>``, every operator's too)
-        with their configs, each operator's gateway principal (``gateway-<operator>``: its
-        SCRAM credentials, made if missing, and its quota as `infra up` sets it), and the ACL
-        matrix for those topics and for consumer groups under the same prefix (what
-        ``Settings.consumer_group`` names). False (nothing done) without a local admin."""
-        admin = self.admin_login()
-        if admin is None or self.home is None:
+        """:meth:`BrokerPrincipals.secure_run` on the local broker; False (nothing done)
+        without a local admin."""
+        if self.home is None or self.admin_login() is None:
             return False
-        from services.dev.infra.kafka_acls import (
-            ensure_project_topics,
-            grant_project_acls,
-            project_quotas,
-        )
-        from services.dev.infra.kafka_admin import AdminSession
-        from services.dev.infra.kafka_principals import BrokerPrincipals, gateway_quota, logs_in
+        from services.dev.infra.kafka_principals import BrokerPrincipals
 
-        principals = BrokerPrincipals(self.home)
-        gateways = [f"{GATEWAY}-{operator}" for operator in operators if operator != HOUSE]
-        if gateways:
-            passwords = {name: principals.credentials.ensure(name) for name in gateways}
-            quotas = project_quotas(dict.fromkeys(gateways, GATEWAY), gateway_quota())
-            async with AdminSession(bootstrap, admin) as session:
-                await session.upsert_scram_users(passwords)
-                await session.set_user_quotas(quotas)
-            for name in gateways:
-                await logs_in(bootstrap, principals.login(name), wait=15)
-        await ensure_project_topics(bootstrap, admin, topic_prefix, partitions, operators)
-        await grant_project_acls(
-            bootstrap, admin, topic_prefix, topic_prefix, operators=tuple(operators)
-        )
+        await BrokerPrincipals(self.home).secure_run(bootstrap, topic_prefix, partitions, operators)
         return True
 
     @contextlib.contextmanager
