@@ -254,24 +254,17 @@ class KafkaBroker:
         pid = self.pid()
         if pid is not None:
             bootstrap = f"{LOOPBACK}:{state['port']}"
-            if self.port and self.port != state["port"]:
-                raise InfraError(
-                    f"Kafka already runs on {bootstrap} (pid {pid}), not on port {self.port}.",
-                    "run `punto-banco infra down` first to move it to another port",
-                )
-            running = state.get("auth", AUTH_NONE)
-            if running != self.auth:
-                raise InfraError(
-                    f"Kafka already runs on {bootstrap} (pid {pid}) with authentication "
-                    f"{running!r}, not {self.auth!r}.",
-                    f"run `punto-banco infra down`, then `up` again with PB_KAFKA_AUTH={self.auth}",
-                )
-            if self.auth == AUTH_SCRAM and state.get("tls_host") != self.tls_host:
-                raise InfraError(
-                    f"Kafka already runs with its TLS listener on {state.get('tls_host')}, "
-                    f"not on {self.tls_host} (PB_KAFKA_TLS_HOST).",
-                    "run `punto-banco infra down` first to move it",
-                )
+            asked = {"port": self.port, "auth": self.auth}
+            if self.auth == AUTH_SCRAM:
+                asked["tls_host"] = self.tls_host  # PB_KAFKA_TLS_HOST
+            for key, value in asked.items():
+                running = state.get(key, AUTH_NONE if key == "auth" else None)
+                if value and value != running:
+                    raise InfraError(
+                        f"Kafka already runs on {bootstrap} (pid {pid}) with {key} {running!r}, "
+                        f"not {value!r}.",
+                        "run `punto-banco infra down` first, then `up` again",
+                    )
             login = self._probe_login()
             if not wait_until(
                 lambda: broker_answers(bootstrap, login), timeout=timeout, interval=1.0

@@ -20,7 +20,7 @@ from typing import Any
 
 from contracts import HOUSE
 from services.dev.infra import common
-from services.dev.infra.kafka_auth import ADMIN
+from services.dev.infra.kafka_auth import ADMIN as ADMIN  # what the tools log in as to set up
 from services.shared.platform.environment import Environment
 from services.shared.platform.kafka_settings import KafkaAuth
 
@@ -155,15 +155,3 @@ class KafkaLogins:
         await revoke_project_acls(
             bootstrap, admin, topic_prefix, topic_prefix, operators=tuple(operators)
         )
-
-
-__all__ = [
-    "ADMIN",
-    "AUDITOR",
-    "DASHBOARD",
-    "GATEWAY",
-    "OPERATOR",
-    "SUPERVISOR",
-    "KafkaLogins",
-    "sender_of",
-]
