@@ -17,7 +17,6 @@ role's ``POSTGRES_*`` settings, to run a service (or the audit) as that role.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pwd
 import re
@@ -92,7 +91,7 @@ class PostgresServer:
         return self.home / "secrets"
 
     def data_dir(self) -> Path:
-        return Path(load_state(self.state_file).get("data_dir") or self.home / "data")
+        return self.home / "data"
 
     def pid(self) -> int | None:
         data = self.data_dir()
@@ -258,6 +257,8 @@ class PostgresServer:
             return self.env()
 
     def _start(self, timeout: float) -> None:
+        if self.port:  # a port asked for and taken: say so before anything else
+            choose_port(what="PostgreSQL", requested=self.port, preferred=(), option=PORT_OPTION)
         bin_dir = self.bin_dir or find_bin_dir()
         if os.geteuid() == 0:
             try:
@@ -272,9 +273,18 @@ class PostgresServer:
         state.setdefault("password", secrets.token_hex(16))
         state.setdefault("superuser_password", secrets.token_hex(16))
         self.home.mkdir(parents=True, exist_ok=True)
-        data = Path(state.get("data_dir") or self.home / "data")
+        self.log_file.touch()
+        self._give_to_owner(self.log_file)
+        if self._run(["test", "-w", str(self.log_file)]).returncode != 0:
+            raise InfraError(
+                f"the `{SUPERUSER}` OS user, which runs PostgreSQL when we are root, cannot "
+                f"reach {self.home}.",
+                "choose a data folder every folder above which others may enter "
+                "(`--data-dir` or PB_DATA_DIR, e.g. under /var/tmp), or `chmod o+x` those",
+            )
+        data = self.data_dir()
         if not (data / "PG_VERSION").is_file():
-            data = self._initdb(bin_dir, state["superuser_password"])
+            self._initdb(bin_dir, state["superuser_password"])
         cluster, binaries = (data / "PG_VERSION").read_text().strip(), bin_dir.parent.name
         if re.fullmatch(r"\d+", binaries) and binaries != cluster:
             raise InfraError(
@@ -282,9 +292,6 @@ class PostgresServer:
                 f"but the server programs are version {binaries} ({bin_dir}).",
                 f"set PB_POSTGRES_BIN to a PostgreSQL {cluster} bin folder, or remove {self.home}",
             )
-        state["data_dir"] = str(data)
-        self.log_file.touch()
-        self._give_to_owner(self.log_file)
         for attempt in range(3):
             port = choose_port(
                 what="PostgreSQL",
@@ -325,22 +332,11 @@ class PostgresServer:
             )
         progress(f"PostgreSQL is up on {LOOPBACK}:{port}, database {self.database}")
 
-    def _initdb(self, bin_dir: Path, superuser_password: str) -> Path:
-        data = self.home / "data"
-        for attempt in range(2):
-            data.mkdir(parents=True, exist_ok=True)
-            os.chmod(data, 0o700)
-            self._give_to_owner(data)
-            probe = ["test", "-w", str(data)]
-            if attempt or os.geteuid() != 0 or self._run(probe).returncode == 0:
-                break
-            digest = hashlib.sha256(str(self.home).encode()).hexdigest()[:12]
-            data = Path("/var/tmp") / f"punto-banco-{digest}" / "data"
-            progress(
-                f"the postgres OS user cannot reach {self.home}; keeping the cluster in {data}"
-            )
-            data.mkdir(parents=True, exist_ok=True)
-            os.chmod(data.parent, 0o755)
+    def _initdb(self, bin_dir: Path, superuser_password: str) -> None:
+        data = self.data_dir()
+        data.mkdir(parents=True, exist_ok=True)
+        os.chmod(data, 0o700)
+        self._give_to_owner(data)
         password_file = data.parent / f".pw-{secrets.token_hex(4)}"
         write_private(password_file, superuser_password + "\n")
         self._give_to_owner(password_file)
@@ -365,7 +361,6 @@ class PostgresServer:
                 "unix_socket_directories = ''\n"
                 "max_connections = 200\n"
             )
-        return data
 
     def _ensure_role_and_database(self) -> None:
         password = load_state(self.state_file)["password"]
