@@ -1,6 +1,6 @@
 """A local single-node Apache Kafka broker (KRaft: broker and controller in one JVM).
 
-The jars come from Maven Central (services/dev/infra/jars.py); the broker starts
+The jars come from Maven Central (``programs.py``); the broker starts
 from them with Java 17+ (``kafka.tools.StorageTool format``, then ``kafka.Kafka``).
 Every internal topic has replication factor 1 and the transaction log a minimum
 ISR of 1, so idempotent and transactional producers work on the single node.
