@@ -4,8 +4,9 @@
 (``<home>/secrets/<name>.password``), the CA file for TLS clients, the principals added after
 the format (``extra_principals`` in the broker's state file, name -> role), and, as the admin,
 what the ACL matrix and the gateways' quotas (``kafka_acls.py``) give: the project topics on
-every `infra up`, a run's own topics (``secure_run``: tests, demo, bench) and a principal added
-later (`infra credentials NAME --add`), each admitted one way (:meth:`BrokerPrincipals.admit`).
+every `infra up`, a run's own topics (``secure_run``: tests, demo, bench); a principal added
+later (`infra credentials NAME --add`) and a run's operator gateways are admitted one way
+(:meth:`BrokerPrincipals.admit`).
 """
 
 from __future__ import annotations
