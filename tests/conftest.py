@@ -37,12 +37,12 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 from psycopg import sql
 
-from services.dev.infra.jars import KAFKA_VERSION
 from services.dev.infra.kafka import KafkaBroker, broker_answers
 from services.dev.infra.kafka_clients import KafkaLogins
 from services.dev.infra.ports import LOOPBACK, free_port
 from services.dev.infra.postgres import PostgresServer
-from services.shared.platform.kafka_settings import KafkaAuth
+from services.dev.infra.programs import KAFKA_VERSION
+from services.shared.platform.settings import KafkaAuth
 from tests import kafka_logins
 from tests.kafka_cleanup import created_under, delete_created_topics
 from tests.postgres_databases import drop_database

@@ -20,7 +20,7 @@ import signal
 import subprocess
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,8 @@ from services.gateway.config import GatewayConfig
 from services.gateway.host import Gateway
 from services.gateway.operators import OperatorKeys, OperatorRegistry
 from services.settlement.service import build_service as build_settlement
-from services.shared.platform import ServiceHost, Settings
+from services.shared.platform.host import ServiceHost
+from services.shared.platform.settings import Settings, replace
 from services.shoe.service import build_service as build_shoe
 from tests import kafka_logins
 from tests.integration.platform.kafka_tools import send_messages, settings_for

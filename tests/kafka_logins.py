@@ -24,7 +24,7 @@ from contracts import HOUSE
 from services.dev.infra.kafka_acls import ROLES
 from services.dev.infra.kafka_clients import ADMIN, KAFKA_HOME, KafkaLogins
 from services.dev.infra.processes import run_async
-from services.shared.platform.kafka_settings import KafkaAuth
+from services.shared.platform.settings import KafkaAuth
 
 _session: dict[str, Any] = {"bootstrap": None, "logins": KafkaLogins()}
 _secured: set[tuple[str, ...]] = set()  # (prefix, *operators)

@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from services.shared.platform.keys import SERVICES, init_keys
+from services.shared.platform.security.keys import SERVICES, init_keys
 from services.shared.platform.settings import Settings
 
 _folder: Path | None = None

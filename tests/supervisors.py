@@ -1,6 +1,6 @@
 """The tests' supervisor: a key that signs voids, and the keyring dealing verifies them with.
 
-A void is a supervisor's signed decision (``services/shared/platform/decisions.py``): a test
+A void is a supervisor's signed decision (``platform/security/decisions.py``): a test
 that voids a coup signs its ``VoidCoup`` with :func:`supervisor` (``supervisor().void(table,
 coup, reason)``) and gives dealing :func:`keyring` (``DealingApplication(supervisors=...)``) or
 :func:`supervisor_env` (``PB_SUPERVISOR_KEYRING`` for a dealing process). One folder per test
@@ -15,8 +15,11 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from services.shared.platform.decisions import SupervisorSigner
-from services.shared.platform.supervisors import SupervisorKeyring, ensure_supervisor_key
+from services.shared.platform.security import (
+    SupervisorKeyring,
+    SupervisorSigner,
+    ensure_supervisor_key,
+)
 
 SUPERVISOR = "sup-7"
 """The tests' supervisor id (what ``CoupVoided.supervisor_id`` says of their voids)."""

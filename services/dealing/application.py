@@ -53,12 +53,19 @@ from services.dealing.domain import (
 from services.dealing.rejections import Refused, index_old_refusals
 from services.dealing.table_settings import settings_problem
 from services.dealing.voids import VoidAuthority
-from services.shared.platform.application import ServiceApplication, UnitOfWork
-from services.shared.platform.deliveries import Refusal
-from services.shared.platform.incidents import Evidence, Origin, raise_incident, refuse_fact
+from services.shared.platform.consumer import Refusal
 from services.shared.platform.logs import message_context
-from services.shared.platform.side_tables import REFUSED_COMMANDS, create_side_tables
-from services.shared.platform.supervisors import SupervisorKeyring
+from services.shared.platform.security import SupervisorKeyring
+from services.shared.platform.store import (
+    REFUSED_COMMANDS,
+    Evidence,
+    Origin,
+    ServiceApplication,
+    UnitOfWork,
+    create_side_tables,
+    raise_incident,
+    refuse_fact,
+)
 
 A = TypeVar("A", bound=Aggregate)
 

@@ -1,7 +1,7 @@
 """Dealing's stored domain events -> the contract messages the relay publishes.
 
 Each published fact becomes its contract by field name (see
-``services.shared.platform.publishing``); the table below says which contract each
+``services.shared.platform.relay.publishing``); the table below says which contract each
 event class makes. Internal bookkeeping events (a coup started on the table, the shuffle
 noted...) publish nothing. A message's ``event_id`` is derived from the stored event's
 originator id and version, so a message republished after a crash has the same id.
@@ -28,7 +28,7 @@ from contracts import (
     TableOpened,
 )
 from services.dealing.domain import CommandRejections, Coup, Table
-from services.shared.platform.publishing import attr, one, publish_one, shaped
+from services.shared.platform.relay import attr, one, publish_one, shaped
 
 
 @singledispatch

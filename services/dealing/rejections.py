@@ -13,7 +13,7 @@ start.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
@@ -23,15 +23,13 @@ from eventsourcing.utils import get_topic
 from contracts import MISPLACED
 from services.shared.facts.dealing import CommandRejectedFact
 from services.shared.facts.topics import record, register_stored_topics
-from services.shared.platform.side_tables import (
+from services.shared.platform.store import (
     REFUSED_COMMANDS,
+    ServiceApplication,
     SideRows,
     fill_from_history,
     select_rows,
 )
-
-if TYPE_CHECKING:
-    from services.dealing.application import DealingApplication
 
 Key = tuple[str, str]
 """(table id, command id as text): a row of ``refused_commands``."""
@@ -118,7 +116,7 @@ class Refused:
         return SideRows(REFUSED_COMMANDS, list(self._new))
 
 
-def index_old_refusals(app: DealingApplication) -> int:
+def index_old_refusals(app: ServiceApplication) -> int:
     """Give every refusal of an older dealing its row (once); the notifications read."""
 
     def record_page(page: Sequence[Notification]) -> None:

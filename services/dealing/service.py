@@ -40,15 +40,9 @@ from contracts import (
 )
 from services.dealing.application import DealingApplication
 from services.dealing.messages import to_messages
-from services.shared.platform import (
-    BatchHandler,
-    Delivery,
-    KafkaService,
-    ServiceContext,
-    ServiceDefinition,
-    Settings,
-    Subscription,
-)
+from services.shared.platform.consumer import BatchHandler, Delivery, Subscription
+from services.shared.platform.host import KafkaService, ServiceContext, ServiceDefinition
+from services.shared.platform.settings import Settings
 
 CLOCK_POLL_SECONDS = 0.05
 """How often the betting clock looks for new coups (a deadline itself is met on time)."""

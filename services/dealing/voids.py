@@ -1,6 +1,6 @@
 """Who may void a coup: a supervisor's signed decision, checked before anything changes.
 
-A ``VoidCoup`` carries the decision as a token (``services.shared.platform.decisions``: a JWT
+A ``VoidCoup`` carries the decision as a token (``platform.security.decisions``: a JWT
 signed with EdDSA by a key of the supervisors keyring). :class:`VoidAuthority` answers, at
 the time dealing handles the command, whether the token is a decision of a supervisor of the
 keyring (key known and not retired, signature, validity) for exactly this command (its id,
@@ -22,17 +22,17 @@ from pathlib import Path
 
 from contracts import VoidCoup
 from services.dealing.coups import Coup, CoupPhase
-from services.shared.platform.decisions import (
+from services.shared.platform.consumer import Refusal
+from services.shared.platform.security import (
     Decision,
     DecisionRefused,
+    SupervisorKeyring,
     authenticate,
     check_time,
     decision_id_of,
     mismatch,
 )
-from services.shared.platform.deliveries import Refusal
-from services.shared.platform.environment import parse_duration
-from services.shared.platform.supervisors import SupervisorKeyring
+from services.shared.platform.settings import parse_duration
 
 DEFAULT_WINDOW = timedelta(hours=24)
 

@@ -50,18 +50,20 @@ from services.dealing.messages import to_messages as dealing_messages
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages as settlement_messages
 from services.shared.facts.settlement import BookClosedFact
-from services.shared.platform.application import ServiceApplication
-from services.shared.platform.decisions import SupervisorSigner
-from services.shared.platform.keys import init_secret_key
-from services.shared.platform.persistence import prepare_store
-from services.shared.platform.sealing import seal_store, without_seals
-from services.shared.platform.secret_keys import SecretKeys, env_form, new_key, next_kid
-from services.shared.platform.settings import Settings
-from services.shared.platform.supervisors import (
+from services.shared.platform.relay import without_seals
+from services.shared.platform.security import (
+    SecretKeys,
     SupervisorKey,
     SupervisorKeyring,
+    SupervisorSigner,
     ensure_supervisor_key,
+    env_form,
+    init_secret_key,
+    new_key,
+    next_kid,
 )
+from services.shared.platform.settings import Settings
+from services.shared.platform.store import ServiceApplication, prepare_store, seal_store
 from services.shoe.application import ShoeApplication
 from services.shoe.messages import apply_command
 from services.shoe.messages import to_messages as shoe_messages

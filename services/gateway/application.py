@@ -8,7 +8,7 @@ Entry points:
   fact is what the outbox relay publishes as the PlaceBet);
 - :meth:`GatewayApplication.handle`: one delivery of the operator's bet-events topic (answers,
   settlements, refunds) or of table-events (the tables' public facts), in the batch's unit of
-  work with its tracking record (``services.shared.platform.with_unit_of_work``);
+  work with its tracking record (``services.shared.platform.consumer.with_unit_of_work``);
 - :meth:`GatewayApplication.record_call`: what the wallet answered a call (``outbox.py``).
 
 The gateway is its operator's one writer of the operator's bet-commands topic. A bet id that
@@ -68,8 +68,8 @@ from services.gateway.domain import (
     round_aggregate_id,
     table_aggregate_id,
 )
-from services.shared.platform import Delivery, ServiceApplication, UnitOfWork
-from services.shared.platform.incidents import Evidence, raise_incident
+from services.shared.platform.consumer import Delivery
+from services.shared.platform.store import Evidence, ServiceApplication, UnitOfWork, raise_incident
 
 A = TypeVar("A", bound=Aggregate)
 

@@ -35,12 +35,10 @@ from services.gateway.domain import Bet, Table, bet_aggregate_id
 from services.gateway.operators import OperatorKeys, OperatorRegistry
 from services.gateway.outbox import WalletOutbox
 from services.gateway.service import gateway_service, gateway_settings
-from services.shared.platform import ServiceHost, Settings
-from services.shared.platform.endpoints import ops_app
-from services.shared.platform.partitioned_ops import merged_registry
-from services.shared.platform.runner import configure_logging
-from services.shared.platform.webserver import AsgiServer
-from services.shared.platform.writer_lease import StoppedAsStandby
+from services.shared.platform.cells import merged_registry
+from services.shared.platform.host import AsgiServer, ServiceHost, configure_logging, ops_app
+from services.shared.platform.settings import Settings
+from services.shared.platform.store import StoppedAsStandby
 
 log = logging.getLogger(__name__)
 

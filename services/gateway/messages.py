@@ -13,7 +13,7 @@ from functools import singledispatch
 
 from contracts import Message, PlaceBet
 from services.gateway.domain import Bet
-from services.shared.platform.publishing import one
+from services.shared.platform.relay import one
 
 
 @singledispatch

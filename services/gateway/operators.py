@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from contracts import HOUSE, check_operator
-from services.shared.platform.key_files import create_private, replace_file
+from services.shared.platform.security import create_private, replace_file
 
 MAX_GATEWAY_OPERATOR = 24
 """The longest operator name a gateway serves: its service ``gateway-<operator>`` names its

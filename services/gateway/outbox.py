@@ -36,7 +36,7 @@ from services.gateway.batching import Batcher
 from services.gateway.config import GatewayConfig
 from services.gateway.domain import Bet, Kind, Status, Transaction
 from services.gateway.wallet import Answer, WalletClient, judge
-from services.shared.platform import ServiceContext
+from services.shared.platform.host import ServiceContext
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,6 @@ thread; ``host.py`` runs one per operator in one process.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from contracts import (
     SEALS,
     TABLE_EVENTS,
@@ -32,13 +30,9 @@ from services.gateway.messages import to_messages
 from services.gateway.operators import OperatorKeys, service_name
 from services.gateway.outbox import WalletOutbox
 from services.gateway.wallet import WalletClient
-from services.shared.platform import (
-    KafkaService,
-    ServiceDefinition,
-    Settings,
-    Subscription,
-    with_unit_of_work,
-)
+from services.shared.platform.consumer import Subscription, with_unit_of_work
+from services.shared.platform.host import KafkaService, ServiceDefinition
+from services.shared.platform.settings import Settings, replace
 
 
 def gateway_settings(base: Settings, keys: OperatorKeys) -> Settings:

@@ -66,17 +66,22 @@ from services.settlement.domain import (
     desk_aggregate_id,
     terms_aggregate_id,
 )
-from services.shared.platform.application import ServiceApplication, UnitOfWork
-from services.shared.platform.deliveries import Refusal
-from services.shared.platform.environment import (
+from services.shared.platform.consumer import Refusal
+from services.shared.platform.settings import (
     DEFAULT_BROKER_CLOCK_SKEW,
     DEFAULT_MAX_BETS_PER_COUP,
     check_clock_skew,
     check_max_bets,
     check_operators,
 )
-from services.shared.platform.incidents import Origin, refuse_fact
-from services.shared.platform.side_tables import BET_IDS, create_side_tables
+from services.shared.platform.store import (
+    BET_IDS,
+    Origin,
+    ServiceApplication,
+    UnitOfWork,
+    create_side_tables,
+    refuse_fact,
+)
 from services.shared.rules.validation import parse_amount
 
 A = TypeVar("A", bound=Aggregate)

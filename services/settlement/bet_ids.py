@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from services.settlement.bet_index import Answered, BetAnswer, BetKey, BetRequest, Change, Stored
-from services.shared.platform.side_tables import BET_IDS, Row, SideRows
+from services.shared.platform.store import BET_IDS, Row, SideRows
 
 BET_FIELDS = ("table_id", "coup_id", "bettor_id", "bet_type", "amount", "currency")
 """What ``bet`` lists (as JSON), in this order."""

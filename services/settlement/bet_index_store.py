@@ -19,19 +19,33 @@ changed: the old answers stay as they were, readable and sealed.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+from uuid import UUID
 
-from eventsourcing.persistence import Notification, Recorder, Tracking
+from eventsourcing.persistence import Mapper, Notification, ProcessRecorder, Recorder, Tracking
 from eventsourcing.utils import get_topic
 
 from services.settlement.bet_ids import latest
-from services.settlement.bet_index import BetAnswer, BetKey, BetRequest, Stored
+from services.settlement.bet_index import BetAnswer, BetIndex, BetKey, BetRequest, Stored
 from services.settlement.domain import BetBook, BetDesk
 from services.shared.facts.settlement import HOUSE
-from services.shared.platform.side_tables import BET_IDS, fill_from_history, select_rows
+from services.shared.platform.store import BET_IDS, UnitOfWork, fill_from_history, select_rows
 
-if TYPE_CHECKING:
-    from services.settlement.application import SettlementApplication
+
+class Indexing(Protocol):
+    """What filling the bet ids uses of settlement's Application (which imports this module)."""
+
+    bet_index: BetIndex
+    mapper: Mapper[UUID]
+
+    @property
+    def process_recorder(self) -> ProcessRecorder: ...
+
+    def unit_of_work(
+        self, tracking: Tracking | None = None
+    ) -> AbstractContextManager[UnitOfWork]: ...
+
 
 DONE = "settlement:bet-id-table-filled"
 """Tracking name: the old answers have their rows (position 1)."""
@@ -55,7 +69,7 @@ class BetIdStore:
         return latest(select_rows(self._recorder, BET_IDS, keys))
 
 
-def index_old_answers(app: SettlementApplication) -> int:
+def index_old_answers(app: Indexing) -> int:
     """Give every answer of an older settlement its bet-id row (once); the notifications
     read (0 when done before)."""
     topics = [_ANSWERED, _REFUSED_LINES, _REFUSED, _HELD, _HELD_LINES]
@@ -71,9 +85,7 @@ def index_old_answers(app: SettlementApplication) -> int:
     return fill_from_history(app.process_recorder, DONE, PROGRESS, topics, PAGE, record)
 
 
-def _record(
-    app: SettlementApplication, answers: list[tuple[BetRequest, BetAnswer]], through: int
-) -> None:
+def _record(app: Indexing, answers: list[tuple[BetRequest, BetAnswer]], through: int) -> None:
     """Insert the bet ids' rows of ``answers`` (in log order), and that the log is done up to
     notification ``through``, in one transaction."""
     with app.unit_of_work(Tracking(PROGRESS, through)):

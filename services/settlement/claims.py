@@ -20,8 +20,7 @@ from uuid import UUID
 from contracts import CardDrawn, CoupResolved
 from services.settlement.domain import BetBook, BookStatus, CoupFacts, book_aggregate_id
 from services.settlement.verification import Claim, check_claim
-from services.shared.platform.application import UnitOfWork
-from services.shared.platform.incidents import Evidence, Origin, raise_incident
+from services.shared.platform.store import Evidence, Origin, UnitOfWork, raise_incident
 
 SERVICE = "settlement"
 MAX_PENDING_CLAIMS = 8

@@ -1,7 +1,7 @@
 """Settlement's stored domain events -> the contract messages the relay publishes.
 
 Each published fact becomes its contracts by field name (see
-``services.shared.platform.publishing``). A coup's settlement is one stored event that
+``services.shared.platform.relay.publishing``). A coup's settlement is one stored event that
 becomes one ``BetSettled`` per line and then ``CoupSettled``; a refund likewise
 ``BetRefunded`` per line and ``CoupRefunded``; one transaction's answers a ``BetAccepted``
 or ``BetRejected`` per line. Message ids are derived from the stored event (originator
@@ -27,7 +27,7 @@ from contracts import (
 )
 from services.settlement.domain import BetBook, BetDesk
 from services.shared.facts.settlement import AnswerLine, SettledLine
-from services.shared.platform.publishing import (
+from services.shared.platform.relay import (
     line_ids,
     line_shape,
     one,

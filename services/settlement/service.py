@@ -39,14 +39,9 @@ from contracts import (
 )
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages
-from services.shared.platform import (
-    BatchHandler,
-    Delivery,
-    KafkaService,
-    ServiceDefinition,
-    Settings,
-    Subscription,
-)
+from services.shared.platform.consumer import BatchHandler, Delivery, Subscription
+from services.shared.platform.host import KafkaService, ServiceDefinition
+from services.shared.platform.settings import Settings
 
 
 def batch_handler(app: SettlementApplication, operator: str = HOUSE) -> BatchHandler:

@@ -5,9 +5,9 @@ record a whole batch of commands together with its Kafka tracking position; a
 caller without one (tests, tools) gets a unit committed at once.
 
 Secrets at rest: each shoe's order and salt are stored encrypted (the ``Shuffled`` fact
-declares them ``ENCRYPTED``; ``services.shared.platform.field_encryption``) with the keys its
+declares them ``ENCRYPTED``; ``platform.security.field_encryption``) with the keys its
 environment names (``PB_SHOE_SECRET_KEY_FILE`` or ``PB_SHOE_SECRET_KEY``,
-``secret_keys.py``). Without usable keys the Application does not start; at start it also
+``security/keys.py``). Without usable keys the Application does not start; at start it also
 decrypts the newest encrypted shoe of its store, so a wrong key is refused before any card
 is dealt (and a shoe that does not decrypt later fails the command that needs it: never a
 card from garbage). It keeps no snapshots: a snapshot would hold an order in plain text.
@@ -22,14 +22,14 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import EventStore
 
-from services.shared.platform.application import ServiceApplication, UnitOfWork
-from services.shared.platform.field_encryption import FieldDecryptionError
-from services.shared.platform.secret_keys import (
+from services.shared.platform.security import (
     KEY_FILE_VARIABLE,
     KEY_VARIABLE,
+    FieldDecryptionError,
     SecretKeys,
     load_secret_keys,
 )
+from services.shared.platform.store import ServiceApplication, UnitOfWork
 from services.shoe.domain import Shoe, ShoeError, shoe_uuid
 
 SHUFFLED_TOPIC = Shoe.Shuffled.TOPIC

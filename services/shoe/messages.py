@@ -5,7 +5,7 @@ Application calls inside the runtime's unit of work.
 
 Outbound: ``to_messages`` turns each stored domain event into the messages
 published on ``punto-banco.shoe-events``, by field name (see
-``services.shared.platform.publishing``). Note what is NOT published: the
+``services.shared.platform.relay.publishing``). Note what is NOT published: the
 ``Shuffled`` event's order and salt stay in the private store, encrypted, until the
 shoe closes (ShoeShuffled carries only the commitment); ``ShoeClosed`` reveals them.
 One ``CardsDrawn`` event becomes one CardDrawn per card, and a CutCardReached
@@ -29,8 +29,8 @@ from contracts import (
     ShoeShuffled,
     ShuffleShoe,
 )
-from services.shared.platform.application import UnitOfWork
-from services.shared.platform.publishing import one, publish_one, shaped
+from services.shared.platform.relay import one, publish_one, shaped
+from services.shared.platform.store import UnitOfWork
 from services.shoe.application import ShoeApplication
 from services.shoe.domain import Shoe
 

@@ -10,12 +10,10 @@ transaction with its tracking record; the outbox relay publishes the store's eve
 from __future__ import annotations
 
 from contracts import SHOE_COMMANDS, SHOE_EVENTS, ShoeCommand
-from services.shared.platform.application import UnitOfWork
 from services.shared.platform.consumer import Delivery, Subscription, with_unit_of_work
-from services.shared.platform.definition import ServiceDefinition
-from services.shared.platform.runner import serve
-from services.shared.platform.service_app import KafkaService
+from services.shared.platform.host import KafkaService, ServiceDefinition, serve
 from services.shared.platform.settings import Settings
+from services.shared.platform.store import UnitOfWork
 from services.shoe.application import ShoeApplication
 from services.shoe.messages import apply_command, to_messages
 

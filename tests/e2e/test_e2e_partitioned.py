@@ -1,7 +1,7 @@
 """Several processes of one service share its partitions (PB_PARTITIONED): scale-out.
 
 Real Kafka, the three real services as subprocesses, each partitioned (a cell per partition it
-owns, each cell with its own store: services/shared/platform/partitioned.py), on topics of 3
+owns, each cell with its own store: services/shared/platform/cells/partitioned.py), on topics of 3
 partitions, with tables on every partition. A second settlement process joins mid-shoe (the
 group hands it some partitions: their cells stop in the first process and start in the
 second, on the same stores), then the first is SIGKILLed during a coup (the second takes its

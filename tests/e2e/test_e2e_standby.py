@@ -2,7 +2,7 @@
 
 Real Kafka, the three real services as subprocesses, SQLite and PostgreSQL, plus a second
 `punto-banco serve settlement` on the same settings and store. Without the writer lease
-(services/shared/platform/writer_lease.py) the two would both join the consumer group and
+(services/shared/platform/store/lease.py) the two would both join the consumer group and
 append to one store. Here the second waits, in no group and with no store opened, until the
 first is SIGKILLed mid-coup; it then takes over and every accepted bet is settled exactly
 once, with the amounts the test's ledger recomputes from the cards.

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from uuid import UUID, uuid5
 
-from services.shared.platform.application import ServiceApplication
-from services.shared.platform.sealing import seal_store
 from services.shared.platform.settings import Settings
+from services.shared.platform.store import ServiceApplication, seal_store
 from services.tools.audit.auditor import AuditReport, audit
 from services.tools.audit.stores import open_stores
 

@@ -29,7 +29,7 @@ from eventsourcing.domain import Aggregate, event
 
 from services.dev.bench.stats import rate
 from services.dev.demo.bus import NOBODY, delete_topics
-from services.shared.platform.kafka_settings import KafkaAuth
+from services.shared.platform.settings import KafkaAuth
 
 
 @dataclass(frozen=True)

@@ -267,7 +267,7 @@ def _row(store: str, cell: CellResult) -> CellRow:
 
 def measure(quick: bool, progress: Callable[[str], None], workdir: Path) -> E2EReport:
     """Run the whole group: every store's matrix, the ceilings, the memory."""
-    from services.dev.infra.jars import KAFKA_VERSION
+    from services.dev.infra.programs import KAFKA_VERSION
 
     report = E2EReport(
         quick=quick,

@@ -1,7 +1,7 @@
 """Partitioned benchmark runs: K processes of each service sharing P partitions.
 
 ``PB_BENCH_INSTANCES=1,2`` runs every cell of the e2e matrix once per instance count, the
-services partitioned (``PB_PARTITIONED=yes``, ``services/shared/platform/partitioned.py``)
+services partitioned (``PB_PARTITIONED=yes``, ``services/shared/platform/cells/partitioned.py``)
 on topics of ``PB_BENCH_PARTITIONS`` partitions (default :data:`DEFAULT_PARTITIONS`, the same
 for every count); ``unpartitioned`` in the list adds a run as the default one (for
 comparison). Unset, the bench runs the services as always (one process each, unpartitioned).

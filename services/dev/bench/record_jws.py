@@ -22,15 +22,15 @@ from joserfc import jws
 from joserfc.jwk import OKPKey
 from joserfc.registry import HeaderParameter
 
-from services.shared.platform.signing import (
+from services.shared.platform.security import (
     ALGORITHM,
-    SCHEME,
     Keyring,
     KeyringEntry,
     Signer,
     Where,
     verify,
 )
+from services.shared.platform.security import RECORD_SCHEME as SCHEME
 
 TOPIC, KEY, KID, SERVICE = "punto-banco.bet-events", b"t1", "settlement-1", "settlement"
 WHERE = Where("cluster-1", TOPIC, 0)

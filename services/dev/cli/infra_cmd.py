@@ -19,12 +19,10 @@ from typing import TypeVar
 
 import typer
 
-from services.dev.infra import layout
-from services.dev.infra.errors import InfraError
-from services.dev.infra.kafka import TLS_PORT_OPTION, KafkaBroker
-from services.dev.infra.kafka_auth import auth_from_env, tls_host_from_env
+from services.dev.infra import common
+from services.dev.infra.common import InfraError, ServiceStatus
+from services.dev.infra.kafka import KafkaBroker
 from services.dev.infra.postgres import PostgresServer
-from services.dev.infra.status import ServiceStatus
 
 T = TypeVar("T")
 
@@ -74,20 +72,14 @@ def _parts(
     kafka_port: int | None = None,
     postgres_port: int | None = None,
 ) -> tuple[KafkaBroker | None, PostgresServer | None]:
-    home = data_dir.resolve() if data_dir else layout.data_dir()
+    home = data_dir.resolve() if data_dir else common.data_dir()
     kafka = postgres = None
     if only in (Part.ALL, Part.KAFKA):
-        kafka = KafkaBroker(
-            home=home / "kafka",
-            port=kafka_port or layout.env_port("PB_KAFKA_PORT"),
-            auth=auth_from_env(),
-            tls_host=tls_host_from_env(),
-            tls_port=layout.env_port(TLS_PORT_OPTION),
-        )
+        port = kafka_port or common.env_port("PB_KAFKA_PORT")
+        kafka = KafkaBroker.for_project(home=home / "kafka", port=port)
     if only in (Part.ALL, Part.POSTGRES):
-        postgres = PostgresServer(
-            home=home / "postgres", port=postgres_port or layout.env_port("PB_POSTGRES_PORT")
-        )
+        port = postgres_port or common.env_port("PB_POSTGRES_PORT")
+        postgres = PostgresServer.for_project(home=home / "postgres", port=port)
     return kafka, postgres
 
 
@@ -171,13 +163,12 @@ def credentials(
     export: bool = EXPORT,
 ) -> None:
     """Print a principal's KAFKA_SASL_USERNAME / KAFKA_SASL_PASSWORD as export lines."""
-    home = data_dir.resolve() if data_dir else layout.data_dir()
+    home = data_dir.resolve() if data_dir else common.data_dir()
     kafka = KafkaBroker(home=home / "kafka")
 
     def login() -> dict[str, str]:
-        if add:
-            return kafka.add_principal(principal, role).env()
-        return kafka.credentials.login(principal).env()
+        found = kafka.add_principal(principal, role) if add else kafka.login(principal)
+        return {"KAFKA_SASL_USERNAME": found.username, "KAFKA_SASL_PASSWORD": found.password}
 
     _print_env(_guarded(login), export)
 
@@ -191,7 +182,7 @@ def kafka_script(
     """Print the script that sets up a Kafka cluster as `up` sets up its broker (topics, ACLs,
     quotas, SCRAM credentials): deploy/k8s/kafka-setup.sh is it for the house alone."""
     from services.dev.infra.kafka_setup_script import setup_script
-    from services.shared.platform.environment import check_operators
+    from services.shared.platform.settings import check_operators
 
     try:
         served = check_operators(operators)

@@ -45,7 +45,7 @@ from contracts import (
     topic_for,
 )
 from services.dev.infra.kafka_clients import ADMIN, GATEWAY, OPERATOR, KafkaLogins, sender_of
-from services.shared.platform.kafka_settings import KafkaAuth
+from services.shared.platform.settings import KafkaAuth
 
 log = logging.getLogger(__name__)
 

@@ -52,7 +52,7 @@ from services.dev.demo.ledger import Ledger
 from services.dev.demo.processes import SERVICES, ServiceSettings, stop_all
 from services.dev.demo.system import LocalSystem, SystemTimeout, run_operators
 from services.dev.infra.kafka_clients import ADMIN, DASHBOARD, KafkaLogins
-from services.shared.platform.kafka_settings import KafkaAuth
+from services.shared.platform.settings import KafkaAuth
 from services.shared.rules.paytable import get_paytable
 
 MAX_RESENDS = 3

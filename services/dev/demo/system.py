@@ -27,12 +27,12 @@ from services.dev.demo.processes import (
     stop_all,
 )
 from services.dev.infra.kafka_clients import ADMIN, AUDITOR
-from services.shared.platform.environment import check_operators
+from services.shared.platform.settings import check_operators
 
 M = TypeVar("M", bound=Message)
 
 READY_MARKER = "{name}: serving"
-"""What a service logs once it runs (services/shared/platform/runner.py)."""
+"""What a service logs once it runs (services/shared/platform/host/runner.py)."""
 
 
 def run_operators(settings: ServiceSettings) -> tuple[str, ...]:

@@ -1,6 +1,6 @@
 """A local single-node Apache Kafka broker (KRaft: broker and controller in one JVM).
 
-The jars come from Maven Central (services/dev/infra/jars.py); the broker starts
+The jars come from Maven Central (``programs.py``); the broker starts
 from them with Java 17+ (``kafka.tools.StorageTool format``, then ``kafka.Kafka``).
 Every internal topic has replication factor 1 and the transaction log a minimum
 ISR of 1, so idempotent and transactional producers work on the single node.
@@ -26,14 +26,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.dev.infra import layout
-from services.dev.infra.errors import InfraError
-from services.dev.infra.jars import KAFKA_VERSION, ensure_jars
+from services.dev.infra import common
+from services.dev.infra.common import (
+    Credentials,
+    InfraError,
+    ServiceStatus,
+    load_state,
+    save_state,
+    write_private,
+)
+from services.dev.infra.kafka_admin import broker_lists_itself
 from services.dev.infra.kafka_auth import (
+    ADMIN,
     AUTH_NONE,
     AUTH_SCRAM,
-    Credentials,
-    SecureListeners,
+    SCRAM_MECHANISM,
     address,
     advertised_tls_host,
     auth_from_env,
@@ -42,11 +49,9 @@ from services.dev.infra.kafka_auth import (
     tls_host_from_env,
     tls_names,
 )
-from services.dev.infra.kafka_login import ADMIN, SCRAM_MECHANISM, KafkaLogin
 from services.dev.infra.kafka_principals import BrokerPrincipals
 from services.dev.infra.kafka_tls import TlsFiles, ensure_tls
 from services.dev.infra.ports import LOOPBACK, choose_port, port_answers
-from services.dev.infra.private_files import write_private
 from services.dev.infra.processes import (
     is_alive,
     locked,
@@ -59,13 +64,10 @@ from services.dev.infra.processes import (
     tail_text,
     wait_until,
 )
-from services.dev.infra.state import load_state, save_state
-from services.dev.infra.status import ServiceStatus
-from services.dev.infra.tools import checked_java
+from services.dev.infra.programs import KAFKA_VERSION, checked_java, ensure_jars
+from services.shared.platform.settings import KafkaAuth
 
 DEFAULT_PORT = 9092
-DEFAULT_CONTROLLER_PORT = 9093
-DEFAULT_TLS_PORT = 9094
 PORT_OPTION = "--kafka-port (or PB_KAFKA_PORT)"
 TLS_PORT_OPTION = "PB_KAFKA_TLS_PORT"
 
@@ -96,24 +98,10 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
-async def _probe(bootstrap: str, login: KafkaLogin | None) -> bool:
-    from aiokafka.client import AIOKafkaClient
-
-    options = login.client_options() if login else {}
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=5000, **options)
-    try:
-        await client.bootstrap()
-        return bool(client.cluster.brokers())
-    except Exception:
-        return False
-    finally:
-        await client.close()
-
-
-def broker_answers(bootstrap: str, login: KafkaLogin | None = None) -> bool:
+def broker_answers(bootstrap: str, login: KafkaAuth | None = None) -> bool:
     """True when the broker answers a metadata request and lists itself (logged in as
     ``login`` when given). Safe to call from async code."""
-    return run_async(_probe(bootstrap, login))
+    return run_async(broker_lists_itself(bootstrap, login))
 
 
 @dataclass
@@ -143,11 +131,11 @@ class KafkaBroker:
     def for_project(cls, **kwargs: Any) -> KafkaBroker:
         """The project's broker, as the environment says (``PB_KAFKA_PORT``,
         ``PB_KAFKA_AUTH``, ``PB_KAFKA_TLS_HOST``, ``PB_KAFKA_TLS_PORT``)."""
-        kwargs.setdefault("port", layout.env_port("PB_KAFKA_PORT"))
+        kwargs.setdefault("port", common.env_port("PB_KAFKA_PORT"))
         kwargs.setdefault("auth", auth_from_env())
         kwargs.setdefault("tls_host", tls_host_from_env())
-        kwargs.setdefault("tls_port", layout.env_port(TLS_PORT_OPTION))
-        home = kwargs.pop("home", None) or layout.data_dir() / "kafka"
+        kwargs.setdefault("tls_port", common.env_port(TLS_PORT_OPTION))
+        home = kwargs.pop("home", None) or common.data_dir() / "kafka"
         return cls(home=home, **kwargs)
 
     @property
@@ -194,14 +182,14 @@ class KafkaBroker:
         """The authentication mode of the last start (that of the running broker)."""
         return str(load_state(self.state_file).get("auth", AUTH_NONE))
 
-    def login(self, principal: str, *, tls: bool = False) -> KafkaLogin:
+    def login(self, principal: str, *, tls: bool = False) -> KafkaAuth:
         """``principal``'s credentials; with ``tls`` for the TLS listener (checked by the CA)."""
         return self.principals.login(principal, tls=tls)
 
-    def admin_login(self) -> KafkaLogin:
+    def admin_login(self) -> KafkaAuth:
         return self.principals.admin_login()
 
-    def add_principal(self, name: str, role: str | None = None) -> KafkaLogin:
+    def add_principal(self, name: str, role: str | None = None) -> KafkaAuth:
         """Give ``name`` credentials and ``role``'s ACLs on the running broker (see
         :meth:`BrokerPrincipals.add`)."""
         with locked(self.home / ".lock"):
@@ -219,7 +207,7 @@ class KafkaBroker:
             return None
         return address(str(state.get("tls_advertised", LOOPBACK)), int(state["tls_port"]))
 
-    def _probe_login(self) -> KafkaLogin | None:
+    def _probe_login(self) -> KafkaAuth | None:
         return self.admin_login() if self.running_auth() == AUTH_SCRAM else None
 
     def client_env(self) -> dict[str, str]:
@@ -266,24 +254,17 @@ class KafkaBroker:
         pid = self.pid()
         if pid is not None:
             bootstrap = f"{LOOPBACK}:{state['port']}"
-            if self.port and self.port != state["port"]:
-                raise InfraError(
-                    f"Kafka already runs on {bootstrap} (pid {pid}), not on port {self.port}.",
-                    "run `punto-banco infra down` first to move it to another port",
-                )
-            running = state.get("auth", AUTH_NONE)
-            if running != self.auth:
-                raise InfraError(
-                    f"Kafka already runs on {bootstrap} (pid {pid}) with authentication "
-                    f"{running!r}, not {self.auth!r}.",
-                    f"run `punto-banco infra down`, then `up` again with PB_KAFKA_AUTH={self.auth}",
-                )
-            if self.auth == AUTH_SCRAM and state.get("tls_host") != self.tls_host:
-                raise InfraError(
-                    f"Kafka already runs with its TLS listener on {state.get('tls_host')}, "
-                    f"not on {self.tls_host} (PB_KAFKA_TLS_HOST).",
-                    "run `punto-banco infra down` first to move it",
-                )
+            asked = {"port": self.port, "auth": self.auth}
+            if self.auth == AUTH_SCRAM:
+                asked["tls_host"] = self.tls_host  # PB_KAFKA_TLS_HOST
+            for key, value in asked.items():
+                running = state.get(key, AUTH_NONE if key == "auth" else None)
+                if value and value != running:
+                    raise InfraError(
+                        f"Kafka already runs on {bootstrap} (pid {pid}) with {key} {running!r}, "
+                        f"not {value!r}.",
+                        "run `punto-banco infra down` first, then `up` again",
+                    )
             login = self._probe_login()
             if not wait_until(
                 lambda: broker_answers(bootstrap, login), timeout=timeout, interval=1.0
@@ -357,40 +338,29 @@ class KafkaBroker:
         return state
 
     def _choose_ports(self, state: dict[str, Any], *, fresh: bool) -> tuple[int, int, int]:
-        """Ports asked for, else those of the last start, else the defaults, else free ones
-        (only free ones when ``fresh``: a retry after a port was taken). The third is the
-        TLS listener's (0 when authentication is off)."""
-        port = choose_port(
-            what="Kafka",
-            requested=self.port,
-            preferred=() if fresh else (state.get("port"), self.preferred_port),
-            option=PORT_OPTION,
-        )
-        controller_port = choose_port(
-            what="Kafka controller",
-            requested=self.controller_port,
-            preferred=()
-            if fresh
-            else (
-                state.get("controller_port"),
-                DEFAULT_CONTROLLER_PORT if self.preferred_port else None,
-            ),
-            option="a free controller port",
-            avoid=frozenset({port}),
-        )
-        if self.auth != AUTH_SCRAM:
-            return port, controller_port, 0
-        tls_port = choose_port(
-            what="Kafka TLS listener",
-            requested=self.tls_port,
-            preferred=()
-            if fresh
-            else (state.get("tls_port"), DEFAULT_TLS_PORT if self.preferred_port else None),
-            option=TLS_PORT_OPTION,
-            avoid=frozenset({port, controller_port}),
-            host=self.tls_host,
-        )
-        return port, controller_port, tls_port
+        """The broker's, controller's and TLS listener's ports (the TLS one 0 when
+        authentication is off): asked for, else those of the last start, else the defaults,
+        else free ones (only free ones when ``fresh``: a retry after a port was taken)."""
+        chosen: list[int] = []
+        for what, key, usual, option, host in (
+            ("Kafka", "port", self.preferred_port, PORT_OPTION, LOOPBACK),
+            ("Kafka controller", "controller_port", 9093, "a free controller port", LOOPBACK),
+            ("Kafka TLS listener", "tls_port", 9094, TLS_PORT_OPTION, self.tls_host),
+        ):
+            if key == "tls_port" and self.auth != AUTH_SCRAM:
+                return chosen[0], chosen[1], 0
+            usual = usual if self.preferred_port else None
+            chosen.append(
+                choose_port(
+                    what=what,
+                    requested=getattr(self, key),
+                    preferred=() if fresh else (state.get(key), usual),
+                    option=option,
+                    avoid=frozenset(chosen),
+                    host=host,
+                )
+            )
+        return chosen[0], chosen[1], chosen[2]
 
     def _launch(self, java: str, libs: Path, port: int, timeout: float) -> str:
         bootstrap = f"{LOOPBACK}:{port}"
@@ -494,12 +464,9 @@ class KafkaBroker:
         }
         lines = ["# Written by `punto-banco infra up` (services/dev/infra); edits are lost."]
         if self.auth == AUTH_SCRAM:
-            tls_host, advertised = str(state["tls_host"]), str(state["tls_advertised"])
-            listeners = SecureListeners(
-                port, controller_port, int(state["tls_port"]), tls_host, advertised
-            )
-            tls = ensure_tls(self.home, tls_names(tls_host, advertised), str(state["cluster_id"]))
-            settings.update(broker_settings(listeners, admin_password, tls))
+            names = tls_names(str(state["tls_host"]), str(state["tls_advertised"]))
+            tls = ensure_tls(self.home, names, str(state["cluster_id"]))
+            settings.update(broker_settings(state, admin_password, tls))
             lines.append("# Holds the admin's password: readable by its owner only.")
         lines += [f"{key}={value}" for key, value in settings.items()]
         text = "\n".join(lines) + "\n"

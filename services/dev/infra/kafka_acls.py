@@ -77,9 +77,16 @@ from contracts import (
     operator_topics,
     topic_operator,
 )
-from services.dev.infra.kafka_admin import AclBinding, AdminSession, acl_filter, create_topics
-from services.dev.infra.kafka_login import KafkaLogin
-from services.dev.infra.kafka_protocol import AclOperation, PatternType, ResourceType
+from services.dev.infra.kafka_admin import (
+    AclBinding,
+    AclOperation,
+    AdminSession,
+    PatternType,
+    ResourceType,
+    acl_filter,
+    create_topics,
+)
+from services.shared.platform.settings import KafkaAuth
 
 SERVICE_READS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
@@ -281,7 +288,7 @@ def project_acls(
 
 async def ensure_project_topics(
     bootstrap: str,
-    admin: KafkaLogin,
+    admin: KafkaAuth,
     topic_prefix: str = "",
     partitions: int = 3,
     operators: Iterable[str] = (HOUSE,),
@@ -303,7 +310,7 @@ async def ensure_project_topics(
 
 async def grant_project_acls(
     bootstrap: str,
-    admin: KafkaLogin,
+    admin: KafkaAuth,
     topic_prefix: str = "",
     group_prefix: str = "",
     principals: Mapping[str, str] | None = None,
@@ -320,7 +327,7 @@ async def grant_project_acls(
 
 async def revoke_project_acls(
     bootstrap: str,
-    admin: KafkaLogin,
+    admin: KafkaAuth,
     topic_prefix: str = "",
     group_prefix: str = "",
     principals: Mapping[str, str] | None = None,

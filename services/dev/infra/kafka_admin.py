@@ -1,11 +1,19 @@
 """Administering the local broker as its super user: ACLs, quotas, SCRAM users and project
 topics.
 
-:class:`AdminSession` sends the requests of ``kafka_protocol.py`` over one aiokafka
-connection logged in as the admin. A user's SCRAM credential is sent already salted, as
-Kafka's own ``kafka-configs --alter --add-config SCRAM-SHA-512=...`` does: a random 32-byte
-salt and the salted password ``Hi(password, salt, i)`` of RFC 5802, which is PBKDF2 (RFC
-8018) with HMAC-SHA-512 and a 64-byte output; the password itself never leaves this process.
+:class:`AdminSession` sends Kafka's Admin API requests over one aiokafka connection logged in as
+the admin. The ACL requests are aiokafka's own (``aiokafka.protocol.admin``, version 1, which
+Kafka 4 still accepts), batched: one request for every binding or filter. aiokafka defines no
+AlterUserScramCredentials (51) nor AlterClientQuotas (49): those two are declared below with its
+protocol types, field by field from Kafka's message definitions
+(``clients/src/main/resources/common/message/*.json``); SCRAM's version 0 is "flexible" (KIP-482:
+compact strings, tagged fields). The runtime's one such request, Metadata v10+ for topic ids,
+is ``services/shared/platform/topic_ids.py``.
+
+A user's SCRAM credential is sent already salted, as Kafka's own ``kafka-configs --alter
+--add-config SCRAM-SHA-512=...`` does: a random 32-byte salt and the salted password ``Hi(password,
+salt, i)`` of RFC 5802, which is PBKDF2 (RFC 8018) with HMAC-SHA-512 and a 64-byte output; the
+password itself never leaves this process.
 """
 
 from __future__ import annotations
@@ -15,32 +23,214 @@ import hashlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import IntEnum
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeAlias
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
-
-from services.dev.infra.errors import InfraError
-from services.dev.infra.kafka_login import KafkaLogin
-from services.dev.infra.kafka_protocol import (
-    AclFilter,
-    AclOperation,
-    AclPermission,
-    AclRow,
-    AlterClientQuotas,
-    AlterUserScramCredentials,
-    CreateAcls,
-    DeleteAcls,
-    DescribeAcls,
-    PatternType,
-    ResourceType,
-    ScramMechanism,
+from aiokafka.protocol.admin import CreateAclsRequest_v1, DeleteAclsRequest_v1, DescribeAclsRequest
+from aiokafka.protocol.api import Request, RequestStruct, Response
+from aiokafka.protocol.types import (
+    Array,
+    Boolean,
+    CompactArray,
+    CompactBytes,
+    CompactString,
+    Float64,
+    Int8,
+    Int16,
+    Int32,
+    Schema,
+    String,
+    TaggedFields,
 )
+
+from services.dev.infra.common import InfraError
+from services.shared.platform.settings import KafkaAuth
 
 SCRAM_ITERATIONS = 8192
 """Iterations of the salted SCRAM-SHA-512 password (Kafka accepts 4096-16384)."""
+
+
+class ResourceType(IntEnum):
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    CLUSTER = 4
+    TRANSACTIONAL_ID = 5
+    DELEGATION_TOKEN = 6
+    USER = 7
+
+
+class PatternType(IntEnum):
+    ANY = 1
+    MATCH = 2  # filters only
+    LITERAL = 3
+    PREFIXED = 4
+
+
+class AclOperation(IntEnum):
+    ANY = 1
+    ALL = 2
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+
+
+class AclPermission(IntEnum):
+    ANY = 1
+    DENY = 2
+    ALLOW = 3
+
+
+AclFilter: TypeAlias = tuple[int, str | None, int, str | None, str | None, int, int]
+"""resource type, name, pattern type, principal, host, operation, permission (an ACL's fields in
+the order of the wire; ANY codes and None as wildcards)."""
+
+
+class CreateAcls(Request[CreateAclsRequest_v1]):  # type: ignore[misc]
+    """aiokafka's CreateAcls v1 with every binding in one request (its own takes one)."""
+
+    API_KEY = 30
+
+    def __init__(self, rows: Sequence[AclFilter]) -> None:
+        self.rows = list(rows)
+
+    def build(self, request_struct_class: type[CreateAclsRequest_v1]) -> CreateAclsRequest_v1:
+        return request_struct_class(self.rows)
+
+
+class DeleteAcls(Request[DeleteAclsRequest_v1]):  # type: ignore[misc]
+    """aiokafka's DeleteAcls v1 with every filter in one request (its own takes one)."""
+
+    API_KEY = 31
+
+    def __init__(self, filters: Sequence[AclFilter]) -> None:
+        self.filters = list(filters)
+
+    def build(self, request_struct_class: type[DeleteAclsRequest_v1]) -> DeleteAclsRequest_v1:
+        return request_struct_class(self.filters)
+
+
+_COMPACT = CompactString("utf-8")
+
+
+class AlterUserScramCredentialsResponse_v0(Response):  # type: ignore[misc]  # Kafka's names
+    API_KEY = 51
+    API_VERSION = 0
+    SCHEMA = Schema(
+        ("throttle_time_ms", Int32),
+        (
+            "results",
+            CompactArray(
+                ("user", _COMPACT),
+                ("error_code", Int16),
+                ("error_message", _COMPACT),
+                ("tags", TaggedFields),
+            ),
+        ),
+        ("tags", TaggedFields),
+    )
+
+
+class AlterUserScramCredentialsRequest_v0(RequestStruct):  # type: ignore[misc]
+    FLEXIBLE_VERSION = True
+    API_KEY = 51
+    API_VERSION = 0
+    RESPONSE_TYPE = AlterUserScramCredentialsResponse_v0
+    SCHEMA = Schema(
+        (
+            "deletions",
+            CompactArray(("name", _COMPACT), ("mechanism", Int8), ("tags", TaggedFields)),
+        ),
+        (
+            "upsertions",
+            CompactArray(
+                ("name", _COMPACT),
+                ("mechanism", Int8),
+                ("iterations", Int32),
+                ("salt", CompactBytes),
+                ("salted_password", CompactBytes),
+                ("tags", TaggedFields),
+            ),
+        ),
+        ("tags", TaggedFields),
+    )
+
+
+class UpsertScramSha512(Request[AlterUserScramCredentialsRequest_v0]):  # type: ignore[misc]
+    """Insert or replace users' SCRAM-SHA-512 credentials: (name, salt, salted password)."""
+
+    API_KEY = 51
+
+    def __init__(self, users: Sequence[tuple[str, bytes, bytes]]) -> None:
+        self.rows: list[tuple[Any, ...]] = [
+            (name, 2, SCRAM_ITERATIONS, salt, salted, {}) for name, salt, salted in users
+        ]  # 2: SCRAM-SHA-512
+
+    def build(
+        self, request_struct_class: type[AlterUserScramCredentialsRequest_v0]
+    ) -> AlterUserScramCredentialsRequest_v0:
+        return request_struct_class([], self.rows, {})
+
+
+_QUOTA_ENTITY = Array(("entity_type", String("utf-8")), ("entity_name", String("utf-8")))
+
+
+class AlterClientQuotasResponse_v0(Response):  # type: ignore[misc]
+    API_KEY = 49
+    API_VERSION = 0
+    SCHEMA = Schema(
+        ("throttle_time_ms", Int32),
+        (
+            "entries",
+            Array(
+                ("error_code", Int16), ("error_message", String("utf-8")), ("entity", _QUOTA_ENTITY)
+            ),
+        ),
+    )
+
+
+class AlterClientQuotasRequest_v0(RequestStruct):  # type: ignore[misc]
+    API_KEY = 49
+    API_VERSION = 0
+    RESPONSE_TYPE = AlterClientQuotasResponse_v0
+    SCHEMA = Schema(
+        (
+            "entries",
+            Array(
+                ("entity", _QUOTA_ENTITY),
+                ("ops", Array(("key", String("utf-8")), ("value", Float64), ("remove", Boolean))),
+            ),
+        ),
+        ("validate_only", Boolean),
+    )
+
+
+class AlterUserQuotas(Request[AlterClientQuotasRequest_v0]):  # type: ignore[misc]
+    """Per user, set each quota key to its value (None: remove that quota)."""
+
+    API_KEY = 49
+
+    def __init__(self, quotas: Mapping[str, Mapping[str, float | None]]) -> None:
+        self.entries = [
+            ([("user", user)], [(key, value or 0.0, value is None) for key, value in ops.items()])
+            for user, ops in quotas.items()
+        ]
+
+    def build(
+        self, request_struct_class: type[AlterClientQuotasRequest_v0]
+    ) -> AlterClientQuotasRequest_v0:
+        return request_struct_class(self.entries, False)
 
 
 @dataclass(frozen=True, order=True)
@@ -55,15 +245,15 @@ class AclBinding:
     permission: AclPermission = AclPermission.ALLOW
     host: str = "*"
 
-    def row(self) -> AclRow:
+    def row(self) -> AclFilter:
         return (
-            int(self.resource_type),
+            self.resource_type,
             self.name,
-            int(self.pattern),
+            self.pattern,
             self.principal,
             self.host,
-            int(self.operation),
-            int(self.permission),
+            self.operation,
+            self.permission,
         )
 
     def __str__(self) -> str:
@@ -81,15 +271,7 @@ def acl_filter(
     principal: str | None = None,
 ) -> AclFilter:
     """A filter matching bindings on these fields (the others: any)."""
-    return (
-        int(resource_type),
-        name,
-        int(pattern),
-        principal,
-        None,
-        int(AclOperation.ANY),
-        int(AclPermission.ANY),
-    )
+    return (resource_type, name, pattern, principal, None, AclOperation.ANY, AclPermission.ANY)
 
 
 def salted_password(password: str, salt: bytes, iterations: int = SCRAM_ITERATIONS) -> bytes:
@@ -101,17 +283,21 @@ def _failure(code: int, message: str | None) -> str:
     return f"{for_code(code).__name__} ({code}){': ' + message if message else ''}"
 
 
-def _refused(what: str, results: Iterable[tuple[str, int, str | None]]) -> None:
-    """InfraError naming each (user, error code, message) that failed, if any did."""
-    failed = [f"{name}: {_failure(code, message)}" for name, code, message in results if code]
+def _refused(what: str, results: Iterable[tuple[object, int, str | None]], fix: str = "") -> None:
+    """InfraError naming each (what, error code, message) that failed, if any did."""
+    failed = [
+        f"{name}: {_failure(code, message)}" if name else _failure(code, message)
+        for name, code, message in results
+        if code
+    ]
     if failed:
-        raise InfraError(f"Kafka refused {what}:\n    " + "\n    ".join(failed))
+        raise InfraError(f"Kafka refused {what}:\n    " + "\n    ".join(failed), fix)
 
 
 class AdminSession:
     """One admin connection to the broker at ``bootstrap`` (use ``async with``)."""
 
-    def __init__(self, bootstrap: str, login: KafkaLogin, timeout: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, login: KafkaAuth, timeout: float = 30.0) -> None:
         self.bootstrap = bootstrap
         self.login = login
         self.timeout = timeout
@@ -176,37 +362,28 @@ class AdminSession:
         if not bindings:
             return
         response = await self._send(CreateAcls([binding.row() for binding in bindings]))
-        failed = [
-            f"{binding}: {_failure(code, message)}"
-            for binding, (code, message, _tags) in zip(bindings, response.results, strict=True)
-            if code
-        ]
-        if failed:
-            raise InfraError(
-                "Kafka refused ACLs:\n    " + "\n    ".join(failed),
-                "check that the admin is a super user (super.users) of this broker",
-            )
-        if wait:
-            await self._until_applied(set(bindings), wait)
-
-    async def _until_applied(self, wanted: set[AclBinding], wait: float) -> None:
+        _refused(
+            "ACLs",
+            (
+                (b, code, text)
+                for b, (code, text) in zip(bindings, response.creation_responses, strict=True)
+            ),
+            "check that the admin is a super user (super.users) of this broker",
+        )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
-        while not wanted <= set(await self.describe_acls(acl_filter())):
+        while wait and not set(bindings) <= set(await self.describe_acls(acl_filter())):
             if loop.time() > deadline:
                 raise InfraError(
-                    f"Kafka accepted {len(wanted)} ACLs but does not apply them after {wait} s.",
+                    f"Kafka accepted {len(bindings)} ACLs but does not apply them after {wait} s.",
                     "look at the broker's log (logs/server.log under its folder)",
                 )
             await asyncio.sleep(0.1)
 
     async def describe_acls(self, acl_filter: AclFilter) -> list[AclBinding]:
         """The bindings matching ``acl_filter`` (see :func:`acl_filter`)."""
-        response = await self._send(DescribeAcls(acl_filter))
-        if response.error_code:
-            raise InfraError(
-                f"Kafka cannot list ACLs: {_failure(response.error_code, response.error_message)}"
-            )
+        response = await self._send(DescribeAclsRequest(*acl_filter))
+        _refused("to list ACLs", [("", response.error_code, response.error_message)])
         return sorted(
             AclBinding(
                 ResourceType(kind),
@@ -217,8 +394,8 @@ class AdminSession:
                 AclPermission(permission),
                 host,
             )
-            for kind, name, pattern, acls, _tags in response.resources
-            for principal, host, operation, permission, _acl_tags in acls
+            for kind, name, pattern, acls in response.resources
+            for principal, host, operation, permission in acls
         )
 
     async def delete_acls(self, filters: Sequence[AclFilter]) -> int:
@@ -226,46 +403,44 @@ class AdminSession:
         if not filters:
             return 0
         response = await self._send(DeleteAcls(filters))
-        deleted = 0
-        for code, message, matching, _tags in response.filter_results:
-            if code:
-                raise InfraError(f"Kafka cannot delete ACLs: {_failure(code, message)}")
-            deleted += len(matching)
-        return deleted
+        results = response.filter_responses
+        _refused("to delete ACLs", (("", code, text) for code, text, _ in results))
+        return sum(len(matching) for _code, _text, matching in results)
 
     async def set_user_quotas(self, quotas: Mapping[str, Mapping[str, float | None]]) -> None:
         """Per user principal, set each quota key to its value (None: remove that quota)."""
-        entries = [("user", user, list(ops.items())) for user, ops in quotas.items() if ops]
-        if not entries:
-            return
-        response = await self._send(AlterClientQuotas(entries))
-        _refused(
-            "quotas", ((entity[0][1], code, text) for code, text, entity, _ in response.entries)
-        )
+        chosen = {user: ops for user, ops in quotas.items() if ops}
+        if chosen:
+            response = await self._send(AlterUserQuotas(chosen))
+            _refused("quotas", ((ent[0][1], code, text) for code, text, ent in response.entries))
 
-    async def upsert_scram_users(
-        self, passwords: Mapping[str, str], iterations: int = SCRAM_ITERATIONS
-    ) -> None:
+    async def upsert_scram_users(self, passwords: Mapping[str, str]) -> None:
         """Create or replace each user's SCRAM-SHA-512 credential with its password."""
-        upsertions = []
-        for name, password in passwords.items():
-            salt = os.urandom(32)
-            upsertions.append(
-                (
-                    name,
-                    int(ScramMechanism.SCRAM_SHA_512),
-                    iterations,
-                    salt,
-                    salted_password(password, salt, iterations),
-                )
-            )
-        response = await self._send(AlterUserScramCredentials(upsertions))
+        salts = {name: os.urandom(32) for name in passwords}
+        users = [
+            (name, salt, salted_password(passwords[name], salt)) for name, salt in salts.items()
+        ]
+        response = await self._send(UpsertScramSha512(users))
         _refused("SCRAM credentials", (row[:3] for row in response.results))
+
+
+async def broker_lists_itself(bootstrap: str, login: KafkaAuth | None) -> bool:
+    """True when the broker accepts ``login`` (None: PLAINTEXT) and answers a metadata request
+    naming itself."""
+    options = login.client_options() if login else {}
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=5000, **options)
+    try:
+        await client.bootstrap()
+        return bool(client.cluster.brokers())
+    except Exception:
+        return False
+    finally:
+        await client.close()
 
 
 async def create_topics(
     bootstrap: str,
-    login: KafkaLogin,
+    login: KafkaAuth,
     topics: Iterable[str],
     configs: Mapping[str, Mapping[str, str]],
     partitions: int = 3,
@@ -287,19 +462,21 @@ async def create_topics(
             return []
         response = await admin.create_topics(
             [
-                NewTopic(
-                    name=name,
-                    num_partitions=partitions,
-                    replication_factor=1,
-                    topic_configs=dict(configs.get(name, {})),
-                )
+                NewTopic(name, partitions, 1, topic_configs=dict(configs.get(name, {})))
                 for name in missing
             ]
         )
-        for name, code, *rest in response.topic_errors:
-            if code and code != TopicAlreadyExistsError.errno:
-                reason = _failure(code, rest[0] if rest else None)
-                raise InfraError(f"Kafka refused to create topic {name}: {reason}")
+        _refused(
+            "to create topics",
+            (
+                (
+                    name,
+                    0 if code == TopicAlreadyExistsError.errno else code,
+                    rest[0] if rest else None,
+                )
+                for name, code, *rest in response.topic_errors
+            ),
+        )
         return missing
     finally:
         await admin.close()

@@ -33,18 +33,20 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-import secrets
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from services.dev.infra.errors import InfraError
+from services.dev.infra.common import InfraError
 from services.dev.infra.kafka_admin import SCRAM_ITERATIONS
-from services.dev.infra.kafka_login import ADMIN, PRINCIPAL_NAME, SCRAM_MECHANISM, KafkaLogin
 from services.dev.infra.kafka_tls import TlsFiles
 from services.dev.infra.ports import LOOPBACK
-from services.dev.infra.private_files import private_folder, read_private, write_private
+from services.shared.platform.settings import KafkaAuth
+
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+ADMIN = "admin"
+"""The super user: used by `punto-banco infra` (ACLs, users, topics) and between brokers."""
 
 AUTH_NONE = "none"
 AUTH_SCRAM = "scram"
@@ -112,71 +114,10 @@ def tls_names(bind_host: str, advertised: str) -> list[str]:
     return list(dict.fromkeys(hosts))
 
 
-class Credentials:
-    """The principals' SCRAM passwords of one broker: a 0600 file each in a 0700 folder."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-
-    def path(self, name: str) -> Path:
-        if not PRINCIPAL_NAME.match(name):
-            raise InfraError(
-                f"{name!r} is not a principal name.",
-                "use lower case letters, digits, '.', '_' and '-' (at most 64, a letter first)",
-            )
-        return self.folder / f"{name}.password"
-
-    def read(self, name: str) -> str | None:
-        path = self.path(name)
-        if not path.is_file():
-            return None
-        return read_private(path).strip() or None
-
-    def ensure(self, name: str) -> str:
-        """The principal's password, made (random, 256 bits) if it has none yet."""
-        found = self.read(name)
-        if found:
-            return found
-        password = secrets.token_urlsafe(32)
-        private_folder(self.folder)
-        write_private(self.path(name), password + "\n")
-        return password
-
-    def names(self) -> list[str]:
-        if not self.folder.is_dir():
-            return []
-        return sorted(
-            path.name.removesuffix(".password") for path in self.folder.glob("*.password")
-        )
-
-    def login(self, name: str, cafile: Path | None = None) -> KafkaLogin:
-        password = self.read(name)
-        if password is None:
-            raise InfraError(
-                f"the local broker has no credentials for {name!r} ({self.path(name)}).",
-                f"`punto-banco infra credentials {name} --add` creates them "
-                "(with the broker up, started without PB_KAFKA_AUTH=none)",
-            )
-        return KafkaLogin(name, password, cafile)
-
-
-@dataclass(frozen=True)
-class SecureListeners:
-    """Where the authenticating broker listens."""
-
-    client_port: int
-    controller_port: int
-    tls_port: int
-    tls_host: str = LOOPBACK
-    tls_advertised: str = LOOPBACK
-
-    @property
-    def bootstrap(self) -> str:
-        return address(LOOPBACK, self.client_port)
-
-    @property
-    def tls_bootstrap(self) -> str:
-        return address(self.tls_advertised, self.tls_port)
+def scram_login(name: str, password: str, cafile: Path | None = None) -> KafkaAuth:
+    """A principal's SCRAM-SHA-512 login to the local broker (over TLS with ``cafile``)."""
+    protocol = "SASL_SSL" if cafile else "SASL_PLAINTEXT"
+    return KafkaAuth(protocol, SCRAM_MECHANISM, name, password, str(cafile or ""))
 
 
 def _jaas(module: str, **options: str) -> str:
@@ -184,10 +125,12 @@ def _jaas(module: str, **options: str) -> str:
     return f"org.apache.kafka.common.security.{module} required {settings};"
 
 
-def broker_settings(
-    listeners: SecureListeners, admin_password: str, tls: TlsFiles
-) -> dict[str, str]:
-    """The broker settings of authentication, TLS and authorization (see the module doc)."""
+def broker_settings(state: Mapping[str, Any], admin_password: str, tls: TlsFiles) -> dict[str, str]:
+    """The broker settings of authentication, TLS and authorization (see the module doc), on
+    the ports and TLS host of ``state`` (the broker's state file)."""
+    tls_host, tls_port = str(state["tls_host"]), int(state["tls_port"])
+    client = address(LOOPBACK, int(state["port"]))
+    tls_bootstrap = address(str(state["tls_advertised"]), tls_port)
     scram = _jaas("scram.ScramLoginModule", username=ADMIN, password=admin_password)
     plain = _jaas(
         "plain.PlainLoginModule",
@@ -197,14 +140,9 @@ def broker_settings(
     )
     mechanism = SCRAM_MECHANISM.lower()
     return {
-        "listeners": ",".join(
-            [
-                f"CLIENT://{address(LOOPBACK, listeners.client_port)}",
-                f"TLS://{address(listeners.tls_host, listeners.tls_port)}",
-                f"CONTROLLER://{address(LOOPBACK, listeners.controller_port)}",
-            ]
-        ),
-        "advertised.listeners": (f"CLIENT://{listeners.bootstrap},TLS://{listeners.tls_bootstrap}"),
+        "listeners": f"CLIENT://{client},TLS://{address(tls_host, tls_port)},"
+        f"CONTROLLER://{address(LOOPBACK, int(state['controller_port']))}",
+        "advertised.listeners": f"CLIENT://{client},TLS://{tls_bootstrap}",
         "listener.security.protocol.map": (
             "CLIENT:SASL_PLAINTEXT,TLS:SASL_SSL,CONTROLLER:SASL_PLAINTEXT"
         ),

@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from contracts import HOUSE
-from services.dev.infra import layout
-from services.dev.infra.kafka_login import ADMIN, KafkaLogin
-from services.shared.platform.environment import Environment
-from services.shared.platform.kafka_settings import KafkaAuth
+from services.dev.infra import common
+from services.dev.infra.kafka_auth import ADMIN as ADMIN  # what the tools log in as to set up
+from services.shared.platform.settings import KafkaAuth, Settings
 
 KAFKA_HOME = "PB_KAFKA_HOME"
 """The local broker's folder whose principals the developer tools log in as, when
@@ -39,16 +38,6 @@ def sender_of(message_type: str) -> str:
     """Who sends a command of this type: the gateway bets, a supervisor voids, an operator
     runs the table."""
     return COMMAND_SENDERS.get(message_type, OPERATOR)
-
-
-def login_auth(login: KafkaLogin) -> KafkaAuth:
-    """A local broker's login as the settings a client reads."""
-    return KafkaAuth(
-        protocol=login.security_protocol,
-        username=login.username,
-        password=login.password,
-        cafile=str(login.cafile) if login.cafile else "",
-    )
 
 
 @dataclass(frozen=True)
@@ -78,12 +67,12 @@ class KafkaLogins:
         from services.dev.infra.kafka import KafkaBroker
 
         named = os.environ.get(KAFKA_HOME, "").strip()
-        candidates = [*homes, *([Path(named)] if named else []), layout.data_dir() / "kafka"]
+        candidates = [*homes, *([Path(named)] if named else []), common.data_dir() / "kafka"]
         for home in dict.fromkeys(path.resolve() for path in candidates):
             broker = KafkaBroker(home=home)
             if broker.bootstrap() == bootstrap and broker.pid() is not None:
                 return cls.of_broker(broker)
-        return cls(shared=KafkaAuth.from_environment(Environment.read()))
+        return cls(shared=Settings.from_env("infra").kafka_auth)
 
     @property
     def authenticated(self) -> bool:
@@ -95,7 +84,7 @@ class KafkaLogins:
             return self.shared
         from services.dev.infra.kafka_principals import BrokerPrincipals
 
-        return login_auth(BrokerPrincipals(self.home).login(principal))
+        return BrokerPrincipals(self.home).login(principal)
 
     def options(self, principal: str) -> dict[str, Any]:
         """aiokafka keyword arguments of ``principal``'s login (none for PLAINTEXT)."""
@@ -105,7 +94,7 @@ class KafkaLogins:
         """``principal``'s ``KAFKA_SECURITY_PROTOCOL`` and ``KAFKA_SASL_*`` for a child process."""
         return self.auth(principal).env()
 
-    def admin_login(self) -> KafkaLogin | None:
+    def admin_login(self) -> KafkaAuth | None:
         """The local broker's admin (None without one)."""
         if self.home is None:
             return None
@@ -120,36 +109,13 @@ class KafkaLogins:
         partitions: int = 3,
         operators: Sequence[str] = (HOUSE,),
     ) -> bool:
-        """As the admin: the run's project topics (``<prefix><topic>``, every operator's too)
-        with their configs, each operator's gateway principal (``gateway-<operator>``: its
-        SCRAM credentials, made if missing, and its quota as `infra up` sets it), and the ACL
-        matrix for those topics and for consumer groups under the same prefix (what
-        ``Settings.consumer_group`` names). False (nothing done) without a local admin."""
-        admin = self.admin_login()
-        if admin is None or self.home is None:
+        """:meth:`BrokerPrincipals.secure_run` on the local broker; False (nothing done)
+        without a local admin."""
+        if self.home is None or self.admin_login() is None:
             return False
-        from services.dev.infra.kafka_acls import (
-            ensure_project_topics,
-            grant_project_acls,
-            project_quotas,
-        )
-        from services.dev.infra.kafka_admin import AdminSession
-        from services.dev.infra.kafka_principals import BrokerPrincipals, gateway_quota, logs_in
+        from services.dev.infra.kafka_principals import BrokerPrincipals
 
-        principals = BrokerPrincipals(self.home)
-        gateways = [f"{GATEWAY}-{operator}" for operator in operators if operator != HOUSE]
-        if gateways:
-            passwords = {name: principals.credentials.ensure(name) for name in gateways}
-            quotas = project_quotas(dict.fromkeys(gateways, GATEWAY), gateway_quota())
-            async with AdminSession(bootstrap, admin) as session:
-                await session.upsert_scram_users(passwords)
-                await session.set_user_quotas(quotas)
-            for name in gateways:
-                await logs_in(bootstrap, principals.login(name), wait=15)
-        await ensure_project_topics(bootstrap, admin, topic_prefix, partitions, operators)
-        await grant_project_acls(
-            bootstrap, admin, topic_prefix, topic_prefix, operators=tuple(operators)
-        )
+        await BrokerPrincipals(self.home).secure_run(bootstrap, topic_prefix, partitions, operators)
         return True
 
     @contextlib.contextmanager
@@ -188,16 +154,3 @@ class KafkaLogins:
         await revoke_project_acls(
             bootstrap, admin, topic_prefix, topic_prefix, operators=tuple(operators)
         )
-
-
-__all__ = [
-    "ADMIN",
-    "AUDITOR",
-    "DASHBOARD",
-    "GATEWAY",
-    "OPERATOR",
-    "SUPERVISOR",
-    "KafkaLogins",
-    "login_auth",
-    "sender_of",
-]

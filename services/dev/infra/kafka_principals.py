@@ -3,40 +3,39 @@
 :class:`BrokerPrincipals` works on one broker's folder: the passwords
 (``<home>/secrets/<name>.password``), the CA file for TLS clients, the principals added after
 the format (``extra_principals`` in the broker's state file, name -> role), and, as the admin,
-the project topics, the ACL matrix and the gateways' quotas (``kafka_acls.py``) that `infra up`
-makes on every start, and a principal added later (`infra credentials NAME --add`).
+what the ACL matrix and the gateways' quotas (``kafka_acls.py``) give: the project topics on
+every `infra up`, a run's own topics (``secure_run``: tests, demo, bench); a principal added
+later (`infra credentials NAME --add`) and a run's operator gateways are admitted one way
+(:meth:`BrokerPrincipals.admit`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from aiokafka.client import AIOKafkaClient
-from aiokafka.errors import KafkaError
-
-from services.dev.infra.errors import InfraError
+from contracts import HOUSE
+from services.dev.infra.common import Credentials, InfraError, load_state, save_state
 from services.dev.infra.kafka_acls import (
     GATEWAY_QUOTA,
     ROLES,
     Quota,
     ensure_project_topics,
     gateway_operator,
-    principal_acls,
+    grant_project_acls,
     project_acls,
     project_principals,
     project_quotas,
     role_of,
 )
-from services.dev.infra.kafka_admin import AdminSession
-from services.dev.infra.kafka_auth import Credentials
-from services.dev.infra.kafka_login import ADMIN, KafkaLogin
+from services.dev.infra.kafka_admin import AdminSession, broker_lists_itself
+from services.dev.infra.kafka_auth import ADMIN, scram_login
 from services.dev.infra.kafka_tls import TlsFiles
 from services.dev.infra.processes import progress, run_async
-from services.dev.infra.state import load_state, save_state
-from services.shared.platform.environment import check_operators
+from services.shared.platform.settings import KafkaAuth, check_operators
 
 
 def served_operators() -> tuple[str, ...]:
@@ -73,24 +72,16 @@ def gateway_quota() -> Quota:
     return replace(GATEWAY_QUOTA, producer_byte_rate=int(raw))
 
 
-async def logs_in(bootstrap: str, login: KafkaLogin, wait: float) -> bool:
+async def logs_in(bootstrap: str, login: KafkaAuth, wait: float) -> bool:
     """True once ``login`` is accepted (a new credential reaches the broker a moment after
     the controller stored it); False after ``wait`` seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
-    while True:
-        client = AIOKafkaClient(
-            bootstrap_servers=bootstrap, request_timeout_ms=5000, **login.client_options()
-        )
-        try:
-            await client.bootstrap()
-            return True
-        except (KafkaError, OSError):
-            if loop.time() > deadline:
-                return False
-        finally:
-            await client.close()
+    while not await broker_lists_itself(bootstrap, login):
+        if loop.time() > deadline:
+            return False
         await asyncio.sleep(0.2)
+    return True
 
 
 @dataclass(frozen=True)
@@ -112,11 +103,19 @@ class BrokerPrincipals:
     def _state_file(self) -> Path:
         return self.home / "state.json"
 
-    def login(self, principal: str, *, tls: bool = False) -> KafkaLogin:
+    def login(self, principal: str, *, tls: bool = False) -> KafkaAuth:
         """``principal``'s credentials; with ``tls`` for the TLS listener (checked by the CA)."""
-        return self.credentials.login(principal, self.tls_files.ca_cert if tls else None)
+        password = self.credentials.read(principal)
+        if password is None:
+            raise InfraError(
+                f"the local broker has no credentials for {principal!r} "
+                f"({self.credentials.path(principal)}).",
+                f"`punto-banco infra credentials {principal} --add` creates them "
+                "(with the broker up, started without PB_KAFKA_AUTH=none)",
+            )
+        return scram_login(principal, password, self.tls_files.ca_cert if tls else None)
 
-    def admin_login(self) -> KafkaLogin:
+    def admin_login(self) -> KafkaAuth:
         return self.login(ADMIN)
 
     def roles(self) -> dict[str, str]:
@@ -128,20 +127,36 @@ class BrokerPrincipals:
         """The admin's and every principal's password (made where missing)."""
         return {name: self.credentials.ensure(name) for name in [ADMIN, *self.roles()]}
 
+    async def admit(
+        self, bootstrap: str, roles: Mapping[str, str], operators: Sequence[str], *, acls: bool
+    ) -> None:
+        """Give each principal (name -> role) SCRAM credentials (its password made if missing),
+        its role's quota and, with ``acls``, its role's ACLs on the project topics; wait until
+        each logs in."""
+        passwords = {name: self.credentials.ensure(name) for name in roles}
+        async with AdminSession(bootstrap, self.admin_login()) as session:
+            await session.upsert_scram_users(passwords)
+            if acls:
+                await session.create_acls(project_acls("", "", roles, operators))
+            await session.set_user_quotas(project_quotas(roles, gateway_quota()))
+        for name in roles:
+            if not await logs_in(bootstrap, self.login(name), wait=15):
+                raise InfraError(
+                    f"Kafka accepted the credentials of {name!r} but refuses them.",
+                    f"look at {self.home / 'logs' / 'server.log'}",
+                )
+
     def secure_project(self, bootstrap: str) -> None:
         """As the admin: the project topics (prefix "") with their configs, and the ACLs and
         quotas of every principal (idempotent)."""
-        admin = self.admin_login()
-        roles = self.roles()
-        operators = served_operators()
-        quotas = project_quotas(roles, gateway_quota())
+        admin, roles, operators = self.admin_login(), self.roles(), served_operators()
 
         async def secure() -> list[str]:
             partitions = topic_partitions()
             created = await ensure_project_topics(bootstrap, admin, "", partitions, operators)
+            await grant_project_acls(bootstrap, admin, principals=roles, operators=operators)
             async with AdminSession(bootstrap, admin) as session:
-                await session.create_acls(project_acls("", "", roles, operators))
-                await session.set_user_quotas(quotas)
+                await session.set_user_quotas(project_quotas(roles, gateway_quota()))
             return created
 
         created = run_async(secure())
@@ -149,7 +164,21 @@ class BrokerPrincipals:
             progress(f"created Kafka topics {', '.join(created)}")
         progress(f"Kafka ACLs granted to {', '.join(roles)} (everything else is denied)")
 
-    def add(self, bootstrap: str, name: str, role: str | None = None) -> KafkaLogin:
+    async def secure_run(
+        self, bootstrap: str, prefix: str, partitions: int, operators: Sequence[str]
+    ) -> None:
+        """As the admin: a run's project topics (``<prefix><topic>``, every operator's) with
+        their configs, each operator's gateway (``gateway-<operator>``, :meth:`admit`ted with
+        its quota), and the ACL matrix for those topics and the consumer groups under the same
+        prefix (what ``Settings.consumer_group`` names)."""
+        admin = self.admin_login()
+        gateways = {f"gateway-{operator}": "gateway" for operator in operators if operator != HOUSE}
+        if gateways:
+            await self.admit(bootstrap, gateways, operators, acls=False)
+        await ensure_project_topics(bootstrap, admin, prefix, partitions, operators)
+        await grant_project_acls(bootstrap, admin, prefix, prefix, operators=tuple(operators))
+
+    def add(self, bootstrap: str, name: str, role: str | None = None) -> KafkaAuth:
         """Give ``name`` SCRAM credentials and ``role``'s ACLs (default: the role of that
         exact name, :func:`role_of`) on the broker at ``bootstrap``; idempotent. Returns its
         login."""
@@ -167,24 +196,9 @@ class BrokerPrincipals:
                 gateway_operator(name)
             except ValueError as error:
                 raise InfraError(f"{error}.", "name it gateway-<operator>") from None
-        password = self.credentials.ensure(name)
-        admin, login = self.admin_login(), self.credentials.login(name)
-
-        async def add() -> bool:
-            async with AdminSession(bootstrap, admin) as session:
-                await session.upsert_scram_users({name: password})
-                acls = principal_acls(name, chosen, operators=served_operators())
-                await session.create_acls(acls)
-                await session.set_user_quotas(project_quotas({name: chosen}, gateway_quota()))
-            return await logs_in(bootstrap, login, wait=15)
-
-        if not run_async(add()):
-            raise InfraError(
-                f"Kafka accepted the credentials of {name!r} but refuses them.",
-                f"look at {self.home / 'logs' / 'server.log'}",
-            )
+        run_async(self.admit(bootstrap, {name: chosen}, served_operators(), acls=True))
         if name not in ROLES:
             state = load_state(self._state_file)
             state["extra_principals"] = {**state.get("extra_principals", {}), name: chosen}
             save_state(self._state_file, state)
-        return login
+        return self.login(name)

@@ -27,7 +27,7 @@ from services.dev.infra.kafka_acls import (
     role_for,
     role_quota,
 )
-from services.dev.infra.kafka_login import ADMIN, SCRAM_MECHANISM
+from services.dev.infra.kafka_auth import ADMIN, SCRAM_MECHANISM
 from services.dev.infra.kafka_principals import GATEWAY_BYTE_RATE
 from services.shared.platform.kafka import PROJECT_TOPICS, topic_config
 

@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from services.dev.infra.private_files import private_folder, write_private
+from services.dev.infra.common import private_folder, write_private
 from services.dev.infra.processes import progress
 
 CA_LIFETIME = datetime.timedelta(days=3650)
@@ -59,65 +59,48 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def _general_name(host: str) -> x509.GeneralName:
+def _name(host: str) -> x509.GeneralName:
     try:
         return x509.IPAddress(ipaddress.ip_address(host))
     except ValueError:
         return x509.DNSName(host)
 
 
-def _new_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
+def _key_usage(*allowed: str) -> x509.KeyUsage:
+    flags = "digital_signature content_commitment key_encipherment data_encipherment"
+    flags += " key_agreement key_cert_sign crl_sign encipher_only decipher_only"
+    return x509.KeyUsage(**{flag: flag in allowed for flag in flags.split()})
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
+def _pem(item: x509.Certificate | ec.EllipticCurvePrivateKey) -> bytes:
+    if isinstance(item, x509.Certificate):
+        return item.public_bytes(serialization.Encoding.PEM)
+    return item.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
 
 
-def _make_ca(files: TlsFiles, label: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = _new_key()
-    name = x509.Name(
-        [x509.NameAttribute(NameOID.COMMON_NAME, f"punto-banco local Kafka CA {label}")]
-    )
-    now = _now()
-    public = key.public_key()
-    cert = (
+def _certificate(
+    subject: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None,
+    lifetime: datetime.timedelta,
+) -> x509.CertificateBuilder:
+    """A certificate of ``key`` for ``subject``, issued by ``issuer`` (None: self-signed)."""
+    now, public = _now(), key.public_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    return (
         x509.CertificateBuilder()
         .subject_name(name)
-        .issuer_name(name)
+        .issuer_name(issuer[0].subject if issuer else name)
         .public_key(public)
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + CA_LIFETIME)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=False,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
+        .not_valid_after(
+            min(now + lifetime, issuer[0].not_valid_after_utc) if issuer else now + lifetime
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
-        .sign(key, hashes.SHA256())
     )
-    write_private(files.ca_key, _key_pem(key))
-    files.ca_cert.parent.mkdir(parents=True, exist_ok=True)
-    temporary = files.ca_cert.with_suffix(".tmp")
-    temporary.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    temporary.chmod(0o644)
-    temporary.replace(files.ca_cert)
-    return cert, key
 
 
 def _load_ca(files: TlsFiles) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None:
@@ -133,81 +116,59 @@ def _load_ca(files: TlsFiles) -> tuple[x509.Certificate, ec.EllipticCurvePrivate
     return cert, key
 
 
+def _make_ca(files: TlsFiles, label: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        _certificate(f"punto-banco local Kafka CA {label}", key, None, CA_LIFETIME)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_key_usage("key_cert_sign", "crl_sign"), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    write_private(files.ca_key, _pem(key))
+    files.ca_cert.parent.mkdir(parents=True, exist_ok=True)
+    temporary = files.ca_cert.with_suffix(".tmp")
+    temporary.write_bytes(_pem(cert))
+    temporary.chmod(0o644)
+    temporary.replace(files.ca_cert)
+    return cert, key
+
+
 def broker_names(cert: x509.Certificate) -> set[str]:
     """The host names and addresses a certificate is valid for."""
     try:
         names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         return set()
-    return {str(value) for value in names.get_values_for_type(x509.DNSName)} | {
-        str(value) for value in names.get_values_for_type(x509.IPAddress)
-    }
+    return {str(name.value) for name in names}
 
 
 def _broker_cert_is_good(files: TlsFiles, ca: x509.Certificate, hosts: Sequence[str]) -> bool:
     try:
-        certs = x509.load_pem_x509_certificates(files.broker_pem.read_bytes())
-    except (OSError, ValueError):
-        return False
-    leaf = certs[0]
-    try:
+        leaf = x509.load_pem_x509_certificates(files.broker_pem.read_bytes())[0]
         leaf.verify_directly_issued_by(ca)
-    except (InvalidSignature, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, InvalidSignature):
         return False
-    wanted = {str(ipaddress.ip_address(h)) if _is_ip(h) else h for h in hosts}
+    wanted = {str(_name(host).value) for host in hosts}
     return wanted <= broker_names(leaf) and leaf.not_valid_after_utc > _now() + RENEW_BEFORE
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
 
 
 def _issue_broker_cert(
     files: TlsFiles, ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, hosts: Sequence[str]
 ) -> None:
-    key = _new_key()
-    now = _now()
-    public = key.public_key()
+    key = ec.generate_private_key(ec.SECP256R1())
     cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
-        .issuer_name(ca.subject)
-        .public_key(public)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(min(now + BROKER_LIFETIME, ca.not_valid_after_utc))
-        .add_extension(x509.SubjectAlternativeName([_general_name(h) for h in hosts]), False)
+        _certificate(hosts[0], key, (ca, ca_key), BROKER_LIFETIME)
+        .add_extension(x509.SubjectAlternativeName([_name(host) for host in hosts]), False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage("digital_signature"), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
             critical=False,
         )
         .sign(ca_key, hashes.SHA256())
     )
-    chain = cert.public_bytes(serialization.Encoding.PEM) + ca.public_bytes(
-        serialization.Encoding.PEM
-    )
-    write_private(files.broker_pem, _key_pem(key) + chain)
+    write_private(files.broker_pem, _pem(key) + _pem(cert) + _pem(ca))
 
 
 def ensure_tls(home: Path, hosts: Sequence[str], label: str = "") -> TlsFiles:

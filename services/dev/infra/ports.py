@@ -1,11 +1,10 @@
-"""Loopback TCP ports: is one free, find a free one, wait until one answers."""
+"""Loopback TCP ports: is one free, find a free one, does one answer."""
 
 from __future__ import annotations
 
 import socket
-import time
 
-from services.dev.infra.errors import InfraError
+from services.dev.infra.common import InfraError
 from services.dev.infra.processes import progress
 
 LOOPBACK = "127.0.0.1"
@@ -79,13 +78,3 @@ def choose_port(
     if busy:
         progress(f"{what}: port {' and '.join(busy)} busy, using free port {port} instead")
     return port
-
-
-def wait_for_port(port: int, timeout: float) -> bool:
-    """Wait until 127.0.0.1:``port`` accepts connections; False after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if port_answers(port):
-            return True
-        time.sleep(0.2)
-    return False

@@ -44,26 +44,17 @@ def start_detached(
     return process.pid
 
 
-def read_pid(pid_file: Path) -> int | None:
-    try:
-        return int(pid_file.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def running_pid(pid_file: Path, marker: str) -> int | None:
     """The pid recorded in ``pid_file`` if that process still runs and its command line
     contains ``marker`` (so a recycled pid of another program is never ours)."""
-    pid = read_pid(pid_file)
-    if pid is None:
-        return None
     try:
+        pid = int(pid_file.read_text().split()[0])
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE:
             return None
         if marker in " ".join(proc.cmdline()):
             return pid
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+    except (OSError, ValueError, IndexError, psutil.NoSuchProcess, psutil.AccessDenied):
         return None
     return None
 
@@ -118,11 +109,6 @@ def read_from(path: Path, offset: int = 0) -> str:
 def tail_text(text: str, lines: int = 15) -> str:
     """The last ``lines`` lines of ``text``, indented, for error messages."""
     return "\n".join("    " + line for line in text.splitlines()[-lines:])
-
-
-def tail(path: Path, lines: int = 15) -> str:
-    """The last ``lines`` lines of a log file, for error messages."""
-    return tail_text(read_from(path), lines)
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ class Fact:
     class_version: ClassVar[int] = 1
     ENCRYPTED: ClassVar[tuple[str, ...]] = ()
     """Fields stored encrypted (in the fact's ``encrypted`` field; stored as null): the
-    services' mapper encrypts and decrypts them (``services.shared.platform.mapping``)."""
+    services' mapper encrypts and decrypts them (``services.shared.platform.store.application``)."""
     ENCRYPTION_BINDS: ClassVar[tuple[str, ...]] = ()
     """Fields whose values (with the aggregate id) the ciphertext is bound to."""
 

@@ -10,7 +10,7 @@ from services.shared.facts.base import Fact
 
 Encrypted = dict[str, str]
 """An encrypted field's envelope: ``{"scheme": "jwe-dir-a256gcm/v1", "kid": ..., "jwe": ...}``
-(``services.shared.platform.field_encryption``)."""
+(``services.shared.platform.security.encryption``)."""
 
 
 @dataclass(frozen=True)

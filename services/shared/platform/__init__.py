@@ -1,47 +1,6 @@
-"""Shared runtime of the punto-banco services: each service is a FastStream application.
+"""The shared runtime of the punto-banco services, in six parts over a small foundation.
 
-A service's ``service.py`` builds a :class:`KafkaService` (``service_app.py``) from its
-:class:`ServiceDefinition` (``definition.py``), declares its one batch subscriber and its
-publishers on it; :func:`serve` (``runner.py``) runs it. Underneath: the event store and its
-units of work (``application.py``), the batch processor applying each fetch exactly once
-(``consumer.py``, ``batch_processor.py``), the outbox relay (``relay.py``), settings,
-keys and signatures, tamper-evident seals, metrics and the operations endpoints.
+``settings`` (every setting, read once), ``kafka`` (clients, topics, the partitioner) and
+``logs``; then ``security``, ``store``, ``consumer`` and ``relay``, ``host`` and ``cells``,
+each used through its package (docs/architecture.md).
 """
-
-from services.shared.platform.application import ServiceApplication, UnitOfWork
-from services.shared.platform.consumer import (
-    BatchHandler,
-    Delivery,
-    Subscription,
-    per_message,
-    with_unit_of_work,
-)
-from services.shared.platform.definition import ServiceContext, ServiceDefinition
-from services.shared.platform.messages import envelope
-from services.shared.platform.relay import EventMapper, OutboxRelay
-from services.shared.platform.runner import ServiceHost, run_service, serve
-from services.shared.platform.sealing import seal_store
-from services.shared.platform.service_app import KafkaService
-from services.shared.platform.settings import Settings, SettingsError
-
-__all__ = [
-    "BatchHandler",
-    "Delivery",
-    "EventMapper",
-    "KafkaService",
-    "OutboxRelay",
-    "ServiceApplication",
-    "ServiceContext",
-    "ServiceDefinition",
-    "ServiceHost",
-    "Settings",
-    "SettingsError",
-    "Subscription",
-    "UnitOfWork",
-    "envelope",
-    "per_message",
-    "run_service",
-    "seal_store",
-    "serve",
-    "with_unit_of_work",
-]

@@ -1,22 +1,11 @@
-"""Kafka clients configured the same way by every part of the platform, and topic creation.
+"""Kafka clients configured alike (:func:`client_options`), topics created with their configs, and
+the partitioner every table's records must follow (murmur2 of the table id:
+:func:`key_partition`).
 
-Every client of a service (the FastStream broker and its consumer, the relay's and the dead
-letters' producers, the admin client) connects with :func:`client_options`: the bootstrap
-servers and the security of :func:`kafka_security`, the one place the connection's security
-(TLS, SASL) comes from the settings. :func:`service_broker` is the service's FastStream
-``KafkaBroker``: consumer only (the relay and the dead letters produce with their own
-producers), topics created here rather than by FastStream.
-
-Topic configs: ``TOPIC_CONFIGS`` names the configs a project topic must have. The
-bet-commands topic uses ``message.timestamp.type=LogAppendTime``: the broker stamps
-every PlaceBet with the time it appended it, and settlement judges "was the bet in
-time" by that stamp, never by a time the client wrote. ``ensure_topics`` creates
-missing topics with these configs and ALTERS an existing topic whose config differs
-(AlterConfigs replaces a topic's whole set of dynamic configs, so the topic's other
-dynamic configs are read first and sent again with it). If the broker refuses the
-change (e.g. no ALTER_CONFIGS permission) the service still starts: it logs an error,
-and settlement falls back to the time it received each bet (see the consumer's
-``Delivery.timestamp_type``).
+``TOPIC_CONFIGS``: bet-commands and shoe-events use ``LogAppendTime`` (settlement judges a bet's
+time, and a card's, by the broker's append time), the seal anchors are kept forever.
+:func:`ensure_topics` creates what is missing and aligns an existing topic's configs (keeping
+its other dynamic configs); a principal that may not is told so, and the service still starts.
 """
 
 from __future__ import annotations
@@ -37,8 +26,6 @@ from aiokafka.errors import (
     UnknownTopicOrPartitionError,
 )
 from aiokafka.partitioner import murmur2
-from faststream.kafka import KafkaBroker
-from faststream.security import BaseSecurity
 
 from contracts import (
     BET_COMMANDS,
@@ -107,62 +94,12 @@ _DYNAMIC_TOPIC_CONFIG = 1
 """DescribeConfigs ``config_source`` of a config set on the topic itself."""
 
 
-METADATA_MAX_AGE_MS = 15_000
-"""How often the consumer refreshes topic metadata: a topic deleted and created again is
-assigned again within about this long."""
-
-
-def kafka_security(settings: Settings) -> BaseSecurity | None:
-    """The security of every Kafka connection of the service (None: PLAINTEXT).
-
-    The one place TLS and SASL settings become client options (FastStream's security object,
-    which :func:`client_options` turns into aiokafka's options and AsyncAPI documents):
-    ``KAFKA_SECURITY_PROTOCOL`` and the principal's ``KAFKA_SASL_*`` (``kafka_settings.py``).
-    """
-    return settings.kafka_auth.security()
-
-
 def client_options(settings: Settings) -> dict[str, Any]:
     """What every aiokafka client of the service connects with: servers and security."""
     return {
         "bootstrap_servers": settings.kafka_bootstrap_servers,
         **settings.kafka_auth.client_options(),
     }
-
-
-class _TopicsCreatedHere(logging.Filter):
-    """Drops FastStream's warning that it creates no topic: :func:`ensure_topics` does."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Auto create topics is disabled")
-
-
-BROKER_LOG = logging.getLogger("services.shared.platform.broker")
-"""FastStream's own log lines about the service's broker and subscriber."""
-BROKER_LOG.addFilter(_TopicsCreatedHere())
-
-
-def service_broker(settings: Settings) -> KafkaBroker:
-    """The service's FastStream broker (its consumer's connection; AsyncAPI's server).
-
-    Consumer only: the outbox relay and the dead letters are produced by the platform's own
-    producers (``relay_producer.py``, ``dead_letters.py``); topics are created by
-    :func:`ensure_topics` with their configs, never by FastStream. ``apply_types=False``: the
-    batch handler gets the raw records (``consumer.py``), FastStream validates nothing.
-    """
-    return KafkaBroker(
-        [server.strip() for server in settings.kafka_bootstrap_servers.split(",")],
-        security=kafka_security(settings),
-        client_id=f"pb-{settings.service}-consumer",
-        metadata_max_age_ms=METADATA_MAX_AGE_MS,
-        consumer_only=True,
-        allow_auto_create_topics=False,
-        apply_types=False,
-        graceful_timeout=30.0,
-        logger=BROKER_LOG,
-        log_level=logging.DEBUG,  # FastStream's "Received" / "Processed" per fetched batch
-        description="The Kafka cluster the services meet on.",
-    )
 
 
 def idempotent_producer(settings: Settings, role: str) -> AIOKafkaProducer:
@@ -186,12 +123,7 @@ def _admin(settings: Settings) -> AIOKafkaAdminClient:
 
 
 async def ensure_topics(settings: Settings, topics: Iterable[str] | None = None) -> list[str]:
-    """Create the (prefixed) project topics that do not exist yet; returns the ones created.
-
-    ``topics``: default :func:`project_topics` (every configured operator's own too).
-    Topics in ``TOPIC_CONFIGS`` get their configs at creation; an existing one whose
-    config differs is altered (see the module docstring).
-    """
+    """Create the (prefixed) project topics that do not exist yet; returns the ones created."""
     logical = list(dict.fromkeys(project_topics(settings) if topics is None else topics))
     admin = _admin(settings)
     await admin.start()
@@ -249,11 +181,7 @@ async def _create(admin: AIOKafkaAdminClient, settings: Settings, logical: list[
 async def topic_configs(
     admin: AIOKafkaAdminClient, topics: Iterable[str], wait: float = 10.0
 ) -> dict[str, Any]:
-    """Per (prefixed) topic name: config name -> (value, config_source).
-
-    A topic created a moment ago may be unknown to the broker answering for a short
-    while: waits up to ``wait`` seconds for it.
-    """
+    """Per (prefixed) topic name: config name -> (value, config_source)."""
     names = list(topics)
     deadline = asyncio.get_running_loop().time() + wait
     while True:

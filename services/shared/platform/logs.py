@@ -1,25 +1,7 @@
-"""Log setup of a service process: readable text (default) or JSON lines.
-
-``PB_LOG_FORMAT=json`` (settings ``log_format``) writes one JSON object per line
-on standard error::
-
-    {"ts": "2026-11-30T04:30:00.123Z", "level": "INFO", "service": "settlement",
-     "logger": "services.shared.platform.consumer", "message": "...",
-     "table_id": "demo-1", "coup_id": "c-12", "bet_id": "b-7"}
-
-The ids come from the message being handled: the consumer's adapters
-(``per_message``, ``with_unit_of_work``) wrap each handler call in
-:func:`message_context`, so anything a service logs while handling a message
-carries its ``table_id``, ``coup_id`` and ``bet_id`` (when the message has them);
-``extra={"table_id": ...}`` on a log call works too. Text logs append them as
-``[table=... coup=... bet=...]``.
-
-Log lines carry what attackers name (ids, types, reasons, errors quoting a record), so no
-value may forge a line or drive a terminal: text logs write every control character, line
-separator and bidirectional override of the message and the ids as its backslash escape
-(a line feed as backslash-n, ESC as backslash-x1b), and indent a traceback's lines (each record
-starts at the beginning of a line, nothing else does); JSON lines write them as JSON's own
-escapes (the values read back exactly).
+"""Log setup of a process: readable text (default) or JSON lines (``PB_LOG_FORMAT=json``), each
+carrying the table, coup and bet ids of the message being handled (:func:`message_context`).
+A value may forge no line and drive no terminal: control characters, line separators and
+bidirectional overrides are written as escapes.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The auditor reads each service's notification log straight from its store
 (``stores``: SQLite files or PostgreSQL schemas, as the services' settings place
 them; never Kafka), verifies each store's seal chain (``seals``, over the seals
-``services.shared.platform.sealing`` records), rebuilds every shoe, coup and bet book
+``services.shared.platform.store.sealing`` records), rebuilds every shoe, coup and bet book
 from the stored events' own fields with the read side (``services.tools.history``: the
 fact records of ``services.shared.facts`` read by ``from_store.StoreFeed`` into its
 views; ``model`` and ``decode`` re-export them) and checks them with the rules engine

@@ -30,15 +30,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from contracts import SEALS, ContractError, SealAnchored, decode
-from services.shared.platform.kafka import SIGNATURE_HEADER
-from services.shared.platform.settings import Settings, store_name
-from services.shared.platform.signing import Keyring, Where, verify
-from services.shared.platform.tracking import (
+from services.shared.platform.consumer import (
     MESSAGES_PER_NOTIFICATION,
     Headers,
     UntrustedHeaders,
     relayed_position,
 )
+from services.shared.platform.kafka import SIGNATURE_HEADER
+from services.shared.platform.security import Keyring, Where, verify
+from services.shared.platform.settings import Settings, store_name
 from services.tools.audit.anchors import Anchor, AnchorBook
 from services.tools.audit.findings import Code, Finding, Severity
 

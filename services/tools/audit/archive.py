@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from services.shared.platform.sealing import LEDGER_ID
+from services.shared.platform.store import LEDGER_ID
 from services.tools.audit.stores import BATCH, Row, StoreReader, scan_row_at, scan_rows_of
 from services.tools.audit.stream import moment_of
 from services.tools.history.from_store import read_json

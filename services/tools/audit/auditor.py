@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 
-from services.shared.platform.supervisors import SupervisorKeyring
+from services.shared.platform.security import SupervisorKeyring
 from services.tools.audit.anchor_reader import AnchorRecords
 from services.tools.audit.anchors import AnchorSummary
 from services.tools.audit.checkpoint import last_seal

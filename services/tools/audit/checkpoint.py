@@ -26,7 +26,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from services.shared.platform.sealing import LEDGER_ID
+from services.shared.platform.store import LEDGER_ID
 from services.tools.audit.findings import Code, Finding, Severity
 from services.tools.audit.stores import StoreReader
 from services.tools.audit.totals import Tally, Totals

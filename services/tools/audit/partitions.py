@@ -1,7 +1,7 @@
 """A partitioned deployment's stores (``PB_PARTITIONED``): which partitions exist and whether
 any is incomplete (which partition holds a table: ``platform.kafka.table_partition``).
 
-A partitioned service keeps one store per partition (``services.shared.platform.partitioned``):
+A partitioned service keeps one store per partition (``platform.cells.partitioned``):
 SQLite files ``<data dir>/<service>-p<N>.sqlite``, PostgreSQL schemas
 ``<PB_POSTGRES_SCHEMA_PREFIX><service>_p<N>``. A table lives in one partition number on every
 topic (key = table id, murmur2, the same partition count everywhere), so partition N's three

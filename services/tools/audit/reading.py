@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 
-from services.shared.platform.sealing import SEALED_TOPIC, STARTED_TOPIC
+from services.shared.platform.store import SEALED_TOPIC, STARTED_TOPIC
 from services.tools.audit.findings import Code, Finding, Severity
 from services.tools.audit.seals import SealVerifier
 from services.tools.audit.stores import Row

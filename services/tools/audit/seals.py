@@ -1,4 +1,4 @@
-"""Verify a store's seal chain (see ``services.shared.platform.sealing``) and locate any change.
+"""Verify a store's seal chain (see ``platform.store.sealing``) and locate any change.
 
 Rows are fed in notification order; each ``SealLedger.Sealed`` row is checked
 against the rows it covers as soon as it is met (seals come after what they
@@ -17,12 +17,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from services.shared.platform.sealing import (
-    FINGERPRINT_BYTES,
-    ZERO_DIGEST,
-    expand_runs,
-    seal_digest,
-)
+from services.shared.platform.store import FINGERPRINT_BYTES, ZERO_DIGEST, expand_runs, seal_digest
 from services.tools.audit.anchors import AnchorCheck, AnchorSummary
 from services.tools.audit.findings import Code, Finding, Severity
 from services.tools.history.from_store import read_json
@@ -247,6 +242,6 @@ class SealVerifier:
 
 
 def _ledger_oid() -> bytes:
-    from services.shared.platform.sealing import LEDGER_ID
+    from services.shared.platform.store import LEDGER_ID
 
     return LEDGER_ID.bytes

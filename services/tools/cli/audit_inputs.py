@@ -25,9 +25,13 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from services.shared.platform.keys import KeysError, load_keyring
+from services.shared.platform.security import (
+    KeysError,
+    SupervisorKeyring,
+    SupervisorKeysError,
+    load_keyring,
+)
 from services.shared.platform.settings import Settings, SettingsError
-from services.shared.platform.supervisors import SupervisorKeyring, SupervisorKeysError
 from services.tools.audit.anchor_reader import AnchorRecords, AnchorsUnavailable, read_anchors
 from services.tools.audit.archive import ArchiveDamaged, ArchiveStore
 from services.tools.audit.partitions import discover

@@ -20,9 +20,8 @@ from typing import Annotated, Any
 
 import typer
 
-from services.shared.platform.environment import Environment, SettingsError
 from services.shared.platform.kafka import table_partition
-from services.shared.platform.settings import MAX_PARTITIONS, Settings, store_name
+from services.shared.platform.settings import MAX_PARTITIONS, Settings, SettingsError, store_name
 from services.tools.audit.archive import (
     Archived,
     ArchiveDamaged,
@@ -65,7 +64,8 @@ def expected_partitions(given: int | None) -> int | None:
     if given is not None:
         return given
     try:
-        return Environment.read(os.environ).topic_partitions
+        read = Settings.from_env("audit", os.environ)
+        return read.topic_partitions if "topic_partitions" in read.model_fields_set else None
     except SettingsError as error:
         err(str(error))
         raise typer.Exit(EXIT_USAGE) from None

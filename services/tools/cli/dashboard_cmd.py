@@ -50,9 +50,11 @@ def dashboard_command(
 ) -> None:
     """Serve the live dashboard of every table (roads, shoe, edges, money) from Kafka, logged
     in as the ``dashboard`` principal (``KAFKA_SECURITY_PROTOCOL``, ``KAFKA_SASL_*``)."""
-    from services.shared.platform.environment import check_operators
-    from services.shared.platform.kafka_settings import KafkaAuth
-    from services.shared.platform.settings import Environment, check_allowed_hosts
+    from services.shared.platform.settings import (
+        Settings,
+        check_allowed_hosts,
+        check_operators,
+    )
     from services.tools.dashboard.server import Dashboard
 
     async def main() -> None:
@@ -63,7 +65,7 @@ def dashboard_command(
                 loop.add_signal_handler(signum, stop.set)
         hosts = check_allowed_hosts(allowed_hosts)
         served = check_operators(operators)
-        auth = KafkaAuth.from_environment(Environment.read())
+        auth = Settings.from_env("dashboard").kafka_auth
         async with Dashboard(
             kafka, topic_prefix, host, port, allowed_hosts=hosts, operators=served, auth=auth
         ) as dashboard:

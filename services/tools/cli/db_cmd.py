@@ -2,7 +2,7 @@
 
 Run by an administrator (a role with CREATEROLE and CREATE on the database), connected with
 the usual ``POSTGRES_*`` / ``PB_POSTGRES_DSN`` settings; never by the services, which then run
-each as its own role with ``PB_POSTGRES_CREATE_TABLES=no`` (``pg_roles.py`` says who may do
+each as its own role with ``PB_POSTGRES_CREATE_TABLES=no`` (``provisioning.py`` says who may do
 what). Idempotent. What it found, created and granted goes to stderr; the settings of each
 LOGIN role it created (its password included, shown this once) go to stdout. A role that
 existed keeps its password, which is never shown.
@@ -63,8 +63,8 @@ def setup_command(
     the append-only triggers, the auditor role and every grant (idempotent)."""
     import psycopg
 
-    from services.shared.platform.pg_roles import provision, store_roles
     from services.shared.platform.settings import Settings, SettingsError
+    from services.shared.platform.store import provision, store_roles
 
     names = [name.strip() for name in services.split(",") if name.strip()]
     unknown = [name for name in names if name not in SERVICES]

@@ -57,7 +57,7 @@ def add_command(
 ) -> None:
     """Add an operator: its secrets (printed as export lines), key and Kafka principal."""
     from services.gateway.operators import OperatorError, service_name
-    from services.shared.platform.keys import KeysError, init_keys
+    from services.shared.platform.security import KeysError, init_keys
 
     settings, registry = _registry(data_dir)
     try:
@@ -77,7 +77,7 @@ def _local_principal(principal: str, data_dir: Path) -> str | None:
     """The Kafka principal on the local broker (`infra up`), made if missing: its password;
     None when there is no local broker (make it on yours: docs/security.md)."""
     try:
-        from services.dev.infra.errors import InfraError
+        from services.dev.infra.common import InfraError
         from services.dev.infra.kafka import KafkaBroker
     except ModuleNotFoundError:
         return None

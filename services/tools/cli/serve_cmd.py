@@ -42,7 +42,7 @@ def serve_command(
     log_level: str | None = typer.Option(None, "--log-level", help="DEBUG, INFO, WARNING..."),
 ) -> None:
     """Run one service: its event store, outbox relay and Kafka consumer."""
-    from services.shared.platform.runner import serve
+    from services.shared.platform.host import serve
     from services.shared.platform.settings import Settings, SettingsError
 
     try:
@@ -66,7 +66,7 @@ def serve_command(
     except ImportError as error:
         typer.echo(f"error: the {service.value} service is not available: {error}", err=True)
         raise typer.Exit(2) from None
-    from services.shared.platform.keys import KeysError, load_keyring, signer_for
+    from services.shared.platform.security import KeysError, load_keyring, signer_for
 
     try:  # no key or keyring: say what to run rather than fail later with a traceback
         signer_for(settings, load_keyring(settings))
@@ -74,7 +74,7 @@ def serve_command(
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
     if settings.partitioned:  # a cell per partition owned (partitioned.py)
-        from services.shared.platform.partitioned import serve_partitioned
+        from services.shared.platform.cells import serve_partitioned
 
         raise typer.Exit(serve_partitioned(module.build_service, settings))
     try:  # the Kafka login is made here too: a KAFKA_SSL_CAFILE that is not there
@@ -88,8 +88,7 @@ def serve_command(
 def services_for_documents(kafka: str) -> list[Any]:
     """The three services (built, never started) whose brokers the documents describe: each
     logs in as its own principal with SASL/SCRAM-SHA-512, as by default (no password)."""
-    from services.shared.platform.kafka_settings import KafkaAuth
-    from services.shared.platform.settings import Settings
+    from services.shared.platform.settings import KafkaAuth, Settings
 
     return [
         importlib.import_module(f"services.{name.value}.service").build_service(
@@ -112,7 +111,7 @@ def asyncapi_command(
     kafka: str = typer.Option("127.0.0.1:9092", "--kafka", help="Server named in the document."),
 ) -> None:
     """Print the AsyncAPI 3.0 document of every service's Kafka topics and messages."""
-    from services.shared.platform.asyncapi import asyncapi_json
+    from services.shared.platform.host import asyncapi_json
 
     document = asyncapi_json([service.broker for service in services_for_documents(kafka)])
     if output is None:
@@ -129,7 +128,7 @@ def asyncapi_export_command(
     kafka: str = typer.Option("127.0.0.1:9092", "--kafka", help="Server named in the documents."),
 ) -> None:
     """Write the AsyncAPI 3.0 document of each service (and system.json) to a folder."""
-    from services.shared.platform.asyncapi import asyncapi_json
+    from services.shared.platform.host import asyncapi_json
 
     services = services_for_documents(kafka)
     documents = {service.name: service.asyncapi_json() for service in services}

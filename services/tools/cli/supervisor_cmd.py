@@ -23,7 +23,7 @@ import typer
 
 if TYPE_CHECKING:
     from contracts import Message, VoidCoup
-    from services.shared.platform.decisions import SupervisorSigner
+    from services.shared.platform.security import SupervisorSigner
     from services.shared.platform.settings import Settings
 
 supervisor_app = typer.Typer(
@@ -82,8 +82,8 @@ def keygen_command(
     keys are retired now (dealing refuses what they sign from then on; the audit still verifies
     the voids they signed before). Dealing reads its keyring file again by itself.
     """
-    from services.shared.platform.supervisors import SupervisorKeysError, add_supervisor_key
-    from services.shared.platform.supervisors import entry_json as entries
+    from services.shared.platform.security import SupervisorKeysError, add_supervisor_key
+    from services.shared.platform.security import entry_json as entries
 
     settings = _settings(data_dir)
     folder = out if out is not None else settings.supervisor_keys_dir
@@ -102,10 +102,10 @@ def keygen_command(
 
 
 def _signer(key: Path, keyring: Path, kid: str | None, supervisor: str | None) -> SupervisorSigner:
-    from services.shared.platform.decisions import SupervisorSigner
-    from services.shared.platform.supervisors import (
+    from services.shared.platform.security import (
         SupervisorKeyring,
         SupervisorKeysError,
+        SupervisorSigner,
         load_supervisor_key,
     )
 
@@ -141,7 +141,7 @@ def void_command(
 ) -> None:
     """Sign a void of COUP, send it to dealing, and wait for its answer."""
     from contracts import CommandRejected, CoupVoided, encode
-    from services.shared.platform.decisions import DecisionRefused, read_decision
+    from services.shared.platform.security import DecisionRefused, read_decision
 
     settings = _settings(data_dir)
     signer = _signer(key, keyring or settings.supervisor_keyring_path, kid, supervisor)

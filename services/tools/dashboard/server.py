@@ -39,16 +39,16 @@ from contracts import (
     bet_events_topic,
     decode,
 )
-from services.shared.platform.environment import check_operators
-from services.shared.platform.kafka_settings import KafkaAuth
+from services.shared.platform.host import AsgiServer
 from services.shared.platform.settings import (
+    KafkaAuth,
     SettingsError,
     check_allowed_hosts,
     check_http_host,
+    check_operators,
     default_allowed_hosts,
     http_port,
 )
-from services.shared.platform.webserver import AsgiServer
 from services.tools.dashboard.model import DashboardModel
 
 log = logging.getLogger(__name__)

@@ -56,10 +56,8 @@ from services.dev.demo.processes import ServiceSettings
 from services.dev.demo.system import LocalSystem, SystemTimeout
 from services.dev.infra.kafka_clients import ADMIN, AUDITOR
 from services.shared.platform.kafka import SIGNATURE_HEADER
-from services.shared.platform.kafka_settings import KafkaAuth
-from services.shared.platform.keys import load_keyring, signer_for
-from services.shared.platform.settings import Settings
-from services.shared.platform.signing import Signer, Where
+from services.shared.platform.security import Signer, Where, load_keyring, signer_for
+from services.shared.platform.settings import KafkaAuth, Settings
 from services.shared.rules.cards import Card
 from services.shared.rules.tableau import resolve_coup
 

@@ -39,7 +39,7 @@ from contracts import (
     OpenBook,
     encode,
 )
-from services.shared.platform.environment import DEFAULT_BROKER_CLOCK_SKEW
+from services.shared.platform.settings import DEFAULT_BROKER_CLOCK_SKEW
 from tests.e2e.helpers import answers, bet, betting_opened
 from tests.e2e.hostile.attacker import (
     HostileSystem,

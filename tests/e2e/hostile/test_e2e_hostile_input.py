@@ -48,7 +48,7 @@ from contracts import (
 )
 from contracts.dead_letter import MAX_DEAD_LETTER_PAYLOAD, MAX_HEADER_CHARS
 from contracts.envelope import MAX_STAKE
-from services.shared.platform.intake import refused_bet
+from services.shared.platform.consumer.intake import refused_bet
 from tests.e2e.helpers import LIMITS, answers, bet, betting_opened
 from tests.e2e.hostile.attacker import (
     INDEX,

@@ -43,8 +43,8 @@ from contracts import (
     VoidCoup,
 )
 from services.dev.infra.kafka_clients import ADMIN
+from services.shared.platform.consumer.topic_ids import TopicIdReader
 from services.shared.platform.settings import Settings
-from services.shared.platform.topic_ids import TopicIdReader
 from tests import kafka_logins
 from tests.e2e.helpers import LIMITS, answers, bet, betting_opened, supervisor
 from tests.e2e.hostile.attacker import INDEX, LOG_APPEND_TIME, HostileSystem, Raw, incidents

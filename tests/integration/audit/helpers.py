@@ -14,8 +14,8 @@ from psycopg import sql
 from typer.testing import CliRunner
 
 from services.dev.simulation import LocalSystem, PlayLog, play
-from services.shared.platform.application import ServiceApplication
 from services.shared.platform.settings import Settings
+from services.shared.platform.store import ServiceApplication
 from services.tools.audit.auditor import AuditReport, audit
 from services.tools.audit.stores import open_stores
 from services.tools.cli.main import app

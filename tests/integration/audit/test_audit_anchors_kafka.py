@@ -30,12 +30,10 @@ from services.dealing.messages import to_messages as dealing_messages
 from services.dev.infra.kafka_clients import ADMIN, AUDITOR
 from services.dev.simulation import LocalSystem, play
 from services.settlement.messages import to_messages as settlement_messages
-from services.shared.platform.anchors import with_anchors
-from services.shared.platform.incidents import with_incidents
+from services.shared.platform.host import ServiceDefinition, ServiceHost
 from services.shared.platform.kafka import ensure_topics
-from services.shared.platform.keys import load_keyring, signer_for
-from services.shared.platform.relay import OutboxRelay
-from services.shared.platform.runner import ServiceDefinition, ServiceHost
+from services.shared.platform.relay import OutboxRelay, with_anchors, with_incidents
+from services.shared.platform.security import load_keyring, signer_for
 from services.shared.platform.settings import Settings
 from services.shoe.messages import to_messages as shoe_messages
 from services.tools.audit.anchor_reader import read_anchors
@@ -259,12 +257,12 @@ def _store(settings: Settings, service: str) -> Iterator[_Store]:
 
 
 async def test_a_service_anchors_the_seal_it_makes_when_stopping(
-    tmp_path: Path, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, kafka_bootstrap: str
 ) -> None:
     """The platform's own wiring: the relay publishes the shutdown seal before it stops, so a
     store at rest has every seal anchored (none waits for the next start)."""
-    monkeypatch.setenv("PB_SEAL_INTERVAL", "0")  # no periodic seal: only the one at shutdown
-    settings = settings_for("tally", kafka_bootstrap, data_dir=tmp_path)
+    # no periodic seal: only the one at shutdown
+    settings = settings_for("tally", kafka_bootstrap, data_dir=tmp_path, seal_interval="off")
     definition = ServiceDefinition(
         name="tally", application=lambda env: TallyApp(env=env), to_messages=lambda event: []
     )

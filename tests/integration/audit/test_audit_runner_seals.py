@@ -7,11 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from services.shared.platform.runner import ServiceDefinition, ServiceHost
-from services.shared.platform.sealing import SEALED_TOPIC, expand_runs
+from services.shared.platform.host import ServiceDefinition, ServiceHost
 from services.shared.platform.settings import Settings
+from services.shared.platform.store import SEALED_TOPIC, expand_runs
 from services.tools.audit.auditor import audit
 from services.tools.audit.stores import SqliteStore
 from tests.integration.audit.helpers import TallyApp
@@ -33,10 +31,10 @@ def _seals(path: Path) -> list[dict[str, Any]]:
 
 
 async def test_a_service_seals_while_running_and_on_shutdown(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.setenv("PB_SEAL_INTERVAL", "0.1")
-    settings = Settings.from_env("tally", {}, data_dir=tmp_path, persistence="sqlite")
+    env = {"PB_SEAL_INTERVAL": "0.1"}
+    settings = Settings.from_env("tally", env, data_dir=tmp_path, persistence="sqlite")
     async with ServiceHost(_definition(), settings, create_topics=False) as host:
         await host.worker.call(host.app.add, 5)
         deadline = asyncio.get_running_loop().time() + 30

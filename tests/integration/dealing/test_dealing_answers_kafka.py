@@ -24,7 +24,7 @@ from contracts import (
     decode,
 )
 from services.dealing.service import build_service as build_dealing
-from services.shared.platform import ServiceHost
+from services.shared.platform.host import ServiceHost
 from tests import kafka_logins
 from tests.integration.platform.kafka_tools import (
     Received,

@@ -26,7 +26,7 @@ from contracts import (
 )
 from services.dealing.service import build_service as build_dealing
 from services.settlement.service import build_service as build_settlement
-from services.shared.platform import ServiceHost
+from services.shared.platform.host import ServiceHost
 from services.shared.rules.cards import Card
 from services.shared.rules.shoe import verify_commitment
 from services.shared.rules.tableau import resolve_coup

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from services.dev.infra.errors import InfraError
-from services.dev.infra.jars import ensure_jars
+from services.dev.infra.common import InfraError
 from services.dev.infra.kafka import KafkaBroker
 from services.dev.infra.ports import LOOPBACK, free_port
-from services.dev.infra.tools import checked_java
+from services.dev.infra.programs import checked_java, ensure_jars
 
 PUNTO_BANCO = [sys.executable, "-m", "services.tools.cli.main"]
 

@@ -26,18 +26,18 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError, TopicAuthorizationFailedError
 
 from contracts import BET_COMMANDS, TABLE_EVENTS
-from services.dev.infra.errors import InfraError
-from services.dev.infra.jars import ensure_jars
+from services.dev.infra.common import InfraError
 from services.dev.infra.kafka_acls import (
     ensure_project_topics,
     grant_project_acls,
     project_principals,
 )
-from services.dev.infra.kafka_login import ADMIN, KafkaLogin
+from services.dev.infra.kafka_auth import ADMIN, scram_login
 from services.dev.infra.kafka_principals import logs_in
 from services.dev.infra.ports import free_port
 from services.dev.infra.processes import run_async
-from services.dev.infra.tools import checked_java
+from services.dev.infra.programs import checked_java, ensure_jars
+from services.shared.platform.settings import KafkaAuth
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -51,8 +51,8 @@ class ComposeBroker:
     passwords: dict[str, str]
     config: Path
 
-    def login(self, name: str, password: str | None = None) -> KafkaLogin:
-        return KafkaLogin(name, password or self.passwords[name])
+    def login(self, name: str, password: str | None = None) -> KafkaAuth:
+        return scram_login(name, password or self.passwords[name])
 
 
 def _stand_ins(folder: Path, java: str, libs: Path) -> Path:
@@ -119,7 +119,7 @@ def test_every_principal_logs_in_with_its_password_and_nobody_else(broker: Compo
     for name in PRINCIPALS:
         assert run_async(logs_in(broker.bootstrap, broker.login(name), wait=15)), name
     assert not run_async(logs_in(broker.bootstrap, broker.login("gateway", "wrong"), wait=1))
-    assert not run_async(logs_in(broker.bootstrap, KafkaLogin("intruder", "x"), wait=1))
+    assert not run_async(logs_in(broker.bootstrap, scram_login("intruder", "x"), wait=1))
 
     async def anonymous() -> None:
         client = AIOKafkaClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=3000)

@@ -31,7 +31,7 @@ from contracts import (
     bet_commands_topic,
     bet_events_topic,
 )
-from services.dev.infra.errors import InfraError
+from services.dev.infra.common import Credentials, InfraError, read_private, write_private
 from services.dev.infra.kafka_acls import (
     ROLES,
     SERVICE_READS,
@@ -43,18 +43,15 @@ from services.dev.infra.kafka_acls import (
     role_for,
     role_of,
 )
-from services.dev.infra.kafka_admin import salted_password
+from services.dev.infra.kafka_admin import AclOperation, PatternType, ResourceType, salted_password
 from services.dev.infra.kafka_auth import (
-    Credentials,
     auth_from_env,
     check_host,
     scram_format_arguments,
     tls_names,
 )
 from services.dev.infra.kafka_principals import BrokerPrincipals
-from services.dev.infra.kafka_protocol import AclOperation, PatternType, ResourceType
 from services.dev.infra.kafka_tls import broker_names, ensure_tls
-from services.dev.infra.private_files import read_private, write_private
 from services.shared.platform.settings import Settings
 from tests.integration.infra.kafka_matrix import EVERY_TOPIC, READS, WRITES
 

@@ -44,7 +44,7 @@ from contracts import (
     bet_commands_topic,
     bet_events_topic,
 )
-from services.dev.infra.errors import InfraError
+from services.dev.infra.common import InfraError, load_state
 from services.dev.infra.kafka import KafkaBroker
 from services.dev.infra.kafka_acls import (
     consumer_group,
@@ -53,12 +53,19 @@ from services.dev.infra.kafka_acls import (
     project_acls,
     revoke_project_acls,
 )
-from services.dev.infra.kafka_admin import AclBinding, AdminSession, acl_filter
-from services.dev.infra.kafka_login import KafkaLogin
-from services.dev.infra.kafka_protocol import AclOperation, CreateAcls, PatternType, ResourceType
+from services.dev.infra.kafka_admin import (
+    AclBinding,
+    AclOperation,
+    AdminSession,
+    CreateAcls,
+    PatternType,
+    ResourceType,
+    acl_filter,
+)
+from services.dev.infra.kafka_auth import scram_login
 from services.dev.infra.processes import run_async
-from services.dev.infra.state import load_state
-from services.dev.infra.tools import checked_java
+from services.dev.infra.programs import checked_java
+from services.shared.platform.settings import KafkaAuth
 from tests.integration.infra.kafka_matrix import READS, WRITES
 from tests.integration.platform.kafka_tools import refuse_undescribed
 
@@ -75,14 +82,14 @@ class Secured:
     bootstrap: str
     prefix: str  # the run's topic and consumer-group prefix
 
-    def login(self, principal: str) -> KafkaLogin:
+    def login(self, principal: str) -> KafkaAuth:
         return self.broker.login(principal)
 
     def topic(self, logical: str) -> str:
         return self.prefix + logical
 
 
-async def _seed(bootstrap: str, admin: KafkaLogin, topics: list[str]) -> None:
+async def _seed(bootstrap: str, admin: KafkaAuth, topics: list[str]) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **admin.client_options())
     await producer.start()
     try:
@@ -150,7 +157,7 @@ def _exports(stdout: str) -> dict[str, str]:
 
 
 async def _produce(
-    bootstrap: str, login: KafkaLogin, topic: str, *, idempotent: bool = False
+    bootstrap: str, login: KafkaAuth, topic: str, *, idempotent: bool = False
 ) -> None:
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
@@ -165,7 +172,7 @@ async def _produce(
         await producer.stop()
 
 
-async def _read_first(bootstrap: str, login: KafkaLogin, topic: str) -> bytes:
+async def _read_first(bootstrap: str, login: KafkaAuth, topic: str) -> bytes:
     """The first record of partition 0 (a consumer without a group: assign and fetch)."""
     await refuse_undescribed(bootstrap, login.client_options(), topic)
     consumer = AIOKafkaConsumer(
@@ -191,7 +198,7 @@ async def _read_first(bootstrap: str, login: KafkaLogin, topic: str) -> bytes:
         await consumer.stop()
 
 
-async def _commit_in_group(bootstrap: str, login: KafkaLogin, topic: str, group: str) -> None:
+async def _commit_in_group(bootstrap: str, login: KafkaAuth, topic: str, group: str) -> None:
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=group,
@@ -327,7 +334,7 @@ async def test_a_client_without_credentials_is_refused(secured: Secured) -> None
 
 async def test_a_wrong_password_is_refused(secured: Secured) -> None:
     for name in ("gateway", "admin", "nobody"):
-        wrong = KafkaLogin(name, "not-" + (secured.broker.credentials.read(name) or "x"))
+        wrong = scram_login(name, "not-" + (secured.broker.credentials.read(name) or "x"))
         client = AIOKafkaClient(
             bootstrap_servers=secured.bootstrap, request_timeout_ms=5000, **wrong.client_options()
         )
@@ -342,10 +349,10 @@ async def test_tls_needs_the_brokers_ca_and_its_name(secured: Secured) -> None:
     tls_bootstrap = secured.broker.tls_bootstrap()
     assert tls_bootstrap is not None
     tls_login = secured.broker.login("gateway", tls=True)
-    assert tls_login.security_protocol == "SASL_SSL"
+    assert tls_login.protocol == "SASL_SSL"
     await _produce(tls_bootstrap, tls_login, secured.topic(BET_COMMANDS), idempotent=True)
 
-    system_cas = KafkaLogin("gateway", tls_login.password)
+    system_cas = scram_login("gateway", tls_login.password)
     options = {**system_cas.client_options(), "security_protocol": "SASL_SSL"}
     options["ssl_context"] = ssl.create_default_context()  # the system's CAs, not ours
     client = AIOKafkaClient(bootstrap_servers=tls_bootstrap, request_timeout_ms=5000, **options)
@@ -440,7 +447,7 @@ async def test_credentials_add_makes_an_operators_gateway_with_the_gateway_role(
     added = await asyncio.to_thread(add)
     assert added.returncode == 0, added.stderr
     exported = _exports(added.stdout)
-    login = KafkaLogin(exported["KAFKA_SASL_USERNAME"], exported["KAFKA_SASL_PASSWORD"])
+    login = scram_login(exported["KAFKA_SASL_USERNAME"], exported["KAFKA_SASL_PASSWORD"])
     assert login.username == "gateway-acme"
     path = secured.broker.credentials.path("gateway-acme")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -17,10 +17,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from services.dev.infra import kafka as kafka_module
 from services.dev.infra import ports
-from services.dev.infra.errors import InfraError
+from services.dev.infra.common import InfraError
 from services.dev.infra.kafka import KafkaBroker
 from services.dev.infra.ports import LOOPBACK
-from services.dev.infra.tools import checked_java
+from services.dev.infra.programs import checked_java
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -14,7 +14,6 @@ import asyncio
 import json
 import secrets
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,14 @@ from psycopg import errors, sql
 from typer.testing import CliRunner
 
 from services.dev.simulation import LocalSystem, play
-from services.shared.platform.persistence import prepare_store
-from services.shared.platform.pg_roles import SERVICES, Provisioning, provision
-from services.shared.platform.settings import PostgresSettings, Settings
-from services.shared.platform.writer_lease import writer_lease
+from services.shared.platform.settings import PostgresSettings, Settings, replace
+from services.shared.platform.store import (
+    SERVICES,
+    Provisioning,
+    prepare_store,
+    provision,
+    writer_lease,
+)
 from services.tools.cli.main import app
 from tests.postgres_databases import database_for_roles
 from tests.signing_keys import key_env
@@ -79,7 +82,7 @@ def played(
     admin: PostgresSettings, provisioned: tuple[Provisioning, dict[str, str]]
 ) -> tuple[PostgresSettings, dict[str, str]]:
     """Each partition's three cells start on their provisioned schemas (writer lease first,
-    then the fenced store, as ``lifespan.py`` does) and play a table of that partition."""
+    then the fenced store, as ``host/service.py`` does) and play a table of that partition."""
     _done, passwords = provisioned
 
     async def run_cells(partition: int) -> None:

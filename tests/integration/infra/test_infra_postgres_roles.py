@@ -14,7 +14,7 @@ import asyncio
 import secrets
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -27,17 +27,26 @@ from services.dealing.application import DealingApplication
 from services.dealing.tables import table_aggregate_id
 from services.dev.simulation import LocalSystem, play
 from services.settlement.application import SettlementApplication
-from services.shared.platform.persistence import StoreNotReady, open_application, prepare_store
-from services.shared.platform.pg_roles import (
+from services.shared.platform.settings import PostgresSettings, Settings, SettingsError, replace
+from services.shared.platform.store import (
+    StoreNotReady,
+    open_application,
+    prepare_store,
+    writer_lease,
+)
+from services.shared.platform.store.lease import (
+    FENCE_TABLE,
+    LEASE_TABLE,
+    LEASE_TABLES,
+    LOCK_CLASS,
+)
+from services.shared.platform.store.provisioning import (
     SERVICES,
     SETUP_LOCK,
     Provisioning,
     StoreRoles,
     provision,
 )
-from services.shared.platform.settings import PostgresSettings, Settings, SettingsError
-from services.shared.platform.writer_fence import FENCE_TABLE, LEASE_TABLE, LEASE_TABLES, LOCK_CLASS
-from services.shared.platform.writer_lease import writer_lease
 from services.shoe.application import ShoeApplication
 from services.tools.cli.main import app
 from tests.integration.audit.helpers import audit_settings

@@ -16,10 +16,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from services.dev.infra.common import InfraError
 from services.dev.infra.postgres import PostgresServer
-from services.shared.platform.persistence import open_application, prepare_store
-from services.shared.platform.pg_roles import SERVICES
 from services.shared.platform.settings import Settings
+from services.shared.platform.store import SERVICES, open_application, prepare_store
 from services.shoe.application import ShoeApplication
 from tests.signing_keys import key_env
 
@@ -103,3 +103,19 @@ def test_a_second_start_changes_nothing_and_mends_a_lost_password(
     assert lost.read_text() != old and mode(lost) == 0o600
     with connect(server.role_env("dealing")) as conn:
         assert conn.execute("SELECT current_user").fetchone() == ("dealing",)
+
+
+def test_a_home_the_postgres_user_cannot_reach_is_refused_saying_where_to_put_it(
+    tmp_path: Path,
+) -> None:
+    """As root the server runs as the ``postgres`` OS user: a data folder it cannot enter
+    (pytest's own temporary folders are 0700) is refused before initdb, naming the fix; it
+    used to make a cluster under /var/tmp that could never start (its log stayed out of reach)."""
+    if os.geteuid() != 0:
+        pytest.skip("only root runs the server as another OS user")
+    tmp_path.chmod(0o700)
+    local = PostgresServer(home=tmp_path / "pg", preferred_port=None)
+    with pytest.raises(InfraError) as caught:
+        local.start()
+    assert "cannot reach" in caught.value.problem and "--data-dir" in caught.value.fix
+    assert local.pid() is None and not (tmp_path / "pg" / "data").exists()

@@ -21,7 +21,7 @@ import pytest
 
 from contracts import SHOE_COMMANDS, DrawCards, ShuffleShoe
 from services.dev.infra.ports import free_port
-from services.shared.platform.runner import ServiceHost
+from services.shared.platform.host import ServiceHost
 from services.shared.platform.settings import Settings
 from services.shoe.service import build_service
 from tests.integration.platform.kafka_tools import send_messages, send_raw, settings_for
@@ -141,7 +141,7 @@ async def test_endpoints_of_a_running_service(kafka_bootstrap: str, tmp_path: Pa
 
 
 async def test_not_ready_when_the_broker_does_not_answer(tmp_path: Path) -> None:
-    from services.shared.platform.readiness import ServiceReadiness  # the running service's
+    from services.shared.platform.host.endpoints import ServiceReadiness  # the running service's
 
     dead = f"127.0.0.1:{free_port()}"
     settings = Settings.from_env("shoe", {"KAFKA_BOOTSTRAP_SERVERS": dead})
@@ -171,7 +171,7 @@ async def test_a_second_instance_is_a_standby_alive_but_not_ready_until_the_writ
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     """Two shoe instances on one store: the second waits for the writer lease
-    (writer_lease.py), answers /health, and its /ready says it is a standby; it serves once
+    (store/lease.py), answers /health, and its /ready says it is a standby; it serves once
     the first stopped."""
     settings = settings_for("shoe", kafka_bootstrap, data_dir=tmp_path, http_port=0)
     first = ServiceHost(build_service(settings), settings)

@@ -18,8 +18,8 @@ import httpx2
 import pytest
 from starlette.applications import Starlette
 
-from services.shared.platform.endpoints import ops_app
-from services.shared.platform.webserver import AsgiServer
+from services.shared.platform.host import AsgiServer
+from services.shared.platform.host.endpoints import ops_app
 from services.tools.dashboard.server import Dashboard
 
 pytestmark = pytest.mark.timeout(60)

@@ -7,7 +7,7 @@ import concurrent.futures
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -33,9 +33,8 @@ from services.shared.platform.kafka import (
     ensure_topics,
     key_partition,
 )
-from services.shared.platform.keys import load_keyring, signer_for
-from services.shared.platform.settings import Settings
-from services.shared.platform.signing import Signer, Where
+from services.shared.platform.security import Signer, Where, load_keyring, signer_for
+from services.shared.platform.settings import Settings, replace
 from tests import kafka_logins
 from tests.kafka_cleanup import created_under
 from tests.signing_keys import ensure_key, key_env

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import asyncio
 
-from services.shared.platform.persistence import open_application
 from services.shared.platform.relay import OutboxRelay
 from services.shared.platform.settings import Settings
+from services.shared.platform.store import open_application
 from tests.unit.platform.fakes import CounterApp, counter_messages
 
 

@@ -33,14 +33,13 @@ from contracts import (
     TableClosed,
     encode,
 )
-from services.shared.platform import kafka as kafka_module
-from services.shared.platform.application import UnitOfWork
 from services.shared.platform.consumer import Delivery, Subscription, with_unit_of_work
+from services.shared.platform.consumer.topic_ids import TopicIdReader
+from services.shared.platform.host import ServiceDefinition, ServiceHost
+from services.shared.platform.host import faststream as kafka_module
 from services.shared.platform.kafka import client_options, cluster_id
-from services.shared.platform.persistence import open_application
-from services.shared.platform.runner import ServiceDefinition, ServiceHost
-from services.shared.platform.settings import Settings
-from services.shared.platform.topic_ids import TopicIdReader
+from services.shared.platform.settings import Settings, replace
+from services.shared.platform.store import UnitOfWork, open_application
 from tests.integration.platform.kafka_tools import (
     as_admin,
     read_topic,
@@ -123,7 +122,7 @@ async def test_the_same_message_delivered_twice_has_one_effect(
         await asyncio.sleep(0.5)
         assert total(host.app) == 12
     # Redelivery: a new consumer group reads everything again from offset 0, same store.
-    regrouped = dataclasses.replace(settings, consumer_group_id=settings.consumer_group + "-again")
+    regrouped = replace(settings, consumer_group_id=settings.consumer_group + "-again")
     async with ServiceHost(definition(), regrouped) as host2:
         await host2.wait_ready()
         consumer = host2.consumer

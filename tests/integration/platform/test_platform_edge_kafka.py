@@ -20,8 +20,8 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from contracts import DEAD_LETTERS, TABLE_COMMANDS, DeadLetter, decode
+from services.shared.platform.host import ServiceHost
 from services.shared.platform.kafka import client_options
-from services.shared.platform.runner import ServiceHost
 from services.shared.platform.settings import Settings
 from tests.integration.platform.kafka_tools import as_admin, read_topic, send_records, settings_for
 from tests.integration.platform.test_platform_consumer_kafka import (
@@ -164,7 +164,7 @@ async def test_a_redelivery_after_a_crash_is_absorbed(
 async def test_a_handover_to_a_standby_while_records_flow_keeps_exactly_once(
     kafka_bootstrap: str, tmp_path: Path, store_env: dict[str, str] | None
 ) -> None:
-    """A second instance on the same store waits for the writer lease (writer_lease.py) in no
+    """A second instance on the same store waits for the writer lease (store/lease.py) in no
     consumer group; when the first leaves mid-flow, the second takes every partition over from
     the committed offsets and the store's tracking: nothing lost, nothing counted twice."""
     settings = settings_for(

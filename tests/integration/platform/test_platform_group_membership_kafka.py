@@ -1,10 +1,10 @@
 """Against real Kafka: the processes of a partitioned service split its partition numbers.
 
-``group_membership.py``: each process is a member of the service's consumer group; the group
+``cells/membership.py``: each process is a member of the service's consumer group; the group
 gives each a disjoint share of the partitions that together cover them all, gives a joining
 member a share (taken from the others), and moves a leaving member's share to the rest. The
 members never fetch a record (their partitions are paused): the cells read them. A new
-cell starts where the service's one consumer stopped (``cell_offsets.py``).
+cell starts where the service's one consumer stopped (``cells/membership.py``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
 from contracts import TABLE_COMMANDS
-from services.shared.platform.cell_offsets import seed_cell_offsets
-from services.shared.platform.group_membership import GroupMembership
+from services.shared.platform.cells.membership import GroupMembership, seed_cell_offsets
 from services.shared.platform.kafka import client_options
 from services.shared.platform.settings import Settings
 from tests.integration.platform.kafka_tools import settings_for

@@ -16,9 +16,9 @@ import pytest
 
 from contracts import TABLE_EVENTS, TableClosed
 from services.shared.platform.kafka import ensure_topics
-from services.shared.platform.persistence import open_application
 from services.shared.platform.relay import OutboxRelay
 from services.shared.platform.settings import Settings
+from services.shared.platform.store import open_application
 from tests.integration.platform.kafka_tools import Received, read_topic, settings_for
 from tests.unit.platform.fakes import Counter, CounterApp, counter_messages
 

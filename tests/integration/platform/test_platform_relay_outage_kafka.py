@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from contracts import TABLE_EVENTS
-from services.dev.infra.errors import InfraError
+from services.dev.infra.common import InfraError
 from services.dev.infra.kafka import KafkaBroker
-from services.dev.infra.tools import checked_java
+from services.dev.infra.programs import checked_java
 from services.shared.platform.kafka import ensure_topics
-from services.shared.platform.kafka_settings import KafkaAuth
-from services.shared.platform.persistence import open_application
 from services.shared.platform.relay import OutboxRelay
+from services.shared.platform.settings import KafkaAuth
+from services.shared.platform.store import open_application
 from tests.integration.platform.kafka_tools import Received, read_topic, settings_for
 from tests.unit.platform.fakes import Counter, CounterApp, counter_messages
 

@@ -12,9 +12,10 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from contracts import DEAD_LETTERS, TABLE_EVENTS, MessageQuarantined
 from services.shared.platform.kafka import client_options, ensure_topics
-from services.shared.platform.persistence import open_application
-from services.shared.platform.relay import InvalidRecordError, OutboxRelay
+from services.shared.platform.relay.records import InvalidRecordError
+from services.shared.platform.relay.relay import OutboxRelay
 from services.shared.platform.settings import Settings
+from services.shared.platform.store import open_application
 from tests import kafka_logins
 from tests.integration.platform.kafka_tools import Received, as_admin, read_topic, settings_for
 from tests.unit.platform.fakes import CounterApp

@@ -4,7 +4,6 @@ deliveries carry it, and offset tracking is per cluster and real topic name."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +22,7 @@ from contracts import (
 )
 from services.dev.infra.kafka_clients import ADMIN
 from services.shared.platform.consumer import LOG_APPEND_TIME, Delivery, Subscription
+from services.shared.platform.host import ServiceDefinition, ServiceHost
 from services.shared.platform.kafka import (
     LOG_APPEND_TIME as LOG_APPEND_TIME_CONFIG,
 )
@@ -33,8 +33,7 @@ from services.shared.platform.kafka import (
     ensure_topics,
     topic_configs,
 )
-from services.shared.platform.runner import ServiceDefinition, ServiceHost
-from services.shared.platform.settings import Settings
+from services.shared.platform.settings import Settings, replace
 from tests import kafka_logins
 from tests.integration.platform.kafka_tools import as_admin, send_raw, settings_for
 from tests.integration.platform.test_platform_consumer_kafka import (
@@ -171,7 +170,7 @@ async def test_a_store_reused_with_a_new_topic_prefix_handles_the_new_commands(
         assert consumer is not None
         assert consumer.cluster_id == await cluster_id(first)
     # The same store with fresh topics: their offset 0 is a new command, not a handled one.
-    second = dataclasses.replace(first, topic_prefix=created_under(f"r{first.topic_prefix}"))
+    second = replace(first, topic_prefix=created_under(f"r{first.topic_prefix}"))
     assert second.eventsourcing_env() == first.eventsourcing_env()
     async with ServiceHost(definition(), second) as host2:
         await host2.wait_ready()

@@ -1,9 +1,9 @@
 """One writer per PostgreSQL store, on a real server: the lease, the fence and the barrier;
-and the fenced recorder's writes, sent statement by statement (pg_store.py).
+and the fenced recorder's writes, sent statement by statement (store/postgres.py).
 
 An instance that lost its writer lease (its lock connection gone while its pooled connections
 live on) must commit nothing, and the next writer must not read the store before the old
-writer's last transaction ended (services/shared/platform/writer_fence.py).
+writer's last transaction ended (services/shared/platform/store/lease.py).
 """
 
 from __future__ import annotations
@@ -23,11 +23,17 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import Environment
 
-from services.shared.platform.persistence import prepare_store
-from services.shared.platform.pg_store import FencedRecorder
 from services.shared.platform.settings import FENCED_FACTORY, Settings
-from services.shared.platform.writer_fence import FENCE_TABLE, LOCK_CLASS, legacy_lease_key
-from services.shared.platform.writer_lease import LEASE_KEEPALIVES, LeaseLost, PostgresLease
+from services.shared.platform.store import prepare_store
+from services.shared.platform.store.lease import (
+    FENCE_TABLE,
+    LEASE_KEEPALIVES,
+    LOCK_CLASS,
+    LeaseLost,
+    PostgresLease,
+    legacy_lease_key,
+)
+from services.shared.platform.store.postgres import FencedRecorder
 
 pytestmark = pytest.mark.postgres
 
@@ -185,7 +191,7 @@ async def test_a_write_larger_than_the_socket_buffer_is_sent_whole_without_a_pip
 ) -> None:
     """A unit of work settling several 10,000-bet coups is an INSERT of many megabytes. In
     psycopg's pipeline mode such an INSERT could stay half sent, the server and the client
-    each waiting for the other (pg_store.py); the fenced recorder sends statement by statement,
+    each waiting for the other (postgres.py); the fenced recorder sends statement by statement,
     so the whole write commits and its notification ids come back in the events' order."""
     lease = await _taken(settings)
     recorder = await asyncio.to_thread(_recorder, settings, lease)

@@ -19,11 +19,10 @@ from eventsourcing.persistence import ProgrammingError
 
 from services.settlement.application import SettlementApplication
 from services.settlement.bet_index import BetAnswer
-from services.shared.platform.persistence import open_application, prepare_store
-from services.shared.platform.pg_store import FencedRecorder
 from services.shared.platform.settings import Settings
-from services.shared.platform.side_tables import BET_IDS, select_rows
-from services.shared.platform.writer_lease import PostgresLease
+from services.shared.platform.store import BET_IDS, open_application, prepare_store, select_rows
+from services.shared.platform.store.lease import PostgresLease
+from services.shared.platform.store.postgres import FencedRecorder
 from tests.unit.compat.golden import golden_rows, stored
 from tests.unit.settlement.harness import Clock, Dealing, bet
 

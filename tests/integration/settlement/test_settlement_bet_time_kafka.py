@@ -20,7 +20,7 @@ from contracts import (
     TableOpened,
 )
 from services.settlement.service import build_service
-from services.shared.platform import ServiceHost
+from services.shared.platform.host import ServiceHost
 from services.shared.platform.kafka import ensure_topics
 from tests.integration.platform.kafka_tools import (
     as_admin,

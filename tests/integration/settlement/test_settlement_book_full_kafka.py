@@ -20,7 +20,7 @@ from contracts import (
 )
 from services.settlement.benchmark import open_book, table_opened
 from services.settlement.service import build_service
-from services.shared.platform import ServiceHost
+from services.shared.platform.host import ServiceHost
 from tests.integration.platform.kafka_tools import send_messages, settings_for
 from tests.integration.settlement.test_settlement_kafka import TopicReader, open_for_bets
 

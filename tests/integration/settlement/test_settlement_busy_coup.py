@@ -28,7 +28,7 @@ from services.settlement.benchmark import (
 )
 from services.settlement.domain import BookStatus
 from services.settlement.service import build_service
-from services.shared.platform import ServiceHost
+from services.shared.platform.host import ServiceHost
 from tests.integration.platform.kafka_tools import send_messages, settings_for
 from tests.integration.settlement.test_settlement_kafka import (
     BET_TYPES,

@@ -21,7 +21,7 @@ from contracts import (
     encode,
 )
 from services.settlement.service import build_service
-from services.shared.platform import ServiceHost
+from services.shared.platform.host import ServiceHost
 from tests.integration.platform.kafka_tools import send_raw, settings_for
 from tests.integration.settlement.test_settlement_kafka import TopicReader, open_for_bets
 

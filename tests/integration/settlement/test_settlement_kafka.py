@@ -37,8 +37,9 @@ from contracts import (
 from services.dealing.service import build_service as build_dealing
 from services.settlement.benchmark import open_book, table_opened
 from services.settlement.service import build_service as build_settlement
-from services.shared.platform import ServiceHost, Settings
+from services.shared.platform.host import ServiceHost
 from services.shared.platform.kafka import client_options, ensure_topics
+from services.shared.platform.settings import Settings
 from services.shoe.service import build_service as build_shoe
 from tests.integration.platform.kafka_tools import as_admin, send_messages, settings_for
 from tests.payout_oracle import OFFERED

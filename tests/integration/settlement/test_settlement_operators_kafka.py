@@ -30,8 +30,9 @@ from contracts import (
 )
 from services.dealing.service import build_service as build_dealing
 from services.settlement.service import build_service as build_settlement
-from services.shared.platform import ServiceHost, Settings
+from services.shared.platform.host import ServiceHost
 from services.shared.platform.kafka import ensure_topics
+from services.shared.platform.settings import Settings
 from services.shoe.service import build_service as build_shoe
 from tests.integration.platform.kafka_tools import send_messages, settings_for
 from tests.integration.settlement.test_settlement_kafka import TopicReader, table_command

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from services.shared.platform.persistence import open_application
 from services.shared.platform.settings import Settings
+from services.shared.platform.store import open_application
 from services.shoe.application import ShoeApplication
 from services.shoe.domain import Shoe
 from services.tools.audit.auditor import audit

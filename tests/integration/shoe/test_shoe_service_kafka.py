@@ -23,7 +23,7 @@ from contracts import (
     ShoeShuffled,
     ShuffleShoe,
 )
-from services.shared.platform.runner import ServiceHost
+from services.shared.platform.host import ServiceHost
 from services.shared.platform.settings import Settings
 from services.shared.rules import shoe as rules
 from services.shared.rules.cards import Card

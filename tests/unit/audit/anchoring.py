@@ -16,10 +16,16 @@ from uuid import UUID
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from services.shared.platform.anchors import with_anchors
-from services.shared.platform.application import ServiceApplication
-from services.shared.platform.relay_records import SIGNED_TOPICS, OutgoingRecord, RecordEncoder
-from services.shared.platform.sealing import (
+from services.shared.platform.relay import with_anchors
+from services.shared.platform.relay.records import (
+    SIGNED_TOPICS,
+    OutgoingRecord,
+    RecordEncoder,
+)
+from services.shared.platform.security import Keyring, KeyringEntry, Signer
+from services.shared.platform.settings import Settings
+from services.shared.platform.store import ServiceApplication
+from services.shared.platform.store.sealing import (
     SEALED_TOPIC,
     ZERO_DIGEST,
     id_runs,
@@ -27,8 +33,6 @@ from services.shared.platform.sealing import (
     row_hash,
     seal_digest,
 )
-from services.shared.platform.settings import Settings
-from services.shared.platform.signing import Keyring, KeyringEntry, Signer
 from services.tools.audit.anchor_reader import AnchorRecords
 from services.tools.audit.stores import Row
 

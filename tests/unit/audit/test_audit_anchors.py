@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from contracts import SEALS, SealAnchored, decode
 from services.dev.simulation import LocalSystem, play
-from services.shared.platform.signing import Keyring, KeyringEntry, Signer, Where, b64url
+from services.shared.platform.security.signing import Keyring, KeyringEntry, Signer, Where, b64url
 from services.tools.audit.anchor_reader import AnchorRecords
 from services.tools.audit.auditor import AuditReport, audit
 from services.tools.audit.findings import Code, Severity

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from services.dev.simulation import LocalSystem, play
-from services.shared.platform.sealing import LEDGER_ID
+from services.shared.platform.store import LEDGER_ID
 from services.tools.audit.archive import ArchiveDamaged, ArchiveStore, write_day, write_span
 from services.tools.audit.auditor import audit
 from services.tools.audit.findings import Code

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from services.dev.simulation import LocalSystem, PlayLog, _void, play
-from services.shared.platform.sealing import LEDGER_ID, seal_store
+from services.shared.platform.store import LEDGER_ID, seal_store
 from services.tools.audit.auditor import audit
 from services.tools.audit.findings import Code, Severity
 from services.tools.audit.memory_stores import ListStore

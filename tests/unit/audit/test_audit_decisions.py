@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from services.shared.platform.decisions import SupervisorSigner
-from services.shared.platform.supervisors import SupervisorKey, SupervisorKeyring
+from services.shared.platform.security import SupervisorKey, SupervisorKeyring, SupervisorSigner
 from services.tools.audit.auditor import AuditReport, audit
 from services.tools.audit.findings import Code, Severity
 from services.tools.audit.memory_stores import ListStore

@@ -17,7 +17,7 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from services.dev.simulation import LocalSystem, play
 from services.shared.platform.kafka import table_partition
-from services.shared.platform.signing import Signer
+from services.shared.platform.security import Signer
 from services.tools.audit.anchor_reader import AnchorRecords
 from services.tools.audit.auditor import audit
 from services.tools.audit.by_partition import audit_partitions, checkpoint_of

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from services.shared.platform.sealing import SCHEME, ZERO_DIGEST, seal_digest
+from services.shared.platform.store.sealing import SCHEME, ZERO_DIGEST, seal_digest
 from services.tools.history.from_store import read_json, read_state
 
 _scan = cast(Any, json.JSONDecoder()).scan_once

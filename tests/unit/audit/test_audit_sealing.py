@@ -6,7 +6,7 @@ import json
 from uuid import uuid4
 
 from contracts import CloseBetting
-from services.shared.platform.sealing import (
+from services.shared.platform.store.sealing import (
     SEALED_TOPIC,
     ZERO_DIGEST,
     expand_runs,

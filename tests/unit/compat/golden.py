@@ -16,9 +16,8 @@ from services.dealing.application import DealingApplication
 from services.dealing.messages import to_messages as dealing_messages
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages as settlement_messages
-from services.shared.platform.application import ServiceApplication
-from services.shared.platform.incidents import with_incidents
-from services.shared.platform.sealing import without_seals
+from services.shared.platform.relay import with_incidents, without_seals
+from services.shared.platform.store import ServiceApplication
 from services.shoe.application import ShoeApplication
 from services.shoe.messages import to_messages as shoe_messages
 

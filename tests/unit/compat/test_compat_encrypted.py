@@ -14,7 +14,7 @@ from uuid import UUID
 
 import pytest
 
-from services.shared.platform.field_encryption import FieldDecryptionError
+from services.shared.platform.security import FieldDecryptionError
 from services.shoe.application import ShoeApplication, ShoeKeyError
 from services.shoe.domain import Shoe, shoe_uuid
 from services.tools.audit.auditor import audit

@@ -1,6 +1,6 @@
 """Every publication agrees with its fact: the same fields by name, and the same types.
 
-A stored fact becomes its contract(s) by field name (``services.shared.platform.publishing``).
+A stored fact becomes its contract(s) by field name (``services.shared.platform.relay.publishing``).
 These tests list every publication of the three services (their ``to_messages`` tables, and
 incidents) and check that the contract's payload fields are the fact's fields (plus what is
 derived, minus what stays private), that line records hold contract fields, and, as a
@@ -43,12 +43,11 @@ from services.shared.facts.settlement import (
     SettledLine,
 )
 from services.shared.facts.shoe import SHOE_FACTS, CardsBurnedFact, ShoeShuffledFact
-from services.shared.platform.application import ServiceApplication
-from services.shared.platform.incidents import IncidentLog, with_incidents
-from services.shared.platform.mapping import FactMapper
-from services.shared.platform.messages import message_id
-from services.shared.platform.publishing import Publication, line_ids, payload_fields
-from services.shared.platform.secret_keys import SecretKeys, new_key
+from services.shared.platform.relay import message_id, with_incidents
+from services.shared.platform.relay.publishing import Publication, line_ids, payload_fields
+from services.shared.platform.security import SecretKeys, new_key
+from services.shared.platform.store import IncidentLog, ServiceApplication
+from services.shared.platform.store.application import FactMapper
 from services.shoe.messages import to_messages as shoe_messages
 from tests.unit.contracts.schema_strategies import from_schema
 

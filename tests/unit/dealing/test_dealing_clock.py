@@ -7,8 +7,9 @@ import asyncio
 from contracts import BettingClosed
 from services.dealing.application import DealingApplication
 from services.dealing.service import betting_clock, build_service
-from services.shared.platform import ServiceContext, Settings
-from services.shared.platform.worker import AppWorker
+from services.shared.platform.host import ServiceContext
+from services.shared.platform.settings import Settings
+from services.shared.platform.store import AppWorker
 from tests.unit.dealing.harness import Driver, ScriptedShoe, open_table, shuffled_order
 from tests.unit.settlement.stores import POPO
 

@@ -21,10 +21,10 @@ from contracts import (
 from services.dealing.application import DealingApplication
 from services.dealing.messages import to_messages
 from services.dealing.service import _subscriptions
-from services.shared.platform.deliveries import Delivery
-from services.shared.platform.incidents import with_incidents
-from services.shared.platform.intake import misplaced
-from services.shared.platform.signing import Where
+from services.shared.platform.consumer import Delivery
+from services.shared.platform.consumer.intake import misplaced
+from services.shared.platform.relay import with_incidents
+from services.shared.platform.security import Where
 from tests.supervisors import keyring
 from tests.unit.dealing.harness import Driver, ScriptedShoe, open_table, shuffled_order
 

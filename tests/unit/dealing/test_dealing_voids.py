@@ -22,13 +22,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from contracts import BettingOpened, CommandRejected, CoupVoided, Message, VoidCoup
 from services.dealing.application import DealingApplication
 from services.dealing.domain import CoupPhase, coup_aggregate_id
-from services.shared.platform import supervisors as supervisors_module
-from services.shared.platform.decisions import SupervisorSigner, sign_decision
-from services.shared.platform.supervisors import (
-    SupervisorKey,
-    SupervisorKeyring,
-    add_supervisor_key,
-)
+from services.shared.platform.security import SupervisorKey, SupervisorKeyring, add_supervisor_key
+from services.shared.platform.security import decisions as supervisors_module
+from services.shared.platform.security.decisions import SupervisorSigner, sign_decision
 from tests.supervisors import SUPERVISOR, keyring, supervisor
 from tests.unit.dealing.harness import Driver, ScriptedShoe, open_table, shuffled_order
 

@@ -14,8 +14,8 @@ from services.dev.demo import orchestrator
 from services.dev.demo.live import money, percent
 from services.dev.demo.orchestrator import DemoConfig
 from services.dev.demo.processes import ServiceSettings, service_env
+from services.dev.infra.common import Credentials
 from services.dev.infra.kafka_acls import ROLES
-from services.dev.infra.kafka_auth import Credentials
 from services.dev.infra.kafka_clients import KafkaLogins, sender_of
 from services.shared.platform.settings import Settings
 

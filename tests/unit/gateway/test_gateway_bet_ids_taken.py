@@ -14,8 +14,7 @@ from eventsourcing.persistence import Tracking
 from contracts import BET_EVENTS, BetAccepted, BetRejected, BetSettled, Message
 from services.gateway.application import BetRequest, GatewayApplication
 from services.gateway.domain import Bet, Kind, Status
-from services.shared.platform import with_unit_of_work
-from services.shared.platform.deliveries import Delivery
+from services.shared.platform.consumer import Delivery, with_unit_of_work
 
 REQUEST = BetRequest("b-7", "p1", "vip-1", "vip-1.coup-3", "banker", 500, "EUR")
 offsets = count(1)

@@ -23,8 +23,9 @@ from services.settlement.messages import to_messages as settlement_messages
 from services.settlement.terms import TableTerms
 from services.shared.facts.legacy import LEGACY_FACTS, DeskBetHeldFact
 from services.shared.facts.unread import UNREAD
-from services.shared.platform.incidents import IncidentLog
-from services.shared.platform.sealing import SEAL_TOPICS, SealLedger, without_seals
+from services.shared.platform.relay import without_seals
+from services.shared.platform.store import IncidentLog
+from services.shared.platform.store.sealing import SEAL_TOPICS, SealLedger
 from services.shoe.domain import Shoe
 from services.shoe.messages import to_messages as shoe_messages
 from services.tools.history.from_store import StoreFeed

@@ -13,9 +13,9 @@ import pytest
 from prometheus_client import generate_latest
 
 from contracts import BetAccepted, BetRejected, BetSettled, CoupResolved, CoupSettled
-from services.shared.platform.endpoints import asyncapi_page
+from services.shared.platform.host.endpoints import asyncapi_page
+from services.shared.platform.host.metrics import ServiceMetrics
 from services.shared.platform.logs import JsonFormatter, TextFormatter, message_context
-from services.shared.platform.metrics import ServiceMetrics
 from services.shared.platform.settings import Settings, SettingsError
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -222,10 +222,9 @@ async def test_readiness_names_a_stopped_partition() -> None:
 
     from aiokafka import TopicPartition
 
-    from services.shared.platform.readiness import ServiceReadiness
-    from services.shared.platform.stops import PartitionStops
-    from services.shared.platform.worker import AppWorker
-    from services.shared.platform.writer_lease import WriterLease
+    from services.shared.platform.consumer.stops import PartitionStops
+    from services.shared.platform.host.endpoints import ServiceReadiness
+    from services.shared.platform.store import AppWorker, WriterLease
 
     class Checks(ServiceReadiness):
         async def broker(self) -> None:

@@ -9,7 +9,7 @@ from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from services.shared.platform.application import ServiceApplication
+from services.shared.platform.store import ServiceApplication
 
 NS = UUID("00000000-0000-0000-0000-000000000001")
 
@@ -162,7 +162,7 @@ class FakeConsumer:
 def counter_messages(event: Any) -> list[Any]:
     """Relay mapper of the Counter app: one TableClosed per Added (reason = amount)."""
     from contracts import TableClosed
-    from services.shared.platform.messages import envelope
+    from services.shared.platform.relay import envelope
 
     if isinstance(event, Counter.Added):
         return [TableClosed(**envelope(event), table_id=event.table_id, reason=str(event.amount))]

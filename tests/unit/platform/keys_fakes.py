@@ -7,7 +7,7 @@ import hashlib
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from services.shared.platform.kafka import SIGNATURE_HEADER
-from services.shared.platform.signing import Keyring, KeyringEntry, Signer, Where
+from services.shared.platform.security import Keyring, KeyringEntry, Signer, Where
 
 
 def fixed_key(name: str) -> Ed25519PrivateKey:

@@ -20,8 +20,9 @@ from aiokafka.errors import MessageSizeTooLargeError, OutOfOrderSequenceNumber
 from aiokafka.partitioner import DefaultPartitioner
 
 from contracts import CloseBook, Message, TableClosed
-from services.shared.platform.messages import envelope
-from services.shared.platform.relay import InvalidRecordError, OutboxRelay
+from services.shared.platform.relay import envelope
+from services.shared.platform.relay.records import InvalidRecordError
+from services.shared.platform.relay.relay import OutboxRelay
 from services.shared.platform.settings import Settings
 from tests.unit.platform.fakes import Counter, CounterApp
 

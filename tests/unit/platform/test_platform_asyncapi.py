@@ -17,8 +17,9 @@ from contracts import (
     TOPIC_MESSAGES,
     TOPIC_OWNERS,
 )
-from services.shared.platform.asyncapi import asyncapi_json, published_union
-from services.shared.platform.relay_records import SIGNED_TOPICS
+from services.shared.platform.host.asyncapi import published_union
+from services.shared.platform.host.faststream import asyncapi_json
+from services.shared.platform.relay import SIGNED_TOPICS
 from services.tools.cli.main import app
 from services.tools.cli.serve_cmd import services_for_documents
 

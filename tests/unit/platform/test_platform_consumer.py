@@ -29,23 +29,22 @@ from contracts import (
     decode,
     encode,
 )
-from services.shared.platform.application import UnitOfWork
-from services.shared.platform.batch_processor import BatchProcessor
 from services.shared.platform.consumer import (
+    BatchProcessor,
     Delivery,
     Subscription,
     with_unit_of_work,
 )
-from services.shared.platform.settings import Settings
-from services.shared.platform.signing import Where
-from services.shared.platform.tracking import (
+from services.shared.platform.consumer.intake import (
     CLAIM_SUFFIX,
     UNCLAIMED,
     UntrustedHeaders,
     relayed_position,
     topic_id_claim,
 )
-from services.shared.platform.worker import AppWorker
+from services.shared.platform.security import Where
+from services.shared.platform.settings import Settings
+from services.shared.platform.store import AppWorker, UnitOfWork
 from tests.unit.platform.fakes import Counter, CounterApp, FakeConsumer, FakeProducer, popo_env
 from tests.unit.platform.keys_fakes import KEYRING, signature
 
@@ -436,7 +435,7 @@ async def test_a_new_assignment_reads_the_topic_ids_again() -> None:
     await h.feed(record(0, close("1")))
     await h.feed(record(1, close("1")))
     assert len(h.id_reads) == 1
-    from services.shared.platform.consumer import RebalanceListener
+    from services.shared.platform.consumer.processor import RebalanceListener
 
     await RebalanceListener(h.runtime).on_partitions_assigned({TopicPartition(COMMANDS, 0)})
     await h.feed(record(2, close("1")))
@@ -603,7 +602,7 @@ async def test_a_stopped_partition_retries_the_same_record_until_it_is_taken() -
 
 
 async def test_a_stopped_partition_taken_over_by_another_member_is_no_longer_stopped() -> None:
-    from services.shared.platform.consumer import RebalanceListener
+    from services.shared.platform.consumer.processor import RebalanceListener
 
     h = Harness()
     await h.feed(event(0, "boom", 1))
@@ -613,7 +612,7 @@ async def test_a_stopped_partition_taken_over_by_another_member_is_no_longer_sto
 
 
 def test_the_retry_delay_doubles_up_to_30_seconds() -> None:
-    from services.shared.platform.stops import PartitionStops
+    from services.shared.platform.consumer.stops import PartitionStops
 
     stops = PartitionStops()
     tp = TopicPartition(EVENTS, 0)

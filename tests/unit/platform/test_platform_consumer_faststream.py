@@ -29,9 +29,9 @@ from contracts import (
     decode,
     encode,
 )
-from services.shared.platform.service_app import KafkaService
+from services.shared.platform.host import KafkaService
+from services.shared.platform.security import Where
 from services.shared.platform.settings import Settings
-from services.shared.platform.signing import Where
 from services.shoe.application import ShoeApplication
 from services.shoe.service import build_service
 from tests.signing_keys import key_env

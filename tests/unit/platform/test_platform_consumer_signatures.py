@@ -17,8 +17,7 @@ from aiokafka import TopicPartition
 
 from contracts import BET_COMMANDS, TABLE_EVENTS, CloseBook, CommandRejected, PlaceBet, encode
 from services.settlement.benchmark import open_book
-from services.shared.platform.incidents import IncidentLog
-from services.shared.platform.signing import (
+from services.shared.platform.security.signing import (
     Keyring,
     KeyringEntry,
     Signer,
@@ -26,6 +25,7 @@ from services.shared.platform.signing import (
     b64url,
     b64url_decode,
 )
+from services.shared.platform.store import IncidentLog
 from tests.unit.platform.keys_fakes import SIGNERS, fixed_key, signature
 from tests.unit.platform.test_platform_consumer import (
     CLUSTER,

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from contracts import DEAD_LETTERS, DeadLetter, decode, encode
 from contracts.dead_letter import MAX_DEAD_LETTER_PAYLOAD
-from services.shared.platform.dead_letters import dead_letter_for, dead_letter_key
+from services.shared.platform.consumer.dead_letters import dead_letter_for, dead_letter_key
 
 LIMIT = 512 * 1024
 """A dead letter's encoding stays below this (Kafka's default limit is 1 MB)."""

@@ -21,7 +21,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from typer.testing import CliRunner
 
 from contracts import CommandRejectionCode
-from services.shared.platform.decisions import (
+from services.shared.platform.security import (
+    SupervisorKey,
+    SupervisorKeyring,
+    SupervisorKeysError,
+    add_supervisor_key,
+    ensure_supervisor_key,
+)
+from services.shared.platform.security.decisions import (
     AUDIENCE,
     LEEWAY,
     DecisionRefused,
@@ -32,14 +39,7 @@ from services.shared.platform.decisions import (
     read_decision,
     sign_decision,
 )
-from services.shared.platform.signing import b64url
-from services.shared.platform.supervisors import (
-    SupervisorKey,
-    SupervisorKeyring,
-    SupervisorKeysError,
-    add_supervisor_key,
-    ensure_supervisor_key,
-)
+from services.shared.platform.security.signing import b64url
 from services.tools.cli.main import app
 
 KEY = Ed25519PrivateKey.generate()
@@ -245,7 +245,7 @@ def test_a_retirement_time_round_trips_through_the_file() -> None:
 
 
 def _pem() -> str:
-    from services.shared.platform.signing import public_key_pem
+    from services.shared.platform.security.signing import public_key_pem
 
     return public_key_pem(KEY.public_key())
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from services.shared.platform.endpoints import ops_app
-from services.shared.platform.environment import Environment
+from services.shared.platform.host.endpoints import ops_app
 from services.shared.platform.settings import HTTP_PORTS, Settings
+from services.shared.platform.settings import Settings as Environment
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 K8S = DEPLOY / "k8s"
@@ -31,7 +31,7 @@ KNOWN_VARIABLES = (
     | {"PB_HTTP_PORT"}
     | {f"PB_HTTP_PORT_{name.upper()}" for name in HTTP_PORTS}
 )
-"""Every variable the processes read (environment.py, settings.http_port)."""
+"""Every variable the processes read (settings.py, settings.http_port)."""
 
 
 def load_all(path: Path) -> list[dict[str, Any]]:

@@ -32,9 +32,8 @@ from services.dev.infra.kafka_acls import (
     project_acls,
     project_principals,
 )
-from services.dev.infra.kafka_admin import AclBinding
-from services.dev.infra.kafka_login import ADMIN
-from services.dev.infra.kafka_protocol import AclOperation, PatternType, ResourceType
+from services.dev.infra.kafka_admin import AclBinding, AclOperation, PatternType, ResourceType
+from services.dev.infra.kafka_auth import ADMIN
 from services.dev.infra.kafka_setup_script import setup_script
 from services.shared.platform.kafka import PROJECT_TOPICS, topic_config
 from services.shared.platform.settings import Settings

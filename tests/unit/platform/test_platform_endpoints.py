@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from starlette.testclient import TestClient
 
-from services.shared.platform.endpoints import ops_app
+from services.shared.platform.host.endpoints import ops_app
 
 DOCUMENT = {
     "asyncapi": "3.0.0",

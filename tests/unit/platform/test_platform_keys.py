@@ -1,4 +1,4 @@
-"""Key files (services/shared/platform/keys.py) and the settings that find them: private
+"""Key files (services/shared/platform/security/keys.py) and the settings that find them: private
 keys 0600 in a 0700 folder, refused when others may read them; init is idempotent; rotation
 keeps the old public key; a service without its key or keyring is told what to run."""
 
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from services.shared.platform.keys import (
+from services.shared.platform.security import Where, verify
+from services.shared.platform.security.keys import (
     KeysError,
     init_keys,
     load_keyring,
@@ -19,7 +20,6 @@ from services.shared.platform.keys import (
     signer_for,
 )
 from services.shared.platform.settings import Settings
-from services.shared.platform.signing import Where, verify
 
 
 def settings(tmp_path: Path, service: str = "dealing", **env: str) -> Settings:

@@ -10,8 +10,8 @@ from eventsourcing.domain import Aggregate, event
 
 from services.shared.facts import Fact
 from services.shared.facts.topics import record, register_stored_topics
-from services.shared.platform.application import ServiceApplication
-from services.shared.platform.mapping import FactMapper, lines_of
+from services.shared.platform.store import ServiceApplication
+from services.shared.platform.store.application import FactMapper, lines_of
 
 
 class Stake(NamedTuple):

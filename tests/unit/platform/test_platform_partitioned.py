@@ -18,15 +18,14 @@ from typing import Any, cast
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from services.shared.platform import partitioned
-from services.shared.platform.anchors import anchor_message
-from services.shared.platform.consumer import RebalanceListener, subscriber_options
-from services.shared.platform.partitioned import CellHost
-from services.shared.platform.partitioned_ops import merged_registry
-from services.shared.platform.runner import ServiceHost
-from services.shared.platform.sealing import LEDGER_ID, SealLedger
-from services.shared.platform.service_app import KafkaService
+from services.shared.platform.cells import CellHost, partitioned
+from services.shared.platform.cells.partitioned import merged_registry
+from services.shared.platform.consumer.processor import RebalanceListener
+from services.shared.platform.host import KafkaService, ServiceHost
+from services.shared.platform.host.faststream import subscriber_options
+from services.shared.platform.relay import anchor_message
 from services.shared.platform.settings import Settings, SettingsError
+from services.shared.platform.store import LEDGER_ID, SealLedger
 
 DIGEST = "ab" * 32
 

@@ -7,18 +7,25 @@ import pytest
 from eventsourcing.utils import resolve_topic
 from typer.testing import CliRunner
 
-from services.shared.platform import persistence, pg_roles, pg_store
-from services.shared.platform.pg_roles import (
+from services.shared.platform import store as pg_roles  # what `db setup` calls
+from services.shared.platform.settings import PostgresSettings, Settings, SettingsError
+from services.shared.platform.store import (
+    BET_IDS,
+    REFUSED_COMMANDS,
+    SIDE_TABLES,
+)
+from services.shared.platform.store import application as persistence
+from services.shared.platform.store import postgres as pg_store
+from services.shared.platform.store.postgres import ProvisionedRecorder
+from services.shared.platform.store.provisioning import (
     Provisioning,
     RoleOutcome,
     StoreOutcome,
     StoreRoles,
+    StoreTables,
+    grants,
     store_roles,
 )
-from services.shared.platform.pg_schemas import StoreTables, grants
-from services.shared.platform.pg_store import ProvisionedRecorder
-from services.shared.platform.settings import PostgresSettings, Settings, SettingsError
-from services.shared.platform.side_tables import BET_IDS, REFUSED_COMMANDS, SIDE_TABLES
 from services.tools.cli.main import app
 
 PG = {"POSTGRES_HOST": "db", "POSTGRES_DBNAME": "casino", "POSTGRES_USER": "admin"}

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from contracts import BetSettled, CardDealt, CommandRejected, CoupVoided, encode
 from services.shared.facts.settlement import SettledLine
-from services.shared.platform.messages import envelope, message_id
-from services.shared.platform.publishing import (
+from services.shared.platform.relay import envelope, message_id
+from services.shared.platform.relay.publishing import (
     attr,
     line_ids,
     line_shape,

@@ -5,8 +5,7 @@ from typing import Any
 import pytest
 
 from contracts import TABLE_EVENTS, Message, TableClosed, decode
-from services.shared.platform.messages import envelope
-from services.shared.platform.relay import OutboxRelay
+from services.shared.platform.relay import OutboxRelay, envelope
 from services.shared.platform.settings import Settings
 from tests.unit.platform.fakes import Counter, CounterApp, FakeProducer, popo_env
 
@@ -96,7 +95,7 @@ async def test_a_failed_batch_is_not_recorded_and_is_published_again() -> None:
 
 
 async def test_a_batch_stops_after_enough_messages(monkeypatch: pytest.MonkeyPatch) -> None:
-    from services.shared.platform import relay_records as relay_module
+    from services.shared.platform.relay import records as relay_module
 
     monkeypatch.setattr(relay_module, "MAX_MESSAGES_PER_BATCH", 3)
     app = CounterApp(env=popo_env())
@@ -143,7 +142,7 @@ async def test_chunks_are_sent_in_order_and_the_position_waits_for_all(
 ) -> None:
     """A big event goes out in chunks (sent while the next is encoded), in order; the
     position is recorded only once every chunk is acknowledged."""
-    from services.shared.platform import relay_records as relay_module
+    from services.shared.platform.relay import records as relay_module
 
     monkeypatch.setattr(relay_module, "CHUNK_MESSAGES", 2)
     app = CounterApp(env=popo_env())

@@ -97,7 +97,7 @@ async def test_a_marker_after_streamed_records_opens_the_next_batch(
 ) -> None:
     """A big batch streams its records in chunks; a later notification with a marker is
     then not sent after them in the same batch: it starts the next batch, markers first."""
-    from services.shared.platform import relay_records as relay_module
+    from services.shared.platform.relay import records as relay_module
 
     monkeypatch.setattr(relay_module, "CHUNK_MESSAGES", 4)
     plan = Plan(CounterApp(env=popo_env()))

@@ -10,7 +10,7 @@ import pytest
 from aiokafka.errors import CorruptRecordException, UnknownError
 
 from contracts import DEAD_LETTERS, TABLE_EVENTS, MessageQuarantined, decode, encode
-from services.shared.platform.relay_refusals import REFUSALS, InvalidRecordError
+from services.shared.platform.relay.records import REFUSALS, InvalidRecordError
 from tests.unit.platform.fakes import CounterApp, popo_env
 from tests.unit.platform.relay_fakes import (
     PREFIX,

@@ -14,9 +14,8 @@ from contracts import (
     Message,
 )
 from services.shared.platform.kafka import key_partition
-from services.shared.platform.messages import envelope
-from services.shared.platform.relay import SIGNED_TOPICS
-from services.shared.platform.signing import Where, verify
+from services.shared.platform.relay import SIGNED_TOPICS, envelope
+from services.shared.platform.security import Where, verify
 from tests.unit.platform.fakes import CounterApp, popo_env
 from tests.unit.platform.keys_fakes import KEYRING, SIGNERS
 from tests.unit.platform.relay_fakes import (

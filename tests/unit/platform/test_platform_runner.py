@@ -6,8 +6,7 @@ import weakref
 
 import pytest
 
-from services.shared.platform import runner
-from services.shared.platform.runner import ServiceContext, ServiceDefinition, ServiceHost
+from services.shared.platform.host import ServiceContext, ServiceDefinition, ServiceHost, runner
 from services.shared.platform.settings import Settings
 from tests.unit.platform.fakes import Counter, CounterApp
 

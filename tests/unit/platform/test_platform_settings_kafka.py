@@ -14,7 +14,8 @@ import pytest
 from faststream.security import SASLScram256, SASLScram512
 
 from services.dev.infra.kafka_tls import ensure_tls
-from services.shared.platform.kafka import client_options, kafka_security
+from services.shared.platform.host.faststream import kafka_security
+from services.shared.platform.kafka import client_options
 from services.shared.platform.settings import Settings, SettingsError
 
 SASL = {

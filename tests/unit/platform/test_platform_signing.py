@@ -1,4 +1,4 @@
-"""Record signatures (services/shared/platform/signing.py): a detached, unencoded JWS (RFC 7515
+"""Record signatures (platform/security/signing.py): a detached, unencoded JWS (RFC 7515
 Appendix F, RFC 7797) with EdDSA over Ed25519 (RFC 8037), byte-stable, and refused when
 anything it binds was changed."""
 
@@ -13,7 +13,7 @@ from joserfc import jws
 from joserfc.errors import BadSignatureError
 from joserfc.jwk import OKPKey
 
-from services.shared.platform.signing import (
+from services.shared.platform.security.signing import (
     SCHEME,
     Keyring,
     KeyringEntry,

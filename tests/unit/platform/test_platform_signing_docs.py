@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from contracts import TABLE_EVENTS
-from services.shared.platform.signing import Where
+from services.shared.platform.security import Where
 from tests.unit.platform.keys_fakes import KEYRING, SIGNERS
 
 GUIDE = Path(__file__).resolve().parents[3] / "docs" / "integrating.md"

@@ -18,7 +18,7 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberMetadata,
 )
 
-from services.shared.platform.group_membership import sticky_assignor
+from services.shared.platform.cells.membership import sticky_assignor
 
 TWELVE = range(12)
 

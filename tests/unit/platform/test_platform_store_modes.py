@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from services.shared.platform.persistence import open_application
 from services.shared.platform.settings import Settings
+from services.shared.platform.store import open_application
 from services.shoe.application import ShoeApplication
 from tests.signing_keys import key_env
 

@@ -4,7 +4,7 @@ from io import BytesIO
 
 import pytest
 
-from services.shared.platform.topic_ids import (
+from services.shared.platform.consumer.topic_ids import (
     MetadataRequest_v10,
     MetadataRequest_v12,
     MetadataResponse_v12,

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contracts import BET_COMMANDS, SHOE_EVENTS, TABLE_COMMANDS, TABLE_EVENTS, TOPIC_OWNERS
-from services.shared.platform.tracking import (
+from services.shared.platform.consumer.intake import (
     MAX_POSITION,
     MESSAGES_PER_NOTIFICATION,
     UntrustedHeaders,

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from services.shared.platform.worker import AppWorker, watch_worker
+from services.shared.platform.store.application import AppWorker, watch_worker
 
 
 class Clock:
@@ -65,7 +65,7 @@ async def test_calls_before_the_service_serves_are_not_judged() -> None:
 async def test_the_watchdog_logs_a_stuck_call_once_and_its_return(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("services.shared.platform.worker.WATCH_SECONDS", 0.01)
+    monkeypatch.setattr("services.shared.platform.store.application.WATCH_SECONDS", 0.01)
     clock = Clock()
     worker = AppWorker("dealing", stuck_after=10.0, clock=clock)
     worker.watching = True
@@ -76,7 +76,7 @@ async def test_the_watchdog_logs_a_stuck_call_once_and_its_return(
         release.wait(30)
 
     stopping = asyncio.Event()
-    caplog.set_level(logging.WARNING, "services.shared.platform.worker")
+    caplog.set_level(logging.WARNING, "services.shared.platform.store.application")
     call = asyncio.ensure_future(worker.call(deal))
     assert await asyncio.to_thread(started.wait, 30)
     clock.now += 11.0

@@ -1,6 +1,6 @@
 """One writer per SQLite store: a second instance waits as a standby until the writer goes.
 
-The lease is an exclusive flock on ``<store>.writer`` (services/shared/platform/writer_lease.py):
+The lease is an exclusive flock on ``<store>.writer`` (platform/store/lease.py):
 the kernel lets it go when the holder ends, however it ends (SIGKILL included).
 """
 
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from services.shared.platform.settings import Settings
-from services.shared.platform.writer_lease import FileLease, writer_lease
+from services.shared.platform.store.lease import FileLease, writer_lease
 
 
 async def test_a_second_lease_waits_naming_the_holder_and_takes_over_on_release(
@@ -59,7 +59,7 @@ async def test_a_holder_killed_with_sigkill_leaves_the_lease_free(tmp_path: Path
             "-c",
             "import asyncio, sys\n"
             "from pathlib import Path\n"
-            "from services.shared.platform.writer_lease import FileLease\n"
+            "from services.shared.platform.store.lease import FileLease\n"
             "lease = FileLease(Path(sys.argv[1]))\n"
             "assert asyncio.run(lease.acquire(asyncio.Event()))\n"
             "print('held', flush=True)\n"

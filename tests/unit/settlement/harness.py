@@ -27,7 +27,7 @@ from contracts import (
 )
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages
-from services.shared.platform.incidents import with_incidents
+from services.shared.platform.relay import with_incidents
 from tests.payout_oracle import oracle_returned
 from tests.unit.settlement.stores import POPO
 

@@ -20,7 +20,7 @@ from services.settlement import application, bet_index_store
 from services.settlement.application import SettlementApplication
 from services.settlement.bet_index import BetAnswer
 from services.settlement.desk import held_line
-from services.shared.platform.side_tables import BET_IDS, Row, select_rows
+from services.shared.platform.store import BET_IDS, Row, select_rows
 from tests.unit.compat.golden import golden_rows, stored
 from tests.unit.settlement.harness import PLACED_AT, Dealing, bet, settlement_app
 from tests.unit.settlement.test_settlement_bets import hold_as_before

@@ -11,8 +11,7 @@ from contracts import BetAccepted, BetRejected, BetSettled, CoupSettled
 from services.settlement.application import SettlementApplication
 from services.settlement.bet_index import BetAnswer
 from services.settlement.books import MAX_BOOK_EXPOSURE
-from services.shared.platform.environment import DEFAULT_MAX_BETS_PER_COUP
-from services.shared.platform.settings import Settings, SettingsError
+from services.shared.platform.settings import DEFAULT_MAX_BETS_PER_COUP, Settings, SettingsError
 from tests.unit.settlement.harness import Dealing, Relay, bet, settlement_app
 from tests.unit.settlement.stores import POPO
 from tests.unit.settlement.test_settlement_operators import OPERATORS, Table

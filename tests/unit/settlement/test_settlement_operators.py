@@ -23,7 +23,7 @@ from contracts import (
 )
 from services.settlement.application import SettlementApplication
 from services.settlement.service import _subscriptions
-from services.shared.platform.deliveries import LOG_APPEND_TIME, Delivery
+from services.shared.platform.consumer import LOG_APPEND_TIME, Delivery
 from tests.unit.settlement.harness import (
     CLOSES_AT,
     PLACED_AT,

@@ -27,9 +27,9 @@ from contracts import (
 )
 from services.settlement.application import SettlementApplication
 from services.settlement.service import _subscriptions
-from services.shared.platform.deliveries import LOG_APPEND_TIME, Delivery, Refusal
-from services.shared.platform.intake import misplaced, refused_bet
-from services.shared.platform.signing import Where
+from services.shared.platform.consumer import LOG_APPEND_TIME, Delivery, Refusal
+from services.shared.platform.consumer.intake import misplaced, refused_bet
+from services.shared.platform.security import Where
 from tests.unit.settlement.harness import PLACED_AT, Dealing, Relay, bet, claim, settlement_app
 
 PARTITIONS = 3

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from services.shared.platform.field_encryption import SCHEME, FieldDecryptionError
-from services.shared.platform.keys import init_secret_key, rotate_secret_key
-from services.shared.platform.mapping import FactMapper
-from services.shared.platform.secret_keys import (
+from services.shared.platform.security import init_secret_key, rotate_secret_key
+from services.shared.platform.security.encryption import SCHEME, FieldDecryptionError
+from services.shared.platform.security.keys import (
     SecretKeyError,
     SecretKeys,
     env_form,
@@ -24,6 +23,7 @@ from services.shared.platform.secret_keys import (
     read_key_file,
 )
 from services.shared.platform.settings import Settings
+from services.shared.platform.store.application import FactMapper
 from services.shoe.application import ShoeApplication, ShoeKeyError
 from services.shoe.domain import Shoe, ShoeError
 

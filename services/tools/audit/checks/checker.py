@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from services.shared.platform.supervisors import SupervisorKeyring
+from services.shared.platform.security import SupervisorKeyring
 from services.tools.audit.checks.books import check_book
 from services.tools.audit.checks.context import DAMAGE, CheckContext
 from services.tools.audit.checks.coups import check_coup

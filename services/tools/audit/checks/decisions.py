@@ -2,7 +2,7 @@
 
 Dealing records a void only with the decision it verified (``Coup.Voided`` version 2 keeps
 the token). The audit verifies it again, against the supervisors keyring it is given
-(``punto-banco audit --supervisors``), as ``services.shared.platform.decisions`` defines the
+(``punto-banco audit --supervisors``), as ``platform.security.decisions`` defines the
 scheme: a well-formed token, a key of the keyring holding the signature, its holder the
 supervisor the void names, the key not retired and the token valid when the void was recorded,
 and the claims the stored void's table, coup and reason. Anything else is an error
@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from services.shared.platform.decisions import (
+from services.shared.platform.security import (
     DecisionRefused,
+    SupervisorKeyring,
     authenticate,
     check_time,
     mismatch,
 )
-from services.shared.platform.supervisors import SupervisorKeyring
 from services.tools.audit.checks.context import CheckContext
 from services.tools.audit.findings import Code
 from services.tools.history.views import CoupView, Void

@@ -1,0 +1,300 @@
+"""FastStream, behind this one module: the only one of the project that imports it.
+
+A service is a FastStream application (:class:`KafkaService`: broker, subscriber, publishers,
+lifespan hooks, ASGI app, AsyncAPI document), but the consumer's path is the platform's: the
+batch processor needs the raw records of a fetch, one store transaction per partition and
+offsets committed after the store (docs/architecture.md says why). So the subscriber gets
+``ack_policy=MANUAL`` (FastStream never commits), :func:`keep_raw` as parser and decoder (no
+header is decoded: one bad header would fail the whole fetch), ``apply_types=False`` and a
+handler that never raises; the relay and the dead letters send with aiokafka's producers. What
+this relies on of FastStream 0.7 (pinned ``<0.8``) is held by
+tests/unit/platform/test_platform_faststream_pins.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+from aiokafka import ConsumerRecord
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from faststream.asgi import AsgiFastStream
+from faststream.kafka import KafkaBroker, TopicPartition
+from faststream.kafka.message import FAKE_CONSUMER, KafkaAckableMessage
+from faststream.middlewares import AckPolicy
+from faststream.security import BaseSecurity, SASLScram256, SASLScram512
+from faststream.specification import AsyncAPI
+
+from contracts import DEAD_LETTERS, INCIDENTS, SEALS
+from services.shared.platform.consumer import RebalanceListener
+from services.shared.platform.host.asyncapi import (
+    SYSTEM_DESCRIPTION,
+    VERSION,
+    complete,
+    published_union,
+    read_union,
+)
+from services.shared.platform.host.endpoints import ops_app
+from services.shared.platform.host.service import ServiceDefinition, ServiceLifespan, TApp
+from services.shared.platform.settings import Settings
+
+log = logging.getLogger(__name__)
+
+METADATA_MAX_AGE_MS = 15_000
+"""How often the consumer refreshes topic metadata: a topic deleted and created again is
+assigned again within about this long."""
+MAX_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
+FETCH_MAX_WAIT_MS = 100
+IDLE_WAIT_MS = 20
+"""The subscriber's ``batch_timeout_ms``, which FastStream also sleeps after an empty fetch:
+50 ms lost a tenth of the sustained bets/s (a bet crosses several idle consumers), 5 ms
+doubled the idle CPU for no measurable gain (``punto-banco bench``)."""
+
+
+def kafka_security(settings: Settings) -> BaseSecurity | None:
+    """FastStream's security object of the service's Kafka login (None: PLAINTEXT); what the
+    AsyncAPI document states and the broker connects with."""
+    auth = settings.kafka_auth
+    auth.check_principal()
+    context = auth.ssl_context() if auth.tls else None
+    if auth.sasl:
+        scram = SASLScram512 if auth.mechanism == "SCRAM-SHA-512" else SASLScram256
+        return scram(auth.username, auth.password, ssl_context=context, use_ssl=auth.tls)
+    return BaseSecurity(ssl_context=context, use_ssl=True) if auth.tls else None
+
+
+class _TopicsCreatedHere(logging.Filter):
+    """Drops FastStream's warning that it creates no topic: ``kafka.ensure_topics`` does."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Auto create topics is disabled")
+
+
+BROKER_LOG = logging.getLogger("services.shared.platform.broker")
+BROKER_LOG.addFilter(_TopicsCreatedHere())
+
+
+def service_broker(settings: Settings) -> KafkaBroker:
+    """The service's broker: its consumer's connection and AsyncAPI's server (consumer only,
+    no topic created, nothing validated: the handler gets the raw records)."""
+    return KafkaBroker(
+        [server.strip() for server in settings.kafka_bootstrap_servers.split(",")],
+        security=kafka_security(settings),
+        client_id=f"pb-{settings.service}-consumer",
+        metadata_max_age_ms=METADATA_MAX_AGE_MS,
+        consumer_only=True,
+        allow_auto_create_topics=False,
+        apply_types=False,
+        graceful_timeout=30.0,
+        logger=BROKER_LOG,
+        log_level=logging.DEBUG,  # FastStream's "Received" / "Processed" per fetched batch
+        description="The Kafka cluster the services meet on.",
+    )
+
+
+async def keep_raw(message: Any) -> Any:
+    """Parser and decoder of the batch subscriber: as the parser it wraps one fetch's records
+    without reading a header; as the decoder it returns them (the handler's body)."""
+    if isinstance(message, KafkaAckableMessage):
+        return message.raw_message
+    records: tuple[ConsumerRecord[Any, Any], ...] = tuple(message)
+    return KafkaAckableMessage(
+        raw_message=records,
+        body=records,
+        message_id=(f"{records[0].topic}:{records[0].partition}@{records[0].offset}+{len(records)}")
+        if records
+        else None,
+        consumer=FAKE_CONSUMER,  # never used: offsets are committed by the processor
+    )
+
+
+def subscriber_options(
+    settings: Settings, listener: RebalanceListener, *, title: str, description: str
+) -> dict[str, Any]:
+    """The arguments of ``broker.subscriber(*topics, **...)`` for a service's one batch
+    subscriber; a group member reads the same partition of every input topic (range)."""
+    assigned = settings.partition is not None  # a partition cell: no group membership
+    return {
+        "batch": True,
+        "group_id": settings.consumer_group,
+        "ack_policy": AckPolicy.MANUAL,
+        "parser": keep_raw,
+        "decoder": keep_raw,
+        "max_records": settings.consumer_max_records,
+        "batch_timeout_ms": IDLE_WAIT_MS,
+        "auto_offset_reset": "earliest",
+        "max_partition_fetch_bytes": MAX_PARTITION_FETCH_BYTES,
+        "fetch_max_wait_ms": FETCH_MAX_WAIT_MS,
+        **(
+            {}
+            if assigned
+            else {"partition_assignment_strategy": (RangePartitionAssignor,), "listener": listener}
+        ),
+        "title": title,
+        "description": description,
+    }
+
+
+def asyncapi_json(
+    brokers: Sequence[KafkaBroker],
+    *,
+    title: str = "punto-banco",
+    topic_prefix: str = "",
+    description: str = SYSTEM_DESCRIPTION,
+) -> str:
+    """The AsyncAPI 3.0 document (JSON) of ``brokers``, FastStream's completed (asyncapi.py)."""
+    spec = AsyncAPI(*brokers, title=title, version=VERSION, description=description)
+    document = complete(json.loads(spec.to_specification().to_json()), topic_prefix)
+    return json.dumps(document, separators=(",", ":"))
+
+
+OPS_PATHS = ("/health", "/ready", "/metrics", "/asyncapi", "/asyncapi.json", "/asyncapi.html")
+
+
+class KafkaService(ServiceLifespan[TApp]):
+    """One service's FastStream application: ``broker``, its one batch subscriber, the
+    publishers that document what its relay writes, and ``fast`` (the ASGI app with the
+    operations endpoints mounted, whose lifespan hooks start and stop the service)."""
+
+    def __init__(
+        self,
+        definition: ServiceDefinition[TApp],
+        settings: Settings,
+        *,
+        description: str = "",
+        create_topics: bool = True,
+    ) -> None:
+        super().__init__(definition, settings, create_topics=create_topics)
+        self.description = description
+        self.broker: KafkaBroker = service_broker(settings)
+        self.outputs: dict[str, Any] = {}  # logical topic -> the messages published there
+        self._subscriber: Any = None
+        self._listener = RebalanceListener()
+        self.fast = AsgiFastStream(
+            self.broker,
+            logger=log,
+            on_startup=[self._on_startup],
+            after_startup=[self._after_startup],
+            on_shutdown=[self._on_shutdown],
+            after_shutdown=[self._after_shutdown],
+        )
+        ops = ops_app(
+            self.readiness,
+            self._metrics_text,
+            self.asyncapi_json,
+            service=definition.name,
+            allowed_hosts=settings.allowed_hosts,
+        )
+        for path in OPS_PATHS:
+            self.fast.mount(path, ops)
+        self.publisher(
+            DEAD_LETTERS,
+            description=f"Records {definition.name} refused (DeadLetter: the original bytes, "
+            "key and headers, and why) and messages its relay could not publish "
+            "(MessageQuarantined).",
+        )
+        self.publisher(
+            INCIDENTS,
+            description=f"Facts {definition.name} refused to believe (IncidentRaised).",
+        )
+        self.publisher(
+            SEALS,
+            description=f"{definition.name}'s seal anchors (SealAnchored, key "
+            f"{definition.name}, signed): each seal of its store, kept forever for the audit.",
+        )
+
+    def subscriber(
+        self, *topics: str, description: str
+    ) -> Callable[[Callable[..., Awaitable[None]]], object]:
+        """The service's one batch subscriber over the logical ``topics`` (a decorator for
+        its handler, which calls :meth:`consume`)."""
+        if self._subscriber is not None:
+            raise RuntimeError(f"{self.name} has its subscriber already (over {self.inputs})")
+        self.inputs = topics
+        names = [self.settings.topic(topic) for topic in topics]
+        partition = self.settings.partition
+        where: dict[str, Any] = {}
+        if partition is not None:  # a partition cell: assigned, no member of the group
+            where["partitions"] = [TopicPartition(name, partition) for name in names]
+        self._subscriber = subscriber = self.broker.subscriber(
+            *(names if partition is None else ()),
+            **where,
+            **subscriber_options(
+                self.settings,
+                self._listener,
+                # FastStream names a channel after the title, with ":<topic>" when several
+                title=f"{self.name} consumes"
+                + (f" {self.settings.topic(topics[0])}" if len(topics) == 1 else ""),
+                description=description,
+            ),
+        )
+        return subscriber  # type: ignore[no-any-return]
+
+    @property
+    def batch_subscriber(self) -> Any:
+        """The FastStream subscriber (its ``consumer``: the running Kafka consumer)."""
+        return self._subscriber
+
+    def publisher(self, topic: str, *, description: str) -> Any:
+        """Document that this service writes the logical ``topic`` (through its relay)."""
+        schema = published_union(self.name, topic)
+        self.outputs[topic] = schema
+        return self.broker.publisher(
+            self.settings.topic(topic),
+            title=f"{self.name} publishes {topic}",
+            description=description,
+            schema=schema,
+        )
+
+    async def consume(self, batch: Iterable[Any]) -> None:
+        """The subscriber's handler: the raw records of one fetch to the batch processor."""
+        if self.consumer is None:  # the hooks make it before the consumer starts
+            log.critical("%s: records fetched before the service started; stopping", self.name)
+            self.failed = True
+            self.stopping.set()
+            return
+        await self.consumer.consume(batch, self._kafka_consumer(), self.stopping)
+
+    def _take_inputs(self, topics: Sequence[str]) -> None:
+        """The batch processor is made: the rebalance listener gets it. A service whose
+        ``service.py`` declared no subscriber (tests' services) gets one over ``topics``."""
+        self._listener.processor = self.consumer
+        if self._subscriber is not None:
+            return
+
+        async def consume(batch: list[Any]) -> None:
+            await self.consume(batch)
+
+        consume.__annotations__["batch"] = list[read_union(topics)]  # type: ignore[misc]
+        self.subscriber(*topics, description=f"The {self.name} service handles these.")(consume)
+
+    def _kafka_consumer(self) -> Any:
+        return self._subscriber.consumer if self._subscriber is not None else None
+
+    async def start(self) -> None:
+        """Run the startup hooks and start the broker."""
+        await self.fast.start()
+
+    async def stop(self) -> None:
+        """Run the shutdown hooks and stop the broker; then close whatever is left."""
+        try:
+            await self.fast.stop()
+        except Exception:
+            log.exception("%s: stopping failed", self.name)
+        finally:
+            await self.close()
+
+    async def _metrics_text(self) -> bytes:
+        body, _content_type = await self.metrics.render(self)
+        return body
+
+    def asyncapi_json(self) -> str:
+        """This service's AsyncAPI 3.0 document (JSON)."""
+        return asyncapi_json(
+            [self.broker],
+            title=f"punto-banco {self.name}",
+            topic_prefix=self.settings.topic_prefix,
+            description=f"{self.description} {SYSTEM_DESCRIPTION}".strip(),
+        )

@@ -1,0 +1,592 @@
+"""The outbox relay: a service's stored events published to Kafka, in order, at least once.
+
+:class:`OutboxRelay` reads the notification log after the position it recorded
+(``relay:<service>``), encodes the records (``records.py``), sends them with an idempotent
+producer, one closed record batch per partition in flight (:class:`RelayProducer`: aiokafka's
+batch API, as FastStream's publisher sends one message per call and hides the acknowledgement),
+and records the new position once every record is acknowledged. After a failure it starts
+again from the recorded position (consumers drop the duplicates). Markers (dealing's OpenBook /
+CloseBook) are sent and acknowledged before the rest of a batch. After a refused batch the
+producer is replaced (an idempotent producer's later batches would be reordered or fail). It
+wakes when the Application saves, and polls otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+from aiokafka.partitioner import DefaultPartitioner
+from eventsourcing.persistence import Recording
+
+from contracts import DEAD_LETTERS, Message, MessageQuarantined
+from services.shared.platform.kafka import cluster_id as read_cluster_id
+from services.shared.platform.kafka import idempotent_producer
+from services.shared.platform.relay.records import (
+    REFUSALS,
+    SIGNED_TOPICS,
+    SIZE_REFUSALS,
+    EventMapper,
+    OutgoingRecord,
+    Quarantine,
+    RecordEncoder,
+    quarantine_record,
+)
+from services.shared.platform.security.signing import Signer
+from services.shared.platform.settings import Settings
+from services.shared.platform.store.application import ServiceApplication
+
+log = logging.getLogger(__name__)
+
+_PARTITIONER = DefaultPartitioner()
+"""The producer's own default: murmur2 of the key, so a table keeps its partition."""
+
+
+@dataclass(slots=True, eq=False)
+class PartitionRecords:
+    """One topic-partition's records of a relay batch, sent in order by one task."""
+
+    topic: str
+    partition: int
+    records: list[OutgoingRecord] = field(default_factory=list)
+    next: int = 0  # records before it are acknowledged (or quarantined)
+    singles_until: int = 0  # records before it go one per batch (after a refused batch)
+    more: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+
+class RelayProducer:
+    """The relay's producer and the partition of each record (see the module docstring)."""
+
+    def __init__(
+        self,
+        name: str,
+        producer: AIOKafkaProducer | None,
+        factory: Callable[[], AIOKafkaProducer] | None,
+    ) -> None:
+        self.name = name  # the relay's tracking name, for logs
+        self._producer = producer
+        self._factory = factory
+        self.generation = 0  # bumped whenever the producer is replaced
+        self.renew_due = False
+        self._gate = _Gate()
+        self._partitions: dict[str, list[int]] = {}  # per relay batch
+        self._chosen: dict[tuple[str, bytes], int] = {}  # murmur2 in pure Python: once per key
+        # topic -> the largest batch (bytes) to send it, once it refused one as too large
+        self._caps: dict[str, int] = {}
+
+    async def start(self) -> None:
+        if self._producer is None:
+            self._producer = await self._new_producer()
+
+    async def stop(self) -> None:
+        if self._producer is not None and self._factory is not None:
+            await self._producer.stop()
+        self._producer = None
+
+    def new_batch(self) -> None:
+        """A relay batch starts: partition counts are read again (once per relay batch)."""
+        self._partitions.clear()
+        self._chosen.clear()
+
+    async def _new_producer(self) -> AIOKafkaProducer:
+        if self._factory is None:
+            raise RuntimeError("relay has no producer")
+        producer = self._factory()
+        await producer.start()
+        return producer
+
+    async def ensure(self) -> None:
+        """A producer to send with: a new one when none, or when the last batch failed."""
+        if self._producer is None or self.renew_due:
+            self.renew_due = False
+            await self.renew(self.generation)
+
+    async def renew(self, generation: int) -> None:
+        """Replace the producer (unless replaced since ``generation``): once the other
+        partitions' batches in flight are acknowledged, stop it and start a new one."""
+        async with self._gate.exclusive():
+            if generation != self.generation:
+                return
+            self.generation += 1
+            if self._factory is None:  # a producer passed in (tests): kept as it is
+                return
+            old, self._producer = self._producer, None
+            if old is not None:
+                try:
+                    await old.stop()  # flushes: the batches still in flight get their answer
+                except Exception:
+                    log.warning("relay %s: stopping the old producer failed", self.name)
+            self._producer = await self._new_producer()
+            log.info("relay %s uses a new producer", self.name)
+
+    async def partition_count(self, topic: str) -> int:
+        """``topic``'s partition count (read once per relay batch)."""
+        return len(await self._known(topic))
+
+    async def _known(self, topic: str) -> list[int]:
+        known = self._partitions.get(topic)
+        if known is None:
+            async with self._gate.sending():
+                producer = self._live()
+                known = sorted(await producer.partitions_for(topic))
+            self._partitions[topic] = known
+        return known
+
+    async def partition_of(self, record: OutgoingRecord) -> int:
+        """The record's partition: the encoder's choice, else murmur2 of its key."""
+        if record.partition is not None:
+            return record.partition
+        choice = self._chosen.get((record.topic, record.key))
+        if choice is None:
+            known = await self._known(record.topic)
+            choice = self._chosen[(record.topic, record.key)] = _PARTITIONER(
+                record.key, known, known
+            )
+        return choice
+
+    def _live(self) -> AIOKafkaProducer:
+        if self._producer is None:
+            raise RuntimeError("the relay has no producer (not started, or starting one failed)")
+        return self._producer
+
+    async def deliver(self, part: PartitionRecords, start: int) -> tuple[str | None, int]:
+        """Send one record batch of ``part`` from ``start`` and await its acknowledgement."""
+        async with self._gate.sending():
+            producer = self._live()
+            generation = self.generation
+            batch, end = self._build(producer, part, start)
+            if end == start:  # not even alone (aiokafka's builder always takes a first record)
+                return f"a record of {part.records[start].size} bytes fits no batch", start + 1
+            size = batch.size()
+            future = await producer.send_batch(batch, part.topic, partition=part.partition)
+        try:
+            await future
+        except REFUSALS as error:
+            if end - start > 1 and isinstance(error, SIZE_REFUSALS):
+                self._caps[part.topic] = min(self._caps.get(part.topic, size), size) // 2
+            why = (
+                f"Kafka refused a record batch of {end - start} record(s), {size} bytes, with "
+                f"{type(error).__name__} ({getattr(error, 'message', '')})"
+            )
+            log.warning("relay %s: %s: %s", self.name, part.topic, why)
+            await self.renew(generation)
+            return why, end
+        return None, end
+
+    def _build(
+        self, producer: AIOKafkaProducer, part: PartitionRecords, start: int
+    ) -> tuple[Any, int]:
+        """A closed record batch of ``part.records[start:end]``, and ``end`` (``start``: none)."""
+        records = part.records
+        batch = producer.create_batch()
+        stop = start + 1 if start < part.singles_until else len(records)
+        cap = self._caps.get(part.topic)
+        end = start
+        while end < stop:
+            record = records[end]
+            if cap is not None and end > start and batch.size() + record.size > cap:
+                break
+            if (
+                batch.append(
+                    key=record.key, value=record.value, timestamp=None, headers=record.headers
+                )
+                is None
+            ):
+                break
+            end += 1
+        batch.close()  # complete: no linger in the producer
+        return batch, end
+
+
+class _Gate:
+    """Lets sends through, except while the producer is replaced (which waits for them)."""
+
+    def __init__(self) -> None:
+        self._changed = asyncio.Condition()
+        self._sending = 0
+        self._closed = False
+
+    @asynccontextmanager
+    async def sending(self) -> AsyncIterator[None]:
+        async with self._changed:
+            await self._changed.wait_for(lambda: not self._closed)
+            self._sending += 1
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self._sending -= 1
+                self._changed.notify_all()
+
+    @asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
+        async with self._changed:
+            await self._changed.wait_for(lambda: not self._closed)
+            self._closed = True
+            await self._changed.wait_for(lambda: self._sending == 0)
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self._closed = False
+                self._changed.notify_all()
+
+
+@dataclass(slots=True)
+class Published:
+    """What one relay batch delivered (acknowledged), for the counters and hooks."""
+
+    acknowledged: list[OutgoingRecord] = field(default_factory=list)
+    quarantined: list[OutgoingRecord] = field(default_factory=list)  # quarantine records
+
+
+class Pipeline:
+    """The partition senders of (part of) a relay batch; ``finish`` awaits them all."""
+
+    def __init__(
+        self, producer: RelayProducer, quarantine: Quarantine, published: Published
+    ) -> None:
+        self.producer = producer
+        self.quarantine = quarantine
+        self.published = published
+        self.partitions: dict[tuple[str, int], PartitionRecords] = {}
+        self.closing = False
+        self.error: BaseException | None = None
+
+    async def add(self, records: Sequence[OutgoingRecord]) -> None:
+        touched: dict[tuple[str, int], PartitionRecords] = {}
+        for record in records:
+            if record.replaces is not None:
+                self.published.quarantined.append(record)
+            tp = (record.topic, await self.producer.partition_of(record))
+            part = self.partitions.get(tp)
+            if part is None:
+                part = self.partitions[tp] = PartitionRecords(*tp)
+            part.records.append(record)
+            touched[tp] = part
+        for part in touched.values():
+            if part.task is None or part.task.done():
+                part.task = asyncio.create_task(self._send(part))
+            part.more.set()
+
+    async def finish(self) -> None:
+        """Wait until every record is acknowledged (or quarantined); raises the first failure."""
+        self.closing = True
+        for part in self.partitions.values():
+            part.more.set()
+        while pending := [
+            p.task for p in self.partitions.values() if p.task is not None and not p.task.done()
+        ]:
+            await asyncio.wait(pending)
+        if self.error is not None:
+            raise self.error
+
+    def cancel(self) -> None:
+        for part in self.partitions.values():
+            if part.task is not None and not part.task.done():
+                part.task.cancel()
+
+    async def _send(self, part: PartitionRecords) -> None:
+        records = part.records
+        try:
+            while self.error is None:
+                start = part.next
+                if start == len(records):
+                    if self.closing:
+                        return
+                    part.more.clear()
+                    await part.more.wait()
+                    continue
+                refusal, end = await self.producer.deliver(part, start)
+                if refusal is None:
+                    self.published.acknowledged.extend(records[start:end])
+                    part.next = end
+                elif end - start > 1:
+                    part.singles_until = end  # find the record(s) refused: one per batch
+                else:
+                    await self._quarantine(records[start], refusal)
+                    part.next = end
+        except Exception as error:  # this partition stops; so does the relay batch
+            if self.error is None:
+                self.error = error
+            for other in self.partitions.values():
+                other.more.set()
+
+    async def _quarantine(self, record: OutgoingRecord, refusal: str) -> None:
+        if record.replaces is not None:  # the quarantine record itself: nothing left to try
+            original = record.replaces
+            log.error(
+                "relay %s could not publish the MessageQuarantined of %s %s either (%s): it "
+                "stays only in the event store, notification %d message %d",
+                self.producer.name,
+                original.message.type,
+                original.message.event_id,
+                refusal,
+                original.notification_id,
+                original.index,
+            )
+            return
+        await self.add([self.quarantine(record, refusal)])
+
+
+MAX_FRESH_EVENTS = 10_000
+"""Domain events just saved, kept for mapping without decoding; beyond this, the store."""
+
+
+class OutboxRelay:
+    """Publish ``app``'s notification log to Kafka through ``mapper``."""
+
+    def __init__(
+        self,
+        app: ServiceApplication,
+        settings: Settings,
+        mapper: EventMapper,
+        *,
+        tracking_name: str | None = None,
+        producer: AIOKafkaProducer | None = None,
+        producer_factory: Callable[[], AIOKafkaProducer] | None = None,
+        signer: Signer | None = None,
+        signed_topics: frozenset[str] = SIGNED_TOPICS,
+        cluster_id: str | None = None,
+    ) -> None:
+        """``cluster_id``: the Kafka cluster's id, which the signatures bind; read from the
+        cluster at start when None and the relay makes its own producers (else ``""``: a
+        producer given, in tests)."""
+        if producer is not None and producer_factory is not None:
+            raise ValueError("pass a producer or a producer factory, not both")
+        if cluster_id is None and (producer is not None or producer_factory is not None):
+            cluster_id = ""
+        self._cluster_id = cluster_id
+        self.app = app
+        self.settings = settings
+        self.tracking_name = tracking_name or f"relay:{settings.service}"
+        if producer is None and producer_factory is None:
+            producer_factory = functools.partial(idempotent_producer, settings, "relay")
+        # The relay starts, stops and replaces the producers it makes (relay/relay.py).
+        self.producer = RelayProducer(self.tracking_name, producer, producer_factory)
+        quarantine = functools.partial(
+            quarantine_record,
+            service=settings.service,
+            dead_letter_topic=settings.topic(DEAD_LETTERS),
+            relay=self.tracking_name,
+        )
+        self._quarantine = quarantine
+        self.encoder = RecordEncoder(
+            settings,
+            mapper,
+            quarantine,
+            signer=signer,
+            signed_topics=signed_topics,
+            partitions=self._partition_count,
+        )
+        self._counts: dict[str, int] = {}  # topic -> partitions, read once per relay batch
+        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # notification id -> the domain event just saved in this process (see the docstring)
+        self._fresh: dict[int, object] = {}
+        self._fresh_lock = threading.Lock()
+        self.position = 0
+        self.published = 0
+        self.quarantined = 0
+        # Operations hooks (metrics.py): the messages of every acknowledged batch, and the
+        # MessageQuarantined records that replaced messages the broker cannot take.
+        self.on_published: Callable[[Sequence[Message]], None] | None = None
+        self.on_quarantined: Callable[[Sequence[MessageQuarantined]], None] | None = None
+
+    @property
+    def max_record_bytes(self) -> int:
+        """Larger records are quarantined unsent (``relay/records.py``)."""
+        return self.encoder.max_record_bytes
+
+    @max_record_bytes.setter
+    def max_record_bytes(self, value: int) -> None:
+        self.encoder.max_record_bytes = value
+
+    @property
+    def _generation(self) -> int:
+        """How many times the producer was replaced (tests read it)."""
+        return self.producer.generation
+
+    # -- lifecycle ----------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        """Started (and so able to publish), whether or not stopped since."""
+        return self._loop is not None
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        if self._cluster_id is None and self.encoder.signer is not None:
+            self._cluster_id = await read_cluster_id(self.settings)
+        self.encoder.cluster = self._cluster_id or ""
+        await self.producer.start()
+        self.position = await asyncio.to_thread(self.app.tracked_position, self.tracking_name)
+        self.app.add_save_listener(self._on_saved)
+        log.info("relay %s starts after notification %d", self.tracking_name, self.position)
+
+    async def stop(self) -> None:
+        self.app.remove_save_listener(self._on_saved)
+        await self.producer.stop()
+
+    def _on_saved(self, recordings: Sequence[Recording[UUID]]) -> None:
+        with self._fresh_lock:
+            if len(self._fresh) < MAX_FRESH_EVENTS:  # a stalled relay falls back to the store
+                for recording in recordings:
+                    self._fresh[recording.notification.id] = recording.domain_event
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake.set)
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Publish until ``stopping`` is set (then publish what is pending and return)."""
+        delay = 0.5
+        while True:
+            self._wake.clear()
+            try:
+                count = await self.publish_pending()
+                delay = 0.5
+            except Exception:
+                if stopping.is_set():
+                    log.exception("relay %s failed while stopping", self.tracking_name)
+                    return
+                # Nothing was recorded past the last acknowledged batch: start again there.
+                log.exception("relay %s failed; retrying in %.1fs", self.tracking_name, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+                continue
+            if stopping.is_set():
+                return
+            if count == 0:
+                waiter = asyncio.create_task(self._wake.wait())
+                stopper = asyncio.create_task(stopping.wait())
+                await asyncio.wait(
+                    {waiter, stopper},
+                    timeout=self.settings.relay_poll_interval,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                waiter.cancel()
+                stopper.cancel()
+
+    # -- publishing ---------------------------------------------------------------
+    async def publish_pending(self) -> int:
+        """Publish every stored event after the recorded position; returns records acknowledged."""
+        if self._loop is None:
+            raise RuntimeError("relay not started")
+        total = 0
+        leftover: list[tuple[int, Any]] = []
+        while True:
+            await self.producer.ensure()
+            if leftover:
+                events = leftover
+            else:
+                events, last_id = await asyncio.to_thread(self._read_events, self.position)
+                if last_id is None:
+                    return total
+            done = [self.position]
+            try:
+                published = await self._publish_batch(events, done)
+            except KafkaError:
+                self.producer.renew_due = True  # its state may be what failed: start with a new one
+                raise
+            last_id = done[0]
+            leftover = [item for item in events if item[0] > last_id]
+            await asyncio.to_thread(self.app.record_position, self.tracking_name, last_id)
+            self.position = last_id
+            self._report(published)
+            total += len(published.acknowledged)
+            log.debug(
+                "relay %s published %d up to %d",
+                self.tracking_name,
+                len(published.acknowledged),
+                last_id,
+            )
+
+    def _report(self, published: Published) -> None:
+        self.published += len(published.acknowledged)
+        if self.on_published is not None:  # operations hook (metrics)
+            self.on_published([r.message for r in published.acknowledged])
+        if published.quarantined:
+            self.quarantined += len(published.quarantined)
+            if self.on_quarantined is not None:
+                self.on_quarantined(
+                    [
+                        m
+                        for r in published.quarantined
+                        if isinstance(m := r.message, MessageQuarantined)
+                    ]
+                )
+
+    async def _publish_batch(self, events: Sequence[tuple[int, Any]], done: list[int]) -> Published:
+        """Send the records of ``events`` (markers first); ``done[0]``: the last notification
+        of the relay batch (the rest of ``events`` is for the next one)."""
+        self.producer.new_batch()
+        self._counts.clear()
+        published = Published()
+        chunks = self.encoder.chunks(events, done)
+        others = Pipeline(self.producer, self._quarantine, published)
+        try:
+            while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
+                if chunk.markers:
+                    markers = Pipeline(self.producer, self._quarantine, published)
+                    try:
+                        await markers.add(chunk.markers)
+                        await markers.finish()
+                    finally:
+                        markers.cancel()
+                if chunk.others:
+                    await others.add(chunk.others)
+                if others.error is not None:
+                    break
+            await others.finish()
+        finally:
+            others.cancel()
+        return published
+
+    def _partition_count(self, topic: str) -> int:
+        """``topic``'s partition count, for the encoder in its thread (asks the producer on the
+        event loop, once per relay batch)."""
+        count = self._counts.get(topic)
+        if count is None:
+            loop = self._loop
+            if loop is None:
+                raise RuntimeError("relay not started")
+            asked = asyncio.run_coroutine_threadsafe(self.producer.partition_count(topic), loop)
+            count = self._counts[topic] = asked.result()
+        return count
+
+    def _read_events(self, after: int) -> tuple[list[tuple[int, Any]], int | None]:
+        """The next notifications' domain events (just saved: as saved; else decoded)."""
+        notifications = self.app.process_recorder.select_notifications(
+            start=after + 1, limit=self.settings.relay_batch_size
+        )
+        if not notifications:
+            return [], None
+        last_id = notifications[-1].id
+        with self._fresh_lock:
+            fresh = {n.id: self._fresh.pop(n.id, None) for n in notifications}
+            stale = [key for key in self._fresh if key <= last_id]  # seen in the store first
+            for key in stale:
+                del self._fresh[key]
+        return [
+            (n.id, fresh[n.id] or self.app.mapper.to_domain_event(n)) for n in notifications
+        ], last_id
+
+    def _read_batch(self, after: int) -> tuple[list[OutgoingRecord], int | None]:
+        """Every record of the next batch at once (markers first), and its last notification id."""
+        events, last_id = self._read_events(after)
+        if last_id is None:
+            return [], None
+        done = [after]
+        records = [
+            r for chunk in self.encoder.chunks(events, done) for r in chunk.markers + chunk.others
+        ]
+        return records, done[0]

@@ -1,0 +1,382 @@
+"""Record signatures: who wrote a Kafka record, and where, checked by whoever reads it.
+
+Scheme ``record-jws/v2``: a JWS (RFC 7515) with a detached, unencoded payload (RFC 7797),
+EdDSA over Ed25519, in the record's ``pb-sig`` header as ``header..signature``. The payload is
+the record's value; the protected header (compact JSON, keys sorted) binds the cluster, topic
+(with its prefix), partition, key and relay position (``pb-pos``), so a genuine record copied
+elsewhere does not verify. :func:`verify` takes a record only when its key id is in the
+:class:`Keyring` as a key of the one service that may write it; v1 signatures only where
+asked (the audit's seal anchors). Written by hand: a library JWS per record costs real CPU
+(BENCHMARKS.md); docs/integrating.md verifies the same bytes with a few lines.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+log = logging.getLogger(__name__)
+
+ALGORITHM = "EdDSA"
+"""JWS ``alg`` (RFC 8037): Ed25519 here."""
+
+MAX_SIGNATURE_CHARS = 4096
+"""A ``pb-sig`` value longer than this is refused unread (a real one is about 300 characters)."""
+
+KEY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""A key id: ``<service>-<n>`` when made by ``punto-banco keys``; at most 64 characters."""
+
+SCHEME = "record-jws/v2"
+"""The signature scheme, named in every header (``pb-scheme``)."""
+
+_B64URL = re.compile(r"[A-Za-z0-9_-]*")
+_MEMBERS_V1 = frozenset({"alg", "b64", "crit", "kid", "pb-key", "pb-pos", "pb-topic"})
+_MEMBERS = _MEMBERS_V1 | {"pb-cluster", "pb-part", "pb-scheme"}
+_RELOAD_EVERY = 1.0  # seconds: at most one keyring re-read per second on unknown key ids
+HEADERS_KEPT = 4096
+"""(where, key) pairs whose header a signer keeps built (about 500 B each), the oldest going
+first: memory stays bounded however many table ids records name."""
+
+
+class KeyringError(ValueError):
+    """A keyring that cannot be read or parsed; the message says which entry and why."""
+
+
+def b64url(data: bytes) -> bytes:
+    """RFC 4648 base64url without padding."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=")
+
+
+def b64url_decode(text: str) -> bytes:
+    """The bytes of a base64url text without padding; ValueError unless it is canonical."""
+    if _B64URL.fullmatch(text) is None or len(text) % 4 == 1:
+        raise ValueError("not base64url without padding")
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if b64url(data).decode("ascii") != text:  # stray bits in the last character
+        raise ValueError("not canonical base64url")
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """Where a record is written, as Kafka names it: what a signature binds besides the
+    record's key and relay position."""
+
+    cluster: str  # the Kafka cluster's id ("" where there is none: in-memory tests)
+    topic: str  # the topic's name, with the deployment's prefix (PB_TOPIC_PREFIX)
+    partition: int
+
+
+def protected_header(kid: str, where: Where, key: str, notification_id: int, index: int) -> bytes:
+    """The JWS protected header of a record (compact JSON, keys sorted, ASCII)."""
+    return json.dumps(
+        {
+            "alg": ALGORITHM,
+            "b64": False,
+            "crit": ["b64"],
+            "kid": kid,
+            "pb-cluster": where.cluster,
+            "pb-key": key,
+            "pb-part": where.partition,
+            "pb-pos": f"{notification_id}:{index}",
+            "pb-scheme": SCHEME,
+            "pb-topic": where.topic,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode("ascii")
+
+
+class Signer:
+    """Signs records with one Ed25519 private key known in the keyring as ``kid``."""
+
+    def __init__(self, kid: str, service: str, private_key: Ed25519PrivateKey) -> None:
+        if KEY_ID.fullmatch(kid) is None:
+            raise ValueError(f"key id {kid!r} is not 1-64 letters, digits, '.', '_' or '-'")
+        self.kid = kid
+        self.service = service
+        self._key = private_key
+        # (where, key) -> the header's bytes before and after the position, which is digits
+        # and a colon only: the JSON of the header is built once per table and topic.
+        self._halves: dict[tuple[Where, bytes], tuple[bytes, bytes]] = {}
+
+    @property
+    def public_key(self) -> Ed25519PublicKey:
+        return self._key.public_key()
+
+    def sign(
+        self, where: Where, key: bytes, value: bytes, notification_id: int, index: int
+    ) -> bytes:
+        """The ``pb-sig`` header value of the record written ``where``."""
+        halves = self._halves.get((where, key))
+        if halves is None:
+            marker = b'"pb-pos":"0:0"'
+            whole = protected_header(self.kid, where, key.decode("utf-8"), 0, 0)
+            before, after = whole.split(marker)
+            if len(self._halves) >= HEADERS_KEPT:
+                del self._halves[next(iter(self._halves))]
+            halves = self._halves[(where, key)] = (before + b'"pb-pos":"', b'"' + after)
+        header = b64url(b"%s%d:%d%s" % (halves[0], notification_id, index, halves[1]))
+        signature = self._key.sign(header + b"." + value)
+        return header + b".." + b64url(signature)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyringEntry:
+    kid: str
+    service: str
+    public_key: Ed25519PublicKey
+
+    def raw(self) -> bytes:
+        return raw_public_key(self.public_key)
+
+
+def raw_public_key(key: Ed25519PublicKey) -> bytes:
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def public_key_pem(key: Ed25519PublicKey) -> str:
+    return key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ).decode("ascii")
+
+
+def key_entries(
+    text: str, source: str, error: type[Exception]
+) -> Iterator[tuple[str, object, str]]:
+    """The entries of a keyring's JSON (``{"<key id>": {...}, ...}``): each key id (checked
+    against :data:`KEY_ID`), its entry (for the caller to check) and where it is, for error
+    messages; ``error`` says what is wrong with the document as a whole."""
+    try:
+        document = json.loads(text)
+    except ValueError as problem:
+        raise error(f"{source} is not JSON: {problem}") from None
+    if not isinstance(document, dict):
+        raise error(f"{source} must be a JSON object: key id -> entry")
+    for kid, entry in document.items():
+        where = f"{source}, key {kid!r}"
+        if KEY_ID.fullmatch(kid) is None:
+            raise error(f"{where}: a key id is 1-64 letters, digits, '.', '_' or '-'")
+        yield kid, entry, where
+
+
+def parse_public_key(text: str) -> Ed25519PublicKey:
+    """An Ed25519 public key from PEM (SubjectPublicKeyInfo) or base64 of its 32 raw bytes."""
+    if "-----BEGIN" in text:
+        key = serialization.load_pem_public_key(text.encode("ascii"))
+        if not isinstance(key, Ed25519PublicKey):
+            raise ValueError(f"a {type(key).__name__}, not an Ed25519 public key")
+        return key
+    standard = text.rstrip("=").replace("-", "+").replace("_", "/")
+    raw = base64.b64decode(standard + "=" * (-len(standard) % 4), validate=True)
+    if len(raw) != 32:
+        raise ValueError(f"{len(raw)} bytes, an Ed25519 public key has 32")
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
+class Keyring:
+    """Key id -> (service, public key). Loaded from a JSON file, it reads the file again
+    (at most once a second, when it changed) on meeting an unknown key id, so a key added by
+    a rotation is taken without a restart."""
+
+    def __init__(self, entries: Mapping[str, KeyringEntry], path: Path | None = None) -> None:
+        self._entries = dict(entries)
+        self.path = path
+        self._stamp = _stamp(path) if path is not None else None
+        self._checked = time.monotonic()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def parse(cls, text: str, source: str = "keyring", path: Path | None = None) -> Keyring:
+        """A keyring from its JSON: ``{"<kid>": {"service": ..., "public_key": ...}, ...}``."""
+        entries: dict[str, KeyringEntry] = {}
+        for kid, entry, where in key_entries(text, source, KeyringError):
+            if not isinstance(entry, dict):
+                raise KeyringError(f"{where}: must be an object with service and public_key")
+            service, public = entry.get("service"), entry.get("public_key")
+            if not isinstance(service, str) or not service:
+                raise KeyringError(f"{where}: 'service' must name the service holding the key")
+            if not isinstance(public, str):
+                raise KeyringError(f"{where}: 'public_key' must be PEM or base64 of 32 bytes")
+            try:
+                key = parse_public_key(public.strip())
+            except (ValueError, TypeError, binascii.Error) as error:
+                raise KeyringError(f"{where}: public_key is not an Ed25519 key ({error})") from None
+            entries[kid] = KeyringEntry(kid, service, key)
+        return cls(entries, path)
+
+    @classmethod
+    def load(cls, path: Path) -> Keyring:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise KeyringError(f"cannot read the keyring {path}: {error.strerror}") from None
+        return cls.parse(text, f"keyring {path}", path)
+
+    def to_json(self) -> str:
+        """The keyring as the file holds it (public keys in PEM)."""
+        document = {
+            kid: {"service": entry.service, "public_key": public_key_pem(entry.public_key)}
+            for kid, entry in sorted(self._entries.items())
+        }
+        return json.dumps(document, indent=2) + "\n"
+
+    def __contains__(self, kid: object) -> bool:
+        return kid in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def entries(self) -> list[KeyringEntry]:
+        return list(self._entries.values())
+
+    def with_entry(self, entry: KeyringEntry) -> Keyring:
+        return Keyring({**self._entries, entry.kid: entry}, self.path)
+
+    def get(self, kid: str) -> KeyringEntry | None:
+        """The entry of ``kid``; an unknown id makes a file-backed keyring look at its file."""
+        entry = self._entries.get(kid)
+        if entry is None and self.path is not None and self._reload():
+            entry = self._entries.get(kid)
+        return entry
+
+    def find(self, service: str, public_key: Ed25519PublicKey) -> KeyringEntry | None:
+        """The entry of ``service`` holding ``public_key`` (a signer's own key id)."""
+        raw = raw_public_key(public_key)
+        for entry in self._entries.values():
+            if entry.service == service and entry.raw() == raw:
+                return entry
+        return None
+
+    def _reload(self) -> bool:
+        """Read the file again if it changed (at most once a second); True if it was."""
+        path = self.path
+        if path is None:
+            return False
+        with self._lock:
+            now = time.monotonic()
+            if now - self._checked < _RELOAD_EVERY:
+                return False
+            self._checked = now
+            stamp = _stamp(path)
+            if stamp == self._stamp:
+                return False
+            try:
+                fresh = Keyring.load(path)
+            except KeyringError as error:
+                log.error("keyring %s changed but is unusable (%s): old one kept", path, error)
+                return False
+            self._entries, self._stamp = fresh._entries, stamp
+            log.warning("keyring %s read again: %d keys", path, len(self._entries))
+            return True
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size
+
+
+def verify(
+    keyring: Keyring,
+    signer: str,
+    where: Where,
+    key: bytes | None,
+    value: bytes | None,
+    notification_id: int,
+    index: int,
+    header: bytes | None,
+    *,
+    v1_topic: str | None = None,
+) -> str | None:
+    """None when ``header`` (a ``pb-sig`` value) is ``signer``'s signature of this record
+    (its place, ``key``, ``value``, relay position); else why not, in a few words."""
+    if header is None:
+        return f"no pb-sig header (only {signer} publishes this, and signs what it publishes)"
+    if len(header) > MAX_SIGNATURE_CHARS:
+        return f"malformed: pb-sig has {len(header)} bytes, more than {MAX_SIGNATURE_CHARS}"
+    try:
+        text = header.decode("ascii")
+        encoded, payload, signature_text = text.split(".")
+        if payload:
+            return "malformed: pb-sig carries a payload; it must be detached (header..signature)"
+        protected = b64url_decode(encoded)
+        signature = b64url_decode(signature_text)
+        fields = json.loads(protected, object_pairs_hook=unique_members)
+    except (UnicodeDecodeError, ValueError) as error:
+        return f"malformed: pb-sig is not a JWS header..signature ({error})"
+    first = isinstance(fields, dict) and set(fields) == _MEMBERS_V1
+    if first and v1_topic is None:
+        return (
+            "signed with the first scheme (v1), which binds no partition, prefix or cluster: "
+            f"refused (a reader takes {SCHEME} only; docs/security.md, Upgrading)"
+        )
+    if not first and (not isinstance(fields, dict) or set(fields) != _MEMBERS):
+        return f"malformed: the protected header must have exactly {sorted(_MEMBERS)}"
+    if fields["alg"] != ALGORITHM or fields["b64"] is not False or fields["crit"] != ["b64"]:
+        return 'malformed: the header must say "alg":"EdDSA","b64":false,"crit":["b64"]'
+    if not first and fields["pb-scheme"] != SCHEME:
+        return f"malformed: pb-scheme is {_shown(fields['pb-scheme'])}, not {SCHEME!r}"
+    kid = fields["kid"]
+    if not isinstance(kid, str) or KEY_ID.fullmatch(kid) is None:
+        return "malformed: kid is not a key id"
+    entry = keyring.get(kid)
+    if entry is None:
+        return f"unknown key id {kid!r} (not in the keyring)"
+    if entry.service != signer:
+        return f"key {kid!r} belongs to {entry.service}, but only {signer} writes here"
+    topic = v1_topic if first else where.topic
+    if fields["pb-topic"] != topic:
+        return f"signed for topic {_shown(fields['pb-topic'])}, not {topic}"
+    if not first and fields["pb-cluster"] != where.cluster:
+        return f"signed for cluster {_shown(fields['pb-cluster'])}, not {where.cluster!r}"
+    part = fields.get("pb-part")
+    if not first and (type(part) is not int or part != where.partition):
+        return f"signed for partition {_shown(part)}, not {where.partition}"
+    try:
+        key_text = "" if key is None else key.decode("utf-8")
+    except UnicodeDecodeError:
+        return "the record key is not UTF-8 (a signed record's key is its table id)"
+    if fields["pb-key"] != key_text:
+        return f"signed for key {_shown(fields['pb-key'])}, not {_shown(key_text)}"
+    position = f"{notification_id}:{index}"
+    if fields["pb-pos"] != position:
+        return f"signed for position {_shown(fields['pb-pos'])}, not {position}"
+    if value is None:
+        return "the record has no value"
+    try:
+        entry.public_key.verify(signature, encoded.encode("ascii") + b"." + value)
+    except InvalidSignature:
+        return f"bad signature (key {kid!r}): the value or header was changed, or forged"
+    return None
+
+
+def unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members, refused (ValueError) when one appears twice."""
+    found: dict[str, Any] = {}
+    for name, item in pairs:
+        if name in found:
+            raise ValueError(f"member {name!r} appears twice")
+        found[name] = item
+    return found
+
+
+def _shown(item: object, limit: int = 80) -> str:
+    text = repr(item)
+    return text if len(text) <= limit else text[:limit] + "..."

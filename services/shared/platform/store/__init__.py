@@ -1,0 +1,61 @@
+"""The store: a service's eventsourcing Application and what it writes in one transaction.
+
+Events, tracking records and side rows are recorded together (:class:`UnitOfWork`); one writer
+per store (:func:`writer_lease`, fenced on PostgreSQL); every Application call runs on one
+thread (:class:`AppWorker`); the notification log is sealed in a hash chain (:func:`seal_store`);
+refused facts become incidents (:func:`raise_incident`); ``punto-banco db setup`` provisions
+least-privilege PostgreSQL roles (:func:`provision`).
+"""
+
+from services.shared.platform.store.application import (
+    AppWorker,
+    ServiceApplication,
+    StoreNotReady,
+    UnitOfWork,
+    open_application,
+    prepare_store,
+    watch_worker,
+)
+from services.shared.platform.store.incidents import (
+    Evidence,
+    IncidentLog,
+    Origin,
+    raise_incident,
+    refuse_fact,
+)
+from services.shared.platform.store.lease import (
+    LeaseLost,
+    StoppedAsStandby,
+    WriterLease,
+    writer_lease,
+)
+from services.shared.platform.store.provisioning import (
+    SERVICES,
+    Provisioning,
+    provision,
+    store_roles,
+)
+from services.shared.platform.store.sealing import (
+    FINGERPRINT_BYTES,
+    LEDGER_ID,
+    MAX_ROWS_PER_ROUND,
+    SEALED_TOPIC,
+    STARTED_TOPIC,
+    ZERO_DIGEST,
+    Sealer,
+    SealLedger,
+    expand_runs,
+    seal_digest,
+    seal_store,
+)
+from services.shared.platform.store.side_tables import (
+    BET_IDS,
+    REFUSED_COMMANDS,
+    SIDE_TABLES,
+    Row,
+    SideRows,
+    SideTable,
+    create_side_tables,
+    fill_from_history,
+    select_rows,
+)

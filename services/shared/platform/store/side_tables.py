@@ -1,0 +1,286 @@
+"""Tables beside a service's events (derived state: settlement's bet ids, dealing's refused
+commands), written in the same transaction as the events (:class:`SideRows` handed to the
+recorder with the save), INSERT only: a second writer of a key fails its whole transaction.
+:func:`select_rows` reads them by key; :func:`fill_from_history` gives the events of an older
+store their rows, once, page by page.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from eventsourcing.persistence import (
+    IntegrityError,
+    Notification,
+    ProcessRecorder,
+    Recorder,
+    StoredEvent,
+    Tracking,
+)
+from eventsourcing.popo import POPOFactory, POPOProcessRecorder
+from eventsourcing.sqlite import SQLiteCursor, SQLiteProcessRecorder
+
+log = logging.getLogger(__name__)
+
+SIDE_ROWS = "side_rows"
+"""The recorders' keyword: the :class:`SideRows` of a unit of work."""
+CHUNK = 500
+"""Keys per query (SQLite allows 32,766 parameters; PostgreSQL takes arrays)."""
+
+Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class SideTable:
+    """A table beside the events: its columns (name, SQLite type, PostgreSQL type), its
+    primary key, and the leading key columns :func:`select_rows` looks rows up by."""
+
+    name: str
+    columns: tuple[tuple[str, str, str], ...]
+    primary_key: tuple[str, ...]
+    lookup: tuple[str, ...]
+
+    @property
+    def column_names(self) -> list[str]:
+        return [column for column, _, _ in self.columns]
+
+    def sqlite_ddl(self) -> str:
+        columns = ", ".join(f"{name} {kind}" for name, kind, _ in self.columns)
+        key = ", ".join(self.primary_key)
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.name} ({columns}, PRIMARY KEY ({key})) WITHOUT ROWID"
+        )
+
+    def postgres_ddl(self, schema: str) -> str:
+        columns = ", ".join(f"{name} {kind}" for name, _, kind in self.columns)
+        key = ", ".join(self.primary_key)
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.qualified(schema)} ({columns}, PRIMARY KEY ({key}))"
+        )
+
+    def qualified(self, schema: str | None) -> str:
+        """The table's name in ``schema`` (quoted), or alone (SQLite: None)."""
+        if schema is None:
+            return self.name
+        return '"' + schema.replace('"', '""') + '".' + self.name
+
+    def insert(self) -> str:
+        """SQLite's INSERT of one row."""
+        marks = ",".join("?" * len(self.columns))
+        return f"INSERT INTO {self.name} ({', '.join(self.column_names)}) VALUES ({marks})"
+
+    def insert_many(self, schema: str) -> str:
+        """PostgreSQL's INSERT of many rows in one statement, given as one JSON document
+        (:meth:`postgres_rows`: psycopg's text arrays would quote every value in Python)."""
+        columns = ", ".join(self.column_names)
+        record = ", ".join(f"{name} {kind.split()[0]}" for name, _, kind in self.columns)
+        return (
+            f"INSERT INTO {self.qualified(schema)} ({columns}) "
+            f"SELECT {columns} FROM json_to_recordset(%s::json) AS x({record})"
+        )
+
+    def postgres_rows(self, rows: Sequence[Row]) -> str:
+        """The JSON document of :meth:`insert_many`."""
+        names = self.column_names
+        return json.dumps([dict(zip(names, row, strict=True)) for row in rows])
+
+
+@dataclass(frozen=True)
+class SideRows:
+    """New rows of one side table, to insert with a unit of work's events."""
+
+    table: SideTable
+    rows: Sequence[Row]
+
+
+def side_rows(kwargs: dict[str, Any]) -> Sequence[SideRows]:
+    found: Sequence[SideRows] = kwargs.get(SIDE_ROWS) or ()
+    return found
+
+
+class SideSQLiteRecorder(SQLiteProcessRecorder):
+    """eventsourcing's SQLite process recorder; writes a unit's side rows with its events."""
+
+    def _insert_events(
+        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        for rows in side_rows(kwargs):
+            c.executemany(rows.table.insert(), rows.rows)
+        return super()._insert_events(c, stored_events, **kwargs)
+
+
+class SidePOPORecorder(POPOProcessRecorder):
+    """eventsourcing's in-memory process recorder, with side tables as dicts by primary key."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.side_tables: dict[str, dict[Row, Row]] = {}
+
+    def _assert_uniqueness(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
+        super()._assert_uniqueness(stored_events, **kwargs)
+        for rows in side_rows(kwargs):
+            table = self.side_tables.get(rows.table.name, {})
+            keys = [_key(rows.table, row) for row in rows.rows]
+            if len(set(keys)) < len(keys) or any(key in table for key in keys):
+                raise IntegrityError(f"a row of {rows.table.name} is there already")
+
+    def _update_table(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        for rows in side_rows(kwargs):
+            table = self.side_tables.setdefault(rows.table.name, {})
+            table.update((_key(rows.table, row), tuple(row)) for row in rows.rows)
+        return super()._update_table(stored_events, **kwargs)
+
+
+def _key(table: SideTable, row: Row) -> Row:
+    names = table.column_names
+    return tuple(row[names.index(column)] for column in table.primary_key)
+
+
+def process_recorder(factory: Any) -> ProcessRecorder:
+    """``factory``'s process recorder (eventsourcing's SQLite, PostgreSQL or in-memory
+    factory), as a subclass of the one it would construct that writes side rows."""
+    if isinstance(factory, POPOFactory):
+        return SidePOPORecorder()
+    if not factory.env.get(factory.PROCESS_RECORDER_TOPIC):  # (pg_store's write side rows)
+        current = getattr(factory, "process_recorder_class", None)
+        if current is SQLiteProcessRecorder:
+            factory.process_recorder_class = SideSQLiteRecorder
+        elif "eventsourcing.postgres" in sys.modules:
+            from eventsourcing.postgres import PostgresProcessRecorder
+
+            if current is PostgresProcessRecorder:  # (its factory reads its type's class)
+                factory.env[factory.PROCESS_RECORDER_TOPIC] = FENCED_RECORDER
+    recorder: ProcessRecorder = factory.process_recorder()
+    return recorder
+
+
+FENCED_RECORDER = "services.shared.platform.store.postgres:FencedRecorder"
+
+
+def create_side_tables(factory: Any, recorder: Recorder, tables: Sequence[SideTable]) -> None:
+    """Create ``tables`` in ``recorder``'s database if missing, when ``factory`` creates its
+    tables (``CREATE_TABLE``; a provisioned store has them: ``store/provisioning.py``); an in-memory
+    recorder needs none."""
+    create = getattr(factory, "env_create_table", None)
+    if create is not None and not create():
+        return
+    if isinstance(recorder, SQLiteProcessRecorder):
+        with recorder.datastore.transaction(commit=True) as c:
+            for table in tables:
+                c.execute(table.sqlite_ddl())
+        return
+    datastore = getattr(recorder, "datastore", None)
+    schema = getattr(datastore, "schema", None)
+    if datastore is not None and schema is not None:  # PostgreSQL
+        with datastore.transaction(commit=True) as curs:
+            for table in tables:
+                curs.execute(table.postgres_ddl(schema))
+
+
+def select_rows(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> list[Row]:
+    """The rows of ``table`` whose :attr:`SideTable.lookup` columns equal one of ``keys``."""
+    found: list[Row] = []
+    for start in range(0, len(keys), CHUNK):
+        found += _select(recorder, table, keys[start : start + CHUNK])
+    return found
+
+
+def fill_from_history(
+    recorder: ProcessRecorder,
+    done: str,
+    progress: str,
+    topics: Sequence[str],
+    page: int,
+    record: Callable[[Sequence[Notification]], None],
+) -> int:
+    """Give the events of ``topics`` recorded before a side table existed their rows, once;
+    the notifications read (0 when done before)."""
+    if recorder.max_tracking_id(done):
+        return 0
+    start = (recorder.max_tracking_id(progress) or 0) + 1
+    read = 0
+    while notifications := recorder.select_notifications(start, page, topics=list(topics)):
+        record(notifications)
+        read += len(notifications)
+        start = notifications[-1].id + 1
+        log.info("%s: rows of older events recorded up to notification %d", progress, start - 1)
+    recorder.insert_tracking(Tracking(done, 1))
+    return read
+
+
+def _select(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> list[Row]:
+    # The keys are joined to the table (a search of its primary key per key): written as
+    # ``(a, b) IN (VALUES ...)``, SQLite would scan the whole table instead.
+    columns = ", ".join(f"t.{column}" for column in table.column_names)
+    match = " AND ".join(f"t.{column} = k.c{i}" for i, column in enumerate(table.lookup))
+    if isinstance(recorder, SidePOPORecorder):
+        wanted = set(keys)
+        rows = recorder.side_tables.get(table.name, {}).values()
+        positions = [table.column_names.index(column) for column in table.lookup]
+        return [row for row in rows if tuple(row[i] for i in positions) in wanted]
+    if isinstance(recorder, SQLiteProcessRecorder):
+        aliases = ", ".join(f"c{i}" for i in range(len(table.lookup)))
+        values = ",".join(["(" + ",".join("?" * len(table.lookup)) + ")"] * len(keys))
+        statement = (
+            f"WITH k({aliases}) AS (VALUES {values}) "
+            f"SELECT {columns} FROM k JOIN {table.name} AS t ON {match}"
+        )
+        with recorder.datastore.transaction(commit=False) as c:
+            c.execute(statement, [value for key in keys for value in key])
+            return [tuple(row) for row in c.fetchall()]
+    datastore: Any = getattr(recorder, "datastore", None)
+    names = [f"c{i}" for i in range(len(table.lookup))]
+    record = ", ".join(f"{name} text" for name in names)
+    statement = (
+        f"SELECT {columns} FROM json_to_recordset(%s::json) AS k({record}) "
+        f"JOIN {table.qualified(datastore.schema)} AS t ON {match}"
+    )
+    document = json.dumps([dict(zip(names, key, strict=True)) for key in keys])
+    with datastore.get_connection() as connection, connection.cursor() as cursor:
+        cursor.execute(statement, (document,))
+        return [tuple(row[name] for name in table.column_names) for row in cursor.fetchall()]
+
+
+BET_IDS = SideTable(
+    "bet_ids",
+    (
+        ("operator", "TEXT NOT NULL", "text NOT NULL"),
+        ("bet_id", "TEXT NOT NULL", "text NOT NULL"),
+        ("version", "INTEGER NOT NULL", "integer NOT NULL"),
+        ("bet", "TEXT", "text"),  # the content as a JSON list; NULL: the id is free again
+        ("accepted", "INTEGER NOT NULL", "boolean NOT NULL"),
+        ("reason_code", "TEXT", "text"),
+        ("message", "TEXT NOT NULL", "text NOT NULL"),
+        ("held", "INTEGER NOT NULL", "boolean NOT NULL"),
+    ),
+    ("operator", "bet_id", "version"),
+    ("operator", "bet_id"),
+)
+"""Settlement's bet ids (``settlement.bet_index_store``): derived state, rebuildable from its
+BetsAnswered / BetRejected / BetsHeld events; a row per answer given to an (operator, bet
+id), the highest version saying what holds."""
+
+REFUSED_COMMANDS = SideTable(
+    "refused_commands",
+    (
+        ("table_id", "TEXT NOT NULL", "text NOT NULL"),
+        ("command_id", "TEXT NOT NULL", "text NOT NULL"),
+    ),
+    ("table_id", "command_id"),
+    ("table_id", "command_id"),
+)
+"""Dealing's refused table commands (``dealing.rejections``): a row per command id refused for
+a table id, derived state rebuildable from its CommandRejected events."""
+
+SIDE_TABLES: dict[str, tuple[SideTable, ...]] = {
+    "settlement": (BET_IDS,),
+    "dealing": (REFUSED_COMMANDS,),
+}
+"""Each service's side tables (what ``punto-banco db setup`` creates and grants)."""
