@@ -9,7 +9,7 @@ server runs as the ``postgres`` OS user, which PostgreSQL requires.
 
 Every start (also of a server already running) provisions, as that administrator, the
 services' least-privilege roles for the default schemas of the project database
-(``services/shared/platform/store/provisioning.py``: ``shoe``, ``dealing``, ``settlement`` and their
+(``services/tools/admin/provisioning.py``: ``shoe``, ``dealing``, ``settlement`` and their
 ``*_owner`` roles, ``auditor``). Their passwords are made here and kept in
 ``<home>/secrets/<role>.password`` (0600, folder 0700); :meth:`PostgresServer.role_env` gives a
 role's ``POSTGRES_*`` settings, to run a service (or the audit) as that role.
@@ -50,7 +50,7 @@ from services.dev.infra.processes import (
 )
 from services.dev.infra.programs import find_bin_dir
 from services.shared.platform.settings import PostgresSettings
-from services.shared.platform.store import SERVICES, Provisioning, provision, store_roles
+from services.tools.admin.provisioning import SERVICES, Provisioning, provision, store_roles
 
 DEFAULT_PORT = 55432
 PORT_OPTION = "--postgres-port (or PB_POSTGRES_PORT)"

@@ -2,10 +2,10 @@
 
 Run by an administrator (a role with CREATEROLE and CREATE on the database), connected with
 the usual ``POSTGRES_*`` / ``PB_POSTGRES_DSN`` settings; never by the services, which then run
-each as its own role with ``PB_POSTGRES_CREATE_TABLES=no`` (``provisioning.py`` says who may do
-what). Idempotent. What it found, created and granted goes to stderr; the settings of each
-LOGIN role it created (its password included, shown this once) go to stdout. A role that
-existed keeps its password, which is never shown.
+each as its own role with ``PB_POSTGRES_CREATE_TABLES=no`` (``tools/admin/provisioning.py`` says
+who may do what). Idempotent. What it found, created and granted goes to stderr; the settings
+of each LOGIN role it created (its password included, shown this once) go to stdout. A role
+that existed keeps its password, which is never shown.
 
 The services' passwords may be given (``PB_POSTGRES_PASSWORD_<ROLE>``, e.g.
 ``PB_POSTGRES_PASSWORD_SHOE``, ``PB_POSTGRES_PASSWORD_AUDITOR``: from the Secrets the services
@@ -64,7 +64,7 @@ def setup_command(
     import psycopg
 
     from services.shared.platform.settings import Settings, SettingsError
-    from services.shared.platform.store import provision, store_roles
+    from services.tools.admin.provisioning import provision, store_roles
 
     names = [name.strip() for name in services.split(",") if name.strip()]
     unknown = [name for name in names if name not in SERVICES]

@@ -24,13 +24,8 @@ from typer.testing import CliRunner
 
 from services.dev.simulation import LocalSystem, play
 from services.shared.platform.settings import PostgresSettings, Settings, replace
-from services.shared.platform.store import (
-    SERVICES,
-    Provisioning,
-    prepare_store,
-    provision,
-    writer_lease,
-)
+from services.shared.platform.store import prepare_store, writer_lease
+from services.tools.admin.provisioning import SERVICES, Provisioning, provision
 from services.tools.cli.main import app
 from tests.postgres_databases import database_for_roles
 from tests.signing_keys import key_env

@@ -40,14 +40,14 @@ from services.shared.platform.store.lease import (
     LEASE_TABLES,
     LOCK_CLASS,
 )
-from services.shared.platform.store.provisioning import (
+from services.shoe.application import ShoeApplication
+from services.tools.admin.provisioning import (
     SERVICES,
     SETUP_LOCK,
     Provisioning,
     StoreRoles,
     provision,
 )
-from services.shoe.application import ShoeApplication
 from services.tools.cli.main import app
 from tests.integration.audit.helpers import audit_settings
 from tests.postgres_databases import database_for_roles

@@ -19,8 +19,9 @@ import pytest
 from services.dev.infra.common import InfraError
 from services.dev.infra.postgres import PostgresServer
 from services.shared.platform.settings import Settings
-from services.shared.platform.store import SERVICES, open_application, prepare_store
+from services.shared.platform.store import open_application, prepare_store
 from services.shoe.application import ShoeApplication
+from services.tools.admin.provisioning import SERVICES
 from tests.signing_keys import key_env
 
 pytestmark = pytest.mark.slow

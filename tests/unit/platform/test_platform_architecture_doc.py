@@ -18,7 +18,12 @@ def named_paths() -> set[str]:
 def test_every_file_the_page_names_exists() -> None:
     missing = []
     for name in sorted(named_paths()):
-        places = (ROOT, ROOT / "docs", RUNTIME, ROOT / "services" / "settlement")
+        places = (
+            ROOT,
+            ROOT / "docs",
+            RUNTIME,
+            *(ROOT / "services" / s for s in ("settlement", "gateway")),
+        )
         candidates = [place / name for place in places]
         if not any(path.is_file() for path in candidates):
             missing.append(name)

@@ -7,7 +7,6 @@ import pytest
 from eventsourcing.utils import resolve_topic
 from typer.testing import CliRunner
 
-from services.shared.platform import store as pg_roles  # what `db setup` calls
 from services.shared.platform.settings import PostgresSettings, Settings, SettingsError
 from services.shared.platform.store import (
     BET_IDS,
@@ -17,7 +16,8 @@ from services.shared.platform.store import (
 from services.shared.platform.store import application as persistence
 from services.shared.platform.store import postgres as pg_store
 from services.shared.platform.store.postgres import ProvisionedRecorder
-from services.shared.platform.store.provisioning import (
+from services.tools.admin import provisioning as pg_roles  # what `db setup` calls
+from services.tools.admin.provisioning import (
     Provisioning,
     RoleOutcome,
     StoreOutcome,

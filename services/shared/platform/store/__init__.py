@@ -3,11 +3,12 @@
 Events, tracking records and side rows are recorded together (:class:`UnitOfWork`); one writer
 per store (:func:`writer_lease`, fenced on PostgreSQL); every Application call runs on one
 thread (:class:`AppWorker`); the notification log is sealed in a hash chain (:func:`seal_store`);
-refused facts become incidents (:func:`raise_incident`); ``punto-banco db setup`` provisions
-least-privilege PostgreSQL roles (:func:`provision`).
+refused facts become incidents (:func:`raise_incident`). What ``punto-banco db setup`` provisions
+a store with (``services/tools/admin/provisioning.py``) is named here too.
 """
 
 from services.shared.platform.store.application import (
+    LOCK_PROCEDURE,
     AppWorker,
     ServiceApplication,
     StoreNotReady,
@@ -24,16 +25,12 @@ from services.shared.platform.store.incidents import (
     refuse_fact,
 )
 from services.shared.platform.store.lease import (
+    LEASE_TABLES,
     LeaseLost,
     StoppedAsStandby,
     WriterLease,
+    lease_tables_statements,
     writer_lease,
-)
-from services.shared.platform.store.provisioning import (
-    SERVICES,
-    Provisioning,
-    provision,
-    store_roles,
 )
 from services.shared.platform.store.sealing import (
     FINGERPRINT_BYTES,

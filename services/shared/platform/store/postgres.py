@@ -5,12 +5,10 @@ lease's fence (``lease.py``) and the unit's side rows, and sends its statements 
 (psycopg's pipeline could leave a large INSERT half sent, both ends waiting for ever).
 :class:`ProvisionedRecorder` takes the events table's write lock through the owner's
 ``pb_lock_events`` procedure: the service's role holds no privilege that could change an event.
-:class:`OwnerRoleFactory` acts as ``PB_POSTGRES_SET_ROLE`` (provisioning creates the tables so).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +20,7 @@ from eventsourcing.persistence import (
     Tracking,
 )
 from eventsourcing.postgres import PostgresDatastore, PostgresFactory, PostgresProcessRecorder
-from eventsourcing.utils import Environment, EnvType, retry
+from eventsourcing.utils import retry
 from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier, Literal
@@ -31,13 +29,8 @@ from services.shared.platform.store.lease import FENCE_ENV, fence_statement
 from services.shared.platform.store.side_tables import side_rows
 
 LOCK_PROCEDURE = "pb_lock_events"
-"""The owner's procedure taking an events table's write lock (made by ``provisioning.py``)."""
-SET_ROLE = "PB_POSTGRES_SET_ROLE"
-"""eventsourcing environment key: the role :class:`OwnerRoleFactory`'s connections act as."""
-OWNER_ROLE_FACTORY = f"{__name__}:OwnerRoleFactory"
+"""The owner's procedure taking an events table's write lock (made by ``db setup``)."""
 FENCED_FACTORY = f"{__name__}:FencedFactory"
-
-ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
 class FencedRecorder(PostgresProcessRecorder):
@@ -103,19 +96,6 @@ class ProvisionedRecorder(FencedRecorder):
                 Literal(self.events_table_name),
             ),
         ]
-
-
-class OwnerRoleFactory(PostgresFactory):
-    """eventsourcing's PostgreSQL factory; every connection acts as ``PB_POSTGRES_SET_ROLE``."""
-
-    def __init__(self, env: Environment | EnvType | None) -> None:
-        super().__init__(env)
-        role = self.env.get(SET_ROLE) or ""
-        if not ROLE_NAME.match(role):
-            raise ValueError(f"{SET_ROLE} must name a role (lower case, digits, _), not {role!r}")
-        kwargs = self.datastore.pool.kwargs
-        assert isinstance(kwargs, dict)  # eventsourcing gives the pool a dict
-        kwargs["options"] = f"-c role={role}"
 
 
 class FencedFactory(PostgresFactory):

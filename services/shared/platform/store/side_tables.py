@@ -166,7 +166,7 @@ FENCED_RECORDER = "services.shared.platform.store.postgres:FencedRecorder"
 
 def create_side_tables(factory: Any, recorder: Recorder, tables: Sequence[SideTable]) -> None:
     """Create ``tables`` in ``recorder``'s database if missing, when ``factory`` creates its
-    tables (``CREATE_TABLE``; a provisioned store has them: ``store/provisioning.py``); an in-memory
+    tables (``CREATE_TABLE``; a provisioned store has them: ``db setup``); an in-memory
     recorder needs none."""
     create = getattr(factory, "env_create_table", None)
     if create is not None and not create():

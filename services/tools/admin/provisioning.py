@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import psycopg
+from eventsourcing.postgres import PostgresFactory
+from eventsourcing.utils import Environment, EnvType
 from psycopg import sql
 
 from services.shared.platform.settings import (
@@ -26,18 +28,35 @@ from services.shared.platform.settings import (
     PostgresSettings,
     SettingsError,
 )
-from services.shared.platform.store.application import ServiceApplication
-from services.shared.platform.store.lease import LEASE_TABLES, lease_tables_statements
-from services.shared.platform.store.postgres import (
+from services.shared.platform.store import (
+    LEASE_TABLES,
     LOCK_PROCEDURE,
-    OWNER_ROLE_FACTORY,
-    ROLE_NAME,
-    SET_ROLE,
+    SIDE_TABLES,
+    ServiceApplication,
+    create_side_tables,
+    lease_tables_statements,
 )
-from services.shared.platform.store.side_tables import SIDE_TABLES, create_side_tables
 
+SET_ROLE = "PB_POSTGRES_SET_ROLE"
+"""eventsourcing environment key: the role :class:`OwnerRoleFactory`'s connections act as."""
+OWNER_ROLE_FACTORY = f"{__name__}:OwnerRoleFactory"
+ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 TRIGGER = "pb_append_only"
 REFUSE_FUNCTION = "pb_refuse_change"
+
+
+class OwnerRoleFactory(PostgresFactory):
+    """eventsourcing's PostgreSQL factory; every connection acts as ``PB_POSTGRES_SET_ROLE``
+    (the tables are created as their owner)."""
+
+    def __init__(self, env: Environment | EnvType | None) -> None:
+        super().__init__(env)
+        role = self.env.get(SET_ROLE) or ""
+        if not ROLE_NAME.match(role):
+            raise ValueError(f"{SET_ROLE} must name a role (lower case, digits, _), not {role!r}")
+        kwargs = self.datastore.pool.kwargs
+        assert isinstance(kwargs, dict)  # eventsourcing gives the pool a dict
+        kwargs["options"] = f"-c role={role}"
 
 
 @dataclass(frozen=True)
@@ -89,7 +108,7 @@ class StoreTables:
 def grants(store: StoreRoles, tables: StoreTables, auditor: str) -> list[Grant]:
     """Every privilege of the service's role and the auditor on ``store`` (nothing else; the
     lease's tables: UPDATE, the privilege PostgreSQL asks of whoever takes their lock modes,
-    ``store/lease.py``; they take no row)."""
+    the runtime's ``store/lease.py``; they take no row)."""
     schema, login = store.schema, store.login
     given = [Grant("USAGE", "SCHEMA", (schema,), login)]
     given += [Grant("SELECT, INSERT", "TABLE", (schema, t), login) for t in tables.events]
@@ -246,7 +265,8 @@ def describe_tables(conn: psycopg.Connection[Any], store: StoreRoles, tables: St
 
 def append_only(conn: psycopg.Connection[Any], store: StoreRoles, tables: StoreTables) -> None:
     """The trigger refusing UPDATE, DELETE and TRUNCATE on each events table, and the
-    procedure taking an events table's write lock as the owner (``store/postgres.py``)."""
+    procedure taking an events table's write lock as the owner (the runtime's
+    ``store/postgres.py`` calls it)."""
     schema = sql.Identifier(store.schema)
     conn.execute(
         sql.SQL(
