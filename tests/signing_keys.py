@@ -16,8 +16,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from services.shared.platform.security.keys import SERVICES, init_keys
 from services.shared.platform.settings import Settings
+from services.tools.admin.keys import (
+    SERVICES,
+    init_keys,
+)
 
 _folder: Path | None = None
 

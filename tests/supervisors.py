@@ -17,6 +17,8 @@ from pathlib import Path
 
 from services.shared.platform.security import (
     SupervisorKeyring,
+)
+from services.tools.admin.supervisors import (
     SupervisorSigner,
     ensure_supervisor_key,
 )

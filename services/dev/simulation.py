@@ -55,18 +55,22 @@ from services.shared.platform.security import (
     SecretKeys,
     SupervisorKey,
     SupervisorKeyring,
-    SupervisorSigner,
-    ensure_supervisor_key,
-    env_form,
-    init_secret_key,
-    new_key,
-    next_kid,
 )
 from services.shared.platform.settings import Settings
 from services.shared.platform.store import ServiceApplication, prepare_store, seal_store
 from services.shoe.application import ShoeApplication
 from services.shoe.messages import apply_command
 from services.shoe.messages import to_messages as shoe_messages
+from services.tools.admin.keys import (
+    env_form,
+    init_secret_key,
+    new_key,
+    next_kid,
+)
+from services.tools.admin.supervisors import (
+    SupervisorSigner,
+    ensure_supervisor_key,
+)
 
 SERVICES = ("shoe", "dealing", "settlement")
 POSITION_FACTOR = 2**20

@@ -23,7 +23,9 @@ from services.dev.demo.ledger import Ledger, Severity
 from services.dev.demo.orchestrator import DemoConfig, TableDriver
 from services.dev.demo.processes import ServiceProcess, run_supervisor, service_env
 from services.dev.demo.system import LocalSystem, SystemTimeout
-from services.shared.platform.security import SupervisorSigner
+from services.tools.admin.supervisors import (
+    SupervisorSigner,
+)
 
 LIMITS = {
     name: BetLimitSpec(minimum=100, maximum=100_000)

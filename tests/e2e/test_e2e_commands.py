@@ -41,9 +41,11 @@ from contracts import (
 from services.dev.demo.processes import LOCAL_SUPERVISOR
 from services.dev.demo.system import LocalSystem
 from services.dev.infra.kafka_clients import SUPERVISOR
-from services.shared.platform.security import SupervisorSigner
 from services.shared.rules.cards import Card
 from services.shared.rules.shoe import verify_commitment
+from services.tools.admin.supervisors import (
+    SupervisorSigner,
+)
 from services.tools.cli.main import app
 from tests.e2e.helpers import (
     answered,

@@ -117,7 +117,9 @@ class DemoGateway:
     def prepare(self, logins: KafkaLogins | None = None) -> None:
         """Each operator's secrets (new for each run; on the local broker of ``logins`` its
         gateway principal's password), the gateway services' keys, the wallets started."""
-        from services.shared.platform.security import init_run_keys
+        from services.tools.admin.keys import (
+            init_run_keys,
+        )
 
         registry = OperatorRegistry(self.data_dir / "keys" / "operators")
         for number, operator in enumerate(self.operators):

@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING
 from services.dev.infra.kafka_clients import KafkaLogins
 
 if TYPE_CHECKING:
-    from services.shared.platform.security import SupervisorSigner
+    from services.tools.admin.supervisors import (
+        SupervisorSigner,
+    )
 
 SERVICES: tuple[str, ...] = ("shoe", "dealing", "settlement")
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -98,7 +100,9 @@ def prepare_keys(settings: ServiceSettings, services: Iterable[str] = SERVICES) 
     ``PB_SUPERVISOR_KEYRING``."""
     done: list[str] = []
     if not any(name in settings.extra for name in KEY_VARIABLES):
-        from services.shared.platform.security import init_run_keys
+        from services.tools.admin.keys import (
+            init_run_keys,
+        )
 
         done = init_run_keys(settings.data_dir.resolve(), tuple(services))
     if SUPERVISOR_KEYRING not in settings.extra:
@@ -111,7 +115,10 @@ def run_supervisor(settings: ServiceSettings) -> SupervisorSigner:
     """The run's supervisor, made when missing: its key ``<data dir>/keys/supervisors/
     supervisor-1.pem`` in the keyring dealing reads (``<data dir>/keys/supervisors.json``);
     ``punto-banco supervisor void --key`` that file to void a coup of the run."""
-    from services.shared.platform.security import SupervisorSigner, ensure_supervisor_key
+    from services.tools.admin.supervisors import (
+        SupervisorSigner,
+        ensure_supervisor_key,
+    )
 
     keys = settings.data_dir.resolve() / "keys"
     private, key = ensure_supervisor_key(

@@ -1,10 +1,10 @@
 """``punto-banco keys init|rotate|rotate-secret|show``: signing keys, keyring, shoe secret.
 
 Every service signs what it publishes and believes only what the writer's key signed
-(``services/shared/platform/security/signing.py``); the shoe encrypts each shoe's order and salt at
-rest (``security/keys.py``). ``init`` makes what ``punto-banco serve`` looks for:
-``PB_SIGNING_KEY`` / ``PB_KEYRING`` / ``PB_SHOE_SECRET_KEY_FILE`` when set, else
-``<data dir>/keys/``.
+(``services/shared/platform/security/signing.py``); the shoe encrypts each shoe's order and
+salt at rest. The keys are made by ``services/tools/admin/keys.py``. ``init`` makes what
+``punto-banco serve`` looks for: ``PB_SIGNING_KEY`` / ``PB_KEYRING`` /
+``PB_SHOE_SECRET_KEY_FILE`` when set, else ``<data dir>/keys/``.
 """
 
 from __future__ import annotations
@@ -46,7 +46,12 @@ def init_command(
 ) -> None:
     """Create a key for every service that has none, and the keyring; for the shoe also its
     secret key file (idempotent)."""
-    from services.shared.platform.security import KeysError, init_keys
+    from services.shared.platform.security import (
+        KeysError,
+    )
+    from services.tools.admin.keys import (
+        init_keys,
+    )
 
     names = [name.strip() for name in services.split(",") if name.strip()]
     if not names:
@@ -71,7 +76,12 @@ def rotate_command(
     The old public key stays in the keyring (records signed with it still verify). Restart the
     service to sign with the new key; readers take the new key id without a restart.
     """
-    from services.shared.platform.security import KeysError, rotate_key
+    from services.shared.platform.security import (
+        KeysError,
+    )
+    from services.tools.admin.keys import (
+        rotate_key,
+    )
 
     settings = _settings(service, data_dir)
     try:
@@ -92,7 +102,12 @@ def rotate_secret_command(
     The old keys stay in the file: the shoes encrypted with them still decrypt. Restart the
     shoe to use the new key. Remove an old key only once no shoe in play was shuffled with it.
     """
-    from services.shared.platform.security import KeysError, rotate_secret_key
+    from services.shared.platform.security import (
+        KeysError,
+    )
+    from services.tools.admin.keys import (
+        rotate_secret_key,
+    )
 
     settings = _settings("shoe", data_dir)
     try:

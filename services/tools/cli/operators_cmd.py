@@ -57,7 +57,12 @@ def add_command(
 ) -> None:
     """Add an operator: its secrets (printed as export lines), key and Kafka principal."""
     from services.gateway.operators import OperatorError, service_name
-    from services.shared.platform.security import KeysError, init_keys
+    from services.shared.platform.security import (
+        KeysError,
+    )
+    from services.tools.admin.keys import (
+        init_keys,
+    )
 
     settings, registry = _registry(data_dir)
     try:

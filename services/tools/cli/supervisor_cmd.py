@@ -1,12 +1,13 @@
 """``punto-banco supervisor keygen|void``: supervisors' keys, and their signed voids.
 
-A void is a supervisor's decision signed with their Ed25519 key (``decisions.py``: a JWT,
-EdDSA). ``keygen`` makes a supervisor's key (the private key file, mode 0600, and its entry in
-the supervisors keyring dealing verifies with; the supervisor's earlier keys are retired:
-rotation). ``void`` builds the ``VoidCoup``, signs it, sends it to the table-commands topic
-(with the platform's Kafka settings: ``KAFKA_BOOTSTRAP_SERVERS``, ``PB_TOPIC_PREFIX``), prints
-what it sent and waits for dealing's answer: ``CoupVoided`` on table-events (exit 0) or
-``CommandRejected`` on command-events (exit 1, with the reason); none in time: exit 3.
+A void is a supervisor's decision signed with their Ed25519 key (a JWT, EdDSA:
+``services/tools/admin/supervisors.py``). ``keygen`` makes a supervisor's key (the private key
+file, mode 0600, and its entry in the supervisors keyring dealing verifies with; the
+supervisor's earlier keys are retired: rotation). ``void`` builds the ``VoidCoup``, signs it,
+sends it to the table-commands topic (with the platform's Kafka settings:
+``KAFKA_BOOTSTRAP_SERVERS``, ``PB_TOPIC_PREFIX``), prints what it sent and waits for dealing's
+answer: ``CoupVoided`` on table-events (exit 0) or ``CommandRejected`` on command-events (exit
+1, with the reason); none in time: exit 3.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ import typer
 
 if TYPE_CHECKING:
     from contracts import Message, VoidCoup
-    from services.shared.platform.security import SupervisorSigner
     from services.shared.platform.settings import Settings
+    from services.tools.admin.supervisors import (
+        SupervisorSigner,
+    )
 
 supervisor_app = typer.Typer(
     name="supervisor",
@@ -82,8 +85,15 @@ def keygen_command(
     keys are retired now (dealing refuses what they sign from then on; the audit still verifies
     the voids they signed before). Dealing reads its keyring file again by itself.
     """
-    from services.shared.platform.security import SupervisorKeysError, add_supervisor_key
-    from services.shared.platform.security import entry_json as entries
+    from services.shared.platform.security import (
+        SupervisorKeysError,
+    )
+    from services.tools.admin.supervisors import (
+        add_supervisor_key,
+    )
+    from services.tools.admin.supervisors import (
+        entry_json as entries,
+    )
 
     settings = _settings(data_dir)
     folder = out if out is not None else settings.supervisor_keys_dir
@@ -105,6 +115,8 @@ def _signer(key: Path, keyring: Path, kid: str | None, supervisor: str | None) -
     from services.shared.platform.security import (
         SupervisorKeyring,
         SupervisorKeysError,
+    )
+    from services.tools.admin.supervisors import (
         SupervisorSigner,
         load_supervisor_key,
     )

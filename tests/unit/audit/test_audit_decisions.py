@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from services.shared.platform.security import SupervisorKey, SupervisorKeyring, SupervisorSigner
+from services.shared.platform.security import (
+    SupervisorKey,
+    SupervisorKeyring,
+)
+from services.tools.admin.supervisors import (
+    SupervisorSigner,
+)
 from services.tools.audit.auditor import AuditReport, audit
 from services.tools.audit.findings import Code, Severity
 from services.tools.audit.memory_stores import ListStore

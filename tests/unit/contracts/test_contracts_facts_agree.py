@@ -45,10 +45,15 @@ from services.shared.facts.settlement import (
 from services.shared.facts.shoe import SHOE_FACTS, CardsBurnedFact, ShoeShuffledFact
 from services.shared.platform.relay import message_id, with_incidents
 from services.shared.platform.relay.publishing import Publication, line_ids, payload_fields
-from services.shared.platform.security import SecretKeys, new_key
+from services.shared.platform.security import (
+    SecretKeys,
+)
 from services.shared.platform.store import IncidentLog, ServiceApplication
 from services.shared.platform.store.application import FactMapper
 from services.shoe.messages import to_messages as shoe_messages
+from services.tools.admin.keys import (
+    new_key,
+)
 from tests.unit.contracts.schema_strategies import from_schema
 
 SCHEMAS = Path(c.__file__).parent / "schemas"

@@ -22,9 +22,17 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from contracts import BettingOpened, CommandRejected, CoupVoided, Message, VoidCoup
 from services.dealing.application import DealingApplication
 from services.dealing.domain import CoupPhase, coup_aggregate_id
-from services.shared.platform.security import SupervisorKey, SupervisorKeyring, add_supervisor_key
+from services.shared.platform.security import (
+    SupervisorKey,
+    SupervisorKeyring,
+)
 from services.shared.platform.security import decisions as supervisors_module
-from services.shared.platform.security.decisions import SupervisorSigner, sign_decision
+from services.tools.admin.supervisors import (
+    SupervisorSigner,
+    add_supervisor_key,
+    entry_json,
+    sign_decision,
+)
 from tests.supervisors import SUPERVISOR, keyring, supervisor
 from tests.unit.dealing.harness import Driver, ScriptedShoe, open_table, shuffled_order
 
@@ -337,7 +345,7 @@ def test_a_coup_older_than_the_void_window_cannot_be_voided() -> None:
 def test_the_keyring_and_the_void_window_come_from_the_environment(tmp_path: Path) -> None:
     signer = supervisor()
     ring = tmp_path / "supervisors.json"
-    ring.write_text(keyring().to_json(), encoding="utf-8")
+    ring.write_text(entry_json(keyring().entries()), encoding="utf-8")
     clock = Clock()
     env = {"PB_SUPERVISOR_KEYRING": str(ring), "PB_VOID_WINDOW": "1m"}
     driver = make_driver(clock=clock, env=env)

@@ -25,21 +25,24 @@ from services.shared.platform.security import (
     SupervisorKey,
     SupervisorKeyring,
     SupervisorKeysError,
-    add_supervisor_key,
-    ensure_supervisor_key,
 )
 from services.shared.platform.security.decisions import (
     AUDIENCE,
     LEEWAY,
     DecisionRefused,
     RefusalCode,
-    SupervisorSigner,
     authenticate,
     check_time,
     read_decision,
-    sign_decision,
 )
 from services.shared.platform.security.signing import b64url
+from services.tools.admin.supervisors import (
+    SupervisorSigner,
+    add_supervisor_key,
+    ensure_supervisor_key,
+    entry_json,
+    sign_decision,
+)
 from services.tools.cli.main import app
 
 KEY = Ed25519PrivateKey.generate()
@@ -234,7 +237,7 @@ def test_a_bad_keyring_says_which_entry_and_why(document: str, says: str) -> Non
 def test_a_retirement_time_round_trips_through_the_file() -> None:
     at = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
     key = SupervisorKey("s-1", "s", KEY.public_key(), at)
-    again = SupervisorKeyring.parse(SupervisorKeyring({"s-1": key}).to_json()).get("s-1")
+    again = SupervisorKeyring.parse(entry_json([key])).get("s-1")
     assert again is not None and again.retired_at == at
     with pytest.raises(SupervisorKeysError, match="time zone"):
         SupervisorKeyring.parse(

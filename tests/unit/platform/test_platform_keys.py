@@ -13,13 +13,15 @@ import pytest
 from services.shared.platform.security import Where, verify
 from services.shared.platform.security.keys import (
     KeysError,
-    init_keys,
     load_keyring,
     load_private_key,
-    rotate_key,
     signer_for,
 )
 from services.shared.platform.settings import Settings
+from services.tools.admin.keys import (
+    init_keys,
+    rotate_key,
+)
 
 
 def settings(tmp_path: Path, service: str = "dealing", **env: str) -> Settings:

@@ -13,19 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from services.shared.platform.security import init_secret_key, rotate_secret_key
 from services.shared.platform.security.encryption import SCHEME, FieldDecryptionError
 from services.shared.platform.security.keys import (
     SecretKeyError,
     SecretKeys,
-    env_form,
-    new_key,
     read_key_file,
 )
 from services.shared.platform.settings import Settings
 from services.shared.platform.store.application import FactMapper
 from services.shoe.application import ShoeApplication, ShoeKeyError
 from services.shoe.domain import Shoe, ShoeError
+from services.tools.admin.keys import (
+    env_form,
+    init_secret_key,
+    new_key,
+    rotate_secret_key,
+)
 
 SHUFFLED = Shoe.Shuffled.TOPIC
 

@@ -1,25 +1,26 @@
 """Security: who wrote a record, who decided a void, and the secrets kept at rest.
 
 Record signatures (:class:`Signer`, :func:`verify`, the :class:`Keyring` of every service's
-public keys, made by :func:`init_keys`); supervisors' signed decisions (a JWT, EdDSA:
-:func:`authenticate`, :func:`check_time`, :class:`SupervisorKeyring`); the shoe's secret keys
-(:class:`SecretKeys`) that encrypt fields at rest.
+public keys); supervisors' signed decisions (a JWT, EdDSA: :func:`authenticate`,
+:func:`check_time`, :class:`SupervisorKeyring`); the shoe's secret keys (:class:`SecretKeys`)
+that encrypt fields at rest. Making keys and signing decisions is the tools'
+(``services/tools/admin/``).
 """
 
 from services.shared.platform.security.decisions import (
+    AUDIENCE,
+    CLAIMS_VERSION,
+    JWS_REGISTRY,
+    SUPERVISOR_ID,
+    TOKEN_TYPE,
     Decision,
     DecisionRefused,
     SupervisorKey,
     SupervisorKeyring,
     SupervisorKeysError,
-    SupervisorSigner,
-    add_supervisor_key,
     authenticate,
     check_time,
     decision_id_of,
-    ensure_supervisor_key,
-    entry_json,
-    load_supervisor_key,
     mismatch,
     read_decision,
 )
@@ -31,17 +32,11 @@ from services.shared.platform.security.keys import (
     SecretKeyError,
     SecretKeys,
     create_private,
-    env_form,
-    init_keys,
-    init_run_keys,
-    init_secret_key,
     load_keyring,
+    load_private_key,
     load_secret_keys,
-    new_key,
-    next_kid,
+    read_key_file,
     replace_file,
-    rotate_key,
-    rotate_secret_key,
     signer_for,
 )
 from services.shared.platform.security.signing import (
@@ -51,6 +46,7 @@ from services.shared.platform.security.signing import (
     KeyringError,
     Signer,
     Where,
+    public_key_pem,
     verify,
 )
 from services.shared.platform.security.signing import SCHEME as RECORD_SCHEME

@@ -6,7 +6,8 @@ reason, the supervisor (``iss`` = ``sub``), ``jti`` = the carrying command's ``e
 lifetime of at most an hour. :func:`authenticate` checks what the token says by itself,
 :func:`check_time` whether it may be used at a moment, :func:`mismatch` whether it is the
 command's; each refusal is a :class:`DecisionRefused` with its ``CommandRejected`` reason code.
-The :class:`SupervisorKeyring` file follows its file (keys added, retired at a moment).
+The :class:`SupervisorKeyring` follows its file (keys added, retired at a moment). Making keys
+and signing decisions is a tool's: ``services/tools/admin/supervisors.py``.
 """
 
 from __future__ import annotations
@@ -18,33 +19,25 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
-from uuid import UUID, uuid4
+from uuid import UUID
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from joserfc import jws, jwt
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from joserfc import jws
 from joserfc.errors import JoseError, UnsupportedAlgorithmError
 from joserfc.jwk import OKPKey
 from joserfc.util import urlsafe_b64decode
 
-from contracts import MAX_AUTHORIZATION, MAX_TEXT, VoidCoup
-from services.shared.platform.security.keys import (
-    KeysError,
-    create_private,
-    load_private_key,
-    replace_file,
-)
+from contracts import MAX_AUTHORIZATION, MAX_TEXT
 from services.shared.platform.security.signing import (
     ALGORITHM,
     KEY_ID,
     key_entries,
     parse_public_key,
-    public_key_pem,
     raw_public_key,
     unique_members,
 )
@@ -176,35 +169,6 @@ class SupervisorKeyring:
     def __contains__(self, kid: object) -> bool:
         return kid in self._keys
 
-    # -- changing ---------------------------------------------------------------------------
-    def with_key(self, key: SupervisorKey) -> SupervisorKeyring:
-        return SupervisorKeyring({**self._keys, key.kid: key}, self.path)
-
-    def retiring(self, supervisor: str, at: datetime) -> SupervisorKeyring:
-        """The keyring with every key of ``supervisor`` in use retired at ``at``."""
-        keys = {
-            kid: replace(key, retired_at=at)
-            if key.supervisor == supervisor and key.retired_at is None
-            else key
-            for kid, key in self._keys.items()
-        }
-        return SupervisorKeyring(keys, self.path)
-
-    def next_kid(self, supervisor: str) -> str:
-        """``<supervisor>-<n>``: one more than the supervisor's highest number, never reused."""
-        pattern = re.compile(re.escape(supervisor) + r"-([1-9][0-9]{0,8})")
-        numbers = [int(m.group(1)) for kid in self._keys if (m := pattern.fullmatch(kid))]
-        return f"{supervisor}-{max(numbers, default=0) + 1}"
-
-    def to_json(self) -> str:
-        document: dict[str, dict[str, str]] = {}
-        for kid, key in sorted(self._keys.items()):
-            entry = {"supervisor": key.supervisor, "public_key": public_key_pem(key.public_key)}
-            if key.retired_at is not None:
-                entry["retired_at"] = key.retired_at.isoformat().replace("+00:00", "Z")
-            document[kid] = entry
-        return json.dumps(document, indent=2) + "\n"
-
     def _refresh(self) -> None:
         path = self.path
         if path is None:
@@ -235,80 +199,6 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return status.st_mtime_ns, status.st_size, status.st_ino
 
 
-# -- key files ----------------------------------------------------------------------------------
-def load_supervisor_key(path: Path) -> Ed25519PrivateKey:
-    """A supervisor's private key (PEM); refused when group or others may read it."""
-    try:
-        return load_private_key(path)
-    except KeysError as error:
-        raise SupervisorKeysError(str(error).replace("signing key", "supervisor key")) from None
-
-
-def write_keyring(path: Path, keyring: SupervisorKeyring) -> None:
-    """Write the keyring atomically (readable by all: it holds no secret)."""
-    replace_file(path, keyring.to_json().encode("utf-8"), 0o644)
-
-
-def add_supervisor_key(
-    keyring_path: Path,
-    key_path: Path,
-    supervisor: str,
-    now: datetime | None = None,
-) -> tuple[SupervisorKey, list[str]]:
-    """A new key for ``supervisor``: the private key replaces ``key_path`` (0600), the public key
-    enters the keyring at ``keyring_path`` (made when missing) under ``<supervisor>-<n>``, and
-    the supervisor's keys in use are retired now. The new key and the ids retired."""
-    if SUPERVISOR_ID.fullmatch(supervisor) is None:
-        raise SupervisorKeysError(
-            f"supervisor id {supervisor!r}: 1-54 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
-        )
-    now = (now or datetime.now(UTC)).astimezone(UTC)
-    keyring = (
-        SupervisorKeyring.load(keyring_path)
-        if keyring_path.exists()
-        else SupervisorKeyring({}, keyring_path)
-    )
-    retired = [
-        k.kid for k in keyring.entries() if k.supervisor == supervisor and k.retired_at is None
-    ]
-    private = Ed25519PrivateKey.generate()
-    key = SupervisorKey(keyring.next_kid(supervisor), supervisor, private.public_key())
-    pem = private.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    # The keyring first (as a service key's rotation): a key file is never left that no
-    # keyring knows; if writing the key file fails, running keygen again makes another.
-    write_keyring(keyring_path, keyring.retiring(supervisor, now).with_key(key))
-    if key_path.exists():
-        replace_file(key_path, pem, 0o600)
-    else:
-        create_private(key_path, pem)
-    return key, retired
-
-
-def ensure_supervisor_key(
-    keyring_path: Path, key_path: Path, supervisor: str
-) -> tuple[Ed25519PrivateKey, SupervisorKey]:
-    """The supervisor's private key at ``key_path`` and its keyring entry, made (as by
-    :func:`add_supervisor_key`) unless the file holds a key the keyring lists as the
-    supervisor's and in use (idempotent: local runs, the tests' supervisor)."""
-    if key_path.exists() and keyring_path.exists():
-        private = load_supervisor_key(key_path)
-        known = SupervisorKeyring.load(keyring_path).find(private.public_key())
-        if known is not None and known.supervisor == supervisor and known.retired_at is None:
-            return private, known
-    key, _ = add_supervisor_key(keyring_path, key_path, supervisor)
-    return load_supervisor_key(key_path), key
-
-
-def entry_json(keys: Iterable[SupervisorKey]) -> str:
-    """The keyring entries of ``keys`` (what an operator adds to another keyring file)."""
-    return SupervisorKeyring({key.kid: key for key in keys}).to_json()
-
-
 TOKEN_TYPE = "pb-decision+jwt"
 """The header's ``typ``: a supervisor's decision (RFC 8725 explicit typing)."""
 AUDIENCE = "punto-banco:dealing"
@@ -318,8 +208,6 @@ ACTIONS = frozenset({"void"})
 
 MAX_LIFETIME = timedelta(hours=1)
 """The longest a token may be valid (``exp - iat``): a token is made just before it is sent."""
-DEFAULT_LIFETIME = timedelta(minutes=5)
-"""How long a token made by :func:`sign_decision` is valid unless told otherwise."""
 LEEWAY = timedelta(seconds=60)
 """Clock difference allowed between the supervisor's machine and dealing (``iat``, ``exp``)."""
 
@@ -347,7 +235,8 @@ class _EdDSAOnly(jws.JWSRegistry):
         return self.algorithms[name]
 
 
-_JWS = _EdDSAOnly()
+JWS_REGISTRY = _EdDSAOnly()
+"""joserfc's registry for decisions: EdDSA only."""
 
 
 class DecisionRefused(ValueError):
@@ -375,103 +264,13 @@ class Decision:
     expires_at: datetime
 
 
-def _unix(moment: datetime) -> int:
-    return int(moment.timestamp())
-
-
-def sign_decision(
-    key: Ed25519PrivateKey,
-    key_id: str,
-    *,
-    supervisor_id: str,
-    decision_id: UUID,
-    table_id: str,
-    coup_id: str,
-    reason: str,
-    action: str = "void",
-    issued_at: datetime | None = None,
-    lifetime: timedelta = DEFAULT_LIFETIME,
-) -> str:
-    """The token of a decision (``decision_id``: the ``event_id`` of the command carrying it)."""
-    issued = issued_at or datetime.now(UTC)
-    header = {"alg": ALGORITHM, "kid": key_id, "typ": TOKEN_TYPE}  # keys sorted, as the claims
-    claims = {
-        "action": action,
-        "aud": AUDIENCE,
-        "coup_id": coup_id,
-        "exp": _unix(issued + lifetime),
-        "iat": _unix(issued),
-        "iss": supervisor_id,
-        "jti": str(decision_id),
-        "reason": reason,
-        "sub": supervisor_id,
-        "table_id": table_id,
-        "ver": CLAIMS_VERSION,
-    }
-    return jwt.encode(header, claims, OKPKey.import_key(key), registry=_JWS, default_type=None)
-
-
-@dataclass(frozen=True, slots=True)
-class SupervisorSigner:
-    """A supervisor's private key under its key id: makes signed ``VoidCoup`` commands."""
-
-    kid: str
-    supervisor_id: str
-    key: Ed25519PrivateKey
-
-    @classmethod
-    def from_file(cls, key_path: Path, keyring: SupervisorKeyring) -> SupervisorSigner:
-        """The signer of the private key in ``key_path``, as ``keyring`` lists it."""
-        private = load_supervisor_key(key_path)
-        entry = keyring.find(private.public_key())
-        if entry is None:
-            where = keyring.path or "the supervisors keyring"
-            raise SupervisorKeysError(
-                f"the key in {key_path} is not in {where}: run `punto-banco supervisor keygen` "
-                "or give the keyring dealing uses (--keyring)"
-            )
-        return cls(entry.kid, entry.supervisor, private)
-
-    def void(
-        self,
-        table_id: str,
-        coup_id: str,
-        reason: str = "",
-        *,
-        event_id: UUID | None = None,
-        issued_at: datetime | None = None,
-        lifetime: timedelta = DEFAULT_LIFETIME,
-    ) -> VoidCoup:
-        """A ``VoidCoup`` carrying this supervisor's decision to void the coup."""
-        command_id = event_id or uuid4()
-        token = sign_decision(
-            self.key,
-            self.kid,
-            supervisor_id=self.supervisor_id,
-            decision_id=command_id,
-            table_id=table_id,
-            coup_id=coup_id,
-            reason=reason,
-            issued_at=issued_at,
-            lifetime=lifetime,
-        )
-        return VoidCoup(
-            event_id=command_id,
-            table_id=table_id,
-            coup_id=coup_id,
-            reason=reason,
-            supervisor_id=self.supervisor_id,
-            authorization=token,
-        )
-
-
 def read_decision(token: str) -> tuple[Decision, jws.CompactSignature]:
     """The decision a token states and its JWS, NOT verified; ``AUTHORIZATION_MALFORMED``
     unless it is a well-formed token of this scheme."""
     if len(token) > MAX_AUTHORIZATION:
         raise _malformed(f"it has {len(token)} characters, more than {MAX_AUTHORIZATION}")
     try:
-        signed = jws.extract_compact(token.encode("ascii"), registry=_JWS)
+        signed = jws.extract_compact(token.encode("ascii"), registry=JWS_REGISTRY)
         header = _object(urlsafe_b64decode(signed.segments["header"]))  # duplicates refused
         claims = _object(signed.payload)
         urlsafe_b64decode(signed.segments["signature"])
@@ -534,7 +333,7 @@ def authenticate(keyring: SupervisorKeyring, token: str) -> tuple[Decision, Supe
             "UNKNOWN_SUPERVISOR_KEY",
             f"key {decision.key_id!r} is not in the supervisors keyring",
         )
-    if not jws.validate_compact(signed, OKPKey.import_key(key.public_key), registry=_JWS):
+    if not jws.validate_compact(signed, OKPKey.import_key(key.public_key), registry=JWS_REGISTRY):
         raise DecisionRefused(
             "BAD_SIGNATURE",
             f"the signature is not key {decision.key_id!r}'s: the token was changed, or forged",

@@ -1,11 +1,10 @@
-"""Key files: each service's signing key and the keyring of public keys; the shoe's secret keys.
+"""Key files as a service reads them: its signing key and the keyring of public keys; the
+shoe's secret keys.
 
 Private files are mode 0600 from their first byte (folders 0700) and replaced atomically; one
-that group or others may read is refused. :func:`init_keys` makes what is missing (ids
-``<service>-<n>``); :func:`rotate_key` adds the new public key to the keyring first, so readers
-(who read it again on an unknown key id) never meet an unknown signer. The shoe's AES-256
-secret keys (:class:`SecretKeys`) come from a JWK Set file or ``PB_SHOE_SECRET_KEY``; the first
-encrypts, all decrypt (a rotation keeps the old ones).
+that group or others may read is refused. The shoe's AES-256 secret keys (:class:`SecretKeys`)
+come from a JWK Set file or ``PB_SHOE_SECRET_KEY``; the first encrypts, all decrypt. Making
+and rotating them is a tool's: ``services/tools/admin/keys.py``.
 """
 
 from __future__ import annotations
@@ -15,23 +14,19 @@ import binascii
 import contextlib
 import json
 import os
-import re
 import stat
 import tempfile
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet, OctKey
 
 from services.shared.platform.security.signing import (
     KEY_ID,
     Keyring,
-    KeyringEntry,
     KeyringError,
     Signer,
 )
@@ -75,7 +70,6 @@ KEY_VARIABLE = "PB_SHOE_SECRET_KEY"
 KEY_FILE_VARIABLE = "PB_SHOE_SECRET_KEY_FILE"
 KEY_BYTES = 32
 """AES-256."""
-KID_PREFIX = "shoe-secret-"
 
 
 class SecretKeyError(RuntimeError):
@@ -124,11 +118,6 @@ class SecretKeys:
         return self._by_kid.get(kid)
 
 
-def new_key() -> bytes:
-    """A fresh AES-256 key from the operating system's CSPRNG."""
-    return AESGCM.generate_key(bit_length=KEY_BYTES * 8)
-
-
 # ---- the environment form ----------------------------------------------------------------
 
 
@@ -147,11 +136,6 @@ def parse_env_keys(text: str, source: str = KEY_VARIABLE) -> SecretKeys:
             raise SecretKeyError(f"{source}: key {kid} is not base64") from None
         keys.append((kid, key))
     return SecretKeys(tuple(keys), source)
-
-
-def env_form(keys: SecretKeys) -> str:
-    """The keys as ``PB_SHOE_SECRET_KEY`` holds them."""
-    return ",".join(f"{kid}:{base64.b64encode(key).decode('ascii')}" for kid, key in keys.keys)
 
 
 # ---- the file form -----------------------------------------------------------------------
@@ -173,11 +157,6 @@ def parse_key_set(text: str, source: str) -> SecretKeys:
     return SecretKeys(tuple(keys), source)
 
 
-def key_set_json(keys: SecretKeys) -> str:
-    jwks = KeySet([OctKey.import_key(key, {"kid": kid, "use": "enc"}) for kid, key in keys.keys])
-    return json.dumps(jwks.as_dict(private=True), indent=2) + "\n"
-
-
 def read_key_file(path: Path) -> SecretKeys:
     """The keys in ``path``; refused when group or others may read it."""
     try:
@@ -195,36 +174,6 @@ def read_key_file(path: Path) -> SecretKeys:
     except OSError as error:
         raise SecretKeyError(f"cannot read the secret key file {path}: {error.strerror}") from None
     return parse_key_set(text, str(path))
-
-
-def write_key_file(path: Path, keys: SecretKeys, *, exclusive: bool) -> None:
-    """Write ``keys`` to ``path``, mode 0600 from the start (replace it unless ``exclusive``)."""
-    data = key_set_json(keys).encode("utf-8")
-    if exclusive:
-        create_private(path, data)
-    else:
-        replace_file(path, data, 0o600)
-
-
-def next_kid(kids: Iterable[str]) -> str:
-    pattern = re.compile(re.escape(KID_PREFIX) + r"([1-9][0-9]{0,8})")
-    numbers = [int(m.group(1)) for kid in kids if (m := pattern.fullmatch(kid))]
-    return f"{KID_PREFIX}{max(numbers, default=0) + 1}"
-
-
-def create_key_file(path: Path) -> SecretKeys:
-    """A new key file with one key (``shoe-secret-1``); refused if the file exists."""
-    keys = SecretKeys(((next_kid(()), new_key()),), str(path))
-    write_key_file(path, keys, exclusive=True)
-    return keys
-
-
-def rotate_key_file(path: Path) -> str:
-    """Put a new key first in ``path`` (it encrypts the next shoes); the old keys stay."""
-    old = read_key_file(path)
-    kid = next_kid(old.kids)
-    write_key_file(path, SecretKeys(((kid, new_key()), *old.keys), str(path)), exclusive=False)
-    return kid
 
 
 # ---- what the shoe's Application loads ---------------------------------------------------
@@ -253,10 +202,6 @@ def load_secret_keys(value: str | None, path: str | None) -> SecretKeys:
             f"without its key: run `punto-banco keys init` (with the same {KEY_FILE_VARIABLE} "
             "or PB_DATA_DIR), or restore the key file the store was written with"
         ) from None
-
-
-SERVICES: tuple[str, ...] = ("shoe", "dealing", "settlement")
-"""The services that sign what they publish: the default of ``punto-banco keys init``."""
 
 
 class KeysError(RuntimeError):
@@ -331,112 +276,3 @@ def signer_for(settings: Settings, keyring: Keyring) -> Signer:
             f"`{init_command(settings)}` (it adds the key)"
         )
     return Signer(entry.kid, settings.service, key)
-
-
-# ---- writing ---------------------------------------------------------------------------
-
-
-def init_keys(settings: Settings, services: Sequence[str] = SERVICES) -> list[str]:
-    """Give every service in ``services`` a key and put it in the keyring; what was done."""
-    keyring_path = settings.keyring_path
-    paths = {service: settings.for_service(service).signing_key_path for service in services}
-    if len(set(paths.values())) < len(paths):
-        raise KeysError(
-            f"PB_SIGNING_KEY names one file for several services ({settings.signing_key}): "
-            "put {service} in it (e.g. /run/secrets/{service}.pem), each service has its own key"
-        )
-    try:
-        keyring = Keyring.load(keyring_path) if keyring_path.exists() else Keyring({}, keyring_path)
-    except KeyringError as error:
-        raise KeysError(str(error)) from None
-    done: list[str] = []
-    changed = False
-    for service, path in paths.items():
-        if path.exists():
-            key = load_private_key(path)
-            entry = keyring.find(service, key.public_key())
-            if entry is not None:
-                done.append(f"{service}: key {entry.kid} kept ({path})")
-                continue
-            verb = "added to the keyring"
-        else:
-            key = Ed25519PrivateKey.generate()
-            _write_private(path, key, exclusive=True)
-            verb = "created"
-        entry = KeyringEntry(_next_kid(keyring, service), service, key.public_key())
-        keyring = keyring.with_entry(entry)
-        changed = True
-        done.append(f"{service}: key {entry.kid} {verb} ({path})")
-    if changed or not keyring_path.exists():
-        _write_keyring(keyring_path, keyring)
-        done.append(f"keyring {keyring_path}: {len(keyring)} keys")
-    if "shoe" in services:
-        done.append(init_secret_key(settings.for_service("shoe")))
-    return done
-
-
-def init_secret_key(settings: Settings) -> str:
-    """The shoe's secret key file, made when missing (``security/keys.py``); what was done."""
-    if settings.shoe_secret_key:
-        return "shoe: secret keys from PB_SHOE_SECRET_KEY (no file made)"
-    path = settings.shoe_secret_key_path
-    try:
-        if path.exists():
-            keys = read_key_file(path)
-            return f"shoe: secret key {keys.current} kept ({path}, {len(keys.kids)} keys)"
-        keys = create_key_file(path)
-    except SecretKeyError as error:
-        raise KeysError(str(error)) from None
-    return f"shoe: secret key {keys.current} created ({path})"
-
-
-def rotate_secret_key(settings: Settings) -> str:
-    """A new secret key for the shoe, first in its key file (the old keys stay); its id."""
-    if settings.shoe_secret_key:
-        raise KeysError(
-            "the shoe's secret keys come from PB_SHOE_SECRET_KEY: put a new "
-            "<key id>:<base64 of 32 bytes> FIRST in it, keep the old ones, restart the shoe"
-        )
-    try:
-        return rotate_key_file(settings.shoe_secret_key_path)
-    except SecretKeyError as error:
-        raise KeysError(str(error)) from None
-
-
-def rotate_key(settings: Settings) -> str:
-    """A new key for ``settings.service`` (see the module docstring); its key id."""
-    keyring = load_keyring(settings)
-    signer_for(settings, keyring)  # the current key must be sound before it is replaced
-    key = Ed25519PrivateKey.generate()
-    entry = KeyringEntry(_next_kid(keyring, settings.service), settings.service, key.public_key())
-    _write_keyring(settings.keyring_path, keyring.with_entry(entry))
-    _write_private(settings.signing_key_path, key, exclusive=False)
-    return entry.kid
-
-
-def init_run_keys(data_dir: Path, services: Sequence[str] = SERVICES) -> list[str]:
-    """Keys of a local run (``punto-banco up``, the tests' system, the bench) in its folder."""
-    return init_keys(Settings(service=services[0], data_dir=data_dir), services)
-
-
-def _next_kid(keyring: Keyring, service: str) -> str:
-    pattern = re.compile(re.escape(service) + r"-([1-9][0-9]{0,8})")
-    numbers = [int(m.group(1)) for e in keyring.entries() if (m := pattern.fullmatch(e.kid))]
-    return f"{service}-{max(numbers, default=0) + 1}"
-
-
-def _write_private(path: Path, key: Ed25519PrivateKey, *, exclusive: bool) -> None:
-    """Write ``key`` to ``path`` (mode 0600 from the start); replace it unless ``exclusive``."""
-    pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    if exclusive:
-        create_private(path, pem)
-    else:
-        replace_file(path, pem, 0o600)
-
-
-def _write_keyring(path: Path, keyring: Keyring) -> None:
-    replace_file(path, keyring.to_json().encode("utf-8"), 0o644)
