@@ -66,10 +66,11 @@ def write_key_file(path: Path, keys: SecretKeys, *, exclusive: bool) -> None:
         replace_file(path, data, 0o600)
 
 
-def next_kid(kids: Iterable[str]) -> str:
-    pattern = re.compile(re.escape(KID_PREFIX) + r"([1-9][0-9]{0,8})")
+def next_kid(kids: Iterable[str], prefix: str = KID_PREFIX) -> str:
+    """``<prefix><n>``: one more than the highest number after ``prefix``, never reused."""
+    pattern = re.compile(re.escape(prefix) + r"([1-9][0-9]{0,8})")
     numbers = [int(m.group(1)) for kid in kids if (m := pattern.fullmatch(kid))]
-    return f"{KID_PREFIX}{max(numbers, default=0) + 1}"
+    return f"{prefix}{max(numbers, default=0) + 1}"
 
 
 def create_key_file(path: Path) -> SecretKeys:
@@ -114,7 +115,7 @@ def init_keys(settings: Settings, services: Sequence[str] = SERVICES) -> list[st
             key = Ed25519PrivateKey.generate()
             write_private(path, key, exclusive=True)
             verb = "created"
-        entry = KeyringEntry(_next_kid(keyring, service), service, key.public_key())
+        entry = KeyringEntry(_kid(keyring, service), service, key.public_key())
         keyring = keyring.with_entry(entry)
         changed = True
         done.append(f"{service}: key {entry.kid} {verb} ({path})")
@@ -159,7 +160,7 @@ def rotate_key(settings: Settings) -> str:
     keyring = load_keyring(settings)
     signer_for(settings, keyring)  # the current key must be sound before it is replaced
     key = Ed25519PrivateKey.generate()
-    entry = KeyringEntry(_next_kid(keyring, settings.service), settings.service, key.public_key())
+    entry = KeyringEntry(_kid(keyring, settings.service), settings.service, key.public_key())
     _write_keyring(settings.keyring_path, keyring.with_entry(entry))
     write_private(settings.signing_key_path, key, exclusive=False)
     return entry.kid
@@ -170,10 +171,8 @@ def init_run_keys(data_dir: Path, services: Sequence[str] = SERVICES) -> list[st
     return init_keys(Settings(service=services[0], data_dir=data_dir), services)
 
 
-def _next_kid(keyring: Keyring, service: str) -> str:
-    pattern = re.compile(re.escape(service) + r"-([1-9][0-9]{0,8})")
-    numbers = [int(m.group(1)) for e in keyring.entries() if (m := pattern.fullmatch(e.kid))]
-    return f"{service}-{max(numbers, default=0) + 1}"
+def _kid(keyring: Keyring, service: str) -> str:
+    return next_kid((entry.kid for entry in keyring.entries()), f"{service}-")
 
 
 def write_private(path: Path, key: Ed25519PrivateKey, *, exclusive: bool) -> None:

@@ -9,7 +9,6 @@ makes the ``VoidCoup`` carrying one.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -36,7 +35,7 @@ from services.shared.platform.security import (
     public_key_pem,
     replace_file,
 )
-from services.tools.admin.keys import write_private
+from services.tools.admin.keys import next_kid, write_private
 
 DEFAULT_LIFETIME = timedelta(minutes=5)
 """How long a token made by :func:`sign_decision` is valid unless told otherwise."""
@@ -61,13 +60,6 @@ def entry_json(keys: Iterable[SupervisorKey]) -> str:
     return json.dumps(document, indent=2) + "\n"
 
 
-def next_kid(keys: Iterable[str], supervisor: str) -> str:
-    """``<supervisor>-<n>``: one more than the supervisor's highest number, never reused."""
-    pattern = re.compile(re.escape(supervisor) + r"-([1-9][0-9]{0,8})")
-    numbers = [int(m.group(1)) for kid in keys if (m := pattern.fullmatch(kid))]
-    return f"{supervisor}-{max(numbers, default=0) + 1}"
-
-
 def add_supervisor_key(
     keyring_path: Path,
     key_path: Path,
@@ -88,7 +80,7 @@ def add_supervisor_key(
     retired = [k.kid for k in found if k.supervisor == supervisor and k.retired_at is None]
     keys |= {kid: replace(keys[kid], retired_at=now) for kid in retired}
     private = Ed25519PrivateKey.generate()
-    key = SupervisorKey(next_kid(keys, supervisor), supervisor, private.public_key())
+    key = SupervisorKey(next_kid(keys, f"{supervisor}-"), supervisor, private.public_key())
     # The keyring first (as a service key's rotation): a key file is never left that no
     # keyring knows; if writing the key file fails, running keygen again makes another.
     replace_file(keyring_path, entry_json([*keys.values(), key]).encode("utf-8"), 0o644)

@@ -13,8 +13,6 @@ from services.shared.platform.store import (
     REFUSED_COMMANDS,
     SIDE_TABLES,
 )
-from services.shared.platform.store import application as persistence
-from services.shared.platform.store import postgres as pg_store
 from services.shared.platform.store.postgres import ProvisionedRecorder
 from services.tools.admin import provisioning as pg_roles  # what `db setup` calls
 from services.tools.admin.provisioning import (
@@ -183,10 +181,6 @@ def test_db_setup_needs_a_postgresql_to_connect_to() -> None:
     result = CliRunner().invoke(app, ["db", "setup"], env=unset)
     assert result.exit_code == 2
     assert "no PostgreSQL named: set POSTGRES_HOST" in result.output
-
-
-def test_the_store_check_names_the_owners_lock_procedure() -> None:
-    assert persistence.LOCK_PROCEDURE == pg_store.LOCK_PROCEDURE
 
 
 def test_a_partitioned_service_gets_a_schema_per_partition_with_its_same_roles() -> None:

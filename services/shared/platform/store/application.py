@@ -359,7 +359,8 @@ class UnitOfWork:
 
 TApp = TypeVar("TApp", bound=ServiceApplication)
 
-LOCK_PROCEDURE = "pb_lock_events"  # pg_store.LOCK_PROCEDURE (not imported: no driver here)
+LOCK_PROCEDURE = "pb_lock_events"
+"""The owner's procedure taking an events table's write lock (made by ``db setup``)."""
 
 
 class StoreNotReady(RuntimeError):

@@ -25,11 +25,10 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
+from services.shared.platform.store.application import LOCK_PROCEDURE
 from services.shared.platform.store.lease import FENCE_ENV, fence_statement
 from services.shared.platform.store.side_tables import side_rows
 
-LOCK_PROCEDURE = "pb_lock_events"
-"""The owner's procedure taking an events table's write lock (made by ``db setup``)."""
 FENCED_FACTORY = f"{__name__}:FencedFactory"
 
 

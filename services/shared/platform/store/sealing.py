@@ -33,8 +33,6 @@ MAX_ROWS_PER_SEAL = 20_000
 """A seal covers at most this many rows (a backlog is sealed in several seals)."""
 MAX_ROWS_PER_ROUND = 100_000
 """A running service seals at most this many rows per round (the rest next round)."""
-SEAL_INTERVAL_SECONDS = 5.0
-"""How often a running service seals new rows (``PB_SEAL_INTERVAL`` overrides; 0 = never)."""
 
 LEDGER_ID = uuid5(UUID("0c7d8f5e-4a0b-4f9e-9a55-5eab1ed5ea15"), "punto-banco/seal-ledger")
 """The one ``SealLedger`` of a store (each service's store has its own)."""
