@@ -597,6 +597,17 @@ def test_roles_that_existed_are_reported_when_they_may_do_more(roles: Provisione
     assert any(f"warning: {prefix}shoe has CREATEDB" in line for line in done.describe())
 
 
+def admin_env(admin: PostgresSettings) -> dict[str, str]:
+    """The settings `db setup` connects with: the administrator's."""
+    return {
+        "POSTGRES_HOST": admin.host,
+        "POSTGRES_PORT": str(admin.port),
+        "POSTGRES_DBNAME": admin.dbname,
+        "POSTGRES_USER": admin.user,
+        "POSTGRES_PASSWORD": admin.password,
+    }
+
+
 def test_db_setup_gives_each_role_the_password_of_its_secret(roles: Provisioned) -> None:
     """Issue 20, item 3: a Kubernetes Job or compose's one-shot runs `db setup` with the
     passwords the services read from their own Secrets (PB_POSTGRES_PASSWORD_<ROLE>): each role
@@ -604,13 +615,7 @@ def test_db_setup_gives_each_role_the_password_of_its_secret(roles: Provisioned)
     prefix = f"{roles.prefix}k_"
     service, auditor = f"{prefix}shoe", f"{prefix}auditor"
     admin = roles.admin
-    env = {
-        "POSTGRES_HOST": admin.host,
-        "POSTGRES_PORT": str(admin.port),
-        "POSTGRES_DBNAME": admin.dbname,
-        "POSTGRES_USER": admin.user,
-        "POSTGRES_PASSWORD": admin.password,
-    }
+    env = admin_env(admin)
     command = ["db", "setup", "--services", "shoe", "--schema-prefix", "k_"]
     for password in ("first-secret-0123456789", "rotated-secret-0123456789"):
         given = {f"PB_POSTGRES_PASSWORD_{name.upper()}": password for name in (service, auditor)}
@@ -635,12 +640,8 @@ def test_db_setup_provisions_a_store_per_operator_the_gateway_serves(roles: Prov
     login, owner = f"{prefix}gateway", f"{prefix}gateway_owner"
     password = "gateway-secret-0123456789"
     admin = roles.admin
-    env = {
-        "POSTGRES_HOST": admin.host,
-        "POSTGRES_PORT": str(admin.port),
-        "POSTGRES_DBNAME": admin.dbname,
-        "POSTGRES_USER": admin.user,
-        "POSTGRES_PASSWORD": admin.password,
+    env: dict[str, str | None] = {
+        **admin_env(admin),
         "PB_OPERATORS": "house,acme",
         "PB_GATEWAY_OPERATORS": None,
         "PB_PARTITIONED": "yes",  # the table services' partitions: not the gateway's
