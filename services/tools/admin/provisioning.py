@@ -4,7 +4,9 @@ Run by an administrator, never by the services. Per service: ``<service>_owner``
 the schema and all in it (an existing store is taken over), with an append-only trigger on every
 events table and the procedure that locks it for writing; ``<service>`` (LOGIN) may SELECT and
 INSERT its events, tracking, snapshots and side rows, lock its lease tables, and nothing else;
-``auditor`` reads every schema. ``partitions=N`` provisions a schema per partition. Idempotent:
+``auditor`` reads every schema. ``partitions=N`` provisions a schema per partition. An instance
+``gateway-<operator>`` gets its own schema (``settings.schema_name``) with the gateway's roles;
+the gateway is never partitioned (one store per operator it serves). Idempotent:
 what is missing is created, and every grant revoked and given again (docs/security.md).
 """
 
@@ -23,10 +25,12 @@ from eventsourcing.utils import Environment, EnvType
 from psycopg import sql
 
 from services.shared.platform.settings import (
+    INSTANCE_NAME,
     MAX_PARTITIONS,
     SERVICE_NAME,
     PostgresSettings,
     SettingsError,
+    schema_name,
 )
 from services.shared.platform.store import (
     LEASE_TABLES,
@@ -69,6 +73,12 @@ class StoreRoles:
     owner: str
     login: str
     partition: int | None = None
+
+    @property
+    def application(self) -> str:
+        """The service this store is of (``gateway-acme``'s: ``gateway``): its Application's
+        name, hence its tables' names, and its side tables."""
+        return self.service.split("-", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -185,9 +195,9 @@ def create_tables(admin: PostgresSettings, store: StoreRoles) -> StoreTables:
         "CREATE_TABLE": "yes",
     }
     shape = type(
-        f"{store.service.title()}Store",
+        f"{store.application.title()}Store",
         (ServiceApplication,),
-        {"name": store.service, "is_snapshotting_enabled": True},
+        {"name": store.application, "is_snapshotting_enabled": True},
     )
     app: ServiceApplication = shape(env=env)
     try:
@@ -196,7 +206,7 @@ def create_tables(admin: PostgresSettings, store: StoreRoles) -> StoreTables:
         if app.snapshots is not None:
             snapshots: Any = app.snapshots.recorder
             tables.snapshots.append(snapshots.events_table_name)
-        side = SIDE_TABLES.get(store.service, ())
+        side = SIDE_TABLES.get(store.application, ())
         create_side_tables(app.factory, recorder, side)
         tables.side = [table.name for table in side]
         return tables
@@ -405,6 +415,8 @@ class Provisioning:
 
 
 SERVICES = ("shoe", "dealing", "settlement")
+UNPARTITIONED = ("gateway",)
+"""Services never partitioned: the gateway runs one store per operator it serves."""
 AUDITOR = "auditor"
 PREFIX = re.compile(r"^([a-z_][a-z0-9_]*)?$")
 SETUP_LOCK = 0x70625F7365747570  # "pb_setup": one provisioning at a time in a database
@@ -419,8 +431,9 @@ def store_roles(
     role_prefix: str | None = None,
     partitions: int | None = None,
 ) -> list[StoreRoles]:
-    """The schema (``partitions``: the schema of each partition) and roles of each service;
-    SettingsError for a name PostgreSQL would refuse."""
+    """The schema (``partitions``: the schema of each partition, but for an UNPARTITIONED
+    service) and roles of each service or instance (``gateway-acme``: its own schema, the
+    gateway's roles); SettingsError for a name PostgreSQL would refuse."""
     if partitions is not None and not 0 < partitions <= MAX_PARTITIONS:
         raise SettingsError(f"the partition count {partitions} is not in 1..{MAX_PARTITIONS}")
     roles_prefix = schema_prefix if role_prefix is None else role_prefix
@@ -429,12 +442,18 @@ def store_roles(
             raise SettingsError(f"the {name} {prefix!r} must be lower case letters, digits or _")
     stores = []
     for service in dict.fromkeys(services):
-        if not SERVICE_NAME.match(service):
-            raise SettingsError(f"service name {service!r} must be lower case letters, digits or _")
-        owner, login = f"{roles_prefix}{service}_owner", f"{roles_prefix}{service}"
-        numbers: Sequence[int | None] = [None] if partitions is None else range(partitions)
+        if not (SERVICE_NAME.match(service) or INSTANCE_NAME.match(service)):
+            raise SettingsError(
+                f"service name {service!r} must be lower case letters, digits or _ "
+                "(an instance: <service>-<name>)"
+            )
+        of = service.split("-", 1)[0]
+        owner, login = f"{roles_prefix}{of}_owner", f"{roles_prefix}{of}"
+        numbers: Sequence[int | None] = (
+            [None] if partitions is None or of in UNPARTITIONED else range(partitions)
+        )
         for n in numbers:
-            schema = f"{schema_prefix}{service}" + ("" if n is None else f"_p{n}")
+            schema = f"{schema_prefix}{schema_name(service)}" + ("" if n is None else f"_p{n}")
             store = StoreRoles(service, schema, owner, login, partition=n)
             for name in (store.schema, store.owner):
                 if not ROLE_NAME.match(name):

@@ -12,6 +12,10 @@ The services' passwords may be given (``PB_POSTGRES_PASSWORD_<ROLE>``, e.g.
 read, when a Kubernetes Job or compose's one-shot runs it): each such role gets that password,
 created or not (a rotation), and it is never printed.
 
+The gateway gets a schema per operator it serves (``PB_GATEWAY_OPERATORS``, else
+``PB_OPERATORS``): ``gateway`` for the house, ``gateway_<operator>_<digest>`` for another
+(``gateway-<operator>``'s store), all with the gateway's two roles; never partitioned.
+
 A partitioned deployment (``PB_PARTITIONED=yes``: a store per partition) gets the schemas of
 every partition, ``<prefix><service>_p0`` .. ``_p<N-1>``, with the service's same roles: N is
 ``--partitions``, else ``PB_TOPIC_PARTITIONS`` (the topics' partition count, default 3).
@@ -32,7 +36,7 @@ db_app = typer.Typer(
     no_args_is_help=True,
 )
 
-SERVICES = ("shoe", "dealing", "settlement")
+SERVICES = ("shoe", "dealing", "settlement", "gateway")
 PASSWORD_VARIABLE = "PB_POSTGRES_PASSWORD_"
 """Followed by a LOGIN role's name in capitals: the password that role must have."""
 
@@ -63,6 +67,7 @@ def setup_command(
     the append-only triggers, the auditor role and every grant (idempotent)."""
     import psycopg
 
+    from services.gateway.operators import OperatorError, service_name
     from services.shared.platform.settings import Settings, SettingsError
     from services.tools.admin.provisioning import provision, store_roles
 
@@ -81,7 +86,11 @@ def setup_command(
         admin = settings.postgres
         if partitions is None and settings.partitioned:
             partitions = settings.topic_partitions
-        cells = f", {partitions} partitions of each service" if partitions else ""
+        if "gateway" in names:  # a store per operator the gateway serves
+            operators = settings.gateway_operators or settings.operators
+            at = names.index("gateway")
+            names[at : at + 1] = [service_name(operator) for operator in operators]
+        cells = f", {partitions} partitions of each table service" if partitions else ""
         typer.echo(
             f"provisioning as {admin.user}@{admin.host}:{admin.port}/{admin.dbname}{cells}",
             err=True,
@@ -109,7 +118,7 @@ def setup_command(
             passwords=given,
             set_passwords=True,
         )
-    except SettingsError as error:
+    except (SettingsError, OperatorError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
     except psycopg.Error as error:

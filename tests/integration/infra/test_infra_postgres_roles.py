@@ -15,6 +15,7 @@ import secrets
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -23,11 +24,21 @@ from eventsourcing.persistence import Tracking
 from psycopg import errors, sql
 from typer.testing import CliRunner
 
+from contracts import HOUSE
 from services.dealing.application import DealingApplication
 from services.dealing.tables import table_aggregate_id
 from services.dev.simulation import LocalSystem, play
+from services.gateway.application import BetRequest, GatewayApplication
+from services.gateway.operators import OperatorKeys
+from services.gateway.service import gateway_settings
 from services.settlement.application import SettlementApplication
-from services.shared.platform.settings import PostgresSettings, Settings, SettingsError, replace
+from services.shared.platform.settings import (
+    PostgresSettings,
+    Settings,
+    SettingsError,
+    replace,
+    schema_name,
+)
 from services.shared.platform.store import (
     StoreNotReady,
     open_application,
@@ -586,6 +597,17 @@ def test_roles_that_existed_are_reported_when_they_may_do_more(roles: Provisione
     assert any(f"warning: {prefix}shoe has CREATEDB" in line for line in done.describe())
 
 
+def admin_env(admin: PostgresSettings) -> dict[str, str]:
+    """The settings `db setup` connects with: the administrator's."""
+    return {
+        "POSTGRES_HOST": admin.host,
+        "POSTGRES_PORT": str(admin.port),
+        "POSTGRES_DBNAME": admin.dbname,
+        "POSTGRES_USER": admin.user,
+        "POSTGRES_PASSWORD": admin.password,
+    }
+
+
 def test_db_setup_gives_each_role_the_password_of_its_secret(roles: Provisioned) -> None:
     """Issue 20, item 3: a Kubernetes Job or compose's one-shot runs `db setup` with the
     passwords the services read from their own Secrets (PB_POSTGRES_PASSWORD_<ROLE>): each role
@@ -593,13 +615,7 @@ def test_db_setup_gives_each_role_the_password_of_its_secret(roles: Provisioned)
     prefix = f"{roles.prefix}k_"
     service, auditor = f"{prefix}shoe", f"{prefix}auditor"
     admin = roles.admin
-    env = {
-        "POSTGRES_HOST": admin.host,
-        "POSTGRES_PORT": str(admin.port),
-        "POSTGRES_DBNAME": admin.dbname,
-        "POSTGRES_USER": admin.user,
-        "POSTGRES_PASSWORD": admin.password,
-    }
+    env = admin_env(admin)
     command = ["db", "setup", "--services", "shoe", "--schema-prefix", "k_"]
     for password in ("first-secret-0123456789", "rotated-secret-0123456789"):
         given = {f"PB_POSTGRES_PASSWORD_{name.upper()}": password for name in (service, auditor)}
@@ -612,3 +628,75 @@ def test_db_setup_gives_each_role_the_password_of_its_secret(roles: Provisioned)
     assert f"role {service} (service): exists (password set to the one given)" in result.stderr
     with pytest.raises(psycopg.OperationalError):
         connect(replace(admin, user=service, password="first-secret-0123456789"))
+
+
+def test_db_setup_provisions_a_store_per_operator_the_gateway_serves(roles: Provisioned) -> None:
+    """Issue 22: `db setup` provisions the gateway's store of each operator it serves (the
+    house's ``gateway``, ``gateway_acme_<digest>``), never partitioned, with the gateway's one
+    role, whose password its Secret gives; each operator's gateway service opens its store as
+    that role with PB_POSTGRES_CREATE_TABLES=no, records and reads a bet, may not change it
+    and reads no other service's schema."""
+    prefix = f"{roles.prefix}g_"
+    login, owner = f"{prefix}gateway", f"{prefix}gateway_owner"
+    password = "gateway-secret-0123456789"
+    admin = roles.admin
+    env: dict[str, str | None] = {
+        **admin_env(admin),
+        "PB_OPERATORS": "house,acme",
+        "PB_GATEWAY_OPERATORS": None,
+        "PB_PARTITIONED": "yes",  # the table services' partitions: not the gateway's
+        f"PB_POSTGRES_PASSWORD_{login.upper()}": password,
+    }
+    command = ["db", "setup", "--services", "gateway", "--schema-prefix", "g_"]
+    result = CliRunner().invoke(app, [*command, "--role-prefix", prefix], env=env)
+    assert result.exit_code == 0, result.output
+    assert password not in result.output
+    base = Settings(
+        service="gateway",
+        persistence="postgres",
+        postgres=replace(admin, user=login, password=password),
+        postgres_create_tables=False,
+        postgres_schema_prefix="g_",
+        operators=(HOUSE, "acme"),
+    )
+    schemas = {}
+    for operator in (HOUSE, "acme"):
+        keys = OperatorKeys(operator, ("a" * 32,), "w" * 32)
+        settings = gateway_settings(base, keys)
+        schemas[operator] = settings.postgres_schema
+
+        gateway = partial(GatewayApplication, operator=operator, service=settings.service)
+        app_ = open_application(gateway, settings)
+        try:
+            app_.request(BetRequest("b-1", "p1", "t1", "t1.coup-1", "banker", 500, "EUR"))
+        finally:
+            app_.close()
+        again = open_application(gateway, settings)
+        try:
+            found = again.bet("b-1")
+            assert found is not None and found.amount == 500
+        finally:
+            again.close()
+    assert schemas == {HOUSE: "g_gateway", "acme": f"g_{schema_name('gateway-acme')}"}
+    with connect(admin) as conn:
+        found_schemas = {
+            row[0]: row[1]
+            for row in conn.execute(
+                "SELECT nspname, pg_get_userbyid(nspowner) FROM pg_namespace "
+                "WHERE nspname LIKE 'g\\_gateway%%'"
+            )
+        }
+        assert found_schemas == {schema: owner for schema in schemas.values()}  # no _p<N>
+    with connect(replace(admin, user=login, password=password)) as conn:
+        for schema in schemas.values():
+            assert count(conn, schema, "gateway_events") > 0
+            for change in changes(schema, "gateway_events"):
+                with pytest.raises(errors.InsufficientPrivilege):
+                    conn.execute(change)
+        for other in SERVICES:
+            with pytest.raises(errors.InsufficientPrivilege, match="permission denied for schema"):
+                conn.execute(
+                    sql.SQL("SELECT count(*) FROM {}").format(
+                        sql.Identifier(roles.store(other).schema, f"{other}_events")
+                    )
+                )

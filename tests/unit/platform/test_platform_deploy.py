@@ -2,11 +2,14 @@
 
 Nothing here runs a cluster or a Docker engine (there is none on this machine): the files are
 parsed and held to what the code reads (the variables of settings.Environment, the ports of
-settings.http_port, the routes of endpoints.ops_app, the key files keys.py loads).
+settings.http_port and the gateway's GatewayConfig, the routes of endpoints.ops_app, the key
+and operator files keys.py and operators.py load, the principals of kafka_acls.py, the roles
+of `db setup`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Iterator, Mapping
@@ -16,13 +19,26 @@ from typing import Any
 import pytest
 import yaml
 
+from contracts import HOUSE
+from services.dev.infra.kafka_acls import consumer_group, project_principals, role_of
+from services.gateway.config import DEFAULT_PORT, GatewayConfig
+from services.gateway.host import OPS_PATHS
+from services.gateway.operators import OperatorKeys, service_name
+from services.gateway.service import gateway_settings
 from services.shared.platform.host.endpoints import ops_app
 from services.shared.platform.settings import HTTP_PORTS, Settings
 from services.shared.platform.settings import Settings as Environment
+from services.shared.platform.store import store_roles
+from services.tools.cli.db_cmd import SERVICES as PROVISIONED
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 K8S = DEPLOY / "k8s"
 SERVICES = ("shoe", "dealing", "settlement")
+GATEWAY = "gateway"
+DEPLOYED = (*SERVICES, GATEWAY)
+"""The Deployments: the three table services and the operator gateway (gateway.yaml)."""
+PORTS = {**{service: HTTP_PORTS[service] for service in SERVICES}, GATEWAY: DEFAULT_PORT}
+"""Each one's HTTP port: the operations endpoints' (the gateway's: its API's too)."""
 POD_IP = "10.42.0.7"
 HELPER_VARIABLES = {"POD_IP"}  # set by the manifests for other variables to refer to
 
@@ -120,29 +136,37 @@ def volume(service: str, name: str) -> dict[str, Any]:
     return dict(found)
 
 
+def http_port(service: str, env: Mapping[str, str]) -> int | None:
+    """The port the process binds with ``env``: a service's operations port, the gateway's
+    PB_GATEWAY_PORT (its API and operations endpoints)."""
+    if service == GATEWAY:
+        return GatewayConfig.from_env(env).port
+    return Settings.from_env(service, env).http_port
+
+
 def test_kustomization_lists_files_that_exist() -> None:
     for name in kustomization()["resources"]:
         assert (K8S / name).is_file(), name
     kinds = {(doc["kind"], doc["metadata"]["name"]) for doc in resources()}
-    for service in SERVICES:
+    for service in DEPLOYED:
         assert {("Deployment", service), ("Service", service)} <= kinds
     assert kustomization()["namespace"] == "punto-banco"
 
 
-@pytest.mark.parametrize("service", SERVICES)
+@pytest.mark.parametrize("service", DEPLOYED)
 def test_every_variable_set_is_one_the_code_reads(service: str) -> None:
     unknown = set(environment_of(service)) - KNOWN_VARIABLES - HELPER_VARIABLES
     assert not unknown, f"{service}: variables no code reads: {sorted(unknown)}"
 
 
-@pytest.mark.parametrize("service", SERVICES)
+@pytest.mark.parametrize("service", DEPLOYED)
 def test_the_settings_read_from_the_manifest_bind_every_interface_on_the_container_port(
     service: str,
 ) -> None:
     settings = Settings.from_env(service, environment_of(service))
     [port] = container(service)["ports"]
     assert settings.http_host == "0.0.0.0"
-    assert settings.http_port == port["containerPort"] == HTTP_PORTS[service]
+    assert http_port(service, environment_of(service)) == port["containerPort"] == PORTS[service]
     assert settings.persistence == "postgres"
     assert settings.log_format == "json"
     # The kubelet's probes and a pod scrape use the pod's IP; the cluster uses the Service.
@@ -150,10 +174,12 @@ def test_the_settings_read_from_the_manifest_bind_every_interface_on_the_contain
         assert host in settings.allowed_hosts, host
 
 
-@pytest.mark.parametrize("service", SERVICES)
+@pytest.mark.parametrize("service", DEPLOYED)
 def test_probes_ask_the_endpoints_ops_app_serves(service: str) -> None:
     app = ops_app(object(), bytes, str, service=service, allowed_hosts=["localhost"])  # type: ignore[arg-type]
     paths = {getattr(route, "path", None) for route in app.routes}
+    if service == GATEWAY:  # the paths its HTTP server routes to ops_app (the rest: the API)
+        paths &= set(OPS_PATHS)
     main = container(service)
     [port] = main["ports"]
     probes = {
@@ -168,7 +194,7 @@ def test_probes_ask_the_endpoints_ops_app_serves(service: str) -> None:
     assert main["readinessProbe"]["timeoutSeconds"] > 3
 
 
-@pytest.mark.parametrize("service", SERVICES)
+@pytest.mark.parametrize("service", DEPLOYED)
 def test_prometheus_annotations_point_at_the_metrics_port(service: str) -> None:
     template = find("Deployment", service)["spec"]["template"]
     annotations = template["metadata"]["annotations"]
@@ -178,7 +204,7 @@ def test_prometheus_annotations_point_at_the_metrics_port(service: str) -> None:
     assert annotations["prometheus.io/path"] == "/metrics"
 
 
-@pytest.mark.parametrize("service", SERVICES)
+@pytest.mark.parametrize("service", DEPLOYED)
 def test_the_service_selects_the_pods_and_exposes_the_metrics_port(service: str) -> None:
     deployment = find("Deployment", service)
     spec = find("Service", service)["spec"]
@@ -187,8 +213,11 @@ def test_the_service_selects_the_pods_and_exposes_the_metrics_port(service: str)
     assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
     [port] = container(service)["ports"]
     [exposed] = spec["ports"]
-    assert exposed["name"] == "ops" and exposed["targetPort"] == port["name"]
+    # The gateway's port is its API (for the platforms' Ingress) and its operations endpoints.
+    assert exposed["name"] == ("http" if service == GATEWAY else "ops")
+    assert exposed["targetPort"] == port["name"]
     assert exposed["port"] == port["containerPort"]
+    assert spec.get("type", "ClusterIP") == "ClusterIP"  # reached from outside by an Ingress only
 
 
 def copied_secret(service: str, init_name: str, secret_volume: str) -> PurePosixPath:
@@ -268,7 +297,7 @@ def test_the_supervisors_keyring_reaches_dealing_alone_and_updates_in_place() ->
     assert "PB_SUPERVISOR_KEYRING" in compose["dealing"]["environment"]
 
 
-@pytest.mark.parametrize("service", SERVICES)
+@pytest.mark.parametrize("service", DEPLOYED)
 def test_each_service_logs_in_to_kafka_as_its_own_principal_over_tls(service: str) -> None:
     settings = Settings.from_env(service, environment_of(service))
     auth = settings.kafka_auth
@@ -286,18 +315,22 @@ def test_each_service_logs_in_to_kafka_as_its_own_principal_over_tls(service: st
     assert all(
         compose["KAFKA_SASL_USERNAME"] != str(other["environment"].get("KAFKA_SASL_USERNAME"))
         for name, other in compose_services().items()
-        if name in SERVICES and name != service
+        if name in DEPLOYED and name != service
     )
 
 
-@pytest.mark.parametrize("service", SERVICES)
+@pytest.mark.parametrize("service", DEPLOYED)
 def test_every_container_has_requests_and_a_memory_limit(service: str) -> None:
     spec = pod_spec(service)
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert find("Deployment", service)["spec"]["strategy"]["type"] == "Recreate"  # one writer
     for each in [*spec["initContainers"], *spec["containers"]]:
         resources = each["resources"]
         assert {"cpu", "memory"} <= set(resources["requests"]), each["name"]
         assert "memory" in resources["limits"], each["name"]
         assert each["securityContext"]["allowPrivilegeEscalation"] is False
+        assert each["securityContext"]["readOnlyRootFilesystem"] is True
+        assert each["securityContext"]["capabilities"]["drop"] == ["ALL"]
 
 
 def test_the_in_cluster_prometheus_scrapes_the_annotated_pods_of_the_namespace() -> None:
@@ -311,8 +344,11 @@ def test_the_in_cluster_prometheus_scrapes_the_annotated_pods_of_the_namespace()
     assert ("__meta_kubernetes_pod_annotation_prometheus_io_path",) in sources
     assert any("__meta_kubernetes_pod_annotation_prometheus_io_port" in s for s in sources)
     [monitor] = load_all(K8S / "servicemonitor.yaml")
-    assert monitor["spec"]["selector"]["matchExpressions"][0]["values"] == list(SERVICES)
-    assert monitor["spec"]["endpoints"][0]["port"] == "ops"
+    assert monitor["spec"]["selector"]["matchExpressions"][0]["values"] == list(DEPLOYED)
+    scraped = {endpoint["port"] for endpoint in monitor["spec"]["endpoints"]}
+    for service in DEPLOYED:
+        [exposed] = find("Service", service)["spec"]["ports"]
+        assert exposed["name"] in scraped, service
 
 
 def compose_services() -> dict[str, Any]:
@@ -334,13 +370,15 @@ def _interpolated(value: Any) -> Any:
     return value
 
 
-@pytest.mark.parametrize("service", SERVICES)
+@pytest.mark.parametrize("service", DEPLOYED)
 def test_compose_publishes_each_metrics_port_on_loopback(service: str) -> None:
     entry = compose_services()[service]
     env = {key: str(value) for key, value in entry["environment"].items()}
     assert set(env) - KNOWN_VARIABLES <= {"PB_SERVICE"}
+    assert env["PB_SERVICE"] == service
     settings = Settings.from_env(service, env)
-    port = settings.http_port
+    port = http_port(service, env)
+    assert port == PORTS[service]
     assert settings.http_host == "0.0.0.0"
     assert f"127.0.0.1:{port}:{port}" in entry["ports"]
     assert {service, "localhost", "127.0.0.1"} <= set(settings.allowed_hosts)
@@ -359,7 +397,7 @@ def targets(path: Path) -> dict[str, str]:
 
 
 def test_the_prometheus_configs_scrape_the_ports_compose_publishes() -> None:
-    ports = {service: HTTP_PORTS[service] for service in SERVICES}
+    ports = PORTS
     assert targets(DEPLOY / "prometheus" / "prometheus.yml") == {
         service: f"127.0.0.1:{port}" for service, port in ports.items()
     }
@@ -373,3 +411,102 @@ def test_the_prometheus_configs_scrape_the_ports_compose_publishes() -> None:
 def test_the_docs_say_compose_and_kubernetes_are_not_exercised_here() -> None:
     for path in (K8S / "README.md", DEPLOY / "compose.yaml"):
         assert "not exercised" in path.read_text().lower(), path
+
+
+# ---- the operator gateway (gateway.yaml) ---------------------------------------------------
+
+
+def gateway_env() -> dict[str, str]:
+    return environment_of(GATEWAY)
+
+
+def copied_folder(init_name: str, secret_volume: str, target_volume: str) -> tuple[str, str]:
+    """What the gateway's init container ``init_name`` copies: every file of the Secret of
+    ``secret_volume`` matching a pattern (mounted for the pod's group only), mode 0600, into
+    the memory volume ``target_volume`` the gateway reads; (the Secret's name, the pattern)."""
+    spec = pod_spec(GATEWAY)
+    [init] = [each for each in spec["initContainers"] if each["name"] == init_name]
+    assert init["command"][:2] == ["sh", "-c"]
+    command = shlex.split(init["command"][2])
+    assert command[:3] == ["install", "-m", "0600"] and len(command) == 5
+    source, target = PurePosixPath(command[3]), PurePosixPath(command[4])
+    secret = volume(GATEWAY, secret_volume)["secret"]
+    assert secret["defaultMode"] & 0o007 == 0  # never readable by others
+    assert source.parent == mount_of(init, secret_volume)
+    assert target == mount_of(init, target_volume) == mount_of(container(GATEWAY), target_volume)
+    assert volume(GATEWAY, target_volume)["emptyDir"]["medium"] == "Memory"
+    assert all(
+        m["readOnly"]
+        for m in container(GATEWAY)["volumeMounts"]
+        if m["name"] != "data" and m["name"] != "tmp"
+    )
+    return secret["secretName"], source.name
+
+
+def test_each_operators_signing_key_reaches_the_gateway_private() -> None:
+    """A key per operator's service (``gateway`` the house's, ``gateway-<op>``), where
+    PB_SIGNING_KEY's ``{service}`` names it, copied 0600 from the gateway's Secret alone."""
+    base = Settings.from_env(GATEWAY, gateway_env())
+    secret, pattern = copied_folder("signing-key", "signing-secret", "signing-key")
+    files = generated("secretGenerator")[secret]
+    for operator in base.operators:
+        key = base.for_service(service_name(operator)).signing_key_path
+        assert PurePosixPath(str(key)).parent == mount_of(container(GATEWAY), "signing-key")
+        assert PurePosixPath(key.name).match(pattern) and key.name in files, operator
+    assert PurePosixPath(str(base.keyring_path)).parent == mount_of(container(GATEWAY), "keyring")
+    for service in SERVICES:  # no table service holds a gateway's key, nor the other way
+        assert secret not in json.dumps(find("Deployment", service))
+        assert f"punto-banco-signing-{service}" not in json.dumps(find("Deployment", GATEWAY))
+
+
+def test_each_operators_file_reaches_the_gateway_private() -> None:
+    """The operator files (`operators add`: API and wallet secrets, wallet URL) are copied 0600
+    from their Secret into the folder PB_OPERATORS_DIR names; every operator of PB_OPERATORS
+    has one, and the gateway serves every file there (PB_GATEWAY_OPERATORS unset)."""
+    config = GatewayConfig.from_env(gateway_env())
+    secret, pattern = copied_folder("operators", "operators-secret", "operators")
+    assert PurePosixPath(str(config.operators_dir)) == mount_of(container(GATEWAY), "operators")
+    assert config.operators == ()
+    files = generated("secretGenerator")[secret]
+    operators = Settings.from_env(GATEWAY, gateway_env()).operators
+    assert sorted(files) == sorted(f"{operator}.json" for operator in operators)
+    assert all(PurePosixPath(name).match(pattern) for name in files)
+    for service in SERVICES:
+        assert secret not in json.dumps(find("Deployment", service))
+
+
+def test_the_gateways_principal_role_and_groups_are_the_ones_the_matrix_and_db_setup_give() -> None:
+    """The house's gateway logs in as ``gateway`` (kafka_acls.py's gateway role), each
+    operator's service reads under the consumer group the matrix grants its principal, and its
+    PostgreSQL role is the one `db setup` (run with no --services by the db-setup Job) makes for
+    every operator's store."""
+    base = Settings.from_env(GATEWAY, gateway_env())
+    principals = project_principals(base.operators)
+    assert base.kafka_auth.username == service_name(HOUSE) == GATEWAY
+    assert role_of(base.kafka_auth.username, base.operators) == "gateway"
+    assert not base.postgres_create_tables
+    assert GATEWAY in PROVISIONED
+    for operator in base.operators:
+        service = service_name(operator)
+        assert principals[service] == "gateway"
+        settings = gateway_settings(base, OperatorKeys(operator, ("a" * 32,), "w" * 32))
+        assert settings.consumer_group == consumer_group(service, base.topic_prefix)
+        [store] = store_roles([service], base.postgres_schema_prefix)
+        assert (store.login, store.schema) == (base.postgres.user, settings.postgres_schema)
+
+
+def test_compose_gives_the_gateway_its_key_and_operators_folders_alone() -> None:
+    compose = compose_services()
+    env = {key: str(value) for key, value in compose[GATEWAY]["environment"].items()}
+    base = Settings.from_env(GATEWAY, env)
+    mounts = {v["target"]: v for v in compose[GATEWAY]["volumes"]}
+    key = PurePosixPath(str(base.for_service(service_name(HOUSE)).signing_key_path))
+    assert mounts[str(key.parent)]["volume"]["subpath"] == service_name(HOUSE)
+    # `operators add --data-dir /` in the keys one-shot writes <keys volume>/operators/.
+    assert mounts[str(GatewayConfig.from_env(env).operators_dir)]["volume"]["subpath"] == (
+        "operators"
+    )
+    assert all(mount["read_only"] for mount in mounts.values())
+    for service in SERVICES:
+        subpaths = {v["volume"]["subpath"] for v in compose[service]["volumes"]}
+        assert not subpaths & {GATEWAY, "operators"}

@@ -40,6 +40,7 @@ from services.shared.platform.settings import Settings
 from services.tools.cli.db_cmd import PASSWORD_VARIABLE
 from tests.unit.platform.test_platform_deploy import (
     DEPLOY,
+    DEPLOYED,
     K8S,
     SERVICES,
     compose_services,
@@ -55,8 +56,8 @@ from tests.unit.platform.test_platform_deploy_partitioned import OVERLAY, patch
 
 SETUP_SCRIPT = K8S / "kafka-setup.sh"
 BROKER_SCRIPT = DEPLOY / "kafka" / "compose-broker.sh"
-ROLES = (*SERVICES, "auditor")
-"""The LOGIN roles `db setup` makes: each service's and the auditor's."""
+ROLES = (*DEPLOYED, "auditor")
+"""The LOGIN roles `db setup` makes: each service's (the gateway's), and the auditor's."""
 
 
 # ---- Kafka: kafka-setup.sh ---------------------------------------------------------------
@@ -188,7 +189,7 @@ def raw_environment(service: str) -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("service", SERVICES)
+@pytest.mark.parametrize("service", DEPLOYED)
 def test_compose_runs_each_service_as_its_own_role_and_principal(service: str) -> None:
     settings = Settings.from_env(service, compose_env(service))
     assert settings.persistence == "postgres" and settings.postgres_create_tables is False
@@ -215,7 +216,7 @@ def test_compose_provisions_the_store_and_the_broker_as_their_administrators() -
     admin = raw_environment("postgres")["POSTGRES_PASSWORD"]
     assert raw_environment("db-setup")["POSTGRES_PASSWORD"] == admin
     assert {PASSWORD_VARIABLE + role.upper() for role in ROLES} <= set(setup["environment"])
-    for service in SERVICES:  # the administrator's password reaches no service
+    for service in DEPLOYED:  # the administrator's password reaches no service
         assert variable_of(admin) not in json.dumps(raw_environment(service))
     # The broker: a SCRAM user per principal of the matrix, made at format time.
     broker = services["kafka"]
@@ -241,7 +242,7 @@ def test_compose_provisions_the_store_and_the_broker_as_their_administrators() -
 # ---- Kubernetes --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("service", SERVICES)
+@pytest.mark.parametrize("service", DEPLOYED)
 def test_each_pod_holds_its_own_postgres_role_and_runs_provisioned(service: str) -> None:
     settings = Settings.from_env(service, environment_of(service))
     assert settings.postgres_create_tables is False
@@ -249,7 +250,7 @@ def test_each_pod_holds_its_own_postgres_role_and_runs_provisioned(service: str)
     secrets = {s["secretRef"]["name"] for s in container(service)["envFrom"] if "secretRef" in s}
     assert secrets == {f"punto-banco-postgres-{service}", f"punto-banco-kafka-{service}"}
     mounted = json.dumps(find("Deployment", service))
-    for other in ("admin", "auditor", *(s for s in SERVICES if s != service)):
+    for other in ("admin", "auditor", *(s for s in DEPLOYED if s != service)):
         assert f"punto-banco-postgres-{other}" not in mounted
 
 
@@ -309,7 +310,7 @@ def test_the_kafka_setup_job_runs_the_rendered_script_as_the_clusters_admin() ->
     assert main["command"] == ["sh", f"{mount['mountPath']}/kafka-setup.sh"]
     env = job_env("kafka-setup")
     assert env["KAFKA_SASL_USERNAME"] == ADMIN and env["KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
-    for service in SERVICES:
+    for service in DEPLOYED:
         key = f"<punto-banco-kafka-{service}:KAFKA_SASL_PASSWORD>"
         assert env[f"PB_KAFKA_PASSWORD_{service.upper()}"] == key
     assert "PB_OPERATORS" in env and env["PB_OPERATORS"] == HOUSE  # the script's operators
@@ -333,8 +334,9 @@ def test_the_rendered_manifests_give_each_pod_only_its_own_secrets(
     base = tmp_path / "k8s"
     for example in base.glob("*.env.example"):
         shutil.copy(example, base / example.name.removesuffix(".example"))
-    for name in ("keys/shoe.pem", "keys/dealing.pem", "keys/settlement.pem", "kafka/ca.pem"):
-        (base / name).parent.mkdir(exist_ok=True)
+    placeholders = ("keys/shoe.pem", "keys/dealing.pem", "keys/settlement.pem", "keys/gateway.pem")
+    for name in (*placeholders, "keys/operators/house.json", "kafka/ca.pem"):
+        (base / name).parent.mkdir(parents=True, exist_ok=True)
         (base / name).write_text("placeholder\n")
     for name in ("shoe-secret.json", "keyring.json", "supervisors.json"):
         (base / "keys" / name).write_text("{}\n")
@@ -361,6 +363,7 @@ def test_the_rendered_manifests_give_each_pod_only_its_own_secrets(
                 f"punto-banco-kafka-{service}",
                 f"punto-banco-signing-{service}",
                 *(["punto-banco-shoe-secret"] if service == "shoe" else []),
+                *(["punto-banco-gateway-operators"] if service == "gateway" else []),
             }
             env = {
                 e["name"]: e.get("value")

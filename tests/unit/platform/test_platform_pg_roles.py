@@ -156,7 +156,11 @@ def test_db_setup_prints_the_settings_of_the_roles_it_created(
     assert "s3cret" not in first.stderr and "role shoe (service): created" in first.stderr
     admin, services, prefix, role_prefix = calls[0]
     assert (admin.host, admin.dbname, admin.user) == ("db", "casino", "admin")
-    assert (services, prefix, role_prefix) == (["shoe", "dealing", "settlement"], "p_", None)
+    assert (services, prefix, role_prefix) == (
+        ["shoe", "dealing", "settlement", "gateway"],
+        "p_",
+        None,
+    )
     second = runner.invoke(app, ["db", "setup"], env=PG)
     assert second.exit_code == 0 and second.stdout == ""  # nothing created: no password
     assert "exists (password unchanged)" in second.stderr
@@ -165,7 +169,7 @@ def test_db_setup_prints_the_settings_of_the_roles_it_created(
 def test_db_setup_takes_only_the_services_it_knows() -> None:
     result = CliRunner().invoke(app, ["db", "setup", "--services", "shoe,dealng"], env=PG)
     assert result.exit_code == 2
-    assert "--services takes some of shoe, dealing, settlement" in result.output
+    assert "--services takes some of shoe, dealing, settlement, gateway" in result.output
 
 
 def test_the_sql_names_are_quoted_identifiers() -> None:
@@ -190,6 +194,46 @@ def test_a_partitioned_service_gets_a_schema_per_partition_with_its_same_roles()
     ]
     with pytest.raises(SettingsError, match="partition count 0"):
         store_roles(["shoe"], partitions=0)
+
+
+def test_each_operators_gateway_gets_its_own_schema_with_the_gateways_roles() -> None:
+    """The gateway runs a store per operator (``gateway-<operator>``: its schema is
+    ``settings.schema_name``'s), all as the gateway's one role; never partitioned."""
+    acme = Settings("gateway-acme", postgres_schema_prefix="t_").postgres_schema
+    assert acme.startswith("t_gateway_acme_")
+    assert store_roles(["gateway", "gateway-acme"], "t_", partitions=2) == [
+        StoreRoles("gateway", "t_gateway", "t_gateway_owner", "t_gateway"),
+        StoreRoles("gateway-acme", acme, "t_gateway_owner", "t_gateway"),
+    ]
+    assert StoreRoles("gateway-acme", acme, "o", "l").application == "gateway"
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "services"),
+    [
+        ({}, [], ["shoe", "dealing", "settlement", "gateway"]),
+        ({"PB_OPERATORS": "house,acme"}, ["--services", "gateway"], ["gateway", "gateway-acme"]),
+        (
+            {"PB_OPERATORS": "house,acme,bravo", "PB_GATEWAY_OPERATORS": "bravo"},
+            ["--services", "shoe,gateway"],
+            ["shoe", "gateway-bravo"],
+        ),
+    ],
+)
+def test_db_setup_provisions_a_gateway_store_per_operator_it_serves(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], args: list[str], services: list[str]
+) -> None:
+    given: list[list[str]] = []
+
+    def fake(admin: PostgresSettings, names: list[str], **kw: object) -> Provisioning:
+        given.append(names)
+        return _provisioning(created=False)
+
+    monkeypatch.setattr(pg_roles, "provision", fake)
+    unset = {"PB_OPERATORS": None, "PB_GATEWAY_OPERATORS": None}
+    result = CliRunner().invoke(app, ["db", "setup", *args], env={**PG, **unset, **env})
+    assert result.exit_code == 0, result.output
+    assert given == [services]
 
 
 @pytest.mark.parametrize(
