@@ -2,7 +2,8 @@
 
 Each is a field of the platform's ``Settings`` (``PB_GATEWAY_*``, ``PB_WALLET_*``,
 ``PB_OPERATORS_DIR``: a bad value stops the process with a message naming the variable; the
-README's settings table lists them); :class:`GatewayConfig` is what the gateway runs with.
+settings table of docs/operations.md lists them); :class:`GatewayConfig` is what the gateway
+runs with.
 """
 
 from __future__ import annotations

@@ -319,7 +319,8 @@ def bench(
         Path, typer.Option("--file", help="The benchmarks file to update with --write.")
     ] = DEFAULT_FILE,
 ) -> None:
-    """Measure the speed of the system (median of several runs) and optionally record it."""
+    """Measure the speed of the system against real Kafka and both stores (median of several
+    runs); --write records it in BENCHMARKS.md."""
     names = only or list(GROUPS)
     unknown = [name for name in names if name not in GROUPS]
     if unknown:

@@ -1,6 +1,6 @@
 """``punto-banco up``: the whole system on this machine, with a demo table and simulated bettors.
 
-Starts the local Kafka (and PostgreSQL with ``--postgres``), the three services as separate
+Starts the local Kafka (and PostgreSQL with ``--postgres``), the four services as separate
 processes, opens a demo table and lets bettors play it with a live view. ``--coups N`` plays N
 coups, stops everything and exits 0 only if every accepted bet was settled exactly once and
 every amount matched the recomputation from the cards; without it, it plays until Ctrl-C.
@@ -82,7 +82,8 @@ def up_command(
         "(--coups N then checks every balance); --no-gateway: straight to Kafka.",
     ),
 ) -> None:
-    """Start Kafka and the three services, play a demo table with simulated bettors."""
+    """Start Kafka, the four services, a demo wallet and the dashboard; play a demo table
+    with simulated bettors through the gateway."""
     from rich.console import Console
     from rich.markup import escape
 

@@ -1,7 +1,7 @@
 """Every setting of a process, declared once: :class:`Settings` (pydantic-settings).
 
-Each field names its variable (its alias), default and meaning; the README's settings table is
-generated from them (:func:`settings_table`). ``Settings.from_env(service, env)`` reads a
+Each field names its variable (its alias), default and meaning; docs/operations.md's settings
+table is generated from them (:func:`settings_table`). ``Settings.from_env(service, env)`` reads a
 mapping (``os.environ`` by default; an empty variable counts as unset) and raises one
 :class:`SettingsError` naming every bad variable; ``Settings(service=...)`` reads nothing. The
 store is handed to eventsourcing as ITS environment (:meth:`Settings.eventsourcing_env`), so no
@@ -447,7 +447,7 @@ class Settings(BaseSettings):
     """or `SCRAM-SHA-256`"""
     kafka_sasl_username: Stripped = _var("KAFKA_SASL_USERNAME", "")
     """the principal this process logs in as (each service, tool and client its own:
-    [`docs/security.md`](docs/security.md)); `infra credentials NAME` prints it"""
+    docs/security.md); `infra credentials NAME` prints it"""
     kafka_sasl_password: Stripped = _var("KAFKA_SASL_PASSWORD", "", repr=False)
     """the principal's password"""
     kafka_ssl_cafile: Stripped = _var("KAFKA_SSL_CAFILE", "", "the system's CAs")
@@ -895,7 +895,8 @@ def _readable(error: ValidationError) -> SettingsError:
 
 
 def settings_table() -> str:
-    """The README's settings table: a row per variable, from the fields of :class:`Settings`."""
+    """docs/operations.md's settings table: a row per variable, from the fields of
+    :class:`Settings`."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
     for info in Settings.model_fields.values():
         if info.alias is None:

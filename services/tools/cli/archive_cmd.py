@@ -32,9 +32,9 @@ def archive(
     data_dir: DataDir = None,
     postgres: Postgres = False,
 ) -> None:
-    """Write each store's rows of --day, cut on its seals, to <store>-<day>.jsonl.gz (and its
-    .sha256) in --out; ``audit --archives`` checks them with the store. With
-    PB_PARTITIONED=yes, every partition's stores (<service>-p<N>-<day>.jsonl.gz)."""
+    """Write each store's rows of --day, cut on its seals, to `<store>-<day>.jsonl.gz` (and its
+    `.sha256`) in --out; `audit --archives` checks them with the store. With
+    PB_PARTITIONED=yes, every partition's stores (`<service>-p<N>-<day>.jsonl.gz`)."""
     try:
         day = date.fromisoformat(day).isoformat()  # 20261130 too: named 2026-11-30
     except ValueError:

@@ -222,7 +222,7 @@ def replay(
     postgres: Postgres = False,
 ) -> None:
     """Rebuild the table-history and bettor-history read models from the stores (with
-    PB_PARTITIONED=yes: each partition's in <out>/p<N>/)."""
+    PB_PARTITIONED=yes: each partition's in `OUT/p<N>/`)."""
     settings = settings_for(data_dir, postgres)
     if settings.partitioned:
         replay_partitions(settings, out)

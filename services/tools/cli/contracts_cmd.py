@@ -47,7 +47,7 @@ def _load(directory: Path) -> dict[str, Any]:
 
 @contracts_app.command("export")
 def export(directory: Path = _DIR_ARGUMENT) -> None:
-    """Write one <MessageName>.json JSON Schema per message and index.json (topics -> types)."""
+    """Write one `<MessageName>.json` JSON Schema per message and index.json (topics -> types)."""
     files = schema_files()
     directory.mkdir(parents=True, exist_ok=True)
     for stale in sorted(directory.glob("*.json")):
@@ -61,7 +61,8 @@ def export(directory: Path = _DIR_ARGUMENT) -> None:
 
 @contracts_app.command("check")
 def check(directory: Path = _DIR_ARGUMENT) -> None:
-    """Compare DIR with the current contracts; exit 1 on any difference, listing breaking ones."""
+    """Compare DIRECTORY with the current contracts; exit 1 on any difference, listing breaking
+    ones."""
     if not directory.is_dir():
         _err.print(
             f"[red]{directory} is not a directory.[/red] "

@@ -49,7 +49,7 @@ def dashboard_command(
     ),
 ) -> None:
     """Serve the live dashboard of every table (roads, shoe, edges, money) from Kafka, logged
-    in as the ``dashboard`` principal (``KAFKA_SECURITY_PROTOCOL``, ``KAFKA_SASL_*``)."""
+    in as the `dashboard` principal (`KAFKA_SECURITY_PROTOCOL`, `KAFKA_SASL_*`)."""
     from services.shared.platform.settings import (
         Settings,
         check_allowed_hosts,

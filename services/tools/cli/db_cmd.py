@@ -63,8 +63,9 @@ def setup_command(
         "...), for PB_PARTITIONED=yes; default with PB_PARTITIONED=yes: PB_TOPIC_PARTITIONS.",
     ),
 ) -> None:
-    """Create or bring up to date each service's owner and login roles, its schema and tables,
-    the append-only triggers, the auditor role and every grant (idempotent)."""
+    """Create or bring up to date each service's owner and login roles, its schema (the
+    gateway's: one per operator) and tables, the append-only triggers, the auditor role and every
+    grant (idempotent)."""
     import psycopg
 
     from services.gateway.operators import OperatorError, service_name

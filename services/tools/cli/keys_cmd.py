@@ -123,7 +123,7 @@ def rotate_secret_command(
 def show_command(
     data_dir: Path | None = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
 ) -> None:
-    """Print the keyring (public keys only): what integrators verify ``pb-sig`` with."""
+    """Print the keyring (public keys only): what integrators verify `pb-sig` with."""
     from services.shared.platform.security import KeysError, load_keyring
 
     settings = _settings("shoe", data_dir)

@@ -7,6 +7,8 @@ module only wires them together, so areas stay independent of each other.
 from __future__ import annotations
 
 import typer
+import typer.core
+import typer.main
 
 app = typer.Typer(
     name="punto-banco",
@@ -54,6 +56,37 @@ except ModuleNotFoundError:
     pass
 else:
     register_developer_commands(app)
+
+
+def commands_table() -> str:
+    """docs/operations.md's command table: a row per command, from the parser's own names,
+    arguments and help (its first paragraph); the developer commands marked *(dev)*."""
+    rows = ["| command | what it does |", "|---|---|"]
+    BAR = "\\|"  # a | in a cell
+
+    def walk(group: typer.core.TyperGroup, prefix: str, parent: typer.Context) -> None:
+        for name in group.list_commands(parent):
+            command = group.get_command(parent, name)
+            assert command is not None
+            context = typer.Context(command, info_name=name, parent=parent)
+            if isinstance(command, typer.core.TyperGroup):
+                walk(command, f"{prefix}{name} ", context)
+                continue
+            arguments = [
+                (param.name or "").upper() + ("..." if param.nargs == -1 else "")
+                for param in command.params
+                if param.param_type_name == "argument"
+            ]
+            usage = " ".join([prefix + name, *arguments])
+            about = " ".join((command.help or "").split("\n\n", 1)[0].split())
+            if getattr(command.callback, "__module__", "").startswith("services.dev."):
+                about += " *(dev)*"
+            rows.append(f"| `{usage}` | {about.replace('|', BAR)} |")
+
+    root = typer.main.get_command(app)
+    assert isinstance(root, typer.core.TyperGroup)
+    walk(root, "", typer.Context(root, info_name="punto-banco"))
+    return "\n".join(rows) + "\n"
 
 
 def main() -> None:

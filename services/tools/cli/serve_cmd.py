@@ -41,7 +41,8 @@ def serve_command(
     ),
     log_level: str | None = typer.Option(None, "--log-level", help="DEBUG, INFO, WARNING..."),
 ) -> None:
-    """Run one service: its event store, outbox relay and Kafka consumer."""
+    """Run one service: its event store, outbox relay and Kafka consumer (the gateway: a
+    service per operator behind one HTTP API)."""
     from services.shared.platform.host import serve
     from services.shared.platform.settings import Settings, SettingsError
 
@@ -110,7 +111,8 @@ def asyncapi_command(
     ),
     kafka: str = typer.Option("127.0.0.1:9092", "--kafka", help="Server named in the document."),
 ) -> None:
-    """Print the AsyncAPI 3.0 document of every service's Kafka topics and messages."""
+    """Print one AsyncAPI 3.0 document of the shoe's, dealing's and settlement's Kafka topics
+    and messages."""
     from services.shared.platform.host import asyncapi_json
 
     document = asyncapi_json([service.broker for service in services_for_documents(kafka)])
@@ -127,7 +129,8 @@ def asyncapi_export_command(
     ),
     kafka: str = typer.Option("127.0.0.1:9092", "--kafka", help="Server named in the documents."),
 ) -> None:
-    """Write the AsyncAPI 3.0 document of each service (and system.json) to a folder."""
+    """Write the AsyncAPI 3.0 document of the shoe, dealing and settlement (and system.json,
+    the three in one) to a folder, docs/asyncapi by default."""
     from services.shared.platform.host import asyncapi_json
 
     services = services_for_documents(kafka)

@@ -151,7 +151,8 @@ def void_command(
     ] = 30.0,
     data_dir: DataDir = None,
 ) -> None:
-    """Sign a void of COUP, send it to dealing, and wait for its answer."""
+    """Sign a void of the coup --coup of --table, send it to dealing, and wait for its answer
+    (CoupVoided or CommandRejected)."""
     from contracts import CommandRejected, CoupVoided, encode
     from services.shared.platform.security import DecisionRefused, read_decision
 

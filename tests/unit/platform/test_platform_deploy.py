@@ -28,7 +28,7 @@ from services.gateway.service import gateway_settings
 from services.shared.platform.host.endpoints import ops_app
 from services.shared.platform.settings import HTTP_PORTS, Settings
 from services.shared.platform.settings import Settings as Environment
-from services.shared.platform.store import store_roles
+from services.tools.admin.provisioning import store_roles
 from services.tools.cli.db_cmd import SERVICES as PROVISIONED
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"

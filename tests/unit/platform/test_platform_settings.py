@@ -143,13 +143,13 @@ def test_allowed_hosts_are_a_checked_comma_separated_list() -> None:
             Settings.from_env("shoe", {"PB_HTTP_ALLOWED_HOSTS": bad})
 
 
-def test_the_readme_settings_table_is_the_one_the_settings_declare() -> None:
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    section = readme.split("## Settings", 1)[1].split("\n## ", 1)[0]
+def test_the_operations_page_settings_table_is_the_one_the_settings_declare() -> None:
+    page = (Path(__file__).resolve().parents[3] / "docs" / "operations.md").read_text()
+    section = page.split("\n## Settings", 1)[1].split("\n## ", 1)[0]
     table = section[section.index("| variable |") :].split("\n\n", 1)[0].strip() + "\n"
     assert table == settings_table(), (
-        "README.md's settings table differs from the settings' fields: paste the output of "
-        "`.venv/bin/python -c 'from services.shared.platform.settings import settings_table; "
+        "docs/operations.md's settings table differs from the settings' fields: paste the output "
+        "of `.venv/bin/python -c 'from services.shared.platform.settings import settings_table; "
         "print(settings_table())'`"
     )
 
