@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv run test lint bench clean infra-up infra-down infra-status constraints
+.PHONY: venv run test test-fast lint bench clean infra-up infra-down infra-status constraints
 
 $(STAMP): pyproject.toml contracts/pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,13 +27,26 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # `make test`: lint, then start the local Kafka and PostgreSQL (services/dev/infra), run
-# pytest against them, and stop them again whatever happened; the exit code is pytest's
-# (or lint's / infra up's when those fail first). PYTEST_ARGS passes options to pytest.
+# pytest against them, and stop them again whatever happened. Unit and integration tests run
+# on TEST_WORKERS pytest-xdist workers (their sessions isolate by topic prefix and database),
+# then e2e serially (whole systems with their own deadlines); the exit code is the first
+# failing run's (or lint's / infra up's when those fail first; a run that selects no test
+# counts as passed). PYTEST_ARGS passes options (not paths) to both runs.
 PYTEST_ARGS ?=
+TEST_WORKERS ?= 2
 test: $(STAMP) lint
 	@trap '$(BIN)/punto-banco infra down' EXIT; trap 'exit 130' INT TERM; \
-	settings="$$($(BIN)/punto-banco infra up)" && eval "$$settings" && \
-	$(BIN)/pytest $(PYTEST_ARGS)
+	settings="$$($(BIN)/punto-banco infra up)" && eval "$$settings" || exit $$?; rc=0; \
+	for run in "-n $(TEST_WORKERS) tests/unit tests/integration" "-p no:xdist tests/e2e"; do \
+	  $(BIN)/pytest $$run $(PYTEST_ARGS); code=$$?; \
+	  if [ $$rc = 0 ] && [ $$code != 5 ]; then rc=$$code; fi; \
+	done; exit $$rc
+
+# `make test-fast`: the unit tier alone (tests/unit: no Kafka, no PostgreSQL, no I/O, about a
+# minute); it starts no server and needs none. One process: the tier is CPU-bound, two
+# workers on two cores are no faster.
+test-fast: $(STAMP)
+	$(BIN)/pytest -p no:xdist tests/unit $(PYTEST_ARGS)
 
 # `make bench`: start the local Kafka and PostgreSQL, run every benchmark group against
 # them (`punto-banco bench`; BENCH_ARGS, e.g. BENCH_ARGS="--quick --write"), stop them again.

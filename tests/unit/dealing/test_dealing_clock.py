@@ -11,7 +11,7 @@ from services.shared.platform.host import ServiceContext
 from services.shared.platform.settings import Settings
 from services.shared.platform.store import AppWorker
 from tests.unit.dealing.harness import Driver, ScriptedShoe, open_table, shuffled_order
-from tests.unit.settlement.stores import POPO
+from tests.unit.settlement.harness import POPO
 
 
 async def test_the_betting_clock_closes_expired_windows() -> None:

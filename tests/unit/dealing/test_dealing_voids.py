@@ -311,20 +311,6 @@ def test_another_decision_on_a_voided_coup_is_refused(driver: Driver) -> None:
     refused(driver, supervisor().void("t1", coup_id, "second"), "COUP_NOT_VOIDABLE")
 
 
-def test_a_replay_is_refused_after_a_restart(store_env: dict[str, str]) -> None:
-    first = DealingApplication(env=store_env, supervisors=keyring())
-    driver = Driver(first, ScriptedShoe([shuffled_order(1, seed=3)]))
-    first.handle(open_table(betting_window_ms=60_000))
-    driver.pump()
-    void = supervisor().void("t1", current_coup(driver), "misdeal")
-    first.handle(void)
-    driver.pump()
-    first.close()
-    driver.app = DealingApplication(env=store_env, supervisors=keyring())
-    refused(driver, void, "AUTHORIZATION_REPLAYED")
-    driver.app.close()
-
-
 # -- the void window -----------------------------------------------------------------------
 def test_a_coup_older_than_the_void_window_cannot_be_voided() -> None:
     clock = Clock()

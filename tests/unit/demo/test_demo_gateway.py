@@ -6,12 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 from decimal import Decimal
-from pathlib import Path
 
 from services.dev.demo.bettors import BetKind, PlannedBet
-from services.dev.demo.bus import operator_of
-from services.dev.demo.gateway import DemoGateway, routed
-from services.gateway.operators import OperatorRegistry
+from services.dev.demo.gateway import routed
 
 
 def planned(bet_id: str, kind: BetKind, amount: str = "500") -> PlannedBet:
@@ -27,16 +24,3 @@ def test_a_repeat_goes_the_way_of_the_bet_it_repeats() -> None:
     assert [b.bet_id for b in http] == ["b1", "b1"]  # the API answers it as the first time
     assert [b.bet_id for b in kafka] == ["b2", "b2"]
     assert routed([again], over_http={"b1"}) == ([again], [])  # sent in an earlier batch
-
-
-def test_each_operator_has_its_gateway_service_secrets_and_wallet(tmp_path: Path) -> None:
-    gateway = DemoGateway(tmp_path, wallet_on=False, operators=("acme", "bravo"))
-    gateway.prepare()
-    assert gateway.env()["PB_GATEWAY_OPERATORS"] == "acme,bravo"
-    registry = OperatorRegistry(tmp_path / "keys" / "operators")
-    assert registry.names() == ["acme", "bravo"]
-    assert {op: registry.get(op).api_secret for op in ("acme", "bravo")} == {
-        op: keys.api_secret for op, keys in gateway.keys.items()
-    }
-    assert gateway.wallet_db("acme") != gateway.wallet_db("bravo")
-    assert {operator_of(f"bettor-{n}", gateway.operators) for n in range(20)} == {"acme", "bravo"}

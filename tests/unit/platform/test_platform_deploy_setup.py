@@ -16,31 +16,20 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
-from contracts import HOUSE, operator_topics
+from contracts import HOUSE
 from services.dev.infra.kafka_acls import (
-    GATEWAY_QUOTA,
     consumer_group,
-    project_acls,
     project_principals,
 )
-from services.dev.infra.kafka_admin import AclBinding, AclOperation, PatternType, ResourceType
 from services.dev.infra.kafka_auth import ADMIN
 from services.dev.infra.kafka_setup_script import setup_script
-from services.shared.platform.kafka import PROJECT_TOPICS, topic_config
 from services.shared.platform.settings import Settings
 from services.tools.cli.db_cmd import PASSWORD_VARIABLE
 from tests.unit.platform.test_platform_deploy import (
     DEPLOY,
-    DEPLOYED,
     K8S,
     SERVICES,
     compose_services,
@@ -52,12 +41,12 @@ from tests.unit.platform.test_platform_deploy import (
     resources,
     secret_env,
 )
-from tests.unit.platform.test_platform_deploy_partitioned import OVERLAY, patch
+from tests.unit.platform.test_platform_deploy_partitioned import patch
 
 SETUP_SCRIPT = K8S / "kafka-setup.sh"
 BROKER_SCRIPT = DEPLOY / "kafka" / "compose-broker.sh"
-ROLES = (*DEPLOYED, "auditor")
-"""The LOGIN roles `db setup` makes: each service's (the gateway's), and the auditor's."""
+ROLES = (*SERVICES, "auditor")
+"""The LOGIN roles `db setup` makes: each service's and the auditor's."""
 
 
 # ---- Kafka: kafka-setup.sh ---------------------------------------------------------------
@@ -68,106 +57,6 @@ def test_the_setup_script_is_the_one_rendered_from_the_matrix() -> None:
         "render it again: punto-banco infra kafka-script > deploy/k8s/kafka-setup.sh"
     )
     assert os.access(SETUP_SCRIPT, os.X_OK)
-
-
-def run_setup(tmp_path: Path, env: dict[str, str], operators: tuple[str, ...] = (HOUSE,)) -> Any:
-    """Run the script for ``operators`` against stand-ins of Kafka's three tools; the calls."""
-    tools = tmp_path / "bin"
-    tools.mkdir(parents=True)
-    log = tmp_path / "calls.jsonl"
-    stand_in = (
-        f"#!{sys.executable}\n"
-        "import json, os, sys\n"
-        "args = sys.argv[1:]\n"
-        "files = {a: open(args[i + 1]).read() for i, a in enumerate(args) if a.endswith('-file')}\n"
-        f"with open({str(log)!r}, 'a') as out:\n"
-        "    out.write(json.dumps([os.path.basename(sys.argv[0]), args, files]) + '\\n')\n"
-    )
-    for name in ("kafka-topics.sh", "kafka-acls.sh", "kafka-configs.sh"):
-        (tools / name).write_text(stand_in)
-        (tools / name).chmod(0o755)
-    script = tmp_path / "kafka-setup.sh"
-    script.write_text(setup_script(operators))
-    result = subprocess.run(
-        ["sh", str(script)],
-        env={"PATH": os.environ["PATH"], "KAFKA_BIN": str(tools), **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    return result, calls
-
-
-def option(args: list[str], name: str) -> list[str]:
-    return [args[i + 1] for i, arg in enumerate(args) if arg == name]
-
-
-ADMIN_ENV = {
-    "KAFKA_BOOTSTRAP_SERVERS": "kafka:19092",
-    "KAFKA_SASL_USERNAME": ADMIN,
-    "KAFKA_SASL_PASSWORD": "admin-secret",
-}
-
-
-@pytest.mark.parametrize("operators", [(HOUSE,), (HOUSE, "acme")])
-def test_the_setup_script_grants_the_matrix_infra_grants_and_nothing_else(
-    tmp_path: Path, operators: tuple[str, ...]
-) -> None:
-    env = {
-        **ADMIN_ENV,
-        "PB_OPERATORS": ",".join(operators),
-        "PB_TOPIC_PREFIX": "run7.",
-        "PB_TOPIC_PARTITIONS": "12",
-        "PB_KAFKA_PASSWORD_SHOE": "shoe-secret",
-    }
-    result, calls = run_setup(tmp_path, env, operators)
-    assert result.returncode == 0, result.stderr
-    granted = set()
-    for tool, args, _files in calls:
-        assert option(args, "--bootstrap-server") == ["kafka:19092"]
-        if tool != "kafka-acls.sh":
-            continue
-        [principal], [operation] = option(args, "--allow-principal"), option(args, "--operation")
-        pattern = PatternType.PREFIXED if "prefixed" in args else PatternType.LITERAL
-        for kind, flag in ((ResourceType.TOPIC, "--topic"), (ResourceType.GROUP, "--group")):
-            for name in option(args, flag):
-                granted.add(
-                    AclBinding(kind, name, pattern, principal, AclOperation[operation.upper()])
-                )
-    assert granted == set(project_acls("run7.", "run7.", operators=operators))
-    topics = {
-        option(args, "--topic")[0]: (option(args, "--partitions"), option(args, "--config"))
-        for tool, args, _files in calls
-        if tool == "kafka-topics.sh"
-    }
-    wanted = dict.fromkeys((*PROJECT_TOPICS, *operator_topics(operators)))
-    assert topics == {
-        f"run7.{topic}": (["12"], [f"{k}={v}" for k, v in topic_config(topic).items()])
-        for topic in wanted
-    }
-    configs = [args for tool, args, _files in calls if tool == "kafka-configs.sh"]
-    quotas = {option(a, "--entity-name")[0]: option(a, "--add-config") for a in configs}
-    gateways = [name for name, role in project_principals(operators).items() if role == "gateway"]
-    expected = f"producer_byte_rate={GATEWAY_QUOTA.producer_byte_rate},request_percentage=50"
-    # Only the shoe's password was given: its credential is set, nobody else's is touched.
-    assert quotas == {"shoe": [], **{name: [expected] for name in gateways}}
-    [scram] = [files for tool, args, files in calls if "--add-config-file" in args]
-    assert list(scram.values()) == ["SCRAM-SHA-512=[iterations=8192,password=shoe-secret]\n"]
-
-
-def test_the_setup_script_refuses_other_operators_and_runs_without_a_gateway_rate(
-    tmp_path: Path,
-) -> None:
-    other, calls = run_setup(tmp_path, {**ADMIN_ENV, "PB_OPERATORS": "house,acme"})
-    assert other.returncode == 2 and calls == []
-    assert "kafka-script --operators house,acme" in other.stderr
-    unlimited, calls = run_setup(tmp_path / "x", {**ADMIN_ENV, "PB_KAFKA_GATEWAY_BYTE_RATE": "0"})
-    assert unlimited.returncode == 0, unlimited.stderr
-    gateway = [args for tool, args, _f in calls if option(args, "--entity-name") == ["gateway"]]
-    assert [option(a, "--delete-config") for a in gateway] == [["producer_byte_rate"], []]
-    assert option(gateway[-1], "--add-config") == ["request_percentage=50"]
 
 
 # ---- compose -----------------------------------------------------------------------------
@@ -189,7 +78,7 @@ def raw_environment(service: str) -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("service", DEPLOYED)
+@pytest.mark.parametrize("service", SERVICES)
 def test_compose_runs_each_service_as_its_own_role_and_principal(service: str) -> None:
     settings = Settings.from_env(service, compose_env(service))
     assert settings.persistence == "postgres" and settings.postgres_create_tables is False
@@ -216,7 +105,7 @@ def test_compose_provisions_the_store_and_the_broker_as_their_administrators() -
     admin = raw_environment("postgres")["POSTGRES_PASSWORD"]
     assert raw_environment("db-setup")["POSTGRES_PASSWORD"] == admin
     assert {PASSWORD_VARIABLE + role.upper() for role in ROLES} <= set(setup["environment"])
-    for service in DEPLOYED:  # the administrator's password reaches no service
+    for service in SERVICES:  # the administrator's password reaches no service
         assert variable_of(admin) not in json.dumps(raw_environment(service))
     # The broker: a SCRAM user per principal of the matrix, made at format time.
     broker = services["kafka"]
@@ -242,7 +131,7 @@ def test_compose_provisions_the_store_and_the_broker_as_their_administrators() -
 # ---- Kubernetes --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("service", DEPLOYED)
+@pytest.mark.parametrize("service", SERVICES)
 def test_each_pod_holds_its_own_postgres_role_and_runs_provisioned(service: str) -> None:
     settings = Settings.from_env(service, environment_of(service))
     assert settings.postgres_create_tables is False
@@ -250,7 +139,7 @@ def test_each_pod_holds_its_own_postgres_role_and_runs_provisioned(service: str)
     secrets = {s["secretRef"]["name"] for s in container(service)["envFrom"] if "secretRef" in s}
     assert secrets == {f"punto-banco-postgres-{service}", f"punto-banco-kafka-{service}"}
     mounted = json.dumps(find("Deployment", service))
-    for other in ("admin", "auditor", *(s for s in DEPLOYED if s != service)):
+    for other in ("admin", "auditor", *(s for s in SERVICES if s != service)):
         assert f"punto-banco-postgres-{other}" not in mounted
 
 
@@ -310,7 +199,7 @@ def test_the_kafka_setup_job_runs_the_rendered_script_as_the_clusters_admin() ->
     assert main["command"] == ["sh", f"{mount['mountPath']}/kafka-setup.sh"]
     env = job_env("kafka-setup")
     assert env["KAFKA_SASL_USERNAME"] == ADMIN and env["KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
-    for service in DEPLOYED:
+    for service in SERVICES:
         key = f"<punto-banco-kafka-{service}:KAFKA_SASL_PASSWORD>"
         assert env[f"PB_KAFKA_PASSWORD_{service.upper()}"] == key
     assert "PB_OPERATORS" in env and env["PB_OPERATORS"] == HOUSE  # the script's operators
@@ -320,62 +209,3 @@ def test_the_services_groups_are_the_ones_the_script_grants() -> None:
     for service in SERVICES:
         settings = Settings.from_env(service, environment_of(service))
         assert settings.consumer_group == consumer_group(service, settings.topic_prefix)
-
-
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
-@pytest.mark.parametrize("folder", ["k8s", "k8s-partitioned"])
-def test_the_rendered_manifests_give_each_pod_only_its_own_secrets(
-    tmp_path: Path, folder: str
-) -> None:
-    """`kubectl kustomize` with placeholder keys and .env files (the examples): every Secret
-    reference resolves to a generated Secret, and each service's pod references its own."""
-    shutil.copytree(K8S, tmp_path / "k8s")
-    shutil.copytree(OVERLAY, tmp_path / "k8s-partitioned")
-    base = tmp_path / "k8s"
-    for example in base.glob("*.env.example"):
-        shutil.copy(example, base / example.name.removesuffix(".example"))
-    placeholders = ("keys/shoe.pem", "keys/dealing.pem", "keys/settlement.pem", "keys/gateway.pem")
-    for name in (*placeholders, "keys/operators/house.json", "kafka/ca.pem"):
-        (base / name).parent.mkdir(parents=True, exist_ok=True)
-        (base / name).write_text("placeholder\n")
-    for name in ("shoe-secret.json", "keyring.json", "supervisors.json"):
-        (base / "keys" / name).write_text("{}\n")
-    rendered = subprocess.run(
-        ["kubectl", "kustomize", str(tmp_path / folder)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    docs = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
-    secrets = {doc["metadata"]["name"] for doc in docs if doc["kind"] == "Secret"}
-
-    def referenced(doc: dict[str, Any]) -> set[str]:
-        text = json.dumps(doc)
-        return {name for name in secrets if f'"{name}"' in text}
-
-    for doc in docs:
-        if doc["kind"] == "Deployment":
-            service = doc["metadata"]["name"]
-            own = {name.rsplit("-", 1)[0] for name in referenced(doc)}
-            assert own == {
-                f"punto-banco-postgres-{service}",
-                f"punto-banco-kafka-{service}",
-                f"punto-banco-signing-{service}",
-                *(["punto-banco-shoe-secret"] if service == "shoe" else []),
-                *(["punto-banco-gateway-operators"] if service == "gateway" else []),
-            }
-            env = {
-                e["name"]: e.get("value")
-                for e in doc["spec"]["template"]["spec"]["containers"][0]["env"]
-            }
-            assert "POSTGRES_PASSWORD" not in env
-    jobs = {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == "Job"}
-    assert set(jobs) == {"db-setup", "kafka-setup"}
-    admin_secrets = {"punto-banco-postgres-admin", "punto-banco-kafka-admin"}
-    assert {n.rsplit("-", 1)[0] for n in referenced(jobs["db-setup"])} >= {
-        "punto-banco-postgres-admin"
-    }
-    for doc in docs:
-        if doc["kind"] == "Deployment":
-            assert not {n.rsplit("-", 1)[0] for n in referenced(doc)} & admin_secrets

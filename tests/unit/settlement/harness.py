@@ -29,9 +29,10 @@ from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages
 from services.shared.platform.relay import with_incidents
 from tests.payout_oracle import oracle_returned
-from tests.unit.settlement.stores import POPO
 
 M = TypeVar("M", bound=Message)
+
+POPO = {"PERSISTENCE_MODULE": "eventsourcing.popo"}  # eventsourcing's in-memory store
 
 T0 = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
 CLOSES_AT = T0 + timedelta(minutes=5)

@@ -12,8 +12,7 @@ from services.settlement.application import SettlementApplication
 from services.settlement.bet_index import BetAnswer
 from services.settlement.books import MAX_BOOK_EXPOSURE
 from services.shared.platform.settings import DEFAULT_MAX_BETS_PER_COUP, Settings, SettingsError
-from tests.unit.settlement.harness import Dealing, Relay, bet, settlement_app
-from tests.unit.settlement.stores import POPO
+from tests.unit.settlement.harness import POPO, Dealing, Relay, bet, settlement_app
 from tests.unit.settlement.test_settlement_operators import OPERATORS, Table
 
 FULL = "coup c1 already holds 3 bets, the most one coup takes; bet on the next coup"
@@ -130,25 +129,6 @@ def test_one_operators_stakes_never_take_another_operators_share_of_the_coups_st
     for n in range(count):
         placed = bet(f"b{n}", bettor_id=f"p{n}", amount=big)
         assert app.place_bet(placed, operator="bravo").accepted
-
-
-def test_the_count_is_rebuilt_from_the_books_events_after_a_restart(
-    store_env: dict[str, str],
-) -> None:
-    first = capped(store_env, 3).app
-    first.handle_batch([bet("b0", bettor_id="p0"), bet("b1", bettor_id="p1")], None)
-    first.close()
-    again = settlement_app(env={**store_env, "PB_MAX_BETS_PER_COUP": "3"})
-    assert again.place_bet(bet("b2", bettor_id="p2")).accepted
-    assert again.place_bet(bet("b3", bettor_id="p3")).reason_code == "BOOK_FULL"
-    again.close()
-    # Answers are recorded, never judged again: a smaller cap later refuses new bets only.
-    smaller = settlement_app(env={**store_env, "PB_MAX_BETS_PER_COUP": "1"})
-    book = smaller.get_book("t1", "c1")
-    assert book is not None and book.bet_count == 3
-    assert smaller.place_bet(bet("b0", bettor_id="p0")) == BetAnswer("b0", True, repeated=True)
-    assert smaller.place_bet(bet("b4", bettor_id="p4")).message.startswith(FULL)
-    smaller.close()
 
 
 def test_the_cap_comes_from_pb_max_bets_per_coup_through_settlements_settings() -> None:

@@ -27,13 +27,13 @@ from services.shared.platform.consumer import LOG_APPEND_TIME, Delivery
 from tests.unit.settlement.harness import (
     CLOSES_AT,
     PLACED_AT,
+    POPO,
     T0,
     Dealing,
     Relay,
     bet,
     settlement_app,
 )
-from tests.unit.settlement.stores import POPO
 
 OPERATORS = ("acme", "bravo")
 
@@ -169,30 +169,6 @@ def test_the_service_takes_a_bets_operator_from_the_topic_it_was_read_from() -> 
     assert app.bet_answer("b7", "acme") is None
     [answer] = [m for m in Relay(app).pump() if isinstance(m, BetAccepted | BetRejected)]
     assert answer.operator == "bravo"
-
-
-def test_a_restarted_settlement_keeps_bet_ids_per_operator(tmp_path: object) -> None:
-    """A restarted settlement reads the bet ids' records, each of its operator."""
-    from pathlib import Path
-
-    env = {
-        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-        "SQLITE_DBNAME": str(Path(str(tmp_path)) / "settlement.sqlite"),
-        "PB_OPERATORS": ",".join(OPERATORS),
-    }
-    table = Table(settlement_app(env=env))
-    table.open_table()
-    for operator in OPERATORS:
-        table.open_for(operator)
-    assert table.app.place_bet(bet("b1", amount=1000), operator="acme").accepted
-    table.app.close()
-    again = settlement_app(env=env)
-    assert again.bet_answer("b1", "acme") is not None
-    assert again.bet_answer("b1", "bravo") is None
-    assert again.place_bet(bet("b1", amount=5000), operator="acme").reason_code == (
-        "DUPLICATE_BET_ID"
-    )
-    assert again.place_bet(bet("b1", amount=5000), operator="bravo").accepted
 
 
 def test_a_bet_cannot_claim_an_operator() -> None:

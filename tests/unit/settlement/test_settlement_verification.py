@@ -18,13 +18,13 @@ from services.shared.rules.tableau import resolve_coup
 from tests.unit.settlement.harness import (
     CLOSES_AT,
     PLACED_AT,
+    POPO,
     Dealing,
     Relay,
     bet,
     claim,
     settlement_app,
 )
-from tests.unit.settlement.stores import POPO
 
 PLAYER, BANKER = ["9H", "KD"], ["2S", "3C"]  # a natural 9 against 5: Player wins
 ORDER = ["9H", "2S", "KD", "3C"]

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.settlement.stores import DURABLE_STORES, durable_env
+from tests.integration.settlement.stores import DURABLE_STORES, durable_env
 
 
 @pytest.fixture(params=DURABLE_STORES)

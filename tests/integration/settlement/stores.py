@@ -9,8 +9,6 @@ import psycopg
 import pytest
 from psycopg import sql
 
-POPO = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
-
 DURABLE_STORES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
