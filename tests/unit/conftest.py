@@ -4,7 +4,7 @@ temporary folder fails, naming what it did (its place is tests/integration/<area
 
 Allowed: in-memory SQLite (``:memory:``, ``mode=memory``), eventsourcing's POPO store, reading
 files, and writing under the temporary folder (``tmp_path``), Hypothesis's example database or
-``__pycache__`` (an import's bytecode).
+``__pycache__`` (an import's bytecode), never the project's own tree.
 The guard wraps each test's setup, call and teardown; what it refuses raises at once and fails
 the test even when the code under test swallows the error.
 """
@@ -21,6 +21,7 @@ import sqlite3
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -35,18 +36,34 @@ class UnitTestIO(AssertionError):
     """A unit test did I/O the unit tier forbids."""
 
 
-def _writable_roots(config: pytest.Config) -> tuple[str, ...]:
-    roots = [tempfile.gettempdir(), str(config.rootpath / ".hypothesis")]
-    return tuple(os.path.realpath(root) + os.sep for root in roots)
+@dataclass(frozen=True)
+class _Writable:
+    """Where a unit test may write: the temporary folder (``tmp_path``) and Hypothesis's
+    database, never the project's own tree (even when the project lies in the temporary
+    folder, as a clone in /tmp does)."""
+
+    temporary: str
+    hypothesis: str
+    project: str
+
+    def refuses(self, path: Any) -> bool:
+        if isinstance(path, int):  # an already open descriptor
+            return False
+        real = os.path.realpath(os.fspath(path))
+        if os.path.basename(os.path.dirname(real)) == "__pycache__":  # an import's bytecode
+            return False
+        under = (real + os.sep).startswith
+        if under(self.hypothesis):
+            return False
+        return under(self.project) or not under(self.temporary)
 
 
-def _outside(path: Any, roots: tuple[str, ...]) -> bool:
-    if isinstance(path, int):  # an already open descriptor
-        return False
-    real = os.path.realpath(os.fspath(path))
-    if os.path.basename(os.path.dirname(real)) == "__pycache__":  # an import's bytecode
-        return False
-    return not (real + os.sep).startswith(roots)
+def _writable(config: pytest.Config) -> _Writable:
+    def folder(path: str | os.PathLike[str]) -> str:
+        return os.path.realpath(path) + os.sep
+
+    root = config.rootpath
+    return _Writable(folder(tempfile.gettempdir()), folder(root / ".hypothesis"), folder(root))
 
 
 def _in_memory(database: Any, uri: bool) -> bool:
@@ -57,7 +74,7 @@ def _in_memory(database: Any, uri: bool) -> bool:
 
 @contextlib.contextmanager
 def _no_io(config: pytest.Config, seen: list[str]) -> Iterator[None]:
-    roots = _writable_roots(config)
+    writable = _writable(config)
 
     def refuse(what: str) -> UnitTestIO:
         message = (
@@ -76,12 +93,12 @@ def _no_io(config: pytest.Config, seen: list[str]) -> Iterator[None]:
     real_open, real_os_open, real_sqlite = builtins.open, os.open, sqlite3.connect
 
     def guarded_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-        if WRITE_MODES & set(mode) and _outside(file, roots):
+        if WRITE_MODES & set(mode) and writable.refuses(file):
             raise refuse(f"opened {file} for writing ({mode!r}) outside the temporary folder")
         return real_open(file, mode, *args, **kwargs)
 
     def guarded_os_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
-        if flags & WRITE_FLAGS and _outside(path, roots):
+        if flags & WRITE_FLAGS and writable.refuses(path):
             raise refuse(f"os.open-ed {path} for writing outside the temporary folder")
         return real_os_open(path, flags, *args, **kwargs)
 

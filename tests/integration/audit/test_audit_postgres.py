@@ -22,9 +22,10 @@ pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture(scope="module")
-def pg_settings(postgres_env: dict[str, str]) -> Settings:
+def pg_settings(postgres_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Settings:
     env = {
         **postgres_env,
+        "PB_DATA_DIR": str(tmp_path_factory.mktemp("audit-postgres")),  # the supervisor's key
         "PB_PERSISTENCE": "postgres",
         "PB_POSTGRES_SCHEMA_PREFIX": f"audit{secrets.token_hex(3)}_",
         **key_env(),  # the shoe's secret key (the audit needs none)
