@@ -1,3 +1,3 @@
 module punto-banco/examples/go-client
 
-go 1.22
+go 1.19
