@@ -39,7 +39,7 @@ from contracts import (
     bet_events_topic,
     decode,
 )
-from services.shared.platform.host import AsgiServer
+from services.shared.platform.host import AsgiServer, Started
 from services.shared.platform.settings import (
     KafkaAuth,
     SettingsError,
@@ -209,7 +209,7 @@ async def state_events(
             await asyncio.wait_for(stopping.wait(), push_interval)
 
 
-class Dashboard:
+class Dashboard(Started):
     """The dashboard: follower + HTTP server (``host``: any address, default loopback)."""
 
     def __init__(
@@ -253,17 +253,6 @@ class Dashboard:
             except Exception:
                 log.exception("dashboard feed failed")
         await self.follower.stop()
-
-    async def __aenter__(self) -> Dashboard:
-        try:
-            await self.start()
-        except BaseException:
-            await self.stop()
-            raise
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
 
 async def start_for_up(

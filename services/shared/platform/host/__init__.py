@@ -11,6 +11,7 @@ from services.shared.platform.host.faststream import KafkaService, asyncapi_json
 from services.shared.platform.host.runner import (
     AsgiServer,
     ServiceHost,
+    Started,
     configure_logging,
     run_service,
     serve,
