@@ -587,7 +587,7 @@ class Settings(BaseSettings):
     """the gateway's HTTP API and its `/health`, `/ready`, `/metrics` (on `PB_HTTP_HOST`)"""
     gateway_answer_wait: float = _var("PB_GATEWAY_ANSWER_WAIT", 10.0, "`10` (s)", gt=0, le=3600)
     """how long `POST /v1/bets` waits for settlement's answer at most (then 202 PENDING)"""
-    gateway_rate: float = _var("PB_GATEWAY_RATE", 200.0, "`200`", gt=0)
+    gateway_rate: float = _var("PB_GATEWAY_RATE", 200.0, "`200`", gt=0, le=1_000_000)
     """per operator: requests per second (over: 429 with `Retry-After`)"""
     gateway_burst: int = _var("PB_GATEWAY_BURST", 400, ge=1)
     """per operator: the burst of requests taken above the rate"""
@@ -604,7 +604,7 @@ class Settings(BaseSettings):
     """per operator: wallet calls in flight at once"""
     wallet_zero_credits: bool = _var("PB_WALLET_ZERO_CREDITS", False)
     """`yes`: a losing bet gets a zero credit (round closure)"""
-    wallet_silence: float = _var("PB_WALLET_SILENCE", 60.0, "`60` (s)", gt=0)
+    wallet_silence: float = _var("PB_WALLET_SILENCE", 60.0, "`60` (s)", gt=0, le=86_400)
     """`/ready` names an operator whose wallet has left calls unanswered this long"""
 
     def __init__(self, service: str | None = None, /, **values: Any) -> None:

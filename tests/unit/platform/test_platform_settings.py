@@ -197,3 +197,23 @@ def test_the_brokers_clock_skew_is_a_duration_from_0_to_60_seconds() -> None:
     for bad in ("61s", "-1", "abc", "1y", "2m"):
         with pytest.raises(SettingsError, match="PB_BROKER_CLOCK_SKEW must be a duration"):
             Settings.from_env("settlement", {"PB_BROKER_CLOCK_SKEW": bad})
+
+
+@pytest.mark.parametrize(
+    ("variable", "bad"),
+    [
+        ("PB_GATEWAY_RATE", "inf"),
+        ("PB_GATEWAY_RATE", "nan"),
+        ("PB_GATEWAY_RATE", "0"),
+        ("PB_WALLET_SILENCE", "inf"),
+        ("PB_WALLET_RETRY", "1,0"),
+        ("PB_GATEWAY_MAX_BODY", "10"),
+        ("PB_GATEWAY_OPERATORS", "Bad Name"),
+    ],
+)
+def test_the_gateways_settings_are_bounded(variable: str, bad: str) -> None:
+    """The gateway's settings refuse what no deployment means (an endless rate, no retry
+    delay, a body too small for a bet), naming the variable."""
+    with pytest.raises(SettingsError, match=variable):
+        Settings.from_env("gateway", {variable: bad})
+    assert Settings.from_env("gateway", {}).gateway_rate == 200.0
