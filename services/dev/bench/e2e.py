@@ -53,7 +53,7 @@ from services.dev.bench.instances import (
     process_memory_table,
     spread_lines,
 )
-from services.dev.bench.profiling import PySpy, profiler_folder
+from services.dev.bench.profiling import GLUE, STEPS, PySpy, profiler_folder, step_shares
 from services.dev.bench.report import (
     CellRow,
     Figure,
@@ -100,6 +100,8 @@ class StoreRun:
     memory: dict[str, int] = field(default_factory=dict)
     memory_load: str = ""
     cpu: list[CpuCell] = field(default_factory=list)  # CPU seconds per part, per cell
+    profiles: dict[str, Path] = field(default_factory=dict)  # py-spy's, per service
+    profiled: CpuCell | None = None  # the cell the profiles sampled
     single: Ceiling | None = None
     batched: Ceiling | None = None
 
@@ -233,6 +235,8 @@ async def _run_store(
             finally:
                 if spy is not None:
                     spy.stop()
+                    run.profiles = spy.outputs
+                    run.profiled = run.cpu[-1] if run.cpu else None
                 if sampler is not None:
                     run.memory = await sampler.stop()
                     run.memory_load = f"{tables_text(tables)} x {bets:,} bets per coup"
@@ -562,7 +566,8 @@ def details(report: E2EReport, command: str) -> str:
         parts += [table(memory, loads), ""]
     if report.partitions is not None:
         parts += [partitioned_text(report), ""]
-    parts += [cpu_section(report), where_the_time_goes(report), "", METHOD, FINDINGS]
+    parts += [cpu_section(report), steps_section(report), where_the_time_goes(report)]
+    parts += ["", METHOD, FINDINGS]
     return "\n".join(parts)
 
 
@@ -615,6 +620,45 @@ def cpu_section(report: E2EReport) -> str:
             "",
         ]
     )
+
+
+def steps_section(report: E2EReport) -> str:
+    """Where a bet's CPU goes: each service's CPU per bet split by the steps of its profile."""
+    runs = [run for run in report.stores if run.profiled is not None and run.profiles]
+    if not runs:
+        return ""
+    lines = [
+        "### Where a bet's CPU goes, per service and step",
+        "",
+        "The profiled cell's CPU per bet of each service (psutil), split in the shares of its "
+        "py-spy samples per step (`services.dev.bench.profiling.STEPS` says which frames make "
+        "a step; a stack counts for its most specific step). In microseconds per settled bet.",
+    ]
+    for run in runs:
+        cell = run.profiled
+        assert cell is not None
+        services = [name for name in ("shoe", "dealing", "settlement") if name in run.profiles]
+        shares = {name: step_shares(run.profiles[name].read_text()) for name in services}
+        steps = [step for step, _ in STEPS if any(step in shares[name] for name in services)]
+        steps += [GLUE] if any(GLUE in shares[name] for name in services) else []
+        lines += [
+            "",
+            f"{run.label}, {tables_text(cell.tables)} x {cell.bets:,} bets:",
+            "",
+            "| Step | " + " | ".join(services) + " | all |",
+            "|---|" + "---:|" * (len(services) + 1),
+        ]
+        for step in [*steps, "total"]:
+            micros = [
+                cell.micros_per_bet(name) * (1.0 if step == "total" else shares[name].get(step, 0))
+                for name in services
+            ]
+            lines.append(
+                f"| {step} | "
+                + " | ".join(f"{m:,.0f}" for m in micros)
+                + f" | {sum(micros):,.0f} |"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def where_the_time_goes(report: E2EReport) -> str:

@@ -2,7 +2,8 @@
 
 Set ``PB_BENCH_PYSPY=<folder>``: ``py-spy record`` (``pip install py-spy``, in the dev extras)
 samples every service process during the largest cell of each store and writes collapsed
-stacks ``<folder>/<store>-<service>.txt``; :func:`top_functions` summarises one. With
+stacks ``<folder>/<store>-<service>.txt``; :func:`top_functions` summarises one and
+:func:`step_shares` splits its samples into the steps of a bet (fetch, decode, verify, ...). With
 ``PB_BENCH_PYSPY_GIL=1`` only the thread holding the GIL is sampled (``--gil``): the
 Python work itself, without threads waiting for the GIL, which otherwise look busy.
 """
@@ -79,3 +80,54 @@ def top_functions(collapsed: str, limit: int = 15, own: bool = False) -> list[tu
     if not samples:
         return []
     return [(frame, count / samples) for frame, count in totals.most_common(limit)]
+
+
+STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("sign", ("Signer.sign",)),
+    ("verify", ("platform/security/",)),
+    ("commit", ("group_coordinator.py", "commit_offsets")),
+    ("transcode", ("JSONTranscoder", "Mapper.to_stored_event", "Mapper.to_domain_event")),
+    ("read back", ("select_notifications", "NotificationLog")),
+    ("record", ("eventsourcing/", "sqlite3", "psycopg", "UnitOfWork.commit")),
+    ("decode", ("decode (contracts/codec.py", "validate_json", "json/decoder.py")),
+    ("encode", ("encode (contracts/codec.py", "model_dump_json", "json/encoder.py")),
+    (
+        "map",
+        (
+            "platform/relay/records.py",
+            "platform/relay/publishing.py",
+            "contracts/trusted.py",
+            "/messages.py",
+        ),
+    ),
+    ("fetch", ("aiokafka/consumer/",)),
+    ("produce", ("aiokafka/producer/",)),
+    ("judge", ("services/settlement/", "services/dealing/", "services/shoe/", "shared/rules/")),
+    ("consume", ("platform/consumer/",)),
+    ("relay", ("platform/relay/",)),
+)
+"""The steps of a bet, most specific first, each with substrings of py-spy frames
+(``function (path:line)``). A stack counts for the first step any of its frames matches: a
+JSON encoder under the store's transcoder is transcoding, under the relay's mapping encoding;
+a stack no step matches is the event loop, threads and framework glue ("loop and glue")."""
+
+GLUE = "loop and glue"
+
+
+def step_of(stack: str) -> str:
+    """The step a sampled stack (frames joined by ``;``) belongs to."""
+    for step, needles in STEPS:
+        if any(needle in stack for needle in needles):
+            return step
+    return GLUE
+
+
+def step_shares(collapsed: str) -> dict[str, float]:
+    """Each step's share of the samples in py-spy's collapsed stacks (steps with none left out)."""
+    totals: Counter[str] = Counter()
+    for line in collapsed.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if stack and count_text.isdigit():
+            totals[step_of(stack)] += int(count_text)
+    samples = sum(totals.values())
+    return {step: count / samples for step, count in totals.items()} if samples else {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.dev.bench.profiling import top_functions
+from services.dev.bench.profiling import GLUE, step_shares, top_functions
 from services.dev.bench.report import CellRow, cells_table, latency_summary, memory_table
 
 
@@ -53,3 +53,25 @@ def test_top_functions_counts_inclusive_and_own_samples() -> None:
     assert inclusive["main"] == 1.0 and inclusive["relay"] == 0.75
     own = dict(top_functions(collapsed, own=True))
     assert own == {"send": 0.75, "worker": 0.25}
+
+
+def test_a_stack_counts_for_its_most_specific_step() -> None:
+    """The same JSON encoder is the store's transcoding under eventsourcing's mapper and the
+    relay's encoding under its mapping; a stack no step names is glue."""
+    store = (
+        "handle (services/settlement/service.py:52);"
+        "Mapper.to_stored_event (eventsourcing/persistence.py:392);"
+        "JSONEncoder.iterencode (json/encoder.py:258)"
+    )
+    relay = (
+        "RecordEncoder.chunks (services/shared/platform/relay/records.py:181);"
+        "JSONEncoder.iterencode (json/encoder.py:258)"
+    )
+    judge = "handle (services/settlement/service.py:52);BetBook._drafted (x.py:1)"
+    collapsed = f"{store} 2\n{relay} 1\n{judge} 1\nEpollSelector.select (selectors.py:468) 4\n"
+    assert step_shares(collapsed) == {
+        "transcode": 0.25,
+        "encode": 0.125,
+        "judge": 0.125,
+        GLUE: 0.5,
+    }
