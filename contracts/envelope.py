@@ -79,8 +79,11 @@ NO_CONTROL_CHARACTERS = r"^[^\x00-\x1f\x7f-\x9f]*$"
 A NUL cannot be stored in a PostgreSQL text column, a line feed or an escape forges log lines."""
 
 
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def _no_control_characters(value: str) -> str:
-    if any(ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F for char in value):
+    if _CONTROL_CHARACTER.search(value) is not None:
         raise ValueError("must hold no control character (U+0000-U+001F, U+007F-U+009F)")
     return value
 
