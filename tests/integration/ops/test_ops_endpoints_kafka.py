@@ -141,7 +141,7 @@ async def test_endpoints_of_a_running_service(kafka_bootstrap: str, tmp_path: Pa
 
 
 async def test_not_ready_when_the_broker_does_not_answer(tmp_path: Path) -> None:
-    from services.shared.platform.host.endpoints import ServiceReadiness  # the running service's
+    from services.shared.platform.host.service import ServiceReadiness  # the running service's
 
     dead = f"127.0.0.1:{free_port()}"
     settings = Settings.from_env("shoe", {"KAFKA_BOOTSTRAP_SERVERS": dead})

@@ -48,7 +48,7 @@ class Shoe:
         self.service = service
         self.broker = broker
         self.dead_letters = service.consumer_options["producer"]
-        self.relayed = service.relay_options["producer"]
+        self.relayed = service.relay_options["producer_factory"]()
 
     @property
     def kafka(self) -> FakeConsumer:
@@ -100,7 +100,8 @@ async def shoe(tmp_path: Path) -> AsyncIterator[Shoe]:
     async def topic_ids(topics: Iterable[str]) -> dict[str, str]:
         return dict.fromkeys(topics, "topic-id")
 
-    service.relay_options = {"producer": FakeProducer()}
+    relay_producer = FakeProducer()
+    service.relay_options = {"producer_factory": lambda: relay_producer}
     service.consumer_options = {
         "producer": FakeProducer(),
         "cluster_id": "cluster",

@@ -119,10 +119,10 @@ async def test_a_topic_refusing_a_record_as_too_large_leads_to_quarantine(
         for notification in (4, 5):  # batches halve after each refusal: at most 1,000 bytes
             plan.add(*[closed("t1", f"later {notification}.{i}") for i in range(10)])
             assert await relay.publish_pending() == 10
-        settled = relay._generation
+        settled = relay.producer.generation
         plan.add(*[closed("t1", f"last {i}") for i in range(10)])
         assert await relay.publish_pending() == 10
-        assert relay._generation == settled  # no new producer: nothing refused any more
+        assert relay.producer.generation == settled  # no new producer: nothing refused any more
     finally:
         await relay.stop()
     events = await read_topic(settings, TABLE_EVENTS, lambda r: len(r) >= 48)

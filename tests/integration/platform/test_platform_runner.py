@@ -43,5 +43,5 @@ async def test_a_crashed_task_stops_the_service(tmp_path: object) -> None:
         name="counter", application=lambda env: CounterApp(env=env), tasks=[broken]
     )
     async with ServiceHost(definition, settings(str(tmp_path)), create_topics=False) as host:
-        await asyncio.wait_for(host.wait_stopping(), 60)
+        await asyncio.wait_for(host.stopping.wait(), 60)
     assert host.failed

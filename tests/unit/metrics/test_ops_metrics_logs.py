@@ -223,7 +223,7 @@ async def test_readiness_names_a_stopped_partition() -> None:
     from aiokafka import TopicPartition
 
     from services.shared.platform.consumer.stops import PartitionStops
-    from services.shared.platform.host.endpoints import ServiceReadiness
+    from services.shared.platform.host.service import ServiceReadiness
     from services.shared.platform.store import AppWorker, WriterLease
 
     class Checks(ServiceReadiness):

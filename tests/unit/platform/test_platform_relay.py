@@ -22,7 +22,7 @@ def to_messages(event: Any) -> list[Message]:
 
 def make(app: CounterApp, producer: FakeProducer, batch: int = 2) -> tuple[OutboxRelay, Settings]:
     settings = Settings.from_env("counter", {"PB_TOPIC_PREFIX": "p."}, relay_batch_size=batch)
-    return OutboxRelay(app, settings, to_messages, producer=producer), settings
+    return OutboxRelay(app, settings, to_messages, producer_factory=lambda: producer), settings
 
 
 def fill(app: CounterApp, amounts: list[int]) -> None:
@@ -69,7 +69,9 @@ async def test_the_same_event_gives_the_same_message_ids() -> None:
     await relay1.start()
     await relay1.publish_pending()
     app.record_position("other", 1)
-    relay2 = OutboxRelay(app, relay1.settings, to_messages, producer=second, tracking_name="again")
+    relay2 = OutboxRelay(
+        app, relay1.settings, to_messages, producer_factory=lambda: second, tracking_name="again"
+    )
     await relay2.start()
     await relay2.publish_pending()
     assert [r.value for r in first.sent] == [r.value for r in second.sent]
@@ -86,7 +88,7 @@ async def test_a_failed_batch_is_not_recorded_and_is_published_again() -> None:
     # batches of 2 notifications: [created, +1] goes out, [+1, +1] fails half way
     assert app.tracked_position("relay:counter") == 2
     healthy = FakeProducer()
-    restarted = OutboxRelay(app, settings, to_messages, producer=healthy)
+    restarted = OutboxRelay(app, settings, to_messages, producer_factory=lambda: healthy)
     await restarted.start()
     await restarted.publish_pending()
     everything = reasons(broken) + reasons(healthy)
@@ -103,8 +105,11 @@ async def test_a_batch_stops_after_enough_messages(monkeypatch: pytest.MonkeyPat
     producer = FakeProducer()
     relay, _ = make(app, producer, batch=100)
     await relay.start()
-    batch, last = relay._read_batch(0)
-    assert (len(batch), last) == (4, 3)  # created (0), +2, +2: stops once 3 are reached
+    events, _ = relay._read_events(0)
+    done = [0]
+    chunks = relay.encoder.chunks(events, done)
+    batch = [record for chunk in chunks for record in chunk.markers + chunk.others]
+    assert (len(batch), done[0]) == (4, 3)  # created (0), +2, +2: stops once 3 are reached
     assert await relay.publish_pending() == 6
     assert reasons(producer) == ["2/0", "2/1"] * 3
 
@@ -128,7 +133,9 @@ async def test_events_saved_while_running_are_mapped_without_decoding_and_alike(
     assert await relay.publish_pending() == 4
     assert decoded == []  # every event came from the save listener
     assert relay._fresh == {}  # nothing kept once published
-    again = OutboxRelay(app, settings, to_messages, producer=replayed, tracking_name="again")
+    again = OutboxRelay(
+        app, settings, to_messages, producer_factory=lambda: replayed, tracking_name="again"
+    )
     await again.start()
     assert await again.publish_pending() == 4
     assert decoded == [1, 2, 3]  # this one read the store

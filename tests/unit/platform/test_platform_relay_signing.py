@@ -147,7 +147,7 @@ async def test_a_record_too_large_with_its_signature_is_quarantined_unsigned() -
     record = next(
         r for c in unsigned.encoder.chunks(unsigned._read_events(0)[0], [0]) for r in c.others
     )
-    relay.max_record_bytes = record.size + 100
+    relay.encoder.max_record_bytes = record.size + 100
     assert await relay.publish_pending() == 1
     assert not broker.appended(PREFIX + TABLE_EVENTS)
     (quarantine,) = broker.appended(PREFIX + DEAD_LETTERS)

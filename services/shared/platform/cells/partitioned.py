@@ -33,7 +33,8 @@ from services.shared.platform.host.runner import (
     AsgiServer,
     ServiceHost,
     configure_logging,
-    stop_on_signals,
+    run_host,
+    start_endpoints,
 )
 from services.shared.platform.kafka import client_options, ensure_topics
 from services.shared.platform.settings import MAX_PARTITIONS, Settings
@@ -170,7 +171,14 @@ class CellHost:
     async def start(self) -> None:
         """Serve the endpoints, take the mode lease, create the topics, join the group; the
         cells start as partitions are assigned."""
-        await self._start_http()
+        ops = ops_app(
+            self.readiness,
+            functools.partial(merged_metrics, self),
+            self.template.asyncapi_json,
+            service=self.name,
+            allowed_hosts=self.settings.allowed_hosts,
+        )
+        self.http = await start_endpoints(ops, self.settings)
         if not await self.mode_lease.acquire(self.stopping):
             return  # stopped while an unpartitioned instance wrote
         await ensure_topics(self.settings)
@@ -183,30 +191,6 @@ class CellHost:
             ("offsets", keep_offsets_alive(lambda: list(self.cells.values()), self.stopping)),
         ):
             self._tasks.append(asyncio.create_task(self._guard(what, step)))
-
-    async def _start_http(self) -> None:
-        settings = self.settings
-        if settings.http_port is None:
-            return
-
-        async def metrics() -> bytes:
-            return await merged_metrics(self)
-
-        app = ops_app(
-            self.readiness,
-            metrics,
-            self.template.asyncapi_json,
-            service=settings.service,
-            allowed_hosts=settings.allowed_hosts,
-        )
-        server = AsgiServer(app, settings.http_host, settings.http_port, name=settings.service)
-        try:
-            await server.start()
-        except OSError as error:
-            log.warning("%s: no HTTP endpoints (%s)", settings.service, error)
-            await server.stop()
-            return
-        self.http = server
 
     async def _check_partition_counts(self) -> None:
         """Every input topic must have the same partition count (docs/scaling.md)."""
@@ -234,9 +218,7 @@ class CellHost:
     async def _guard(self, what: str, step: Any) -> None:
         try:
             await step
-        except asyncio.CancelledError:
-            raise
-        except Exception:
+        except Exception:  # not a cancellation (a BaseException)
             log.exception("%s: %s crashed; stopping the process", self.name, what)
             self.failed = True
             self.stopping.set()
@@ -367,27 +349,8 @@ CELL_STOP_TIMEOUT = 60.0
 """A cell that has not stopped by then (a store call that never returns) ends the process."""
 
 
-async def run_partitioned(build: BuildService, settings: Settings) -> int:
-    """Run one process of a partitioned service until SIGTERM/SIGINT (or a cell's crash)."""
-    host = CellHost(build, settings)
-    stop_on_signals(host.stopping)
-    try:
-        await host.start()
-        if host.stopping.is_set():  # while an unpartitioned instance wrote (mode lease)
-            return 1 if host.failed else 0
-        try:
-            await host.wait_ready(timeout=120)
-        except TimeoutError:
-            log.warning("%s: cells not all serving after 120 s; serving anyway", host.name)
-        # The line below is what `punto-banco up` waits for: keep its wording.
-        log.info("%s: serving", settings.service)
-        await host.stopping.wait()
-    finally:
-        await host.stop()
-    return 1 if host.failed else 0
-
-
 def serve_partitioned(build: BuildService, settings: Settings) -> int:
-    """Process entry point of a partitioned service (``PB_PARTITIONED``)."""
+    """Process entry point of a partitioned service (``PB_PARTITIONED``): one process, until
+    SIGTERM/SIGINT (or a cell's crash)."""
     configure_logging(settings)
-    return asyncio.run(run_partitioned(build, settings))
+    return asyncio.run(run_host(CellHost(build, settings), ready_timeout=120))

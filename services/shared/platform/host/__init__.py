@@ -13,7 +13,8 @@ from services.shared.platform.host.runner import (
     ServiceHost,
     Started,
     configure_logging,
-    run_service,
+    run_host,
     serve,
+    start_endpoints,
 )
 from services.shared.platform.host.service import ServiceContext, ServiceDefinition

@@ -178,7 +178,7 @@ class KafkaService(ServiceLifespan[TApp]):
             on_startup=[self._on_startup],
             after_startup=[self._after_startup],
             on_shutdown=[self._on_shutdown],
-            after_shutdown=[self._after_shutdown],
+            after_shutdown=[self.close],
         )
         ops = ops_app(
             self.readiness,

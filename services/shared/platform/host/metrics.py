@@ -14,7 +14,6 @@ import time
 from collections import Counter as Tally
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime
 from typing import Protocol
 
 from prometheus_client import (
@@ -126,7 +125,7 @@ class ServiceMetrics:
             message = delivery.message
             if isinstance(message, CoupResolved):
                 key = (message.table_id, message.coup_id)
-                self._resolved_at[key] = _epoch(message.occurred_at)
+                self._resolved_at[key] = message.occurred_at.timestamp()
                 self._resolved_at.move_to_end(key)
                 while len(self._resolved_at) > MAX_PENDING_COUPS:
                     self._resolved_at.popitem(last=False)
@@ -236,7 +235,3 @@ class _RuntimeCollector(Collector):
             )
             family_bytes.add_metric([], size)
             yield family_bytes
-
-
-def _epoch(moment: datetime) -> float:
-    return moment.timestamp()

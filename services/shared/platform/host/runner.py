@@ -14,7 +14,7 @@ import logging
 import signal
 import socket
 from collections.abc import Iterator
-from typing import Any, Generic, Literal, Self
+from typing import Any, Generic, Literal, Protocol, Self
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -85,6 +85,9 @@ def bind(host: str, port: int) -> socket.socket:
 class AsgiServer(Started):
     """``app`` served by uvicorn on ``host:port`` until :meth:`stop`; ``url`` once started."""
 
+    graceful_timeout = 3  # seconds open responses get to finish once stopping
+    stop_timeout = 30.0  # seconds of stopping in all before what is left is cancelled
+
     def __init__(
         self,
         app: ASGIApp,
@@ -93,16 +96,12 @@ class AsgiServer(Started):
         *,
         name: str = "http",
         lifespan: Lifespan = "auto",
-        graceful_timeout: int = 3,
-        stop_timeout: float = 30.0,
     ) -> None:
         self.app = app
         self.host = host
         self.requested_port = port
         self.name = name
         self.lifespan: Lifespan = lifespan
-        self.graceful_timeout = graceful_timeout
-        self.stop_timeout = stop_timeout
         self._socket: socket.socket | None = None
         self._server: _EmbeddedServer | None = None
         self._task: asyncio.Task[None] | None = None
@@ -119,10 +118,6 @@ class AsgiServer(Started):
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
 
     async def start(self) -> None:
         """Bind (OSError when the port is taken), then serve; returns once uvicorn listens."""
@@ -177,6 +172,34 @@ class AsgiServer(Started):
             sock.close()
 
 
+async def start_endpoints(app: ASGIApp, settings: Settings) -> AsgiServer | None:
+    """The process's operations endpoints (``app``) on ``PB_HTTP_PORT``; None when no port
+    is set or the port is busy (a warning: the process runs without its endpoints)."""
+    if settings.http_port is None:
+        return None
+    server = AsgiServer(
+        app,
+        settings.http_host,
+        settings.http_port,
+        name=settings.service,
+        lifespan="off",  # a service's lifespan runs in ServiceHost, HTTP or not
+    )
+    try:
+        await server.start()
+    except OSError as error:
+        log.warning(
+            "%s: no HTTP endpoints (%s:%s: %s); set PB_HTTP_PORT_%s to a free port",
+            settings.service,
+            settings.http_host,
+            settings.http_port,
+            error,
+            settings.service.upper(),
+        )
+        await server.stop()
+        return None
+    return server
+
+
 class ServiceHost(Started, Generic[TApp]):
     """Start and stop one service inside the running event loop."""
 
@@ -216,10 +239,6 @@ class ServiceHost(Started, Generic[TApp]):
         return self.service.worker
 
     @property
-    def definition(self) -> ServiceDefinition[TApp]:
-        return self.service.definition
-
-    @property
     def metrics(self) -> ServiceMetrics:
         return self.service.metrics
 
@@ -231,40 +250,17 @@ class ServiceHost(Started, Generic[TApp]):
     def failed(self) -> bool:
         return self.service.failed
 
+    @property
+    def name(self) -> str:
+        return self.service.name
+
     async def start(self) -> None:
         # The endpoints first: a standby waiting for its store's writer lease (in the
         # service's startup) answers /health, and /ready says it is a standby.
-        await self._start_http()
+        self.http = await start_endpoints(self.service.fast, self.settings)
         await self.service.start()
         _freeze()
         self._frozen = True
-
-    async def _start_http(self) -> None:
-        """The ASGI app under uvicorn; a busy port is a warning, not a failure."""
-        settings = self.settings
-        if settings.http_port is None:
-            return
-        server = AsgiServer(
-            self.service.fast,
-            settings.http_host,
-            settings.http_port,
-            name=settings.service,
-            lifespan="off",  # the service's lifespan runs here, HTTP or not
-        )
-        try:
-            await server.start()
-        except OSError as error:
-            log.warning(
-                "%s: no HTTP endpoints (%s:%s: %s); set PB_HTTP_PORT_%s to a free port",
-                settings.service,
-                settings.http_host,
-                settings.http_port,
-                error,
-                settings.service.upper(),
-            )
-            await server.stop()
-            return
-        self.http = server
 
     async def wait_ready(self, timeout: float = 30.0) -> None:
         """Wait until the consumer has its partitions (or the service is stopping)."""
@@ -280,9 +276,6 @@ class ServiceHost(Started, Generic[TApp]):
             task.cancel()
         if not done:
             raise TimeoutError(f"{self.settings.service}: no Kafka partitions within {timeout} s")
-
-    async def wait_stopping(self) -> None:
-        await self.stopping.wait()
 
     async def stop(self) -> None:
         if self._stopped:
@@ -333,9 +326,29 @@ def configure_logging(settings: Settings) -> None:
     configure_log_format(settings.service, settings.log_level, settings.log_format)
 
 
-async def run_service(service: KafkaService[Any], settings: Settings) -> int:
-    """Run until SIGTERM/SIGINT (or a crashed task); returns the process exit code."""
-    host = ServiceHost(service, settings)
+class Host(Protocol):
+    """What :func:`run_host` runs: a :class:`ServiceHost`, or a partitioned process
+    (``cells.CellHost``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def stopping(self) -> asyncio.Event: ...
+
+    @property
+    def failed(self) -> bool: ...
+
+    async def start(self) -> None: ...
+
+    async def wait_ready(self, timeout: float) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+async def run_host(host: Host, ready_timeout: float) -> int:
+    """Run ``host`` until SIGTERM/SIGINT (or a crashed task); returns the process exit code
+    (0 also when it stopped as a standby, before it ever wrote)."""
     stop_on_signals(host.stopping)
     try:
         try:
@@ -343,13 +356,14 @@ async def run_service(service: KafkaService[Any], settings: Settings) -> int:
         except StoppedAsStandby as stopped:
             log.info("%s", stopped)
             return 0
-        try:
-            await host.wait_ready(timeout=60)
-        except TimeoutError:
-            log.warning("%s: no partitions assigned after 60 s; serving anyway", settings.service)
-        # The line below is what `punto-banco up` waits for: keep its wording.
-        log.info("%s: serving", settings.service)
-        await host.wait_stopping()
+        if not host.stopping.is_set():  # else stopped while starting (a standby, a crash)
+            try:
+                await host.wait_ready(ready_timeout)
+            except TimeoutError as error:
+                log.warning("%s; serving anyway", error)
+            # The line below is what `punto-banco up` waits for: keep its wording.
+            log.info("%s: serving", host.name)
+            await host.stopping.wait()
     finally:
         await host.stop()
     return 1 if host.failed else 0
@@ -358,4 +372,4 @@ async def run_service(service: KafkaService[Any], settings: Settings) -> int:
 def serve(service: KafkaService[Any], settings: Settings) -> int:
     """Process entry point of a service."""
     configure_logging(settings)
-    return asyncio.run(run_service(service, settings))
+    return asyncio.run(run_host(ServiceHost(service, settings), ready_timeout=60))

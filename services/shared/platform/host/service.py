@@ -12,7 +12,8 @@ the running parts and the four hooks its FastStream app runs (``faststream.py``)
 - after_shutdown, the consumer stopped: :meth:`ServiceLifespan.close` seals the store, lets the
   relay anchor that seal, closes everything and lets the lease go (also after a failed start).
 
-A task that crashes stops the service: ``failed`` is set, and so is ``stopping``.
+A task that crashes stops the service: ``failed`` is set, and so is ``stopping``. /ready asks
+:class:`ServiceReadiness`.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from aiokafka.client import AIOKafkaClient
+
 from services.shared.platform.consumer import BatchProcessor, Subscription
-from services.shared.platform.host.endpoints import ServiceReadiness
+from services.shared.platform.host.endpoints import READY_TIMEOUT
 from services.shared.platform.host.metrics import ServiceMetrics
-from services.shared.platform.kafka import ensure_topics
+from services.shared.platform.kafka import client_options, ensure_topics
 from services.shared.platform.relay import EventMapper, OutboxRelay, with_anchors, with_incidents
 from services.shared.platform.security import load_keyring, signer_for
 from services.shared.platform.settings import Settings
@@ -207,9 +210,6 @@ class ServiceLifespan(Generic[TApp]):
                 await asyncio.gather(*pending, return_exceptions=True)
         self._tasks.clear()
 
-    async def _after_shutdown(self) -> None:
-        await self.close()
-
     async def close(self) -> None:
         """Stop the producers, seal and close the store (once; also after a failed start)."""
         if self._closed:
@@ -229,7 +229,7 @@ class ServiceLifespan(Generic[TApp]):
                 log.exception("%s: sealing on shutdown failed", self.name)
         if self.relay is not None:
             if sealed and self.relay.started:  # anchor the last seal now, not at the next start
-                await _quietly(self._publish_pending(), "anchoring the last seal")
+                await _quietly(self.relay.publish_pending(), "anchoring the last seal")
             await _quietly(self.relay.stop(), "stopping the relay")
         self.worker.shutdown()
         if self._app is not None:
@@ -237,17 +237,11 @@ class ServiceLifespan(Generic[TApp]):
         await _quietly(self.lease.release(), "letting the writer lease go")
         log.info("%s: stopped", self.name)
 
-    async def _publish_pending(self) -> None:
-        if self.relay is not None:
-            await self.relay.publish_pending()
-
     def _spawn(self, name: str, coro: Awaitable[None]) -> None:
         async def guarded() -> None:
             try:
                 await coro
-            except asyncio.CancelledError:
-                raise
-            except Exception:
+            except Exception:  # not a cancellation (a BaseException)
                 log.exception("%s: %s crashed; stopping the service", self.name, name)
                 self.failed = True
                 self.stopping.set()
@@ -255,7 +249,83 @@ class ServiceLifespan(Generic[TApp]):
         self._tasks.append(asyncio.create_task(guarded(), name=f"{self.name}-{name}"))
 
 
-async def _quietly(step: Awaitable[None], what: str, timeout: float = 15.0) -> None:
+class ServiceReadiness:
+    """The checks of /ready of one running service: the writer lease, the broker, the store,
+    the partitions, no partition stopped and no stuck store call."""
+
+    def __init__(self, service: ServiceLifespan[Any]) -> None:
+        self.service = service
+        self._client: AIOKafkaClient | None = None
+
+    def alive(self) -> str | None:
+        """Why the process should be restarted (a store call that never returns), else None."""
+        return self.service.worker.stuck()
+
+    async def checks(self) -> dict[str, str | None]:
+        standby = self.service.lease.standby_reason()
+        broker: str | None
+        store: str | None
+        if standby is not None:  # the store is not opened: nothing else to check yet
+            broker, store = await self.broker(), "not opened by a standby"
+        else:
+            broker, store = await asyncio.gather(self.broker(), self.store())
+        consumer = self.service.consumer
+        partitions = handling = None
+        if consumer is not None and not consumer.ready.is_set():
+            partitions = "no Kafka partitions assigned yet"
+        if consumer is not None and len(consumer.stops):
+            handling = "; ".join(stopped.describe() for stopped in consumer.stops)
+        stuck = self.service.worker.stuck()
+        if stuck is not None:
+            handling = stuck if handling is None else f"{stuck}; {handling}"
+        return {
+            "writer": standby,
+            "broker": broker,
+            "store": store,
+            "partitions": partitions,
+            "handling": handling,
+            "running": "stopping" if self.service.stopping.is_set() else None,
+        }
+
+    async def broker(self) -> str | None:
+        """None if the broker answered, else why not."""
+        settings = self.service.settings
+        try:
+            if self._client is None:
+                client = AIOKafkaClient(
+                    **client_options(settings),
+                    client_id=f"pb-{settings.service}-ready",
+                    request_timeout_ms=int(READY_TIMEOUT * 1000),
+                )
+                await asyncio.wait_for(client.bootstrap(), READY_TIMEOUT)
+                self._client = client
+            metadata = await asyncio.wait_for(self._client.fetch_all_metadata(), READY_TIMEOUT)
+            if not metadata.brokers():
+                raise RuntimeError("no broker in the cluster metadata")
+            return None
+        except Exception as error:
+            await self.close()
+            return f"Kafka at {settings.kafka_bootstrap_servers}: {error!r}"
+
+    async def store(self) -> str | None:
+        """None if the event store answered a query, else why not."""
+        try:
+            app = self.service.app
+            await asyncio.wait_for(
+                asyncio.to_thread(app.recorder.max_notification_id), READY_TIMEOUT
+            )
+            return None
+        except Exception as error:
+            return f"event store ({self.service.settings.describe_store()}): {error!r}"
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.close(), READY_TIMEOUT)
+
+
+async def _quietly(step: Awaitable[object], what: str, timeout: float = 15.0) -> None:
     """Await a shutdown step; log (do not raise) its failure, so the next steps still run
     (aiokafka's ``stop()`` may raise CancelledError when the broker is gone)."""
     try:

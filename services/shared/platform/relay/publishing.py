@@ -251,17 +251,12 @@ def with_anchors(
     return mapped
 
 
-def incident_message(event: IncidentLog.Raised) -> IncidentRaised:
-    """The message the relay publishes for a recorded incident (its fields by name)."""
-    return publish_one(IncidentRaised, event)
-
-
 def with_incidents(mapper: Callable[[Any], Sequence[Any]]) -> Callable[[Any], Sequence[Any]]:
     """Wrap a service's ``to_messages``: recorded incidents are published too."""
 
     def mapped(event: Any) -> Sequence[Any]:
         if isinstance(event, IncidentLog.Raised):
-            return [incident_message(event)]
+            return [publish_one(IncidentRaised, event)]  # its fields by name
         if isinstance(event, IncidentLog.Started):
             return []
         return mapper(event)

@@ -25,12 +25,11 @@ from uuid import UUID
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
-from aiokafka.partitioner import DefaultPartitioner
 from eventsourcing.persistence import Recording
 
 from contracts import DEAD_LETTERS, Message, MessageQuarantined
 from services.shared.platform.kafka import cluster_id as read_cluster_id
-from services.shared.platform.kafka import idempotent_producer
+from services.shared.platform.kafka import idempotent_producer, key_partition
 from services.shared.platform.relay.records import (
     REFUSALS,
     SIGNED_TOPICS,
@@ -46,9 +45,6 @@ from services.shared.platform.settings import Settings
 from services.shared.platform.store.application import ServiceApplication
 
 log = logging.getLogger(__name__)
-
-_PARTITIONER = DefaultPartitioner()
-"""The producer's own default: murmur2 of the key, so a table keeps its partition."""
 
 
 @dataclass(slots=True, eq=False)
@@ -67,20 +63,14 @@ class PartitionRecords:
 class RelayProducer:
     """The relay's producer and the partition of each record (see the module docstring)."""
 
-    def __init__(
-        self,
-        name: str,
-        producer: AIOKafkaProducer | None,
-        factory: Callable[[], AIOKafkaProducer] | None,
-    ) -> None:
+    def __init__(self, name: str, factory: Callable[[], AIOKafkaProducer]) -> None:
         self.name = name  # the relay's tracking name, for logs
-        self._producer = producer
+        self._producer: AIOKafkaProducer | None = None
         self._factory = factory
         self.generation = 0  # bumped whenever the producer is replaced
         self.renew_due = False
         self._gate = _Gate()
-        self._partitions: dict[str, list[int]] = {}  # per relay batch
-        self._chosen: dict[tuple[str, bytes], int] = {}  # murmur2 in pure Python: once per key
+        self._counts: dict[str, int] = {}  # topic -> its partition count, per relay batch
         # topic -> the largest batch (bytes) to send it, once it refused one as too large
         self._caps: dict[str, int] = {}
 
@@ -89,18 +79,15 @@ class RelayProducer:
             self._producer = await self._new_producer()
 
     async def stop(self) -> None:
-        if self._producer is not None and self._factory is not None:
+        if self._producer is not None:
             await self._producer.stop()
         self._producer = None
 
     def new_batch(self) -> None:
         """A relay batch starts: partition counts are read again (once per relay batch)."""
-        self._partitions.clear()
-        self._chosen.clear()
+        self._counts.clear()
 
     async def _new_producer(self) -> AIOKafkaProducer:
-        if self._factory is None:
-            raise RuntimeError("relay has no producer")
         producer = self._factory()
         await producer.start()
         return producer
@@ -118,8 +105,6 @@ class RelayProducer:
             if generation != self.generation:
                 return
             self.generation += 1
-            if self._factory is None:  # a producer passed in (tests): kept as it is
-                return
             old, self._producer = self._producer, None
             if old is not None:
                 try:
@@ -131,28 +116,18 @@ class RelayProducer:
 
     async def partition_count(self, topic: str) -> int:
         """``topic``'s partition count (read once per relay batch)."""
-        return len(await self._known(topic))
-
-    async def _known(self, topic: str) -> list[int]:
-        known = self._partitions.get(topic)
-        if known is None:
+        count = self._counts.get(topic)
+        if count is None:
             async with self._gate.sending():
-                producer = self._live()
-                known = sorted(await producer.partitions_for(topic))
-            self._partitions[topic] = known
-        return known
+                count = self._counts[topic] = len(await self._live().partitions_for(topic))
+        return count
 
     async def partition_of(self, record: OutgoingRecord) -> int:
-        """The record's partition: the encoder's choice, else murmur2 of its key."""
+        """The record's partition: the encoder's choice, else Kafka's default partitioner's
+        (murmur2 of its key), as the producer would choose it."""
         if record.partition is not None:
             return record.partition
-        choice = self._chosen.get((record.topic, record.key))
-        if choice is None:
-            known = await self._known(record.topic)
-            choice = self._chosen[(record.topic, record.key)] = _PARTITIONER(
-                record.key, known, known
-            )
-        return choice
+        return key_partition(record.key, await self.partition_count(record.topic))
 
     def _live(self) -> AIOKafkaProducer:
         if self._producer is None:
@@ -353,27 +328,24 @@ class OutboxRelay:
         mapper: EventMapper,
         *,
         tracking_name: str | None = None,
-        producer: AIOKafkaProducer | None = None,
         producer_factory: Callable[[], AIOKafkaProducer] | None = None,
         signer: Signer | None = None,
         signed_topics: frozenset[str] = SIGNED_TOPICS,
         cluster_id: str | None = None,
     ) -> None:
-        """``cluster_id``: the Kafka cluster's id, which the signatures bind; read from the
-        cluster at start when None and the relay makes its own producers (else ``""``: a
-        producer given, in tests)."""
-        if producer is not None and producer_factory is not None:
-            raise ValueError("pass a producer or a producer factory, not both")
-        if cluster_id is None and (producer is not None or producer_factory is not None):
+        """``producer_factory``: makes the producers the relay starts, stops and replaces
+        (default: the idempotent producer of ``settings``). ``cluster_id``: the Kafka
+        cluster's id, which the signatures bind; read from the cluster at start when None and
+        the producers are the default ones (else ``""``: a factory given, in tests)."""
+        if cluster_id is None and producer_factory is not None:
             cluster_id = ""
         self._cluster_id = cluster_id
         self.app = app
         self.settings = settings
         self.tracking_name = tracking_name or f"relay:{settings.service}"
-        if producer is None and producer_factory is None:
+        if producer_factory is None:
             producer_factory = functools.partial(idempotent_producer, settings, "relay")
-        # The relay starts, stops and replaces the producers it makes (relay/relay.py).
-        self.producer = RelayProducer(self.tracking_name, producer, producer_factory)
+        self.producer = RelayProducer(self.tracking_name, producer_factory)
         quarantine = functools.partial(
             quarantine_record,
             service=settings.service,
@@ -402,20 +374,6 @@ class OutboxRelay:
         # MessageQuarantined records that replaced messages the broker cannot take.
         self.on_published: Callable[[Sequence[Message]], None] | None = None
         self.on_quarantined: Callable[[Sequence[MessageQuarantined]], None] | None = None
-
-    @property
-    def max_record_bytes(self) -> int:
-        """Larger records are quarantined unsent (``relay/records.py``)."""
-        return self.encoder.max_record_bytes
-
-    @max_record_bytes.setter
-    def max_record_bytes(self, value: int) -> None:
-        self.encoder.max_record_bytes = value
-
-    @property
-    def _generation(self) -> int:
-        """How many times the producer was replaced (tests read it)."""
-        return self.producer.generation
 
     # -- lifecycle ----------------------------------------------------------------
     @property
@@ -579,14 +537,3 @@ class OutboxRelay:
         return [
             (n.id, fresh[n.id] or self.app.mapper.to_domain_event(n)) for n in notifications
         ], last_id
-
-    def _read_batch(self, after: int) -> tuple[list[OutgoingRecord], int | None]:
-        """Every record of the next batch at once (markers first), and its last notification id."""
-        events, last_id = self._read_events(after)
-        if last_id is None:
-            return [], None
-        done = [after]
-        records = [
-            r for chunk in self.encoder.chunks(events, done) for r in chunk.markers + chunk.others
-        ]
-        return records, done[0]
