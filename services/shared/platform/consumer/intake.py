@@ -81,17 +81,6 @@ class UntrustedHeaders(ValueError):
         self.reason = reason
 
 
-def header(headers: Headers, name: str) -> str | None:
-    """The value of header ``name`` as text (its first occurrence), or None."""
-    for key, value in headers or ():
-        if key == name:
-            try:
-                return value.decode("utf-8") if isinstance(value, bytes) else None
-            except UnicodeDecodeError:
-                return None
-    return None
-
-
 def relayed_tracking_name(owner: str, logical_topic: str, partition: int) -> str:
     """The tracking name of a relayed topic's partition (see the module docstring)."""
     return f"{owner}:{logical_topic}:{partition}"
@@ -298,10 +287,6 @@ class PartitionNames:
             del self._names[tp]
 
 
-Position = int | UntrustedHeaders
-"""A record's tracking position, or why its headers are refused."""
-
-
 @dataclass
 class Refused:
     """A record that goes to the dead letters, and why."""
@@ -320,17 +305,6 @@ class Intake:
     raw: dict[int, ConsumerRecord[Any, Any]] = field(default_factory=dict)  # fresh, by offset
     duplicates: int = 0
     last: int | None = None  # the last fresh position (valid or not)
-
-
-def record_position(logical: str, record: ConsumerRecord[Any, Any]) -> Position:
-    """The record's tracking position (``consumer/intake.py``), or why it is refused."""
-    owner = TOPIC_OWNERS.get(logical)
-    if owner is None:
-        return int(record.offset) + 1
-    try:
-        return relayed_position(record.headers, owner)
-    except UntrustedHeaders as refused:
-        return refused
 
 
 UNSIGNED = frozenset({BET_EVENTS})
@@ -352,7 +326,7 @@ class RecordIntake:
         where: Where,
         partitions: int,
         name: str,
-        records: list[tuple[ConsumerRecord[Any, Any], Position]],
+        records: Sequence[ConsumerRecord[Any, Any]],
     ) -> Intake:
         """Drop duplicates, decode the rest (the refused and invalid ones go to dead letters)."""
         intake = Intake(name)
@@ -360,9 +334,13 @@ class RecordIntake:
         owner = TOPIC_OWNERS.get(logical)
         bets = base_topic(logical) == BET_COMMANDS
         signed = owner is not None and base_topic(logical) not in UNSIGNED
-        for record, position in records:
-            if isinstance(position, UntrustedHeaders):
-                intake.refused.append(Refused(record, f"untrusted headers: {position.reason}"))
+        for record in records:
+            try:
+                position = (
+                    record.offset + 1 if owner is None else relayed_position(record.headers, owner)
+                )
+            except UntrustedHeaders as untrusted:
+                intake.refused.append(Refused(record, f"untrusted headers: {untrusted.reason}"))
                 continue
             if signed and owner is not None:
                 refused = self._signature(owner, where, record, position)
@@ -422,8 +400,8 @@ class RecordIntake:
                 position = relayed_position(record.headers, signer)
             except UntrustedHeaders as refused:
                 return f"its relay position cannot be read: {refused.reason}"
-        header = _only(record.headers, SIGNATURE_HEADER)
-        if isinstance(header, _Repeated):
+        found = [value for key, value in record.headers or () if key == SIGNATURE_HEADER]
+        if len(found) > 1:
             return f"header {SIGNATURE_HEADER} appears more than once"
         notification_id, index = divmod(position, MESSAGES_PER_NOTIFICATION)
         return verify(
@@ -434,7 +412,7 @@ class RecordIntake:
             record.value,
             notification_id,
             index,
-            header,
+            found[0] if found else None,
         )
 
 
@@ -529,15 +507,3 @@ def _sender(message: Message) -> str | None:
     """The one service that may send ``message``; None for a message from outside."""
     sender = MESSAGE_SOURCES.get(type(message).__name__)
     return None if sender is None or sender == EXTERNAL else sender
-
-
-class _Repeated:
-    """A header found more than once."""
-
-
-def _only(headers: Headers, name: str) -> bytes | _Repeated | None:
-    """The value of the header ``name`` (None when absent or null), or _Repeated."""
-    found: list[bytes | None] = [value for key, value in headers or () if key == name]
-    if len(found) > 1:
-        return _Repeated()
-    return found[0] if found else None
