@@ -53,11 +53,6 @@ def dead_letter_for(record: ConsumerRecord[Any, Any], error: str, service: str) 
     )
 
 
-def dead_letter_key(letter: DeadLetter) -> bytes:
-    """The Kafka key of a dead letter: its table id, else its (bounded) original key."""
-    return partition_key(letter)
-
-
 class DeadLetterSender:
     """Publishes a consumer's dead letters: each refused record once while it is being read."""
 
@@ -88,7 +83,7 @@ class DeadLetterSender:
                 await producer.send(
                     self.settings.topic(DEAD_LETTERS),
                     value=encode(letter),
-                    key=dead_letter_key(letter),
+                    key=partition_key(letter),  # its table id, else its bounded key
                 )
             )
             sent.append((tp, record.offset))

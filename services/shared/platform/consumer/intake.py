@@ -146,25 +146,6 @@ def _shown(raw: bytes | None, none: str = "null") -> str:
     return text if len(raw) <= _SHOWN else text + "..."
 
 
-def position_of(
-    logical_topic: str,
-    partition: int,
-    offset: int,
-    headers: Headers,
-    *,
-    topic: str | None = None,
-    cluster_id: str | None = None,
-    topic_id: str | None = None,
-) -> Tracking:
-    """The tracking name and position of a Kafka record (see the module docstring)."""
-    owner = TOPIC_OWNERS.get(logical_topic)
-    if owner is not None:
-        name = relayed_tracking_name(owner, logical_topic, partition)
-        return Tracking(name, relayed_position(headers, owner))
-    name = offset_tracking_name(cluster_id, topic or logical_topic, partition, topic_id)
-    return Tracking(name, offset + 1)
-
-
 # ---- stores written before topic ids -----------------------------------------------------
 
 

@@ -220,8 +220,11 @@ class BatchProcessor:
             try:
                 done = await self.apply(tp, records, stopping)
             except PartitionStopped as stop:
-                offsets[tp] = stop.delivery.offset  # all before it is handled
-                self._stop(tp, stop)
+                # All before it is handled; it is fetched again when its retry is due.
+                offsets[tp] = stop.delivery.offset
+                self.stats.stops += 1
+                self.names.handled_to(tp, stop.delivery.offset)
+                self.stops.pause(self.consumer, tp, stop.delivery, stop.error)
                 continue
             if not done:
                 break  # stopping while retrying: leave the rest for the next run
@@ -317,7 +320,7 @@ class BatchProcessor:
         self, subscription: Subscription, intake: Intake, failure: Exception | None = None
     ) -> None:
         """Handle the fresh deliveries one at a time; ``failure``: why the batch failed."""
-        if not intake.fresh or intake.last is None:
+        if intake.last is None:
             return
         name = intake.name
         # A batch of one failed already: calling its handler again would only repeat that.
@@ -398,16 +401,8 @@ class BatchProcessor:
             raise RuntimeError("consumer not started")
         self.stats.dead_letters += await self.dead_letters.send(self._producer, items)
 
-    # ---- stopped partitions (stops.py) ---------------------------------------------------
-
-    def _stop(self, tp: TopicPartition, stop: PartitionStopped) -> None:
-        """Pause ``tp`` at the failing record; it is fetched again when its retry is due."""
-        self.stats.stops += 1
-        self.names.handled_to(tp, stop.delivery.offset)
-        self.stops.pause(self.consumer, tp, stop.delivery, stop.error)
-
     def resume_due(self) -> None:
-        """Resume the stopped partitions whose next try is due."""
+        """Resume the stopped partitions whose next try is due (``stops.py``)."""
         self.stops.resume_due(self.consumer)
 
     async def watch_stops(self, stopping: asyncio.Event, interval: float = 0.2) -> None:
