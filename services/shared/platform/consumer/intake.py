@@ -269,20 +269,13 @@ class PartitionNames:
 
 
 @dataclass
-class Refused:
-    """A record that goes to the dead letters, and why."""
-
-    record: ConsumerRecord[Any, Any]
-    error: str
-
-
-@dataclass
 class Intake:
     """One partition's records sorted out (see the module docstring)."""
 
     name: str  # the partition's tracking name
     fresh: list[Delivery] = field(default_factory=list)
-    refused: list[Refused] = field(default_factory=list)
+    # The records for the dead letters, each with why it is refused.
+    refused: list[tuple[ConsumerRecord[Any, Any], str]] = field(default_factory=list)
     raw: dict[int, ConsumerRecord[Any, Any]] = field(default_factory=dict)  # fresh, by offset
     duplicates: int = 0
     last: int | None = None  # the last fresh position (valid or not)
@@ -321,12 +314,12 @@ class RecordIntake:
                     record.offset + 1 if owner is None else relayed_position(record.headers, owner)
                 )
             except UntrustedHeaders as untrusted:
-                intake.refused.append(Refused(record, f"untrusted headers: {untrusted.reason}"))
+                intake.refused.append((record, f"untrusted headers: {untrusted.reason}"))
                 continue
             if signed and owner is not None:
                 refused = self._signature(owner, where, record, position)
                 if refused is not None:
-                    intake.refused.append(Refused(record, f"signature: {refused}"))
+                    intake.refused.append((record, f"signature: {refused}"))
                     continue
             if position <= recorded:
                 intake.duplicates += 1
@@ -334,7 +327,7 @@ class RecordIntake:
             recorded = position
             intake.last = position
             if record.value is None:
-                intake.refused.append(Refused(record, "empty message (no value)"))
+                intake.refused.append((record, "empty message (no value)"))
                 continue
             refusal: Refusal | None = None
             try:
@@ -342,14 +335,14 @@ class RecordIntake:
             except ContractError as error:
                 found = refused_bet(error, record.key) if bets else None
                 if found is None:
-                    intake.refused.append(Refused(record, error.reason))
+                    intake.refused.append((record, error.reason))
                     continue
                 message, refusal = found
             source = owner or _sender(message)
             if owner is None and source is not None:  # a service's message on a shared topic
                 refused = self._signature(source, where, record, None)
                 if refused is not None:
-                    intake.refused.append(Refused(record, f"signature: {refused}"))
+                    intake.refused.append((record, f"signature: {refused}"))
                     continue
             intake.raw[record.offset] = record
             intake.fresh.append(

@@ -115,14 +115,6 @@ class BatchProcessor:
         self._retry_delay = 0.5
 
     @property
-    def keyring(self) -> Keyring:
-        return self.intake.keyring
-
-    @keyring.setter
-    def keyring(self, keyring: Keyring) -> None:
-        self.intake.keyring = keyring
-
-    @property
     def cluster_id(self) -> str | None:
         """The Kafka cluster's id (part of offset-based tracking names)."""
         return self.names.cluster_id
@@ -266,7 +258,7 @@ class BatchProcessor:
                 )
                 self.stats.duplicates += intake.duplicates
                 if intake.refused:
-                    await self._dead_letter([(r.record, r.error) for r in intake.refused])
+                    await self._dead_letter(intake.refused)
                 if intake.last is None:
                     return True
                 if not intake.fresh:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from io import BytesIO
@@ -44,8 +43,6 @@ from aiokafka.protocol.types import (
 
 from services.shared.platform.kafka import client_options
 from services.shared.platform.settings import Settings
-
-log = logging.getLogger(__name__)
 
 METADATA = 3
 """Kafka's API key of Metadata."""
