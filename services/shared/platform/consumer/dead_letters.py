@@ -118,12 +118,9 @@ def as_text(raw: object) -> str | None:
 
 
 def _headers(raw: Iterable[tuple[Any, Any]] | None, notes: list[str]) -> dict[str, str | None]:
+    every = list(raw or ())
     headers: dict[str, str | None] = {}
-    count = 0
-    for name, value in raw or ():
-        count += 1
-        if len(headers) >= MAX_HEADERS:
-            continue
+    for name, value in every[:MAX_HEADERS]:
         text = bounded_text(name) or ""
         seen = 1
         unique = text
@@ -132,8 +129,8 @@ def _headers(raw: Iterable[tuple[Any, Any]] | None, notes: list[str]) -> dict[st
             suffix = f" ({seen})"
             unique = text[: MAX_HEADER_CHARS - len(suffix)] + suffix
         headers[unique] = bounded_text(value)
-    if count > MAX_HEADERS:
-        notes.append(f"{count} headers, the first {MAX_HEADERS} kept")
+    if len(every) > MAX_HEADERS:
+        notes.append(f"{len(every)} headers, the first {MAX_HEADERS} kept")
     return headers
 
 
