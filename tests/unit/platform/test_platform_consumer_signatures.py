@@ -155,8 +155,8 @@ async def test_a_key_added_to_the_keyring_file_is_taken_without_a_restart(tmp_pa
         Keyring({first.kid: KeyringEntry(first.kid, "dealing", first.public_key)}).to_json()
     )
     h = Harness()
-    h.runtime.keyring = Keyring.load(path)
-    h.runtime.keyring._checked = 0.0  # its first look at the file is due
+    h.runtime.intake.keyring = Keyring.load(path)
+    h.runtime.intake.keyring._checked = 0.0  # its first look at the file is due
     rotated = Signer("dealing-2", "dealing", fixed_key("pb-test-dealing-2"))
     value = closed("7")
     signed = rotated.sign(Where(CLUSTER, EVENTS, 0), b"t1", value, 2, 0)
@@ -172,7 +172,7 @@ async def test_a_key_added_to_the_keyring_file_is_taken_without_a_restart(tmp_pa
         )
     )
     path.write_text(json.dumps(document))
-    h.runtime.keyring._checked = 0.0
+    h.runtime.intake.keyring._checked = 0.0
     await h.feed(record(2, value, headers, topic=EVENTS, signed=False))
     assert h.total == 8  # the old key still verifies, the new one is known now
     await h.feed(event(3, "1", 3))

@@ -8,9 +8,9 @@ from aiokafka import ConsumerRecord
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from contracts import DEAD_LETTERS, DeadLetter, decode, encode
+from contracts import DEAD_LETTERS, DeadLetter, decode, encode, partition_key
 from contracts.dead_letter import MAX_DEAD_LETTER_PAYLOAD
-from services.shared.platform.consumer.dead_letters import dead_letter_for, dead_letter_key
+from services.shared.platform.consumer.dead_letters import dead_letter_for
 
 LIMIT = 512 * 1024
 """A dead letter's encoding stays below this (Kafka's default limit is 1 MB)."""
@@ -94,9 +94,9 @@ def test_hundreds_of_headers_keep_32_and_repeated_names_stay_visible() -> None:
 def test_a_huge_key_is_cut_and_the_dead_letter_key_stays_small() -> None:
     letter = round_trip(dead_letter_for(record(key=b"k" * 2_000_000), "x", "settlement"))
     assert letter.key == "k" * 256 and letter.table_id is None
-    assert dead_letter_key(letter) == b"k" * 256
+    assert partition_key(letter) == b"k" * 256
     table = round_trip(dead_letter_for(record(key=b"t-1"), "x", "settlement"))
-    assert (table.table_id, dead_letter_key(table)) == ("t-1", b"t-1")
+    assert (table.table_id, partition_key(table)) == ("t-1", b"t-1")
 
 
 def test_a_long_error_is_cut_to_2000_characters_keeping_its_notes() -> None:
@@ -156,4 +156,4 @@ def test_any_record_gives_a_valid_dead_letter_below_512_kib(
         assert letter.payload_size == len(value)
         assert letter.payload_sha256 == hashlib.sha256(value).hexdigest()
         assert base64.b64decode(letter.payload_b64) == value[:MAX_DEAD_LETTER_PAYLOAD]
-    assert len(dead_letter_key(letter)) <= 4 * 256
+    assert len(partition_key(letter)) <= 4 * 256

@@ -1,11 +1,10 @@
-"""The Metadata v10-v12 request for topic ids, encoded and decoded without a broker."""
+"""The Metadata v12 request for topic ids, encoded and decoded without a broker."""
 
 from io import BytesIO
 
 import pytest
 
 from services.shared.platform.consumer.topic_ids import (
-    MetadataRequest_v10,
     MetadataRequest_v12,
     MetadataResponse_v12,
     TopicIdsRequest,
@@ -25,12 +24,9 @@ def test_the_request_is_flexible_metadata_v12_when_the_broker_speaks_it() -> Non
     assert struct.encode() == bytes([2]) + bytes(16) + b"\x02t\x00" + b"\x00\x00\x00"
 
 
-def test_a_broker_that_knows_only_v10_gets_v10_and_an_older_one_is_refused() -> None:
-    struct = TopicIdsRequest(["t"]).prepare({3: (0, 10)})
-    assert isinstance(struct, MetadataRequest_v10)
-    assert struct.encode().endswith(b"\x00\x00\x00\x00")  # the v8-v10 cluster flag too
+def test_a_broker_without_metadata_v12_is_refused() -> None:
     with pytest.raises(NotImplementedError):
-        TopicIdsRequest(["t"]).prepare({3: (0, 9)})
+        TopicIdsRequest(["t"]).prepare({3: (0, 11)})
 
 
 def test_a_response_gives_the_cluster_id_and_the_ids_of_the_topics_that_exist() -> None:

@@ -1,6 +1,7 @@
 """Tracking positions: relay headers trusted only on owned topics, from their owner, in range."""
 
 import pytest
+from eventsourcing.persistence import Tracking
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -8,11 +9,32 @@ from contracts import BET_COMMANDS, SHOE_EVENTS, TABLE_COMMANDS, TABLE_EVENTS, T
 from services.shared.platform.consumer.intake import (
     MAX_POSITION,
     MESSAGES_PER_NOTIFICATION,
+    Headers,
     UntrustedHeaders,
     offset_tracking_name,
-    position_of,
     relayed_position,
+    relayed_tracking_name,
 )
+
+
+def position_of(
+    logical_topic: str,
+    partition: int,
+    offset: int,
+    headers: Headers,
+    *,
+    topic: str | None = None,
+    cluster_id: str | None = None,
+    topic_id: str | None = None,
+) -> Tracking:
+    """The tracking name and position of a record, as the consumer makes them (intake.py:
+    ``PartitionNames.name`` and ``RecordIntake.sort``)."""
+    owner = TOPIC_OWNERS.get(logical_topic)
+    if owner is not None:
+        name = relayed_tracking_name(owner, logical_topic, partition)
+        return Tracking(name, relayed_position(headers, owner))
+    name = offset_tracking_name(cluster_id, topic or logical_topic, partition, topic_id)
+    return Tracking(name, offset + 1)
 
 
 def relayed(

@@ -22,7 +22,6 @@ from services.shared.platform.consumer.intake import (
     MESSAGES_PER_NOTIFICATION,
     Headers,
     UntrustedHeaders,
-    position_of,
     relayed_position,
 )
 from services.shared.platform.consumer.processor import BatchProcessor, RebalanceListener

@@ -53,11 +53,6 @@ def dead_letter_for(record: ConsumerRecord[Any, Any], error: str, service: str) 
     )
 
 
-def dead_letter_key(letter: DeadLetter) -> bytes:
-    """The Kafka key of a dead letter: its table id, else its (bounded) original key."""
-    return partition_key(letter)
-
-
 class DeadLetterSender:
     """Publishes a consumer's dead letters: each refused record once while it is being read."""
 
@@ -88,7 +83,7 @@ class DeadLetterSender:
                 await producer.send(
                     self.settings.topic(DEAD_LETTERS),
                     value=encode(letter),
-                    key=dead_letter_key(letter),
+                    key=partition_key(letter),  # its table id, else its bounded key
                 )
             )
             sent.append((tp, record.offset))
@@ -123,12 +118,9 @@ def as_text(raw: object) -> str | None:
 
 
 def _headers(raw: Iterable[tuple[Any, Any]] | None, notes: list[str]) -> dict[str, str | None]:
+    every = list(raw or ())
     headers: dict[str, str | None] = {}
-    count = 0
-    for name, value in raw or ():
-        count += 1
-        if len(headers) >= MAX_HEADERS:
-            continue
+    for name, value in every[:MAX_HEADERS]:
         text = bounded_text(name) or ""
         seen = 1
         unique = text
@@ -137,8 +129,8 @@ def _headers(raw: Iterable[tuple[Any, Any]] | None, notes: list[str]) -> dict[st
             suffix = f" ({seen})"
             unique = text[: MAX_HEADER_CHARS - len(suffix)] + suffix
         headers[unique] = bounded_text(value)
-    if count > MAX_HEADERS:
-        notes.append(f"{count} headers, the first {MAX_HEADERS} kept")
+    if len(every) > MAX_HEADERS:
+        notes.append(f"{len(every)} headers, the first {MAX_HEADERS} kept")
     return headers
 
 

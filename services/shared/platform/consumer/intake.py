@@ -81,17 +81,6 @@ class UntrustedHeaders(ValueError):
         self.reason = reason
 
 
-def header(headers: Headers, name: str) -> str | None:
-    """The value of header ``name`` as text (its first occurrence), or None."""
-    for key, value in headers or ():
-        if key == name:
-            try:
-                return value.decode("utf-8") if isinstance(value, bytes) else None
-            except UnicodeDecodeError:
-                return None
-    return None
-
-
 def relayed_tracking_name(owner: str, logical_topic: str, partition: int) -> str:
     """The tracking name of a relayed topic's partition (see the module docstring)."""
     return f"{owner}:{logical_topic}:{partition}"
@@ -155,25 +144,6 @@ def _shown(raw: bytes | None, none: str = "null") -> str:
         return none
     text = repr(raw[: _SHOWN + 1])
     return text if len(raw) <= _SHOWN else text + "..."
-
-
-def position_of(
-    logical_topic: str,
-    partition: int,
-    offset: int,
-    headers: Headers,
-    *,
-    topic: str | None = None,
-    cluster_id: str | None = None,
-    topic_id: str | None = None,
-) -> Tracking:
-    """The tracking name and position of a Kafka record (see the module docstring)."""
-    owner = TOPIC_OWNERS.get(logical_topic)
-    if owner is not None:
-        name = relayed_tracking_name(owner, logical_topic, partition)
-        return Tracking(name, relayed_position(headers, owner))
-    name = offset_tracking_name(cluster_id, topic or logical_topic, partition, topic_id)
-    return Tracking(name, offset + 1)
 
 
 # ---- stores written before topic ids -----------------------------------------------------
@@ -298,39 +268,17 @@ class PartitionNames:
             del self._names[tp]
 
 
-Position = int | UntrustedHeaders
-"""A record's tracking position, or why its headers are refused."""
-
-
-@dataclass
-class Refused:
-    """A record that goes to the dead letters, and why."""
-
-    record: ConsumerRecord[Any, Any]
-    error: str
-
-
 @dataclass
 class Intake:
     """One partition's records sorted out (see the module docstring)."""
 
     name: str  # the partition's tracking name
     fresh: list[Delivery] = field(default_factory=list)
-    refused: list[Refused] = field(default_factory=list)
+    # The records for the dead letters, each with why it is refused.
+    refused: list[tuple[ConsumerRecord[Any, Any], str]] = field(default_factory=list)
     raw: dict[int, ConsumerRecord[Any, Any]] = field(default_factory=dict)  # fresh, by offset
     duplicates: int = 0
     last: int | None = None  # the last fresh position (valid or not)
-
-
-def record_position(logical: str, record: ConsumerRecord[Any, Any]) -> Position:
-    """The record's tracking position (``consumer/intake.py``), or why it is refused."""
-    owner = TOPIC_OWNERS.get(logical)
-    if owner is None:
-        return int(record.offset) + 1
-    try:
-        return relayed_position(record.headers, owner)
-    except UntrustedHeaders as refused:
-        return refused
 
 
 UNSIGNED = frozenset({BET_EVENTS})
@@ -352,7 +300,7 @@ class RecordIntake:
         where: Where,
         partitions: int,
         name: str,
-        records: list[tuple[ConsumerRecord[Any, Any], Position]],
+        records: Sequence[ConsumerRecord[Any, Any]],
     ) -> Intake:
         """Drop duplicates, decode the rest (the refused and invalid ones go to dead letters)."""
         intake = Intake(name)
@@ -360,14 +308,18 @@ class RecordIntake:
         owner = TOPIC_OWNERS.get(logical)
         bets = base_topic(logical) == BET_COMMANDS
         signed = owner is not None and base_topic(logical) not in UNSIGNED
-        for record, position in records:
-            if isinstance(position, UntrustedHeaders):
-                intake.refused.append(Refused(record, f"untrusted headers: {position.reason}"))
+        for record in records:
+            try:
+                position = (
+                    record.offset + 1 if owner is None else relayed_position(record.headers, owner)
+                )
+            except UntrustedHeaders as untrusted:
+                intake.refused.append((record, f"untrusted headers: {untrusted.reason}"))
                 continue
             if signed and owner is not None:
                 refused = self._signature(owner, where, record, position)
                 if refused is not None:
-                    intake.refused.append(Refused(record, f"signature: {refused}"))
+                    intake.refused.append((record, f"signature: {refused}"))
                     continue
             if position <= recorded:
                 intake.duplicates += 1
@@ -375,7 +327,7 @@ class RecordIntake:
             recorded = position
             intake.last = position
             if record.value is None:
-                intake.refused.append(Refused(record, "empty message (no value)"))
+                intake.refused.append((record, "empty message (no value)"))
                 continue
             refusal: Refusal | None = None
             try:
@@ -383,14 +335,14 @@ class RecordIntake:
             except ContractError as error:
                 found = refused_bet(error, record.key) if bets else None
                 if found is None:
-                    intake.refused.append(Refused(record, error.reason))
+                    intake.refused.append((record, error.reason))
                     continue
                 message, refusal = found
             source = owner or _sender(message)
             if owner is None and source is not None:  # a service's message on a shared topic
                 refused = self._signature(source, where, record, None)
                 if refused is not None:
-                    intake.refused.append(Refused(record, f"signature: {refused}"))
+                    intake.refused.append((record, f"signature: {refused}"))
                     continue
             intake.raw[record.offset] = record
             intake.fresh.append(
@@ -422,8 +374,8 @@ class RecordIntake:
                 position = relayed_position(record.headers, signer)
             except UntrustedHeaders as refused:
                 return f"its relay position cannot be read: {refused.reason}"
-        header = _only(record.headers, SIGNATURE_HEADER)
-        if isinstance(header, _Repeated):
+        found = [value for key, value in record.headers or () if key == SIGNATURE_HEADER]
+        if len(found) > 1:
             return f"header {SIGNATURE_HEADER} appears more than once"
         notification_id, index = divmod(position, MESSAGES_PER_NOTIFICATION)
         return verify(
@@ -434,7 +386,7 @@ class RecordIntake:
             record.value,
             notification_id,
             index,
-            header,
+            found[0] if found else None,
         )
 
 
@@ -529,15 +481,3 @@ def _sender(message: Message) -> str | None:
     """The one service that may send ``message``; None for a message from outside."""
     sender = MESSAGE_SOURCES.get(type(message).__name__)
     return None if sender is None or sender == EXTERNAL else sender
-
-
-class _Repeated:
-    """A header found more than once."""
-
-
-def _only(headers: Headers, name: str) -> bytes | _Repeated | None:
-    """The value of the header ``name`` (None when absent or null), or _Repeated."""
-    found: list[bytes | None] = [value for key, value in headers or () if key == name]
-    if len(found) > 1:
-        return _Repeated()
-    return found[0] if found else None

@@ -17,7 +17,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,10 +31,8 @@ from services.shared.platform.consumer.deliveries import Delivery, Subscription
 from services.shared.platform.consumer.intake import (
     Intake,
     PartitionNames,
-    Position,
     RecordIntake,
     TopicIdFetcher,
-    record_position,
 )
 from services.shared.platform.consumer.stops import PartitionStops
 from services.shared.platform.consumer.topic_ids import TopicIdReader
@@ -50,9 +48,6 @@ TRANSIENT = (OperationalError, InterfaceError)
 """Store errors that may pass: retried with a back-off."""
 MAX_INTEGRITY_RETRIES = 3
 """A batch failing on IntegrityError this many times is applied one message at a time."""
-
-DeadLetter = Callable[[Sequence[tuple[ConsumerRecord[Any, Any], str]]], Awaitable[None]]
-"""Publish (record, why) pairs to the dead-letter topic."""
 
 
 @dataclass
@@ -71,146 +66,6 @@ class PartitionStopped(Exception):
         super().__init__(f"handler failed: {error!r}")
         self.delivery = delivery
         self.error = error
-
-
-class PartitionHandling:
-    """Applies one partition's records exactly once (see the module docstring)."""
-
-    def __init__(
-        self,
-        app: ServiceApplication,
-        worker: AppWorker,
-        intake: RecordIntake,
-        dead_letter: DeadLetter,
-        delivered: Callable[[Sequence[Delivery]], None],
-        stats: ConsumerStats,
-    ) -> None:
-        self.app = app
-        self.worker = worker
-        self.intake = intake
-        self.dead_letter = dead_letter
-        self.delivered = delivered  # deliveries taken (the operations hook)
-        self.stats = stats
-
-    async def apply(
-        self,
-        subscription: Subscription,
-        logical: str,
-        where: Where,
-        partitions: int,
-        name: str,
-        records: list[tuple[ConsumerRecord[Any, Any], Position]],
-        stopping: asyncio.Event,
-    ) -> bool:
-        """True once the records are applied; False when the service stopped meanwhile.
-        Raises :class:`PartitionStopped` (an internal message failed) and what the dead
-        letters' producer raises. ``where``: the partition read (``intake.py``),
-        ``partitions``: its topic's partition count."""
-        partition = where.partition
-        delay = 0.1
-        integrity_failures = 0
-        while True:
-            try:
-                intake = await self.worker.call(
-                    self.intake.sort, logical, where, partitions, name, records
-                )
-                self.stats.duplicates += intake.duplicates
-                if intake.refused:
-                    await self.dead_letter([(r.record, r.error) for r in intake.refused])
-                if intake.last is None:
-                    return True
-                if not intake.fresh:
-                    await self.worker.call(self.advance, name, intake.last)
-                    return True
-                handler_started = time.perf_counter()
-                try:
-                    await self.worker.call(
-                        subscription.handler, intake.fresh, Tracking(name, intake.last)
-                    )
-                except TRANSIENT:
-                    raise
-                except IntegrityError:
-                    integrity_failures += 1
-                    if integrity_failures < MAX_INTEGRITY_RETRIES:
-                        raise
-                    await self._one_by_one(subscription, intake)
-                except Exception as failure:
-                    if len(intake.fresh) > 1:
-                        log.exception(
-                            "handler for %s:%d failed on a batch of %d; retrying one by one",
-                            logical,
-                            partition,
-                            len(intake.fresh),
-                        )
-                    await self._one_by_one(subscription, intake, failure)
-                else:
-                    self.delivered(intake.fresh)
-                log.debug(
-                    "%s:%d handled %d messages in %.3fs",
-                    logical,
-                    partition,
-                    len(intake.fresh),
-                    time.perf_counter() - handler_started,
-                )
-                return True
-            except (*TRANSIENT, IntegrityError) as error:
-                if stopping.is_set():
-                    return False
-                log.warning(
-                    "store error on %s:%d (%s); retrying in %.1fs", logical, partition, error, delay
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-
-    async def _one_by_one(
-        self, subscription: Subscription, intake: Intake, failure: Exception | None = None
-    ) -> None:
-        """Handle the fresh deliveries one at a time; ``failure``: why the batch failed."""
-        if not intake.fresh or intake.last is None:
-            return
-        name = intake.name
-        # A batch of one failed already: calling its handler again would only repeat that.
-        alone = failure if len(intake.fresh) == 1 else None
-        # A per-message handler may have committed the first messages before failing.
-        recorded = await self.worker.call(self.app.tracked_position, name)
-        handled: list[Delivery] = []
-        for delivery in intake.fresh:
-            position = delivery.tracking.notification_id
-            if position <= recorded:
-                continue
-            error = alone
-            if error is None:
-                try:
-                    await self.worker.call(subscription.handler, [delivery], delivery.tracking)
-                except TRANSIENT:
-                    self.delivered(handled)
-                    raise
-                except Exception as failed:
-                    error = failed
-            if error is None:
-                handled.append(delivery)
-            elif not delivery.external:
-                self.delivered(handled)
-                raise PartitionStopped(delivery, error) from error
-            else:
-                log.error(
-                    "handler failed on %s; dead-lettering it",
-                    delivery.where(),
-                    exc_info=error,
-                )
-                await self.dead_letter(
-                    [(intake.raw[delivery.offset], f"handler failed: {error!r}")]
-                )
-                await self.worker.call(self.advance, name, position)
-            recorded = position
-        self.delivered(handled)
-        if intake.last > recorded:
-            await self.worker.call(self.advance, name, intake.last)
-
-    def advance(self, name: str, position: int) -> None:
-        """Record ``position`` for ``name`` unless it is recorded already."""
-        if self.app.tracked_position(name) < position:
-            self.app.record_position(name, position)
 
 
 Fetched = dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
@@ -257,18 +112,7 @@ class BatchProcessor:
         self.handled_offsets: dict[TopicPartition, int] = {}
         # Who may write what (signing.py): every service's public keys; settings' file if None.
         self.intake = RecordIntake(app, keyring if keyring is not None else load_keyring(settings))
-        self.handling = PartitionHandling(
-            app, worker, self.intake, self._dead_letter, self._delivered, self.stats
-        )
         self._retry_delay = 0.5
-
-    @property
-    def keyring(self) -> Keyring:
-        return self.intake.keyring
-
-    @keyring.setter
-    def keyring(self, keyring: Keyring) -> None:
-        self.intake.keyring = keyring
 
     @property
     def cluster_id(self) -> str | None:
@@ -365,26 +209,14 @@ class BatchProcessor:
         for tp, records in sorted(fetched.items(), key=lambda item: order.get(item[0].topic, 0)):
             if not records or self.stops.waiting(tp):
                 continue  # a stopped partition's records wait for its next try
-            logical = self.settings.logical_topic(tp.topic)
-            subscription = self.subscriptions[logical]
-            name = await self.names.name(
-                tp, logical, records[0].offset, functools.partial(self._end_offset, tp, records)
-            )
-            positioned = [(record, record_position(logical, record)) for record in records]
-            where = Where(self.cluster_id or "", tp.topic, tp.partition)
             try:
-                done = await self.handling.apply(
-                    subscription,
-                    logical,
-                    where,
-                    self.partition_count(tp.topic),
-                    name,
-                    positioned,
-                    stopping,
-                )
+                done = await self.apply(tp, records, stopping)
             except PartitionStopped as stop:
-                offsets[tp] = stop.delivery.offset  # all before it is handled
-                self._stop(tp, stop)
+                # All before it is handled; it is fetched again when its retry is due.
+                offsets[tp] = stop.delivery.offset
+                self.stats.stops += 1
+                self.names.handled_to(tp, stop.delivery.offset)
+                self.stops.pause(self.consumer, tp, stop.delivery, stop.error)
                 continue
             if not done:
                 break  # stopping while retrying: leave the rest for the next run
@@ -399,6 +231,132 @@ class BatchProcessor:
                 await self.consumer.commit(offsets)
             except KafkaError as error:  # e.g. a rebalance: the store's tracking covers it
                 log.warning("offset commit failed (%s); messages may be redelivered", error)
+
+    async def apply(
+        self,
+        tp: TopicPartition,
+        records: Sequence[ConsumerRecord[Any, Any]],
+        stopping: asyncio.Event,
+    ) -> bool:
+        """Apply one partition's records exactly once (see the module docstring): True once
+        they are applied, False when the service stopped meanwhile. Raises
+        :class:`PartitionStopped` (an internal message failed) and what the dead letters'
+        producer raises."""
+        logical = self.settings.logical_topic(tp.topic)
+        subscription = self.subscriptions[logical]
+        name = await self.names.name(
+            tp, logical, records[0].offset, functools.partial(self._end_offset, tp, records)
+        )
+        where = Where(self.cluster_id or "", tp.topic, tp.partition)
+        partitions = self.partition_count(tp.topic)
+        delay = 0.1
+        integrity_failures = 0
+        while True:
+            try:
+                intake = await self.worker.call(
+                    self.intake.sort, logical, where, partitions, name, records
+                )
+                self.stats.duplicates += intake.duplicates
+                if intake.refused:
+                    await self._dead_letter(intake.refused)
+                if intake.last is None:
+                    return True
+                if not intake.fresh:
+                    await self.worker.call(self._advance, name, intake.last)
+                    return True
+                handler_started = time.perf_counter()
+                try:
+                    await self.worker.call(
+                        subscription.handler, intake.fresh, Tracking(name, intake.last)
+                    )
+                except TRANSIENT:
+                    raise
+                except IntegrityError:
+                    integrity_failures += 1
+                    if integrity_failures < MAX_INTEGRITY_RETRIES:
+                        raise
+                    await self._one_by_one(subscription, intake)
+                except Exception as failure:
+                    if len(intake.fresh) > 1:
+                        log.exception(
+                            "handler for %s:%d failed on a batch of %d; retrying one by one",
+                            logical,
+                            tp.partition,
+                            len(intake.fresh),
+                        )
+                    await self._one_by_one(subscription, intake, failure)
+                else:
+                    self._delivered(intake.fresh)
+                log.debug(
+                    "%s:%d handled %d messages in %.3fs",
+                    logical,
+                    tp.partition,
+                    len(intake.fresh),
+                    time.perf_counter() - handler_started,
+                )
+                return True
+            except (*TRANSIENT, IntegrityError) as error:
+                if stopping.is_set():
+                    return False
+                log.warning(
+                    "store error on %s:%d (%s); retrying in %.1fs",
+                    logical,
+                    tp.partition,
+                    error,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _one_by_one(
+        self, subscription: Subscription, intake: Intake, failure: Exception | None = None
+    ) -> None:
+        """Handle the fresh deliveries one at a time; ``failure``: why the batch failed."""
+        if intake.last is None:
+            return
+        name = intake.name
+        # A batch of one failed already: calling its handler again would only repeat that.
+        alone = failure if len(intake.fresh) == 1 else None
+        # A per-message handler may have committed the first messages before failing.
+        recorded = await self.worker.call(self.app.tracked_position, name)
+        handled: list[Delivery] = []
+        for delivery in intake.fresh:
+            position = delivery.tracking.notification_id
+            if position <= recorded:
+                continue
+            error = alone
+            if error is None:
+                try:
+                    await self.worker.call(subscription.handler, [delivery], delivery.tracking)
+                except TRANSIENT:
+                    self._delivered(handled)
+                    raise
+                except Exception as failed:
+                    error = failed
+            if error is None:
+                handled.append(delivery)
+            elif not delivery.external:
+                self._delivered(handled)
+                raise PartitionStopped(delivery, error) from error
+            else:
+                log.error(
+                    "handler failed on %s; dead-lettering it",
+                    delivery.where(),
+                    exc_info=error,
+                )
+                await self._dead_letter(
+                    [(intake.raw[delivery.offset], f"handler failed: {error!r}")]
+                )
+                await self.worker.call(self._advance, name, position)
+            recorded = position
+        self._delivered(handled)
+        if intake.last > recorded:
+            await self.worker.call(self._advance, name, intake.last)
+
+    def _advance(self, name: str, position: int) -> None:
+        """Record ``position`` for ``name`` unless it is recorded already."""
+        if self.app.tracked_position(name) < position:
+            self.app.record_position(name, position)
 
     def partition_count(self, topic: str) -> int:
         """``topic``'s partition count, as the Kafka consumer's metadata has it (where a table's
@@ -435,16 +393,8 @@ class BatchProcessor:
             raise RuntimeError("consumer not started")
         self.stats.dead_letters += await self.dead_letters.send(self._producer, items)
 
-    # ---- stopped partitions (stops.py) ---------------------------------------------------
-
-    def _stop(self, tp: TopicPartition, stop: PartitionStopped) -> None:
-        """Pause ``tp`` at the failing record; it is fetched again when its retry is due."""
-        self.stats.stops += 1
-        self.names.handled_to(tp, stop.delivery.offset)
-        self.stops.pause(self.consumer, tp, stop.delivery, stop.error)
-
     def resume_due(self) -> None:
-        """Resume the stopped partitions whose next try is due."""
+        """Resume the stopped partitions whose next try is due (``stops.py``)."""
         self.stops.resume_due(self.consumer)
 
     async def watch_stops(self, stopping: asyncio.Event, interval: float = 0.2) -> None:

@@ -11,9 +11,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
 
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from services.shared.platform.consumer.deliveries import Delivery
 
@@ -52,18 +51,6 @@ class StoppedPartition:
         )
 
 
-class PausingConsumer(Protocol):
-    """The calls of aiokafka's consumer that stopping and resuming a partition makes."""
-
-    def assignment(self) -> set[TopicPartition]: ...
-
-    def pause(self, *partitions: TopicPartition) -> None: ...
-
-    def resume(self, *partitions: TopicPartition) -> None: ...
-
-    def seek(self, partition: TopicPartition, offset: int) -> None: ...
-
-
 class PartitionStops:
     """The stopped partitions of one consumer."""
 
@@ -74,9 +61,6 @@ class PartitionStops:
         self.max_delay = max_delay
         self._stopped: dict[TopicPartition, StoppedPartition] = {}
         self.on_change: Callable[[str, int, bool], None] | None = None
-
-    def __contains__(self, tp: object) -> bool:
-        return tp in self._stopped
 
     def __iter__(self) -> Iterator[StoppedPartition]:
         return iter(list(self._stopped.values()))
@@ -145,14 +129,14 @@ class PartitionStops:
 
     def pause(
         self,
-        consumer: PausingConsumer | None,
+        consumer: AIOKafkaConsumer | None,
         tp: TopicPartition,
         delivery: Delivery,
         error: Exception,
     ) -> StoppedPartition:
         """Stop ``tp`` at ``delivery`` (its handler raised ``error``): pause the partition and
         seek back to the record, so it is fetched again when its retry is due; log it."""
-        first = tp not in self
+        first = tp not in self._stopped
         stopped = self.stop(
             tp,
             delivery.topic,
@@ -181,19 +165,16 @@ class PartitionStops:
         )
         return stopped
 
-    def resume_due(self, consumer: PausingConsumer | None) -> None:
+    def resume_due(self, consumer: AIOKafkaConsumer | None) -> None:
         """Resume the stopped partitions whose next try is due."""
         if consumer is None:
             return
         assigned = consumer.assignment()
         for tp in self.due():
-            stopped = self.get(tp)
-            if stopped is None:
-                continue
             if tp not in assigned:
                 self.clear(tp)
                 continue
-            stopped.retrying = True
+            self._stopped[tp].retrying = True
             consumer.resume(tp)
 
     def taken(self, tp: TopicPartition) -> None:

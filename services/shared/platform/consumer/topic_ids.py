@@ -1,17 +1,17 @@
-"""Kafka topic ids: the Metadata request v10-v12 that aiokafka 0.14 does not define.
+"""Kafka topic ids: the Metadata request v12 that aiokafka 0.14 does not define.
 
 A topic deleted and created again under the same name gets a new topic id (a random
 UUID the broker assigns at creation), and its offsets start again at 0. The consumer puts
 the id into its offset-based tracking names (``consumer/intake.py``), so the new topic's first
 offsets are not taken for ones already handled.
 
-aiokafka 0.14 speaks Metadata up to v5, which has no topic ids; they came in v10
-(Kafka 2.8). v9 and later are "flexible" versions (KIP-482): compact strings and arrays
-(lengths as unsigned varints, plus one) and a tagged-field section after every structure
-and after the request/response header. The structures below follow Kafka's
-``MetadataRequest.json`` / ``MetadataResponse.json`` field by field, with aiokafka's own
-protocol types (as ``aiokafka.protocol.admin`` defines its flexible requests); aiokafka's
-connection negotiates the version (the highest of 10-12 the broker supports) and picks the
+aiokafka 0.14 speaks Metadata up to v5, which has no topic ids; this module speaks v12
+(Kafka 3.1 or newer; the project runs 4.3). v9 and later are "flexible" versions
+(KIP-482): compact strings and arrays (lengths as unsigned varints, plus one) and a
+tagged-field section after every structure and after the request/response header. The
+structures below follow Kafka's ``MetadataRequest.json`` / ``MetadataResponse.json`` field
+by field, with aiokafka's own protocol types (as ``aiokafka.protocol.admin`` defines its
+flexible requests); aiokafka's connection checks that the broker speaks v12 and picks the
 flexible request and response headers from ``FLEXIBLE_VERSION``.
 
 A topic id is shown as Kafka shows it (``kafka-topics --describe``): the 16 bytes in
@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from io import BytesIO
-from typing import Any, TypeAlias
+from typing import Any
 
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import IncompatibleBrokerVersion, KafkaError
@@ -44,8 +43,6 @@ from aiokafka.protocol.types import (
 
 from services.shared.platform.kafka import client_options
 from services.shared.platform.settings import Settings
-
-log = logging.getLogger(__name__)
 
 METADATA = 3
 """Kafka's API key of Metadata."""
@@ -101,64 +98,15 @@ _TOPICS = CompactArray(
 _REQUESTED = CompactArray(("topic_id", Uuid), ("name", _STRING), ("tags", TaggedFields))
 
 
-class MetadataResponse_v10(Response):  # type: ignore[misc]  # Kafka's names
-    API_KEY = METADATA
-    API_VERSION = 10
-    SCHEMA = Schema(
-        ("throttle_time_ms", Int32),
-        ("brokers", _BROKERS),
-        ("cluster_id", _STRING),
-        ("controller_id", Int32),
-        ("topics", _TOPICS),
-        ("cluster_authorized_operations", Int32),  # versions 8-10 only
-        ("tags", TaggedFields),
-    )
-
-
-class MetadataResponse_v11(Response):  # type: ignore[misc]
-    API_KEY = METADATA
-    API_VERSION = 11
-    SCHEMA = Schema(
-        ("throttle_time_ms", Int32),
-        ("brokers", _BROKERS),
-        ("cluster_id", _STRING),
-        ("controller_id", Int32),
-        ("topics", _TOPICS),
-        ("tags", TaggedFields),
-    )
-
-
-class MetadataResponse_v12(Response):  # type: ignore[misc]
-    """v12 only lets a topic's name be null (a topic asked for by id): same bytes as v11."""
-
+class MetadataResponse_v12(Response):  # type: ignore[misc]  # Kafka's names
     API_KEY = METADATA
     API_VERSION = 12
-    SCHEMA = MetadataResponse_v11.SCHEMA
-
-
-class MetadataRequest_v10(RequestStruct):  # type: ignore[misc]
-    FLEXIBLE_VERSION = True
-    API_KEY = METADATA
-    API_VERSION = 10
-    RESPONSE_TYPE = MetadataResponse_v10
     SCHEMA = Schema(
-        ("topics", _REQUESTED),
-        ("allow_auto_topic_creation", Boolean),
-        ("include_cluster_authorized_operations", Boolean),  # versions 8-10 only
-        ("include_topic_authorized_operations", Boolean),
-        ("tags", TaggedFields),
-    )
-
-
-class MetadataRequest_v11(RequestStruct):  # type: ignore[misc]
-    FLEXIBLE_VERSION = True
-    API_KEY = METADATA
-    API_VERSION = 11
-    RESPONSE_TYPE = MetadataResponse_v11
-    SCHEMA = Schema(
-        ("topics", _REQUESTED),
-        ("allow_auto_topic_creation", Boolean),
-        ("include_topic_authorized_operations", Boolean),
+        ("throttle_time_ms", Int32),
+        ("brokers", _BROKERS),
+        ("cluster_id", _STRING),
+        ("controller_id", Int32),
+        ("topics", _TOPICS),
         ("tags", TaggedFields),
     )
 
@@ -168,14 +116,16 @@ class MetadataRequest_v12(RequestStruct):  # type: ignore[misc]
     API_KEY = METADATA
     API_VERSION = 12
     RESPONSE_TYPE = MetadataResponse_v12
-    SCHEMA = MetadataRequest_v11.SCHEMA
+    SCHEMA = Schema(
+        ("topics", _REQUESTED),
+        ("allow_auto_topic_creation", Boolean),
+        ("include_topic_authorized_operations", Boolean),
+        ("tags", TaggedFields),
+    )
 
 
-TopicIdsRequestStruct: TypeAlias = MetadataRequest_v10 | MetadataRequest_v11 | MetadataRequest_v12
-
-
-class TopicIdsRequest(Request[TopicIdsRequestStruct]):  # type: ignore[misc]
-    """Metadata of some topics by name, in a version that answers their topic ids.
+class TopicIdsRequest(Request[MetadataRequest_v12]):  # type: ignore[misc]
+    """Metadata of some topics by name, with their topic ids (v12).
 
     Never creates a topic (``allow_auto_topic_creation`` false).
     """
@@ -187,9 +137,7 @@ class TopicIdsRequest(Request[TopicIdsRequestStruct]):  # type: ignore[misc]
             (NO_TOPIC_ID, name, {}) for name in topics
         ]
 
-    def build(self, request_struct_class: type[TopicIdsRequestStruct]) -> TopicIdsRequestStruct:
-        if request_struct_class.API_VERSION == 10:
-            return request_struct_class(self._topics, False, False, False, {})
+    def build(self, request_struct_class: type[MetadataRequest_v12]) -> MetadataRequest_v12:
         return request_struct_class(self._topics, False, False, {})
 
 
@@ -207,7 +155,7 @@ class ClusterTopics:
 
 
 def read_answer(response: Any) -> ClusterTopics:
-    """The cluster id and topic ids in a Metadata v10+ response."""
+    """The cluster id and topic ids in a Metadata v12 response."""
     ids: dict[str, str] = {}
     for topic in response.topics:
         _error, name, raw_id, *_rest = topic
@@ -255,7 +203,7 @@ class TopicIdReader:
             except (IncompatibleBrokerVersion, NotImplementedError) as error:
                 raise TopicIdsUnavailable(
                     f"Kafka at {self.settings.kafka_bootstrap_servers} does not give topic ids "
-                    f"(Metadata v10, Kafka 2.8 or newer, is needed): {error}"
+                    f"(Metadata v12, Kafka 3.1 or newer, is needed): {error}"
                 ) from error
             except (KafkaError, OSError, TimeoutError) as error:
                 last_error = error
