@@ -48,7 +48,6 @@ from services.shared.platform.store.sealing import (
 from services.shared.platform.store.side_tables import (
     BET_IDS,
     REFUSED_COMMANDS,
-    SIDE_TABLES,
     Row,
     SideRows,
     SideTable,

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
@@ -59,29 +58,11 @@ def lease_tables_statements(schema: str) -> list[Composed]:
     ]
 
 
-def lease_statement(schema: str, shared: bool) -> Composed:
-    """Take the lease (in the lock connection's open transaction), or fail at once."""
-    return SQL("LOCK TABLE {} IN {} MODE NOWAIT").format(
-        Identifier(schema, LEASE_TABLE), SQL("SHARE" if shared else "EXCLUSIVE")
-    )
-
-
 def _lease_oid(schema: str) -> Composed:
     return SQL(
         "(SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
         "ON n.oid = c.relnamespace WHERE n.nspname = {} AND c.relname = {})"
     ).format(Literal(schema), Literal(LEASE_TABLE))
-
-
-def lease_holders(schema: str) -> Composed:
-    """Who holds the schema's lease: (client address, backend pid, application name)."""
-    return SQL(
-        "SELECT a.client_addr::text, l.pid, a.application_name FROM pg_catalog.pg_locks l "
-        "LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid "
-        "WHERE l.locktype = 'relation' AND l.granted AND l.relation = {} "
-        "AND l.mode IN ('ExclusiveLock', 'ShareLock') AND l.database = (SELECT oid FROM "
-        "pg_catalog.pg_database WHERE datname = pg_catalog.current_database()) ORDER BY l.pid"
-    ).format(_lease_oid(schema))
 
 
 def fence_statement(schema: str, pid: int) -> Composed:
@@ -101,17 +82,6 @@ def fence_statement(schema: str, pid: int) -> Composed:
         lease=_lease_oid(schema),
         pid=Literal(int(pid)),
         schema=Literal(schema),
-    )
-
-
-def barrier_statements(schema: str) -> tuple[SQL | Composed, ...]:
-    """Lock the fence table exclusive (waits for the old holder's writes), then let it go:
-    the savepoint's rollback releases the lock, the lease's lock stays."""
-    return (
-        SQL("SAVEPOINT pb_barrier"),
-        SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(Identifier(schema, FENCE_TABLE)),
-        SQL("ROLLBACK TO SAVEPOINT pb_barrier"),
-        SQL("RELEASE SAVEPOINT pb_barrier"),
     )
 
 
@@ -284,7 +254,12 @@ class PostgresLease(WriterLease):
                 await self._create_tables(connection)
             await connection.execute("BEGIN ISOLATION LEVEL READ COMMITTED")  # no snapshot kept
             try:
-                await connection.execute(lease_statement(self.schema, self.shared))
+                mode = "SHARE" if self.shared else "EXCLUSIVE"  # NOWAIT: fail at once
+                await connection.execute(
+                    SQL("LOCK TABLE {} IN {} MODE NOWAIT").format(
+                        Identifier(self.schema, LEASE_TABLE), SQL(mode)
+                    )
+                )
                 waiting_for = await self._legacy_holder(connection)
             except psycopg.errors.LockNotAvailable:
                 waiting_for = ""  # (named below, once the failed transaction is over)
@@ -296,9 +271,17 @@ class PostgresLease(WriterLease):
                 await connection.execute("ROLLBACK")
                 self.holder = waiting_for or await self._holder(connection)
                 return False
-            if not self.shared:  # a writer: wait for the old holder's last writes
-                for statement in barrier_statements(self.schema):
-                    await connection.execute(statement)
+            if not self.shared:
+                # A writer waits for the old holder's last writes: it locks the fence table
+                # exclusive, then lets it go (the savepoint's rollback; the lease's lock stays).
+                await connection.execute("SAVEPOINT pb_barrier")
+                await connection.execute(
+                    SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(
+                        Identifier(self.schema, FENCE_TABLE)
+                    )
+                )
+                await connection.execute("ROLLBACK TO SAVEPOINT pb_barrier")
+                await connection.execute("RELEASE SAVEPOINT pb_barrier")
             self.pid = connection.info.backend_pid
             return True
         except psycopg.Error as error:
@@ -318,10 +301,10 @@ class PostgresLease(WriterLease):
         )
         row = await cursor.fetchone()
         schema_found, tables_found = row if row else (False, 0)
-        statements: list[sql.Composed] = (
+        statements: list[Composed] = (
             []
             if schema_found
-            else [sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))]
+            else [SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(self.schema))]
         )
         if tables_found < len(LEASE_TABLES):
             statements += lease_tables_statements(self.schema)
@@ -330,7 +313,16 @@ class PostgresLease(WriterLease):
                 await connection.execute(statement)
 
     async def _holder(self, connection: psycopg.AsyncConnection[Any]) -> str | None:
-        cursor = await connection.execute(lease_holders(self.schema))
+        cursor = await connection.execute(
+            SQL(
+                "SELECT a.client_addr::text, l.pid, a.application_name FROM pg_catalog.pg_locks l "
+                "LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'relation' AND l.granted AND l.relation = {} "
+                "AND l.mode IN ('ExclusiveLock', 'ShareLock') AND l.database = (SELECT oid FROM "
+                "pg_catalog.pg_database WHERE datname = pg_catalog.current_database()) "
+                "ORDER BY l.pid"
+            ).format(_lease_oid(self.schema))
+        )
         row = await cursor.fetchone()
         if row is None:
             return None
