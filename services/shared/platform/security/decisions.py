@@ -33,6 +33,7 @@ from services.shared.platform.security.signing import (
     KEY_ID,
     FileKeyring,
     raw_public_key,
+    shown,
     unique_members,
 )
 
@@ -287,18 +288,18 @@ def check_time(decision: Decision, key: SupervisorKey, moment: datetime) -> None
     if not key.active_at(moment):
         raise DecisionRefused(
             "SUPERVISOR_KEY_RETIRED",
-            f"key {key.kid!r} was retired at {_shown(key.retired_at)}: sign with "
+            f"key {key.kid!r} was retired at {_when(key.retired_at)}: sign with "
             f"{key.supervisor}'s current key",
         )
     if moment > decision.expires_at + LEEWAY:
         raise DecisionRefused(
             "AUTHORIZATION_EXPIRED",
-            f"it expired at {_shown(decision.expires_at)} (now {_shown(moment)}): sign again",
+            f"it expired at {_when(decision.expires_at)} (now {_when(moment)}): sign again",
         )
     if moment < decision.issued_at - LEEWAY:
         raise DecisionRefused(
             "AUTHORIZATION_EXPIRED",
-            f"it is issued at {_shown(decision.issued_at)}, later than now ({_shown(moment)}): "
+            f"it is issued at {_when(decision.issued_at)}, later than now ({_when(moment)}): "
             "check the signing machine's clock",
         )
 
@@ -323,11 +324,11 @@ def mismatch(
     }
     for name, (signed, given) in wanted.items():
         if signed != given:
-            return f"it signs {name} {_limited(signed)}, the command says {_limited(given)}"
+            return f"it signs {name} {shown(str(signed))}, the command says {shown(str(given))}"
     if supervisor_id is not None and supervisor_id != decision.supervisor_id:
         return (
             f"signed by {decision.supervisor_id!r}, the command names supervisor "
-            f"{_limited(supervisor_id)}"
+            f"{shown(str(supervisor_id))}"
         )
     return None
 
@@ -351,10 +352,5 @@ def _malformed(why: str) -> DecisionRefused:
     return DecisionRefused("AUTHORIZATION_MALFORMED", f"the authorization is malformed: {why}")
 
 
-def _shown(moment: datetime | None) -> str:
+def _when(moment: datetime | None) -> str:
     return "?" if moment is None else moment.astimezone(UTC).isoformat(timespec="seconds")
-
-
-def _limited(value: object, limit: int = 80) -> str:
-    text = repr(str(value))
-    return text if len(text) <= limit else text[:limit] + "..."

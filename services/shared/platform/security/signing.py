@@ -356,7 +356,7 @@ def verify(
     if fields["alg"] != ALGORITHM or fields["b64"] is not False or fields["crit"] != ["b64"]:
         return 'malformed: the header must say "alg":"EdDSA","b64":false,"crit":["b64"]'
     if not first and fields["pb-scheme"] != SCHEME:
-        return f"malformed: pb-scheme is {_shown(fields['pb-scheme'])}, not {SCHEME!r}"
+        return f"malformed: pb-scheme is {shown(fields['pb-scheme'])}, not {SCHEME!r}"
     kid = fields["kid"]
     if not isinstance(kid, str) or KEY_ID.fullmatch(kid) is None:
         return "malformed: kid is not a key id"
@@ -367,21 +367,21 @@ def verify(
         return f"key {kid!r} belongs to {entry.service}, but only {signer} writes here"
     topic = v1_topic if first else where.topic
     if fields["pb-topic"] != topic:
-        return f"signed for topic {_shown(fields['pb-topic'])}, not {topic}"
+        return f"signed for topic {shown(fields['pb-topic'])}, not {topic}"
     if not first and fields["pb-cluster"] != where.cluster:
-        return f"signed for cluster {_shown(fields['pb-cluster'])}, not {where.cluster!r}"
+        return f"signed for cluster {shown(fields['pb-cluster'])}, not {where.cluster!r}"
     part = fields.get("pb-part")
     if not first and (type(part) is not int or part != where.partition):
-        return f"signed for partition {_shown(part)}, not {where.partition}"
+        return f"signed for partition {shown(part)}, not {where.partition}"
     try:
         key_text = "" if key is None else key.decode("utf-8")
     except UnicodeDecodeError:
         return "the record key is not UTF-8 (a signed record's key is its table id)"
     if fields["pb-key"] != key_text:
-        return f"signed for key {_shown(fields['pb-key'])}, not {_shown(key_text)}"
+        return f"signed for key {shown(fields['pb-key'])}, not {shown(key_text)}"
     position = f"{notification_id}:{index}"
     if fields["pb-pos"] != position:
-        return f"signed for position {_shown(fields['pb-pos'])}, not {position}"
+        return f"signed for position {shown(fields['pb-pos'])}, not {position}"
     if value is None:
         return "the record has no value"
     try:
@@ -401,6 +401,7 @@ def unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
-def _shown(item: object, limit: int = 80) -> str:
+def shown(item: object, limit: int = 80) -> str:
+    """``repr(item)``, cut to ``limit`` characters (it may quote untrusted input)."""
     text = repr(item)
     return text if len(text) <= limit else text[:limit] + "..."

@@ -355,7 +355,9 @@ class PostgresLease(WriterLease):
             if stopping.is_set():
                 return
             try:
-                connection = await self._connect_existing()
+                connection = self._connection
+                if connection is None or connection.closed:
+                    raise LeaseLost("its lock connection is closed")
                 await asyncio.wait_for(connection.execute("SELECT 1"), PROBE_TIMEOUT_SECONDS)
                 if connection.info.transaction_status != IDLE_IN_TXN:
                     raise LeaseLost("its transaction ended")
@@ -365,11 +367,6 @@ class PostgresLease(WriterLease):
                     f"the writer lease of {self.store} was lost ({error!r}): this instance "
                     "writes nothing more (the fence refuses) and stops"
                 ) from None
-
-    async def _connect_existing(self) -> psycopg.AsyncConnection[Any]:
-        if self._connection is None or self._connection.closed:
-            raise LeaseLost("its lock connection is closed")
-        return self._connection
 
     async def release(self) -> None:
         await super().release()
