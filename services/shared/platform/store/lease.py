@@ -37,13 +37,12 @@ FENCE_ENV = "PB_WRITER_FENCE"
 """eventsourcing environment key: the backend pid of the connection holding the lease."""
 
 LOCK_CLASS = 0x5042
-"""The first key of the advisory lock that was the lease before version 2 of the lease (the
-two-key form, ``pg_locks.classid``): an instance of the earlier version still writing is
-waited for (``store/lease.py``), never taken as a lease."""
+"""The first key (``pg_locks.classid``) of the advisory lock that is the lease of an instance of
+version 1 of the lease: one still writing is waited for, never taken as a lease."""
 
 
 def legacy_lease_key(schema: str) -> int:
-    """The second key of the schema's lease before version 2 (``pg_locks.objid``)."""
+    """The second key (``pg_locks.objid``) of the schema's lease in version 1."""
     return zlib.crc32(f"punto-banco:lease:{schema}".encode()) & 0x7FFFFFFF
 
 
@@ -221,7 +220,7 @@ class FileLease(WriterLease):
 
 class PostgresLease(WriterLease):
     """The lease of a PostgreSQL schema: its lease table locked in a transaction that a
-    connection of its own keeps open (``store/lease.py``)."""
+    connection of its own keeps open (see the module docstring)."""
 
     def __init__(self, settings: Settings, shared: bool = False) -> None:
         super().__init__(settings.describe_store(), shared)
