@@ -33,10 +33,12 @@ from services.shared.platform.settings import (
     schema_name,
 )
 from services.shared.platform.store import (
+    BET_IDS,
     LEASE_TABLES,
     LOCK_PROCEDURE,
-    SIDE_TABLES,
+    REFUSED_COMMANDS,
     ServiceApplication,
+    SideTable,
     create_side_tables,
     lease_tables_statements,
 )
@@ -44,6 +46,11 @@ from services.shared.platform.store import (
 SET_ROLE = "PB_POSTGRES_SET_ROLE"
 """eventsourcing environment key: the role :class:`OwnerRoleFactory`'s connections act as."""
 OWNER_ROLE_FACTORY = f"{__name__}:OwnerRoleFactory"
+SIDE_TABLES: dict[str, tuple[SideTable, ...]] = {
+    "settlement": (BET_IDS,),
+    "dealing": (REFUSED_COMMANDS,),
+}
+"""Each service's side tables (``store/side_tables.py``), created and granted here."""
 ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 TRIGGER = "pb_append_only"
 REFUSE_FUNCTION = "pb_refuse_change"
@@ -110,7 +117,7 @@ class StoreTables:
     sequences: list[str] = field(default_factory=list)  # the events tables' notification ids
     tracking: list[str] = field(default_factory=list)
     snapshots: list[str] = field(default_factory=list)
-    side: list[str] = field(default_factory=list)  # derived state (side_tables.SIDE_TABLES)
+    side: list[str] = field(default_factory=list)  # derived state (SIDE_TABLES)
     lease: list[str] = field(default_factory=list)  # the writer lease's (store/lease.py)
     others: list[str] = field(default_factory=list)
 
@@ -180,7 +187,7 @@ def ensure_schema(conn: psycopg.Connection[Any], store: StoreRoles) -> bool:
 def create_tables(admin: PostgresSettings, store: StoreRoles) -> StoreTables:
     """Let eventsourcing create what a service's Application uses (its process recorder:
     events and tracking; its snapshots), and create its side tables
-    (``side_tables.SIDE_TABLES``), connected as ``admin`` acting as the owner."""
+    (``SIDE_TABLES``), connected as ``admin`` acting as the owner."""
     env = {
         "PERSISTENCE_MODULE": OWNER_ROLE_FACTORY,
         SET_ROLE: store.owner,

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import base64
 from bisect import bisect_right
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from services.shared.platform.store import FINGERPRINT_BYTES, ZERO_DIGEST, expand_runs, seal_digest
+from services.shared.platform.store import FINGERPRINT_BYTES, ZERO_DIGEST, seal_digest
 from services.tools.audit.anchors import AnchorCheck, AnchorSummary
 from services.tools.audit.findings import Code, Finding, Severity
 from services.tools.history.from_store import read_json
@@ -25,6 +26,16 @@ from services.tools.history.from_store import read_json
 Pending = tuple[int, bytes, bytes]  # notification id, row hash, originator id
 
 _notification_id = itemgetter(0)
+
+
+def expand_runs(runs: Iterable[Sequence[int]]) -> list[int]:
+    """A seal's ids from their runs: ``[[3, 5], [9, 9]]`` -> ``[3, 4, 5, 9]``."""
+    return [n for first, last in runs for n in range(first, last + 1)]
+
+
+def unpack_fingerprints(packed: bytes) -> list[bytes]:
+    """A seal's fingerprints, from its ``fingerprints`` once base64-decoded."""
+    return [packed[i : i + FINGERPRINT_BYTES] for i in range(0, len(packed), FINGERPRINT_BYTES)]
 
 
 @dataclass
@@ -110,10 +121,7 @@ class SealVerifier:
             covered = [row for row in covered if row[0] > from_id]
         recomputed = seal_digest(previous, from_id, to_id, covered)
         if recomputed != digest:
-            prints = [
-                packed[i : i + FINGERPRINT_BYTES] for i in range(0, len(packed), FINGERPRINT_BYTES)
-            ]
-            located = self._locate(ids, prints, covered, range_text)
+            located = self._locate(ids, unpack_fingerprints(packed), covered, range_text)
             if not located:
                 self._error(
                     Code.SEAL_BROKEN,

@@ -9,8 +9,9 @@ from typing import Any
 
 from services.shared.platform.host import ServiceDefinition, ServiceHost
 from services.shared.platform.settings import Settings
-from services.shared.platform.store import SEALED_TOPIC, expand_runs
+from services.shared.platform.store import SEALED_TOPIC
 from services.tools.audit.auditor import audit
+from services.tools.audit.seals import expand_runs
 from services.tools.audit.stores import SqliteStore
 from tests.integration.audit.helpers import TallyApp
 

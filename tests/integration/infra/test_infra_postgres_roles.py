@@ -39,12 +39,8 @@ from services.shared.platform.settings import (
     replace,
     schema_name,
 )
-from services.shared.platform.store import (
-    StoreNotReady,
-    open_application,
-    prepare_store,
-    writer_lease,
-)
+from services.shared.platform.store import open_application, prepare_store, writer_lease
+from services.shared.platform.store.application import StoreNotReady
 from services.shared.platform.store.lease import (
     FENCE_TABLE,
     LEASE_TABLE,

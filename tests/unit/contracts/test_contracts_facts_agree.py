@@ -48,8 +48,9 @@ from services.shared.platform.relay.publishing import Publication, line_ids, pay
 from services.shared.platform.security import (
     SecretKeys,
 )
-from services.shared.platform.store import IncidentLog, ServiceApplication
+from services.shared.platform.store import ServiceApplication
 from services.shared.platform.store.application import FactMapper
+from services.shared.platform.store.incidents import IncidentLog
 from services.shoe.messages import to_messages as shoe_messages
 from services.tools.admin.keys import (
     new_key,

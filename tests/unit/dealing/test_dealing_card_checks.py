@@ -20,7 +20,7 @@ from contracts import (
     Message,
 )
 from services.dealing.application import DealingApplication
-from services.shared.platform.store import IncidentLog
+from services.shared.platform.store.incidents import IncidentLog
 from tests.unit.dealing.harness import Driver, ScriptedShoe, open_table, shuffled_order
 
 POPO = {"PERSISTENCE_MODULE": "eventsourcing.popo"}

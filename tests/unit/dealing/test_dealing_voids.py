@@ -26,7 +26,7 @@ from services.shared.platform.security import (
     SupervisorKey,
     SupervisorKeyring,
 )
-from services.shared.platform.security import decisions as supervisors_module
+from services.shared.platform.security import signing as keyring_module
 from services.tools.admin.supervisors import (
     SupervisorSigner,
     add_supervisor_key,
@@ -354,7 +354,7 @@ def test_without_a_keyring_every_void_is_refused() -> None:
 def test_after_a_rotation_the_new_key_voids_and_the_old_one_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(supervisors_module, "_RELOAD_EVERY", 0.0)
+    monkeypatch.setattr(keyring_module, "_RELOAD_EVERY", 0.0)
     ring_path, key_path = tmp_path / "supervisors.json", tmp_path / "sup-9.pem"
     add_supervisor_key(ring_path, key_path, "sup-9")
     ring = SupervisorKeyring.watching(ring_path)
@@ -377,7 +377,7 @@ def test_after_a_rotation_the_new_key_voids_and_the_old_one_is_refused(
 def test_a_supervisor_added_to_the_file_is_taken_without_a_restart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(supervisors_module, "_RELOAD_EVERY", 0.0)
+    monkeypatch.setattr(keyring_module, "_RELOAD_EVERY", 0.0)
     ring_path = tmp_path / "supervisors.json"  # not there yet when dealing starts
     driver = make_driver(env={"PB_SUPERVISOR_KEYRING": str(ring_path)})
     coup_id = current_coup(driver)

@@ -24,7 +24,7 @@ from services.shared.facts.legacy import LEGACY_FACTS, DeskBetHeldFact
 from services.shared.facts.settlement import SETTLEMENT_FACTS
 from services.shared.facts.shoe import SHOE_FACTS
 from services.shared.facts.unread import UNREAD
-from services.shared.platform.store import IncidentLog
+from services.shared.platform.store.incidents import IncidentLog
 from services.shoe.domain import Shoe
 
 AGGREGATES = (Shoe, Table, Coup, CommandRejections, BetBook, BetDesk, TableTerms, IncidentLog)

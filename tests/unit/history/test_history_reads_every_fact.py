@@ -24,7 +24,7 @@ from services.settlement.terms import TableTerms
 from services.shared.facts.legacy import LEGACY_FACTS, DeskBetHeldFact
 from services.shared.facts.unread import UNREAD
 from services.shared.platform.relay import without_seals
-from services.shared.platform.store import IncidentLog
+from services.shared.platform.store.incidents import IncidentLog
 from services.shared.platform.store.sealing import SEAL_TOPICS, SealLedger
 from services.shoe.domain import Shoe
 from services.shoe.messages import to_messages as shoe_messages

@@ -25,7 +25,7 @@ from services.shared.platform.security.signing import (
     b64url,
     b64url_decode,
 )
-from services.shared.platform.store import IncidentLog
+from services.shared.platform.store.incidents import IncidentLog
 from tests.unit.platform.keys_fakes import SIGNERS, fixed_key, signature
 from tests.unit.platform.test_platform_consumer import (
     CLUSTER,

@@ -8,14 +8,11 @@ from eventsourcing.utils import resolve_topic
 from typer.testing import CliRunner
 
 from services.shared.platform.settings import PostgresSettings, Settings, SettingsError
-from services.shared.platform.store import (
-    BET_IDS,
-    REFUSED_COMMANDS,
-    SIDE_TABLES,
-)
+from services.shared.platform.store import BET_IDS, REFUSED_COMMANDS
 from services.shared.platform.store.postgres import ProvisionedRecorder
 from services.tools.admin import provisioning as pg_roles  # what `db setup` calls
 from services.tools.admin.provisioning import (
+    SIDE_TABLES,
     Provisioning,
     RoleOutcome,
     StoreOutcome,

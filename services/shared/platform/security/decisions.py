@@ -12,14 +12,9 @@ and signing decisions is a tool's: ``services/tools/admin/supervisors.py``.
 
 from __future__ import annotations
 
-import binascii
 import json
 import logging
-import os
 import re
-import threading
-import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,9 +31,9 @@ from contracts import MAX_AUTHORIZATION, MAX_TEXT
 from services.shared.platform.security.signing import (
     ALGORITHM,
     KEY_ID,
-    key_entries,
-    parse_public_key,
+    FileKeyring,
     raw_public_key,
+    shown,
     unique_members,
 )
 
@@ -47,8 +42,6 @@ log = logging.getLogger(__name__)
 SUPERVISOR_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,53}")
 """A supervisor's id in the keyring: 1-54 letters, digits, ``.``, ``_`` or ``-`` (so that
 ``<id>-<n>`` is a key id)."""
-
-_RELOAD_EVERY = 1.0  # seconds between two looks at the file
 
 
 class SupervisorKeysError(ValueError):
@@ -81,56 +74,33 @@ def _moment(text: object, where: str) -> datetime:
     return moment.astimezone(UTC)
 
 
-class SupervisorKeyring:
-    """Key id -> :class:`SupervisorKey`; a file-backed one follows its file (see the module)."""
+class SupervisorKeyring(FileKeyring[SupervisorKey]):
+    """Key id -> :class:`SupervisorKey`. One loaded from its file looks at it on every lookup
+    (at most once a second, :class:`FileKeyring`); a file removed leaves it empty."""
 
-    def __init__(self, keys: Mapping[str, SupervisorKey], path: Path | None = None) -> None:
-        self._keys = dict(keys)
-        self.path = path
-        self._stamp = _stamp(path) if path is not None else None
-        self._checked = time.monotonic()
-        self._lock = threading.Lock()
-
-    # -- reading ---------------------------------------------------------------------------
-    @classmethod
-    def parse(
-        cls, text: str, source: str = "supervisors keyring", path: Path | None = None
-    ) -> SupervisorKeyring:
-        keys: dict[str, SupervisorKey] = {}
-        for kid, entry, where in key_entries(text, source, SupervisorKeysError):
-            if not isinstance(entry, dict) or not {"supervisor", "public_key"} <= set(entry):
-                raise SupervisorKeysError(f"{where}: must be an object with supervisor, public_key")
-            unknown = set(entry) - {"supervisor", "public_key", "retired_at"}
-            if unknown:
-                raise SupervisorKeysError(f"{where}: unknown members {sorted(unknown)}")
-            supervisor, public = entry["supervisor"], entry["public_key"]
-            if not isinstance(supervisor, str) or SUPERVISOR_ID.fullmatch(supervisor) is None:
-                raise SupervisorKeysError(
-                    f"{where}: supervisor must be 1-54 letters, digits, '.', '_' or '-'"
-                )
-            if not isinstance(public, str):
-                raise SupervisorKeysError(f"{where}: public_key must be PEM or base64 of 32 bytes")
-            try:
-                key = parse_public_key(public.strip())
-            except (ValueError, TypeError, binascii.Error) as error:
-                raise SupervisorKeysError(
-                    f"{where}: public_key is not an Ed25519 key ({error})"
-                ) from None
-            retired = entry.get("retired_at")
-            keys[kid] = SupervisorKey(
-                kid, supervisor, key, None if retired is None else _moment(retired, where)
-            )
-        return cls(keys, path)
+    KIND = "supervisors keyring"
+    ERROR = SupervisorKeysError
+    EMPTY_WHEN_GONE = True
 
     @classmethod
-    def load(cls, path: Path) -> SupervisorKeyring:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as error:
+    def entry(cls, kid: str, entry: object, where: str) -> SupervisorKey:
+        """``{"supervisor": ..., "public_key": ..., "retired_at": ...}`` (``retired_at``
+        optional)."""
+        if not isinstance(entry, dict) or not {"supervisor", "public_key"} <= set(entry):
+            raise SupervisorKeysError(f"{where}: must be an object with supervisor, public_key")
+        unknown = set(entry) - {"supervisor", "public_key", "retired_at"}
+        if unknown:
+            raise SupervisorKeysError(f"{where}: unknown members {sorted(unknown)}")
+        supervisor = entry["supervisor"]
+        if not isinstance(supervisor, str) or SUPERVISOR_ID.fullmatch(supervisor) is None:
             raise SupervisorKeysError(
-                f"cannot read the supervisors keyring {path}: {error.strerror}"
-            ) from None
-        return cls.parse(text, f"supervisors keyring {path}", path)
+                f"{where}: supervisor must be 1-54 letters, digits, '.', '_' or '-'"
+            )
+        key = cls.public_key(entry["public_key"], where)
+        retired = entry.get("retired_at")
+        return SupervisorKey(
+            kid, supervisor, key, None if retired is None else _moment(retired, where)
+        )
 
     @classmethod
     def watching(cls, path: Path) -> SupervisorKeyring:
@@ -145,15 +115,14 @@ class SupervisorKeyring:
         )
         return cls({}, path)
 
-    # -- looking up ------------------------------------------------------------------------
     def get(self, kid: str) -> SupervisorKey | None:
-        """The key ``kid`` as the file says now (a file-backed keyring looks at its file)."""
-        self._refresh()
-        return self._keys.get(kid)
+        """The key ``kid`` as the file says now."""
+        self._reload()
+        return self._entries.get(kid)
 
     def entries(self) -> list[SupervisorKey]:
-        self._refresh()
-        return list(self._keys.values())
+        self._reload()
+        return list(self._entries.values())
 
     def find(self, public_key: Ed25519PublicKey) -> SupervisorKey | None:
         """The key whose public half is ``public_key`` (a private key file's own entry)."""
@@ -162,41 +131,6 @@ class SupervisorKeyring:
             if raw_public_key(key.public_key) == raw:
                 return key
         return None
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def __contains__(self, kid: object) -> bool:
-        return kid in self._keys
-
-    def _refresh(self) -> None:
-        path = self.path
-        if path is None:
-            return
-        with self._lock:
-            now = time.monotonic()
-            if now - self._checked < _RELOAD_EVERY:
-                return
-            self._checked = now
-            stamp = _stamp(path)
-            if stamp == self._stamp:
-                return
-            try:
-                fresh = SupervisorKeyring.load(path) if stamp is not None else None
-            except SupervisorKeysError as error:
-                log.error("%s changed but is unusable (%s): the old keys are kept", path, error)
-                return
-            self._keys = {} if fresh is None else fresh._keys
-            self._stamp = stamp
-            log.warning("supervisors keyring %s read again: %d keys", path, len(self._keys))
-
-
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    try:
-        status = os.stat(path)
-    except OSError:
-        return None
-    return status.st_mtime_ns, status.st_size, status.st_ino
 
 
 TOKEN_TYPE = "pb-decision+jwt"
@@ -354,18 +288,18 @@ def check_time(decision: Decision, key: SupervisorKey, moment: datetime) -> None
     if not key.active_at(moment):
         raise DecisionRefused(
             "SUPERVISOR_KEY_RETIRED",
-            f"key {key.kid!r} was retired at {_shown(key.retired_at)}: sign with "
+            f"key {key.kid!r} was retired at {_when(key.retired_at)}: sign with "
             f"{key.supervisor}'s current key",
         )
     if moment > decision.expires_at + LEEWAY:
         raise DecisionRefused(
             "AUTHORIZATION_EXPIRED",
-            f"it expired at {_shown(decision.expires_at)} (now {_shown(moment)}): sign again",
+            f"it expired at {_when(decision.expires_at)} (now {_when(moment)}): sign again",
         )
     if moment < decision.issued_at - LEEWAY:
         raise DecisionRefused(
             "AUTHORIZATION_EXPIRED",
-            f"it is issued at {_shown(decision.issued_at)}, later than now ({_shown(moment)}): "
+            f"it is issued at {_when(decision.issued_at)}, later than now ({_when(moment)}): "
             "check the signing machine's clock",
         )
 
@@ -390,11 +324,11 @@ def mismatch(
     }
     for name, (signed, given) in wanted.items():
         if signed != given:
-            return f"it signs {name} {_limited(signed)}, the command says {_limited(given)}"
+            return f"it signs {name} {shown(str(signed))}, the command says {shown(str(given))}"
     if supervisor_id is not None and supervisor_id != decision.supervisor_id:
         return (
             f"signed by {decision.supervisor_id!r}, the command names supervisor "
-            f"{_limited(supervisor_id)}"
+            f"{shown(str(supervisor_id))}"
         )
     return None
 
@@ -418,10 +352,5 @@ def _malformed(why: str) -> DecisionRefused:
     return DecisionRefused("AUTHORIZATION_MALFORMED", f"the authorization is malformed: {why}")
 
 
-def _shown(moment: datetime | None) -> str:
+def _when(moment: datetime | None) -> str:
     return "?" if moment is None else moment.astimezone(UTC).isoformat(timespec="seconds")
-
-
-def _limited(value: object, limit: int = 80) -> str:
-    text = repr(str(value))
-    return text if len(text) <= limit else text[:limit] + "..."

@@ -66,6 +66,27 @@ def replace_file(path: Path, data: bytes, mode: int) -> None:
         raise
 
 
+def read_private(
+    path: Path, what: str, error: type[RuntimeError], exposes: str, remedy: str
+) -> bytes:
+    """The bytes of the private file ``path`` (the ``what``); ``error`` when it is missing,
+    cannot be read, or group or others may read it (whoever does can do what it ``exposes``:
+    the message says to ``chmod`` it and, if someone else may have read it, the ``remedy``)."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            raise error(
+                f"the {what} {path} is open to group or others (mode {mode:04o}): whoever reads "
+                f"it can {exposes}. Run `chmod 600 {path}`, and if someone else may have read "
+                f"it, {remedy}"
+            )
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise error(f"no {what} at {path}") from None
+    except OSError as problem:
+        raise error(f"cannot read the {what} {path}: {problem.strerror}") from None
+
+
 KEY_VARIABLE = "PB_SHOE_SECRET_KEY"
 KEY_FILE_VARIABLE = "PB_SHOE_SECRET_KEY_FILE"
 KEY_BYTES = 32
@@ -159,21 +180,14 @@ def parse_key_set(text: str, source: str) -> SecretKeys:
 
 def read_key_file(path: Path) -> SecretKeys:
     """The keys in ``path``; refused when group or others may read it."""
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-        if mode & 0o077:
-            raise SecretKeyError(
-                f"the shoe's secret key file {path} is open to group or others (mode "
-                f"{mode:04o}): whoever reads it can read every shoe in play. Run "
-                f"`chmod 600 {path}`, and if someone else may have read it, "
-                "`punto-banco keys rotate-secret` and finish the shoes in play"
-            )
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SecretKeyError(f"no secret key file at {path}") from None
-    except OSError as error:
-        raise SecretKeyError(f"cannot read the secret key file {path}: {error.strerror}") from None
-    return parse_key_set(text, str(path))
+    data = read_private(
+        path,
+        "secret key file",
+        SecretKeyError,
+        "read every shoe in play",
+        "`punto-banco keys rotate-secret` and finish the shoes in play",
+    )
+    return parse_key_set(data.decode("utf-8"), str(path))
 
 
 # ---- what the shoe's Application loads ---------------------------------------------------
@@ -219,24 +233,13 @@ def init_command(settings: Settings) -> str:
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:
     """The Ed25519 private key in ``path`` (PEM); refused when group or others may read it."""
+    data = read_private(
+        path, "signing key", KeysError, "sign as the service", "`punto-banco keys rotate`"
+    )
     try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        raise KeysError(f"no signing key at {path}") from None
-    except OSError as error:
-        raise KeysError(f"cannot read the signing key {path}: {error.strerror}") from None
-    if mode & 0o077:
-        raise KeysError(
-            f"the signing key {path} is open to group or others (mode {mode:04o}): whoever "
-            f"reads it can sign as the service. Run `chmod 600 {path}`, and if someone else may "
-            "have read it, `punto-banco keys rotate`"
-        )
-    try:
-        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as error:
         raise KeysError(f"{path} is not an unencrypted PEM private key: {error}") from None
-    except OSError as error:
-        raise KeysError(f"cannot read the signing key {path}: {error.strerror}") from None
     if not isinstance(key, Ed25519PrivateKey):
         raise KeysError(f"{path} holds a {type(key).__name__}, not an Ed25519 private key")
     return key

@@ -20,16 +20,18 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 log = logging.getLogger(__name__)
+
+E = TypeVar("E")
 
 ALGORITHM = "EdDSA"
 """JWS ``alg`` (RFC 8037): Ed25519 here."""
@@ -46,7 +48,7 @@ SCHEME = "record-jws/v2"
 _B64URL = re.compile(r"[A-Za-z0-9_-]*")
 _MEMBERS_V1 = frozenset({"alg", "b64", "crit", "kid", "pb-key", "pb-pos", "pb-topic"})
 _MEMBERS = _MEMBERS_V1 | {"pb-cluster", "pb-part", "pb-scheme"}
-_RELOAD_EVERY = 1.0  # seconds: at most one keyring re-read per second on unknown key ids
+_RELOAD_EVERY = 1.0  # seconds: at most one look at a keyring file per second
 HEADERS_KEPT = 4096
 """(where, key) pairs whose header a signer keeps built (about 500 B each), the oldest going
 first: memory stays bounded however many table ids records name."""
@@ -155,25 +157,6 @@ def public_key_pem(key: Ed25519PublicKey) -> str:
     ).decode("ascii")
 
 
-def key_entries(
-    text: str, source: str, error: type[Exception]
-) -> Iterator[tuple[str, object, str]]:
-    """The entries of a keyring's JSON (``{"<key id>": {...}, ...}``): each key id (checked
-    against :data:`KEY_ID`), its entry (for the caller to check) and where it is, for error
-    messages; ``error`` says what is wrong with the document as a whole."""
-    try:
-        document = json.loads(text)
-    except ValueError as problem:
-        raise error(f"{source} is not JSON: {problem}") from None
-    if not isinstance(document, dict):
-        raise error(f"{source} must be a JSON object: key id -> entry")
-    for kid, entry in document.items():
-        where = f"{source}, key {kid!r}"
-        if KEY_ID.fullmatch(kid) is None:
-            raise error(f"{where}: a key id is 1-64 letters, digits, '.', '_' or '-'")
-        yield kid, entry, where
-
-
 def parse_public_key(text: str) -> Ed25519PublicKey:
     """An Ed25519 public key from PEM (SubjectPublicKeyInfo) or base64 of its 32 raw bytes."""
     if "-----BEGIN" in text:
@@ -188,12 +171,20 @@ def parse_public_key(text: str) -> Ed25519PublicKey:
     return Ed25519PublicKey.from_public_bytes(raw)
 
 
-class Keyring:
-    """Key id -> (service, public key). Loaded from a JSON file, it reads the file again
-    (at most once a second, when it changed) on meeting an unknown key id, so a key added by
-    a rotation is taken without a restart."""
+class FileKeyring(Generic[E]):
+    """Key id -> entry, parsed from a JSON file ``{"<key id>": {...}, ...}``. One loaded from
+    its file reads it again when it changed (at most once a second, :meth:`_reload`), so a key
+    added or retired by a rotation is taken without a restart; a changed file that cannot be
+    used is logged and the keys held are kept."""
 
-    def __init__(self, entries: Mapping[str, KeyringEntry], path: Path | None = None) -> None:
+    KIND: ClassVar[str]
+    """What the file is, in messages."""
+    ERROR: ClassVar[type[ValueError]]
+    """What a file that cannot be read or parsed raises."""
+    EMPTY_WHEN_GONE: ClassVar[bool] = False
+    """Whether a file that was removed leaves the keyring empty (else: the keys held are kept)."""
+
+    def __init__(self, entries: Mapping[str, E], path: Path | None = None) -> None:
         self._entries = dict(entries)
         self.path = path
         self._stamp = _stamp(path) if path is not None else None
@@ -201,66 +192,51 @@ class Keyring:
         self._lock = threading.Lock()
 
     @classmethod
-    def parse(cls, text: str, source: str = "keyring", path: Path | None = None) -> Keyring:
-        """A keyring from its JSON: ``{"<kid>": {"service": ..., "public_key": ...}, ...}``."""
-        entries: dict[str, KeyringEntry] = {}
-        for kid, entry, where in key_entries(text, source, KeyringError):
-            if not isinstance(entry, dict):
-                raise KeyringError(f"{where}: must be an object with service and public_key")
-            service, public = entry.get("service"), entry.get("public_key")
-            if not isinstance(service, str) or not service:
-                raise KeyringError(f"{where}: 'service' must name the service holding the key")
-            if not isinstance(public, str):
-                raise KeyringError(f"{where}: 'public_key' must be PEM or base64 of 32 bytes")
-            try:
-                key = parse_public_key(public.strip())
-            except (ValueError, TypeError, binascii.Error) as error:
-                raise KeyringError(f"{where}: public_key is not an Ed25519 key ({error})") from None
-            entries[kid] = KeyringEntry(kid, service, key)
+    def entry(cls, kid: str, entry: object, where: str) -> E:
+        """The entry of ``kid`` from its JSON (``where`` it is, for error messages)."""
+        raise NotImplementedError
+
+    @classmethod
+    def parse(cls, text: str, source: str = "", path: Path | None = None) -> Self:
+        """A keyring from its JSON (``source``: what it is, for error messages)."""
+        source = source or cls.KIND
+        try:
+            document = json.loads(text)
+        except ValueError as problem:
+            raise cls.ERROR(f"{source} is not JSON: {problem}") from None
+        if not isinstance(document, dict):
+            raise cls.ERROR(f"{source} must be a JSON object: key id -> entry")
+        entries: dict[str, E] = {}
+        for kid, entry in document.items():
+            where = f"{source}, key {kid!r}"
+            if KEY_ID.fullmatch(kid) is None:
+                raise cls.ERROR(f"{where}: a key id is 1-64 letters, digits, '.', '_' or '-'")
+            entries[kid] = cls.entry(kid, entry, where)
         return cls(entries, path)
 
     @classmethod
-    def load(cls, path: Path) -> Keyring:
+    def load(cls, path: Path) -> Self:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as error:
-            raise KeyringError(f"cannot read the keyring {path}: {error.strerror}") from None
-        return cls.parse(text, f"keyring {path}", path)
+            raise cls.ERROR(f"cannot read the {cls.KIND} {path}: {error.strerror}") from None
+        return cls.parse(text, f"{cls.KIND} {path}", path)
 
-    def to_json(self) -> str:
-        """The keyring as the file holds it (public keys in PEM)."""
-        document = {
-            kid: {"service": entry.service, "public_key": public_key_pem(entry.public_key)}
-            for kid, entry in sorted(self._entries.items())
-        }
-        return json.dumps(document, indent=2) + "\n"
+    @classmethod
+    def public_key(cls, public: object, where: str) -> Ed25519PublicKey:
+        """The ``public_key`` member of an entry: PEM or base64 of the key's 32 raw bytes."""
+        if not isinstance(public, str):
+            raise cls.ERROR(f"{where}: 'public_key' must be PEM or base64 of 32 bytes")
+        try:
+            return parse_public_key(public.strip())
+        except (ValueError, TypeError, binascii.Error) as error:
+            raise cls.ERROR(f"{where}: public_key is not an Ed25519 key ({error})") from None
 
     def __contains__(self, kid: object) -> bool:
         return kid in self._entries
 
     def __len__(self) -> int:
         return len(self._entries)
-
-    def entries(self) -> list[KeyringEntry]:
-        return list(self._entries.values())
-
-    def with_entry(self, entry: KeyringEntry) -> Keyring:
-        return Keyring({**self._entries, entry.kid: entry}, self.path)
-
-    def get(self, kid: str) -> KeyringEntry | None:
-        """The entry of ``kid``; an unknown id makes a file-backed keyring look at its file."""
-        entry = self._entries.get(kid)
-        if entry is None and self.path is not None and self._reload():
-            entry = self._entries.get(kid)
-        return entry
-
-    def find(self, service: str, public_key: Ed25519PublicKey) -> KeyringEntry | None:
-        """The entry of ``service`` holding ``public_key`` (a signer's own key id)."""
-        raw = raw_public_key(public_key)
-        for entry in self._entries.values():
-            if entry.service == service and entry.raw() == raw:
-                return entry
-        return None
 
     def _reload(self) -> bool:
         """Read the file again if it changed (at most once a second); True if it was."""
@@ -276,21 +252,69 @@ class Keyring:
             if stamp == self._stamp:
                 return False
             try:
-                fresh = Keyring.load(path)
-            except KeyringError as error:
-                log.error("keyring %s changed but is unusable (%s): old one kept", path, error)
+                gone = stamp is None and self.EMPTY_WHEN_GONE
+                self._entries = {} if gone else type(self).load(path)._entries
+            except self.ERROR as error:
+                log.error("%s changed but is unusable (%s): the keys held are kept", path, error)
                 return False
-            self._entries, self._stamp = fresh._entries, stamp
-            log.warning("keyring %s read again: %d keys", path, len(self._entries))
+            self._stamp = stamp
+            log.warning("%s %s read again: %d keys", self.KIND, path, len(self._entries))
             return True
 
 
-def _stamp(path: Path) -> tuple[int, int] | None:
+def _stamp(path: Path) -> tuple[int, int, int] | None:
     try:
         status = os.stat(path)
     except OSError:
         return None
-    return status.st_mtime_ns, status.st_size
+    return status.st_mtime_ns, status.st_size, status.st_ino
+
+
+class Keyring(FileKeyring[KeyringEntry]):
+    """Key id -> (service, public key): whose records a key signs. One loaded from its file
+    reads it again on meeting an unknown key id (:class:`FileKeyring`)."""
+
+    KIND = "keyring"
+    ERROR = KeyringError
+
+    @classmethod
+    def entry(cls, kid: str, entry: object, where: str) -> KeyringEntry:
+        """``{"service": ..., "public_key": ...}``."""
+        if not isinstance(entry, dict):
+            raise KeyringError(f"{where}: must be an object with service and public_key")
+        service = entry.get("service")
+        if not isinstance(service, str) or not service:
+            raise KeyringError(f"{where}: 'service' must name the service holding the key")
+        return KeyringEntry(kid, service, cls.public_key(entry.get("public_key"), where))
+
+    def to_json(self) -> str:
+        """The keyring as the file holds it (public keys in PEM)."""
+        document = {
+            kid: {"service": entry.service, "public_key": public_key_pem(entry.public_key)}
+            for kid, entry in sorted(self._entries.items())
+        }
+        return json.dumps(document, indent=2) + "\n"
+
+    def entries(self) -> list[KeyringEntry]:
+        return list(self._entries.values())
+
+    def with_entry(self, entry: KeyringEntry) -> Keyring:
+        return Keyring({**self._entries, entry.kid: entry}, self.path)
+
+    def get(self, kid: str) -> KeyringEntry | None:
+        """The entry of ``kid``; an unknown id makes a file-backed keyring look at its file."""
+        entry = self._entries.get(kid)
+        if entry is None and self._reload():
+            entry = self._entries.get(kid)
+        return entry
+
+    def find(self, service: str, public_key: Ed25519PublicKey) -> KeyringEntry | None:
+        """The entry of ``service`` holding ``public_key`` (a signer's own key id)."""
+        raw = raw_public_key(public_key)
+        for entry in self._entries.values():
+            if entry.service == service and entry.raw() == raw:
+                return entry
+        return None
 
 
 def verify(
@@ -332,7 +356,7 @@ def verify(
     if fields["alg"] != ALGORITHM or fields["b64"] is not False or fields["crit"] != ["b64"]:
         return 'malformed: the header must say "alg":"EdDSA","b64":false,"crit":["b64"]'
     if not first and fields["pb-scheme"] != SCHEME:
-        return f"malformed: pb-scheme is {_shown(fields['pb-scheme'])}, not {SCHEME!r}"
+        return f"malformed: pb-scheme is {shown(fields['pb-scheme'])}, not {SCHEME!r}"
     kid = fields["kid"]
     if not isinstance(kid, str) or KEY_ID.fullmatch(kid) is None:
         return "malformed: kid is not a key id"
@@ -343,21 +367,21 @@ def verify(
         return f"key {kid!r} belongs to {entry.service}, but only {signer} writes here"
     topic = v1_topic if first else where.topic
     if fields["pb-topic"] != topic:
-        return f"signed for topic {_shown(fields['pb-topic'])}, not {topic}"
+        return f"signed for topic {shown(fields['pb-topic'])}, not {topic}"
     if not first and fields["pb-cluster"] != where.cluster:
-        return f"signed for cluster {_shown(fields['pb-cluster'])}, not {where.cluster!r}"
+        return f"signed for cluster {shown(fields['pb-cluster'])}, not {where.cluster!r}"
     part = fields.get("pb-part")
     if not first and (type(part) is not int or part != where.partition):
-        return f"signed for partition {_shown(part)}, not {where.partition}"
+        return f"signed for partition {shown(part)}, not {where.partition}"
     try:
         key_text = "" if key is None else key.decode("utf-8")
     except UnicodeDecodeError:
         return "the record key is not UTF-8 (a signed record's key is its table id)"
     if fields["pb-key"] != key_text:
-        return f"signed for key {_shown(fields['pb-key'])}, not {_shown(key_text)}"
+        return f"signed for key {shown(fields['pb-key'])}, not {shown(key_text)}"
     position = f"{notification_id}:{index}"
     if fields["pb-pos"] != position:
-        return f"signed for position {_shown(fields['pb-pos'])}, not {position}"
+        return f"signed for position {shown(fields['pb-pos'])}, not {position}"
     if value is None:
         return "the record has no value"
     try:
@@ -377,6 +401,7 @@ def unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
-def _shown(item: object, limit: int = 80) -> str:
+def shown(item: object, limit: int = 80) -> str:
+    """``repr(item)``, cut to ``limit`` characters (it may quote untrusted input)."""
     text = repr(item)
     return text if len(text) <= limit else text[:limit] + "..."

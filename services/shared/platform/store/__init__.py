@@ -11,7 +11,6 @@ from services.shared.platform.store.application import (
     LOCK_PROCEDURE,
     AppWorker,
     ServiceApplication,
-    StoreNotReady,
     UnitOfWork,
     open_application,
     prepare_store,
@@ -19,14 +18,12 @@ from services.shared.platform.store.application import (
 )
 from services.shared.platform.store.incidents import (
     Evidence,
-    IncidentLog,
     Origin,
     raise_incident,
     refuse_fact,
 )
 from services.shared.platform.store.lease import (
     LEASE_TABLES,
-    LeaseLost,
     StoppedAsStandby,
     WriterLease,
     lease_tables_statements,
@@ -41,14 +38,12 @@ from services.shared.platform.store.sealing import (
     ZERO_DIGEST,
     Sealer,
     SealLedger,
-    expand_runs,
     seal_digest,
     seal_store,
 )
 from services.shared.platform.store.side_tables import (
     BET_IDS,
     REFUSED_COMMANDS,
-    SIDE_TABLES,
     Row,
     SideRows,
     SideTable,

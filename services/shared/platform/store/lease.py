@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
@@ -38,13 +37,12 @@ FENCE_ENV = "PB_WRITER_FENCE"
 """eventsourcing environment key: the backend pid of the connection holding the lease."""
 
 LOCK_CLASS = 0x5042
-"""The first key of the advisory lock that was the lease before version 2 of the lease (the
-two-key form, ``pg_locks.classid``): an instance of the earlier version still writing is
-waited for (``store/lease.py``), never taken as a lease."""
+"""The first key (``pg_locks.classid``) of the advisory lock that is the lease of an instance of
+version 1 of the lease: one still writing is waited for, never taken as a lease."""
 
 
 def legacy_lease_key(schema: str) -> int:
-    """The second key of the schema's lease before version 2 (``pg_locks.objid``)."""
+    """The second key (``pg_locks.objid``) of the schema's lease in version 1."""
     return zlib.crc32(f"punto-banco:lease:{schema}".encode()) & 0x7FFFFFFF
 
 
@@ -59,29 +57,11 @@ def lease_tables_statements(schema: str) -> list[Composed]:
     ]
 
 
-def lease_statement(schema: str, shared: bool) -> Composed:
-    """Take the lease (in the lock connection's open transaction), or fail at once."""
-    return SQL("LOCK TABLE {} IN {} MODE NOWAIT").format(
-        Identifier(schema, LEASE_TABLE), SQL("SHARE" if shared else "EXCLUSIVE")
-    )
-
-
 def _lease_oid(schema: str) -> Composed:
     return SQL(
         "(SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
         "ON n.oid = c.relnamespace WHERE n.nspname = {} AND c.relname = {})"
     ).format(Literal(schema), Literal(LEASE_TABLE))
-
-
-def lease_holders(schema: str) -> Composed:
-    """Who holds the schema's lease: (client address, backend pid, application name)."""
-    return SQL(
-        "SELECT a.client_addr::text, l.pid, a.application_name FROM pg_catalog.pg_locks l "
-        "LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid "
-        "WHERE l.locktype = 'relation' AND l.granted AND l.relation = {} "
-        "AND l.mode IN ('ExclusiveLock', 'ShareLock') AND l.database = (SELECT oid FROM "
-        "pg_catalog.pg_database WHERE datname = pg_catalog.current_database()) ORDER BY l.pid"
-    ).format(_lease_oid(schema))
 
 
 def fence_statement(schema: str, pid: int) -> Composed:
@@ -101,17 +81,6 @@ def fence_statement(schema: str, pid: int) -> Composed:
         lease=_lease_oid(schema),
         pid=Literal(int(pid)),
         schema=Literal(schema),
-    )
-
-
-def barrier_statements(schema: str) -> tuple[SQL | Composed, ...]:
-    """Lock the fence table exclusive (waits for the old holder's writes), then let it go:
-    the savepoint's rollback releases the lock, the lease's lock stays."""
-    return (
-        SQL("SAVEPOINT pb_barrier"),
-        SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(Identifier(schema, FENCE_TABLE)),
-        SQL("ROLLBACK TO SAVEPOINT pb_barrier"),
-        SQL("RELEASE SAVEPOINT pb_barrier"),
     )
 
 
@@ -251,7 +220,7 @@ class FileLease(WriterLease):
 
 class PostgresLease(WriterLease):
     """The lease of a PostgreSQL schema: its lease table locked in a transaction that a
-    connection of its own keeps open (``store/lease.py``)."""
+    connection of its own keeps open (see the module docstring)."""
 
     def __init__(self, settings: Settings, shared: bool = False) -> None:
         super().__init__(settings.describe_store(), shared)
@@ -284,7 +253,12 @@ class PostgresLease(WriterLease):
                 await self._create_tables(connection)
             await connection.execute("BEGIN ISOLATION LEVEL READ COMMITTED")  # no snapshot kept
             try:
-                await connection.execute(lease_statement(self.schema, self.shared))
+                mode = "SHARE" if self.shared else "EXCLUSIVE"  # NOWAIT: fail at once
+                await connection.execute(
+                    SQL("LOCK TABLE {} IN {} MODE NOWAIT").format(
+                        Identifier(self.schema, LEASE_TABLE), SQL(mode)
+                    )
+                )
                 waiting_for = await self._legacy_holder(connection)
             except psycopg.errors.LockNotAvailable:
                 waiting_for = ""  # (named below, once the failed transaction is over)
@@ -296,9 +270,17 @@ class PostgresLease(WriterLease):
                 await connection.execute("ROLLBACK")
                 self.holder = waiting_for or await self._holder(connection)
                 return False
-            if not self.shared:  # a writer: wait for the old holder's last writes
-                for statement in barrier_statements(self.schema):
-                    await connection.execute(statement)
+            if not self.shared:
+                # A writer waits for the old holder's last writes: it locks the fence table
+                # exclusive, then lets it go (the savepoint's rollback; the lease's lock stays).
+                await connection.execute("SAVEPOINT pb_barrier")
+                await connection.execute(
+                    SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(
+                        Identifier(self.schema, FENCE_TABLE)
+                    )
+                )
+                await connection.execute("ROLLBACK TO SAVEPOINT pb_barrier")
+                await connection.execute("RELEASE SAVEPOINT pb_barrier")
             self.pid = connection.info.backend_pid
             return True
         except psycopg.Error as error:
@@ -318,10 +300,10 @@ class PostgresLease(WriterLease):
         )
         row = await cursor.fetchone()
         schema_found, tables_found = row if row else (False, 0)
-        statements: list[sql.Composed] = (
+        statements: list[Composed] = (
             []
             if schema_found
-            else [sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))]
+            else [SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(self.schema))]
         )
         if tables_found < len(LEASE_TABLES):
             statements += lease_tables_statements(self.schema)
@@ -330,7 +312,16 @@ class PostgresLease(WriterLease):
                 await connection.execute(statement)
 
     async def _holder(self, connection: psycopg.AsyncConnection[Any]) -> str | None:
-        cursor = await connection.execute(lease_holders(self.schema))
+        cursor = await connection.execute(
+            SQL(
+                "SELECT a.client_addr::text, l.pid, a.application_name FROM pg_catalog.pg_locks l "
+                "LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'relation' AND l.granted AND l.relation = {} "
+                "AND l.mode IN ('ExclusiveLock', 'ShareLock') AND l.database = (SELECT oid FROM "
+                "pg_catalog.pg_database WHERE datname = pg_catalog.current_database()) "
+                "ORDER BY l.pid"
+            ).format(_lease_oid(self.schema))
+        )
         row = await cursor.fetchone()
         if row is None:
             return None
@@ -363,7 +354,9 @@ class PostgresLease(WriterLease):
             if stopping.is_set():
                 return
             try:
-                connection = await self._connect_existing()
+                connection = self._connection
+                if connection is None or connection.closed:
+                    raise LeaseLost("its lock connection is closed")
                 await asyncio.wait_for(connection.execute("SELECT 1"), PROBE_TIMEOUT_SECONDS)
                 if connection.info.transaction_status != IDLE_IN_TXN:
                     raise LeaseLost("its transaction ended")
@@ -373,11 +366,6 @@ class PostgresLease(WriterLease):
                     f"the writer lease of {self.store} was lost ({error!r}): this instance "
                     "writes nothing more (the fence refuses) and stops"
                 ) from None
-
-    async def _connect_existing(self) -> psycopg.AsyncConnection[Any]:
-        if self._connection is None or self._connection.closed:
-            raise LeaseLost("its lock connection is closed")
-        return self._connection
 
     async def release(self) -> None:
         await super().release()

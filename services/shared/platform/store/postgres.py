@@ -75,18 +75,8 @@ class ProvisionedRecorder(FencedRecorder):
     """The process recorder of a provisioned store: the events table's write lock is taken
     through the owner's :data:`LOCK_PROCEDURE`, not with ``LOCK TABLE``."""
 
-    def __init__(
-        self,
-        datastore: PostgresDatastore,
-        *,
-        events_table_name: str = "stored_events",
-        tracking_table_name: str = "notification_tracking",
-    ) -> None:
-        super().__init__(
-            datastore,
-            events_table_name=events_table_name,
-            tracking_table_name=tracking_table_name,
-        )
+    def __init__(self, datastore: PostgresDatastore, **table_names: Any) -> None:
+        super().__init__(datastore, **table_names)
         self.lock_table_statements = [
             SQL("SET LOCAL lock_timeout = '{0}s'").format(self.datastore.lock_timeout),
             SQL("CALL {0}.{1}({2})").format(

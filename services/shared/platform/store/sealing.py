@@ -122,17 +122,8 @@ def id_runs(ids: Sequence[int]) -> list[list[int]]:
     return runs
 
 
-def expand_runs(runs: Iterable[Sequence[int]]) -> list[int]:
-    return [n for first, last in runs for n in range(first, last + 1)]
-
-
 def pack_fingerprints(hashes: Iterable[bytes]) -> str:
     return base64.b64encode(b"".join(h[:FINGERPRINT_BYTES] for h in hashes)).decode()
-
-
-def unpack_fingerprints(packed: str) -> list[bytes]:
-    raw = base64.b64decode(packed)
-    return [raw[i : i + FINGERPRINT_BYTES] for i in range(0, len(raw), FINGERPRINT_BYTES)]
 
 
 # -- sealing a store ------------------------------------------------------------------

@@ -37,30 +37,26 @@ Row = tuple[Any, ...]
 
 @dataclass(frozen=True)
 class SideTable:
-    """A table beside the events: its columns (name, SQLite type, PostgreSQL type), its
-    primary key, and the leading key columns :func:`select_rows` looks rows up by."""
+    """A table beside the events: its columns (name, type: one DDL for SQLite and PostgreSQL),
+    its primary key, and the leading key columns :func:`select_rows` looks rows up by."""
 
     name: str
-    columns: tuple[tuple[str, str, str], ...]
+    columns: tuple[tuple[str, str], ...]
     primary_key: tuple[str, ...]
     lookup: tuple[str, ...]
 
     @property
     def column_names(self) -> list[str]:
-        return [column for column, _, _ in self.columns]
+        return [column for column, _ in self.columns]
 
-    def sqlite_ddl(self) -> str:
-        columns = ", ".join(f"{name} {kind}" for name, kind, _ in self.columns)
+    def ddl(self, schema: str | None) -> str:
+        """CREATE TABLE IF NOT EXISTS in ``schema`` (PostgreSQL), or without one (SQLite)."""
+        columns = ", ".join(f"{name} {kind}" for name, kind in self.columns)
         key = ", ".join(self.primary_key)
+        rowid = "" if schema else " WITHOUT ROWID"
         return (
-            f"CREATE TABLE IF NOT EXISTS {self.name} ({columns}, PRIMARY KEY ({key})) WITHOUT ROWID"
-        )
-
-    def postgres_ddl(self, schema: str) -> str:
-        columns = ", ".join(f"{name} {kind}" for name, _, kind in self.columns)
-        key = ", ".join(self.primary_key)
-        return (
-            f"CREATE TABLE IF NOT EXISTS {self.qualified(schema)} ({columns}, PRIMARY KEY ({key}))"
+            f"CREATE TABLE IF NOT EXISTS {self.qualified(schema)} ({columns}, "
+            f"PRIMARY KEY ({key})){rowid}"
         )
 
     def qualified(self, schema: str | None) -> str:
@@ -78,7 +74,7 @@ class SideTable:
         """PostgreSQL's INSERT of many rows in one statement, given as one JSON document
         (:meth:`postgres_rows`: psycopg's text arrays would quote every value in Python)."""
         columns = ", ".join(self.column_names)
-        record = ", ".join(f"{name} {kind.split()[0]}" for name, _, kind in self.columns)
+        record = ", ".join(f"{name} {kind.split()[0]}" for name, kind in self.columns)
         return (
             f"INSERT INTO {self.qualified(schema)} ({columns}) "
             f"SELECT {columns} FROM json_to_recordset(%s::json) AS x({record})"
@@ -174,14 +170,14 @@ def create_side_tables(factory: Any, recorder: Recorder, tables: Sequence[SideTa
     if isinstance(recorder, SQLiteProcessRecorder):
         with recorder.datastore.transaction(commit=True) as c:
             for table in tables:
-                c.execute(table.sqlite_ddl())
+                c.execute(table.ddl(None))
         return
     datastore = getattr(recorder, "datastore", None)
     schema = getattr(datastore, "schema", None)
     if datastore is not None and schema is not None:  # PostgreSQL
         with datastore.transaction(commit=True) as curs:
             for table in tables:
-                curs.execute(table.postgres_ddl(schema))
+                curs.execute(table.ddl(schema))
 
 
 def select_rows(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> list[Row]:
@@ -251,14 +247,14 @@ def _select(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> list[R
 BET_IDS = SideTable(
     "bet_ids",
     (
-        ("operator", "TEXT NOT NULL", "text NOT NULL"),
-        ("bet_id", "TEXT NOT NULL", "text NOT NULL"),
-        ("version", "INTEGER NOT NULL", "integer NOT NULL"),
-        ("bet", "TEXT", "text"),  # the content as a JSON list; NULL: the id is free again
-        ("accepted", "INTEGER NOT NULL", "boolean NOT NULL"),
-        ("reason_code", "TEXT", "text"),
-        ("message", "TEXT NOT NULL", "text NOT NULL"),
-        ("held", "INTEGER NOT NULL", "boolean NOT NULL"),
+        ("operator", "text NOT NULL"),
+        ("bet_id", "text NOT NULL"),
+        ("version", "integer NOT NULL"),
+        ("bet", "text"),  # the content as a JSON list; NULL: the id is free again
+        ("accepted", "boolean NOT NULL"),
+        ("reason_code", "text"),
+        ("message", "text NOT NULL"),
+        ("held", "boolean NOT NULL"),
     ),
     ("operator", "bet_id", "version"),
     ("operator", "bet_id"),
@@ -269,18 +265,9 @@ id), the highest version saying what holds."""
 
 REFUSED_COMMANDS = SideTable(
     "refused_commands",
-    (
-        ("table_id", "TEXT NOT NULL", "text NOT NULL"),
-        ("command_id", "TEXT NOT NULL", "text NOT NULL"),
-    ),
+    (("table_id", "text NOT NULL"), ("command_id", "text NOT NULL")),
     ("table_id", "command_id"),
     ("table_id", "command_id"),
 )
 """Dealing's refused table commands (``dealing.rejections``): a row per command id refused for
 a table id, derived state rebuildable from its CommandRejected events."""
-
-SIDE_TABLES: dict[str, tuple[SideTable, ...]] = {
-    "settlement": (BET_IDS,),
-    "dealing": (REFUSED_COMMANDS,),
-}
-"""Each service's side tables (what ``punto-banco db setup`` creates and grants)."""
