@@ -83,6 +83,21 @@ def test_the_random_source_decides_the_shuffle() -> None:
     assert Device(decks=1, cut_card_from_end=0, source=random.Random(3)).order != tuple(ALL_CARDS)
 
 
+def test_without_a_source_the_shoe_is_shuffled_by_the_os_generator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    draws: list[int] = []
+
+    class Counting(random.SystemRandom):
+        def randrange(self, *args: int) -> int:  # type: ignore[override]
+            draws.append(args[0])
+            return super().randrange(*args)
+
+    monkeypatch.setattr(random, "SystemRandom", Counting)
+    Device(decks=1, cut_card_from_end=0)
+    assert draws == list(range(52, 1, -1))  # Fisher-Yates: one draw per card but the first
+
+
 def test_decks_and_the_cut_card_are_checked() -> None:
     with pytest.raises(ValueError, match="decks"):
         Device(decks=9)
