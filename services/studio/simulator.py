@@ -174,12 +174,12 @@ class Device:
         while not self.finished:
             step = self.steps[self._next]
             self._next += 1
-            if isinstance(step, Disconnect):
-                return step
-            event = step.event if isinstance(step, Dropped) else step
-            self.latest_seq = max(self.latest_seq, event.seq)
-            if not isinstance(step, Dropped):
-                return step
+            if isinstance(step, Dropped):
+                self.latest_seq = max(self.latest_seq, step.event.seq)
+                continue
+            if isinstance(step, pb1.Event):
+                self.latest_seq = max(self.latest_seq, step.seq)
+            return step
         return None
 
     def heartbeat(self) -> pb1.Signalled:

@@ -7,6 +7,8 @@ import random
 from collections import Counter
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from services.shared.rules import ALL_CARDS, burn_count
 from services.studio.protocol import (
@@ -163,3 +165,18 @@ def test_a_schedule_drawn_from_rates_has_each_fault_at_about_its_rate() -> None:
         FaultRates(unreadable=0.6, dropped=0.6)
     with pytest.raises(ValueError):
         FaultRates(doubled=-0.1)
+
+
+@given(st.dictionaries(st.integers(0, 51), st.sampled_from(Fault), max_size=20), st.integers())
+def test_with_any_faults_every_card_is_read_once_by_seq_or_is_a_gap(
+    faults: dict[int, Fault], seed: int
+) -> None:
+    shoe = Device(decks=1, cut_card_from_end=14, faults=faults, source=random.Random(seed))
+    events = [step for step in sent(shoe) if isinstance(step, Event)]
+    by_seq = {event.seq: event for event in events}
+    assert len(by_seq) == len(events) - list(faults.values()).count(Fault.DOUBLED)
+    gaps = set(range(1, shoe.latest_seq + 1)) - set(by_seq)
+    assert len(gaps) == list(faults.values()).count(Fault.DROPPED)
+    cards = [event.card for _, event in sorted(by_seq.items()) if isinstance(event, CardRead)]
+    kept = [card for index, card in enumerate(shoe.order) if faults.get(index) != Fault.DROPPED]
+    assert cards == kept
