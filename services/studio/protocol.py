@@ -136,9 +136,10 @@ def format(event: Event) -> str:
         what = f"CARD {event.card.code}"
     elif isinstance(event, ButtonPressed):
         what = f"BUTTON {event.button}"
-    else:
-        assert isinstance(event, Signalled), f"{event!r} is not an event of {VERSION}"
+    elif isinstance(event, Signalled):
         what = event.signal
+    else:
+        raise TypeError(f"{event!r} is not an event of {VERSION}")
     return f"{VERSION} {event.device} {event.seq} {what}\n"
 
 

@@ -1,10 +1,7 @@
 """A simulated card-reading shoe: one shuffled physical shoe dealt over PB1, with faults.
 
-A :class:`Device` shuffles ``decks`` decks (``random.SystemRandom`` unless a test passes its own
-``random.Random``), lays out every line it will send (:func:`script`) and hands them out one by
-one; a :class:`LoopbackServer` serves it on 127.0.0.1 over TCP, one line per event and a
-``HEARTBEAT`` every ``heartbeat`` seconds. The faults (:class:`Fault`) are scheduled by the
-index of the card in the shoe (:func:`random_schedule` draws a schedule from rates).
+:class:`Device` is the shoe and the lines it sends, its faults scheduled by card (:class:`Fault`,
+:func:`random_schedule`); :class:`LoopbackServer` serves it over TCP on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -198,6 +195,8 @@ class LoopbackServer:
     def __init__(
         self, device: Device, port: int = 0, *, pace: float = 0.0, heartbeat: float = 5.0
     ) -> None:
+        if pace < 0 or heartbeat <= 0:
+            raise ValueError(f"pace must be >= 0 and heartbeat > 0, not {pace} and {heartbeat}")
         self.device = device
         self.port = port
         self.pace = pace

@@ -118,6 +118,8 @@ def test_an_event_refuses_a_bad_device_or_sequence() -> None:
         Signalled("a", MAX_SEQ + 1, Signal.HEARTBEAT)
     with pytest.raises(ProtocolError, match="bad-sequence"):
         Signalled("a", -1, Signal.HEARTBEAT)
+    with pytest.raises(TypeError, match="not an event of PB1"):
+        format(Event("a", 1))
 
 
 def test_the_decoder_splits_lines_across_chunks() -> None:

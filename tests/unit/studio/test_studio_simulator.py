@@ -27,6 +27,7 @@ from services.studio.simulator import (
     Disconnect,
     Fault,
     FaultRates,
+    LoopbackServer,
     random_schedule,
 )
 
@@ -105,6 +106,8 @@ def test_decks_and_the_cut_card_are_checked() -> None:
         Device(decks=9)
     with pytest.raises(ValueError, match="cut card"):
         Device(decks=1, cut_card_from_end=53)
+    with pytest.raises(ValueError, match="heartbeat > 0"):
+        LoopbackServer(Device(decks=1), heartbeat=0)
 
 
 def test_an_unreadable_card_is_followed_by_a_rescan_then_read() -> None:
