@@ -24,6 +24,7 @@ from services.studio.protocol import (
 from services.studio.simulator import Device, Fault, LoopbackServer
 
 TIMEOUT = 10.0
+STARTUP = 60.0  # a process importing the command, on a busy machine
 
 
 class Client:
@@ -133,7 +134,7 @@ async def test_the_command_serves_a_shoe_where_it_says_it_listens() -> None:
     )
     try:
         assert process.stdout is not None
-        said = (await asyncio.wait_for(process.stdout.readline(), TIMEOUT)).decode()
+        said = (await asyncio.wait_for(process.stdout.readline(), STARTUP)).decode()
         match = re.search(r"listening on 127\.0\.0\.1:(\d+) ", said)
         assert match, said
         client = await Client.connect(int(match[1]))
@@ -143,6 +144,9 @@ async def test_the_command_serves_a_shoe_where_it_says_it_listens() -> None:
         assert len(reads) == 52 - 1  # one dropped: its seq is the one gap, after the 10th read
         [gap] = set(range(1, events[-1].seq + 1)) - {event.seq for event in events}
         assert reads[9].seq < gap < reads[10].seq
-    finally:
         process.send_signal(signal.SIGINT)
-        assert await asyncio.wait_for(process.wait(), TIMEOUT) == 0
+        assert await asyncio.wait_for(process.wait(), TIMEOUT) == 0  # Ctrl-C: a clean stop
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
