@@ -49,6 +49,9 @@ supervisor_cmd.register(app)
 from services.tools.cli import operators_cmd  # noqa: E402
 
 operators_cmd.register(app)
+from services.tools.cli import studio_cmd  # noqa: E402
+
+studio_cmd.register(app)
 
 try:  # the developer tools: in a source checkout, not in the runtime wheel
     from services.dev.cli import register as register_developer_commands
