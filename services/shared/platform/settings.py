@@ -1,4 +1,4 @@
-"""Every setting of a process, declared once: :class:`Settings` (pydantic-settings).
+"""Every setting of a process, declared once: :class:`Settings` (a pydantic model).
 
 Each field names its variable (its alias), default and meaning; docs/operations.md's settings
 table is generated from them (:func:`settings_table`). ``Settings.from_env(service, env)`` reads a
@@ -17,7 +17,6 @@ import os
 import re
 import ssl
 from collections.abc import Iterable, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, cast
@@ -26,17 +25,11 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
+    ConfigDict,
     Field,
     StringConstraints,
     ValidationError,
     model_validator,
-)
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    NoDecode,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
 )
 
 from contracts import HOUSE, check_operator
@@ -412,7 +405,6 @@ Stripped = Annotated[str, StringConstraints(strip_whitespace=True)]
 Lower = Annotated[str, StringConstraints(strip_whitespace=True, to_lower=True)]
 Upper = Annotated[str, StringConstraints(strip_whitespace=True, to_upper=True)]
 T = TypeVar("T")
-_ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("pb_environment", default=None)
 
 
 def _var(alias: str, default: Any, shown: str | None = None, **more: Any) -> Any:
@@ -422,14 +414,14 @@ def _var(alias: str, default: Any, shown: str | None = None, **more: Any) -> Any
     return Field(default, alias=alias, json_schema_extra=extra, **more)
 
 
-class Settings(BaseSettings):
+class Settings(BaseModel):
     """Everything a service process needs to know about its surroundings."""
 
-    model_config = SettingsConfigDict(
-        case_sensitive=True,
+    model_config = ConfigDict(
         extra="forbid",
         frozen=True,
         validate_by_name=True,
+        validate_default=True,
         use_attribute_docstrings=True,
     )
 
@@ -521,9 +513,9 @@ class Settings(BaseSettings):
     )
     """the HTTP port (`PB_HTTP_PORT_<SERVICE>` for one service); `off` for none, `0` for any
     free port"""
-    http_allowed_hosts: Annotated[
-        tuple[str, ...], NoDecode, BeforeValidator(check_allowed_hosts)
-    ] = _var("PB_HTTP_ALLOWED_HOSTS", (), "the bind address, `localhost`, `127.0.0.1`")
+    http_allowed_hosts: Annotated[tuple[str, ...], BeforeValidator(check_allowed_hosts)] = _var(
+        "PB_HTTP_ALLOWED_HOSTS", (), "the bind address, `localhost`, `127.0.0.1`"
+    )
     """the Host header values answered, comma separated (`*.example.com` patterns; `*` turns the
     check off); set it when binding `0.0.0.0` to the names clients use"""
     signing_key: Stripped = _var("PB_SIGNING_KEY", "", "`<PB_DATA_DIR>/keys/<service>.pem`")
@@ -569,14 +561,14 @@ class Settings(BaseSettings):
     taken, so a leader whose clock is behind refuses no genuine card. Keep the brokers on NTP and
     this small: a card forged with the shoe's stolen key within it before the close stands
     (docs/security.md)"""
-    operators: Annotated[tuple[str, ...], NoDecode, BeforeValidator(check_operators)] = _var(
+    operators: Annotated[tuple[str, ...], BeforeValidator(check_operators)] = _var(
         "PB_OPERATORS", (HOUSE,), "`house`"
     )
     """the operators (B2B) whose bettors the tables serve, comma separated
     (`[a-z][a-z0-9_-]{0,31}`): dealing marks each one's bet-commands topic, settlement reads each
     and answers on each one's bet-events topic (see docs/integrating.md)"""
-    gateway_operators: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_some_operators)] = (
-        _var("PB_GATEWAY_OPERATORS", (), "every operator in the operators folder")
+    gateway_operators: Annotated[tuple[str, ...], BeforeValidator(_some_operators)] = _var(
+        "PB_GATEWAY_OPERATORS", (), "every operator in the operators folder"
     )
     """the gateway: the operators this process serves, comma separated (each at most 24
     characters: its service `gateway-<operator>` names its store, consumer group, key and seal
@@ -595,7 +587,7 @@ class Settings(BaseSettings):
     """the largest request body, in bytes (over: 413)"""
     wallet_timeout: float = _var("PB_WALLET_TIMEOUT", 5.0, "`5` (s)", gt=0, le=300)
     """a wallet call's time-out (a debit without an answer by then is rolled back)"""
-    wallet_retry: Annotated[tuple[float, ...], NoDecode, BeforeValidator(_delays)] = _var(
+    wallet_retry: Annotated[tuple[float, ...], BeforeValidator(_delays)] = _var(
         "PB_WALLET_RETRY", (0.5, 2.0, 10.0, 30.0, 60.0), "`0.5,2,10,30,60`"
     )
     """seconds between tries of a credit or rollback without an answer; the last repeats for
@@ -608,10 +600,13 @@ class Settings(BaseSettings):
     """`/ready` names an operator whose wallet has left calls unanswered this long"""
 
     def __init__(self, service: str | None = None, /, **values: Any) -> None:
+        """``values`` by field name or variable; a bad one is named by its variable."""
         if service is not None:
             values["service"] = service
+        fields = type(self).model_fields
+        by_alias = {(fields[n].alias if n in fields else None) or n: v for n, v in values.items()}
         try:
-            super().__init__(**values)
+            super().__init__(**by_alias)
         except ValidationError as error:
             raise _readable(error) from None
 
@@ -627,7 +622,7 @@ class Settings(BaseSettings):
             given |= {f"postgres_{n}": getattr(pg, n) for n in _PG_FIELDS} | {"postgres_dsn": ""}
         auth = data.pop("kafka_auth", None)
         if isinstance(auth, KafkaAuth):
-            given |= {f"kafka_{name}": value for name, value in _auth_fields(auth).items()}
+            given |= {name.lower(): value for name, value in auth.env().items()}
         for name, value in given.items():  # by alias: it wins over the environment's
             data.pop(name, None)
             data[cls.model_fields[name].alias or name] = value
@@ -646,31 +641,19 @@ class Settings(BaseSettings):
         return self
 
     @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """The given values, then (in :meth:`from_env` only) the environment's."""
-        environ = _ENVIRON.get()
-        return (init_settings,) if environ is None else (init_settings, _Mapping(cls, environ))
-
-    @classmethod
     def from_env(
         cls, service: str, env: Mapping[str, str] | None = None, **overrides: Any
     ) -> Settings:
         """``service``'s settings from ``env`` (default ``os.environ``); ``overrides`` (e.g.
         CLI options; None: not given) win over it."""
         environ = os.environ if env is None else env
-        given = {name: value for name, value in overrides.items() if value is not None}
-        token = _ENVIRON.set(environ)
-        try:
-            read = cls(service, **{"http_port": http_port(service, environ), **given})
-        finally:
-            _ENVIRON.reset(token)
+        aliases = {info.alias for info in cls.model_fields.values()} - {None}
+        values: dict[str, Any] = {
+            name: value for name, value in environ.items() if name in aliases and value != ""
+        }  # an empty variable counts as unset
+        values["http_port"] = http_port(service, environ)
+        values |= {name: value for name, value in overrides.items() if value is not None}
+        read = cls(service, **values)
         named = {"postgres_dsn", "postgres_host", "postgres_dbname"} & read.model_fields_set
         if "persistence" not in read.model_fields_set and named:
             return replace(read, persistence="postgres")
@@ -836,16 +819,6 @@ class Settings(BaseSettings):
 _PG_FIELDS = ("host", "port", "dbname", "user", "password", "pool_size")
 
 
-def _auth_fields(auth: KafkaAuth) -> dict[str, str]:
-    return {
-        "security_protocol": auth.protocol,
-        "sasl_mechanism": auth.mechanism,
-        "sasl_username": auth.username,
-        "sasl_password": auth.password,
-        "ssl_cafile": auth.cafile,
-    }
-
-
 def replace(settings: T, **changes: Any) -> T:
     """A copy of ``settings`` (or of a :class:`PostgresSettings`, :class:`KafkaAuth`) with
     ``changes``, checked again: ``dataclasses.replace`` for the settings."""
@@ -857,17 +830,6 @@ def replace(settings: T, **changes: Any) -> T:
         return cast(T, type(settings).model_validate({**dict(settings), **changes}))
     except ValidationError as error:
         raise _readable(error) from None
-
-
-class _Mapping(EnvSettingsSource):
-    """pydantic-settings' environment source over a given mapping; empty values are unset."""
-
-    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
-        self._environ = environ
-        super().__init__(settings_cls)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return {key: value for key, value in self._environ.items() if value != ""}
 
 
 _EXPECTED = {
