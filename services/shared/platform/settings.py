@@ -67,15 +67,29 @@ PROVISIONED_RECORDER = "services.shared.platform.store.postgres:ProvisionedRecor
 """eventsourcing's PostgreSQL factory and recorder, named (reading settings imports no driver)."""
 
 
+def _unbracketed(host: str) -> str:
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
+def _ip_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """``host`` as an IP address (an IPv6 one possibly in brackets), else None."""
+    try:
+        return ipaddress.ip_address(_unbracketed(host))
+    except ValueError:
+        return None
+
+
+def _as_host(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    """``address`` as a Host header names it (IPv6 in brackets)."""
+    return f"[{address}]" if address.version == 6 else str(address)
+
+
 def check_http_host(host: str) -> str:
     """``host`` (``PB_HTTP_HOST``) if it is an IP address or a host name, else SettingsError."""
-    bare = host.strip()
-    if bare.startswith("[") and bare.endswith("]"):
-        bare = bare[1:-1]
-    try:
-        return str(ipaddress.ip_address(bare))
-    except ValueError:
-        pass
+    bare = _unbracketed(host.strip())
+    address = _ip_address(bare)
+    if address is not None:
+        return str(address)
     if _HOST_NAME.fullmatch(bare):
         return bare.lower()
     raise SettingsError(
@@ -88,13 +102,9 @@ def _allowed_host(entry: str) -> str:
     lowered = entry.strip().lower()
     if lowered == "*" or (lowered.startswith("*.") and _HOST_NAME.fullmatch(lowered[2:])):
         return lowered
-    bare = lowered[1:-1] if lowered.startswith("[") and lowered.endswith("]") else lowered
-    try:
-        address = ipaddress.ip_address(bare)
-    except ValueError:
-        address = None
+    address = _ip_address(lowered)
     if address is not None:
-        return f"[{address}]" if address.version == 6 else str(address)
+        return _as_host(address)
     if "*" in lowered:
         raise SettingsError(
             f"PB_HTTP_ALLOWED_HOSTS: {entry!r} is not a pattern like '*.example.com' (or '*')"
@@ -116,14 +126,11 @@ def check_allowed_hosts(entries: str | Iterable[str]) -> tuple[str, ...]:
 
 def default_allowed_hosts(bind_host: str) -> tuple[str, ...]:
     """The bind address (unless a wildcard, which no client names), localhost, 127.0.0.1."""
-    hosts: list[str] = []
-    try:
-        address = ipaddress.ip_address(bind_host.strip("[]"))
-    except ValueError:
-        hosts.append(bind_host.lower())
+    address = _ip_address(bind_host)
+    if address is None:
+        hosts = [bind_host.lower()]
     else:
-        if not address.is_unspecified:
-            hosts.append(f"[{address}]" if address.version == 6 else str(address))
+        hosts = [] if address.is_unspecified else [_as_host(address)]
     return tuple(dict.fromkeys([*hosts, "localhost", "127.0.0.1"]))
 
 
@@ -172,11 +179,13 @@ def _duration(value: object) -> object:
     return parse_duration(value) if isinstance(value, str) else value
 
 
+def _off_is_none(value: object) -> object:
+    return None if isinstance(value, str) and value.strip().lower() in _OFF else value
+
+
 def _seal_interval(value: object) -> object:
-    if isinstance(value, str) and value.strip().lower() in _OFF:
-        return None
     try:
-        return _duration(value)
+        return _duration(_off_is_none(value))
     except ValueError:
         raise ValueError(f"must be a duration like 5s or 500ms, or off, got {value!r}") from None
 
@@ -190,10 +199,6 @@ def _one_of(shown: str, *choices: str, word: str = "got") -> Any:
         return value
 
     return AfterValidator(check)
-
-
-def _no_port_off(value: object) -> object:
-    return None if isinstance(value, str) and value.strip().lower() in _OFF else value
 
 
 def http_port(service: str, env: Mapping[str, str]) -> int | None:
@@ -311,14 +316,8 @@ class KafkaAuth:
     def check_principal(self) -> None:
         """SettingsError unless a SASL protocol has its username and password (checked when a
         client is made: ``keys init`` or ``audit`` never connect)."""
-        missing = [
-            name
-            for name, value in (
-                ("KAFKA_SASL_USERNAME", self.username),
-                ("KAFKA_SASL_PASSWORD", self.password),
-            )
-            if not value
-        ]
+        login = ("KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD")
+        missing = [name for name in login if not self.env()[name]]
         if self.sasl and missing:
             raise SettingsError(
                 f"KAFKA_SECURITY_PROTOCOL={self.protocol} needs {' and '.join(missing)} (the "
@@ -367,14 +366,9 @@ class PostgresSettings:
 
     def connect_options(self) -> dict[str, Any]:
         """psycopg's ``connect`` keyword arguments for this server (a 10 s connect timeout)."""
-        return {
-            "host": self.host,
-            "port": self.port,
-            "dbname": self.dbname,
-            "user": self.user,
-            "password": self.password,
-            "connect_timeout": 10,
-        }
+        options = dataclasses.asdict(self)
+        del options["pool_size"]  # the pool's, not the connection's
+        return options | {"connect_timeout": 10}
 
 
 def _parse_dsn(dsn: str) -> dict[str, Any]:
@@ -508,7 +502,7 @@ class Settings(BaseModel):
     http_host: Annotated[str, AfterValidator(check_http_host)] = _var("PB_HTTP_HOST", "127.0.0.1")
     """the address the HTTP endpoints (and the dashboard) bind; any address: `0.0.0.0` (or `::`)
     in a container, so probes and Prometheus reach it"""
-    http_port: Annotated[int | None, BeforeValidator(_no_port_off)] = _var(
+    http_port: Annotated[int | None, BeforeValidator(_off_is_none)] = _var(
         "PB_HTTP_PORT", None, "shoe 8101, dealing 8102, settlement 8103, dashboard 8100"
     )
     """the HTTP port (`PB_HTTP_PORT_<SERVICE>` for one service); `off` for none, `0` for any
@@ -750,22 +744,13 @@ class Settings(BaseModel):
 
     def logical_topic(self, topic: str) -> str:
         """Inverse of :meth:`topic`."""
-        if self.topic_prefix and topic.startswith(self.topic_prefix):
-            return topic[len(self.topic_prefix) :]
-        return topic
+        return topic.removeprefix(self.topic_prefix)
 
     def secret_key_env(self) -> dict[str, str]:
         """The shoe's secret keys as its Application reads them (one of the two empty)."""
         if self.shoe_secret_key:
             return {"PB_SHOE_SECRET_KEY": self.shoe_secret_key, "PB_SHOE_SECRET_KEY_FILE": ""}
         return {"PB_SHOE_SECRET_KEY": "", "PB_SHOE_SECRET_KEY_FILE": str(self.shoe_secret_key_path)}
-
-    def decision_env(self) -> dict[str, str]:
-        """Dealing's supervisors keyring and void window, as its Application reads them."""
-        return {
-            "PB_SUPERVISOR_KEYRING": str(self.supervisor_keyring_path),
-            "PB_VOID_WINDOW": repr(float(self.void_window)),
-        }
 
     def eventsourcing_env(self) -> dict[str, str]:
         """The environment of the service's eventsourcing ``Application(env=...)``: its store,
@@ -774,7 +759,8 @@ class Settings(BaseModel):
         if self.service == "shoe":
             env.update(self.secret_key_env())
         if self.service == "dealing":
-            env.update(self.decision_env())
+            env["PB_SUPERVISOR_KEYRING"] = str(self.supervisor_keyring_path)
+            env["PB_VOID_WINDOW"] = repr(float(self.void_window))
         if self.service == "settlement":
             env["PB_OPERATORS"] = ",".join(self.operators)
             env["PB_MAX_BETS_PER_COUP"] = str(self.max_bets_per_coup)
