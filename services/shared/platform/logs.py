@@ -98,13 +98,10 @@ class TextFormatter(logging.Formatter):
         first, newline, rest = line.partition("\n")
         if rest:  # a traceback or stack: each line indented, its characters escaped
             rest = "\n".join(f"    {escaped(part)}" for part in rest.split("\n"))
-        ids = _ids(record)
-        if not ids:
-            return f"{first}{newline}{rest}"
-        tail = " ".join(
-            f"{name.removesuffix('_id')}={escaped(value)}" for name, value in ids.items()
+        ids = " ".join(
+            f"{name.removesuffix('_id')}={escaped(value)}" for name, value in _ids(record).items()
         )
-        return f"{first} [{tail}]{newline}{rest}"
+        return f"{first} [{ids}]{newline}{rest}" if ids else f"{first}{newline}{rest}"
 
 
 def configure_logging(service: str, level: str = "INFO", fmt: str = "text") -> None:

@@ -613,7 +613,8 @@ class Settings(BaseModel):
         given: dict[str, Any] = {}
         pg = data.pop("postgres", None)
         if isinstance(pg, PostgresSettings):
-            given |= {f"postgres_{n}": getattr(pg, n) for n in _PG_FIELDS} | {"postgres_dsn": ""}
+            given |= {f"postgres_{n}": v for n, v in dataclasses.asdict(pg).items()}
+            given["postgres_dsn"] = ""
         auth = data.pop("kafka_auth", None)
         if isinstance(auth, KafkaAuth):
             given |= {name.lower(): value for name, value in auth.env().items()}
@@ -676,10 +677,10 @@ class Settings(BaseModel):
     def postgres(self) -> PostgresSettings:
         """``PB_POSTGRES_DSN`` first, then each ``POSTGRES_*`` variable that is set."""
         values = _parse_dsn(self.postgres_dsn.strip()) if self.postgres_dsn.strip() else {}
-        for name in _PG_FIELDS:
-            value = getattr(self, f"postgres_{name}")
+        for each in dataclasses.fields(PostgresSettings):
+            value = getattr(self, f"postgres_{each.name}")
             if value not in ("", None):
-                values[name] = value
+                values[each.name] = value
         return PostgresSettings(**values)
 
     @property
@@ -800,9 +801,6 @@ class Settings(BaseModel):
             where = f"{pg.user}@{pg.host}:{pg.port}/{pg.dbname}"
             return f"postgresql://{where} schema {self.postgres_schema}"
         return f"sqlite {self.sqlite_path}"
-
-
-_PG_FIELDS = ("host", "port", "dbname", "user", "password", "pool_size")
 
 
 def replace(settings: T, **changes: Any) -> T:
