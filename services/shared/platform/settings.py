@@ -1,11 +1,12 @@
 """Every setting of a process, declared once: :class:`Settings` (a pydantic model).
 
 Each field names its variable (its alias), default and meaning; docs/operations.md's settings
-table is generated from them (:func:`settings_table`). ``Settings.from_env(service, env)`` reads a
-mapping (``os.environ`` by default; an empty variable counts as unset) and raises one
-:class:`SettingsError` naming every bad variable; ``Settings(service=...)`` reads nothing. The
-store is handed to eventsourcing as ITS environment (:meth:`Settings.eventsourcing_env`), so no
-domain module names a database. Passwords never appear in a repr.
+table is generated from them (``settings_table`` in tests/unit/platform/test_platform_settings.py).
+``Settings.from_env(service, env)`` reads a mapping (``os.environ`` by default; an empty variable
+counts as unset) and raises one :class:`SettingsError` naming every bad variable;
+``Settings(service=...)`` reads nothing. The store is handed to eventsourcing as ITS environment
+(:meth:`Settings.eventsourcing_env`), so no domain module names a database. Passwords never
+appear in a repr.
 """
 
 from __future__ import annotations
@@ -594,7 +595,7 @@ class Settings(BaseModel):
     """`/ready` names an operator whose wallet has left calls unanswered this long"""
 
     def __init__(self, service: str | None = None, /, **values: Any) -> None:
-        """``values`` by field name or variable; a bad one is named by its variable."""
+        """``values`` by field name or by variable; given both ways, the later wins."""
         if service is not None:
             values["service"] = service
         fields = type(self).model_fields
@@ -838,22 +839,3 @@ def _readable(error: ValidationError) -> SettingsError:
             expected = _EXPECTED.get(item["type"], item["msg"].lower())
             problems.append(f"{name} {expected}, got {item['input']!r}")
     return SettingsError("; ".join(problems))
-
-
-def settings_table() -> str:
-    """docs/operations.md's settings table: a row per variable, from the fields of
-    :class:`Settings`."""
-    rows = ["| variable | default | meaning |", "|---|---|---|"]
-    for info in Settings.model_fields.values():
-        if info.alias is None:
-            continue
-        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-        shown = extra.get("shown")
-        if shown is None:
-            default = info.default
-            if isinstance(default, bool):
-                default = "yes" if default else "no"
-            shown = f"`{default}`" if default not in ("", None, ()) else ""
-        meaning = " ".join((info.description or "").split())
-        rows.append(f"| `{info.alias}` | {shown} | {meaning} |")
-    return "\n".join(rows) + "\n"
