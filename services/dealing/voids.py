@@ -9,7 +9,7 @@ decision is used once (its id is the command's, so a resent command is a replay)
 voided once, and only within the void window after it opened. Each refusal carries the
 ``CommandRejected.reason_code`` it is answered with.
 
-Configuration (the Application's environment, ``Settings.decision_env``):
+Configuration (the Application's environment, ``Settings.eventsourcing_env``):
 ``PB_SUPERVISOR_KEYRING`` (the keyring file; without it no void is accepted) and
 ``PB_VOID_WINDOW`` (seconds, default 24 hours).
 """

@@ -2,17 +2,17 @@
 the partitioner every table's records must follow (murmur2 of the table id:
 :func:`key_partition`).
 
-``TOPIC_CONFIGS``: bet-commands and shoe-events use ``LogAppendTime`` (settlement judges a bet's
-time, and a card's, by the broker's append time), the seal anchors are kept forever.
-:func:`ensure_topics` creates what is missing and aligns an existing topic's configs (keeping
-its other dynamic configs); a principal that may not is told so, and the service still starts.
+:func:`ensure_topics` creates what is missing with its :data:`TOPIC_CONFIGS` and aligns an
+existing topic's configs (keeping its other dynamic configs); a principal that may not is told
+so, and the service still starts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -80,7 +80,7 @@ TIMESTAMP_TYPE = "message.timestamp.type"
 LOG_APPEND_TIME = "LogAppendTime"
 
 TOPIC_CONFIGS: Mapping[str, Mapping[str, str]] = {
-    # The broker's append time is when a bet was placed (see the module docstring).
+    # The broker's append time is when a bet was placed: settlement judges a bet's time by it.
     BET_COMMANDS: {TIMESTAMP_TYPE: LOG_APPEND_TIME},
     # ... and when the shoe drew a card: settlement refuses a card appended before the coup's
     # CloseBook mark (no genuine card leaves the shoe while bets are taken).
@@ -115,19 +115,23 @@ def idempotent_producer(settings: Settings, role: str) -> AIOKafkaProducer:
     )
 
 
-def _admin(settings: Settings) -> AIOKafkaAdminClient:
-    return AIOKafkaAdminClient(
-        **client_options(settings),
-        client_id=f"pb-{settings.service}-admin",
+@asynccontextmanager
+async def _admin(settings: Settings) -> AsyncIterator[AIOKafkaAdminClient]:
+    """The service's admin client, started, closed on leaving."""
+    admin = AIOKafkaAdminClient(
+        **client_options(settings), client_id=f"pb-{settings.service}-admin"
     )
+    await admin.start()
+    try:
+        yield admin
+    finally:
+        await admin.close()
 
 
 async def ensure_topics(settings: Settings, topics: Iterable[str] | None = None) -> list[str]:
     """Create the (prefixed) project topics that do not exist yet; returns the ones created."""
     logical = list(dict.fromkeys(project_topics(settings) if topics is None else topics))
-    admin = _admin(settings)
-    await admin.start()
-    try:
+    async with _admin(settings) as admin:
         existing = set(await admin.list_topics())
         missing = [t for t in logical if settings.topic(t) not in existing]
         if missing:
@@ -135,9 +139,7 @@ async def ensure_topics(settings: Settings, topics: Iterable[str] | None = None)
         present = [t for t in logical if topic_config(t) and t not in missing]
         if present:
             await _align_configs(admin, {settings.topic(t): topic_config(t) for t in present})
-        return [settings.topic(t) for t in missing]
-    finally:
-        await admin.close()
+    return [settings.topic(t) for t in missing]
 
 
 async def _create(admin: AIOKafkaAdminClient, settings: Settings, logical: list[str]) -> None:
@@ -271,12 +273,8 @@ async def _align_configs(
 
 async def cluster_id(settings: Settings) -> str:
     """The Kafka cluster's id (from the cluster metadata); raises if the broker has none."""
-    admin = _admin(settings)
-    await admin.start()
-    try:
+    async with _admin(settings) as admin:
         found = (await admin.describe_cluster()).get("cluster_id")
-    finally:
-        await admin.close()
     if not found:
         raise RuntimeError(
             f"Kafka at {settings.kafka_bootstrap_servers} reports no cluster id "

@@ -38,24 +38,16 @@ def escaped(text: str) -> str:
     return _UNSAFE.sub(_escape, text)
 
 
-def _json_escape(found: re.Match[str]) -> str:
-    return f"\\u{ord(found.group()):04x}"
-
-
-def ids_of(message: object) -> dict[str, str]:
-    """The table, coup and bet ids a message carries (those it has)."""
-    out: dict[str, str] = {}
-    for name in IDS:
-        value = getattr(message, name, None)
-        if isinstance(value, str) and value:
-            out[name] = value
-    return out
+def _ids_of(source: object) -> dict[str, str]:
+    """The table, coup and bet ids ``source`` (a message, a log record) carries, those it has."""
+    values = {name: getattr(source, name, None) for name in IDS}
+    return {name: str(value) for name, value in values.items() if value}
 
 
 @contextlib.contextmanager
 def message_context(message: object) -> Iterator[None]:
     """Log records made inside carry the ids of ``message``."""
-    token = _context.set(ids_of(message))
+    token = _context.set(_ids_of(message))
     try:
         yield
     finally:
@@ -63,12 +55,8 @@ def message_context(message: object) -> Iterator[None]:
 
 
 def _ids(record: logging.LogRecord) -> dict[str, str]:
-    ids = dict(_context.get() or {})
-    for name in IDS:
-        value = record.__dict__.get(name)
-        if value:
-            ids[name] = str(value)
-    return ids
+    """The ids of the message being handled, and those given to the record (``extra=``)."""
+    return {**(_context.get() or {}), **_ids_of(record)}
 
 
 class JsonFormatter(logging.Formatter):
@@ -91,7 +79,8 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             data["exception"] = self.formatException(record.exc_info)
         # json escapes C0 controls itself; the rest of _UNSAFE only appears inside strings
-        return _UNSAFE.sub(_json_escape, json.dumps(data, ensure_ascii=False, default=str))
+        line = json.dumps(data, ensure_ascii=False, default=str)
+        return _UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", line)
 
 
 class TextFormatter(logging.Formatter):
@@ -109,13 +98,10 @@ class TextFormatter(logging.Formatter):
         first, newline, rest = line.partition("\n")
         if rest:  # a traceback or stack: each line indented, its characters escaped
             rest = "\n".join(f"    {escaped(part)}" for part in rest.split("\n"))
-        ids = _ids(record)
-        if not ids:
-            return f"{first}{newline}{rest}"
-        tail = " ".join(
-            f"{name.removesuffix('_id')}={escaped(value)}" for name, value in ids.items()
+        ids = " ".join(
+            f"{name.removesuffix('_id')}={escaped(value)}" for name, value in _ids(record).items()
         )
-        return f"{first} [{tail}]{newline}{rest}"
+        return f"{first} [{ids}]{newline}{rest}" if ids else f"{first}{newline}{rest}"
 
 
 def configure_logging(service: str, level: str = "INFO", fmt: str = "text") -> None:

@@ -1,11 +1,12 @@
-"""Every setting of a process, declared once: :class:`Settings` (pydantic-settings).
+"""Every setting of a process, declared once: :class:`Settings` (a pydantic model).
 
 Each field names its variable (its alias), default and meaning; docs/operations.md's settings
-table is generated from them (:func:`settings_table`). ``Settings.from_env(service, env)`` reads a
-mapping (``os.environ`` by default; an empty variable counts as unset) and raises one
-:class:`SettingsError` naming every bad variable; ``Settings(service=...)`` reads nothing. The
-store is handed to eventsourcing as ITS environment (:meth:`Settings.eventsourcing_env`), so no
-domain module names a database. Passwords never appear in a repr.
+table is generated from them (``settings_table`` in tests/unit/platform/test_platform_settings.py).
+``Settings.from_env(service, env)`` reads a mapping (``os.environ`` by default; an empty variable
+counts as unset) and raises one :class:`SettingsError` naming every bad variable;
+``Settings(service=...)`` reads nothing. The store is handed to eventsourcing as ITS environment
+(:meth:`Settings.eventsourcing_env`), so no domain module names a database. Passwords never
+appear in a repr.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import os
 import re
 import ssl
 from collections.abc import Iterable, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, cast
@@ -26,17 +26,11 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
+    ConfigDict,
     Field,
     StringConstraints,
     ValidationError,
     model_validator,
-)
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    NoDecode,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
 )
 
 from contracts import HOUSE, check_operator
@@ -74,15 +68,29 @@ PROVISIONED_RECORDER = "services.shared.platform.store.postgres:ProvisionedRecor
 """eventsourcing's PostgreSQL factory and recorder, named (reading settings imports no driver)."""
 
 
+def _unbracketed(host: str) -> str:
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
+def _ip_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """``host`` as an IP address (an IPv6 one possibly in brackets), else None."""
+    try:
+        return ipaddress.ip_address(_unbracketed(host))
+    except ValueError:
+        return None
+
+
+def _as_host(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    """``address`` as a Host header names it (IPv6 in brackets)."""
+    return f"[{address}]" if address.version == 6 else str(address)
+
+
 def check_http_host(host: str) -> str:
     """``host`` (``PB_HTTP_HOST``) if it is an IP address or a host name, else SettingsError."""
-    bare = host.strip()
-    if bare.startswith("[") and bare.endswith("]"):
-        bare = bare[1:-1]
-    try:
-        return str(ipaddress.ip_address(bare))
-    except ValueError:
-        pass
+    bare = _unbracketed(host.strip())
+    address = _ip_address(bare)
+    if address is not None:
+        return str(address)
     if _HOST_NAME.fullmatch(bare):
         return bare.lower()
     raise SettingsError(
@@ -95,13 +103,9 @@ def _allowed_host(entry: str) -> str:
     lowered = entry.strip().lower()
     if lowered == "*" or (lowered.startswith("*.") and _HOST_NAME.fullmatch(lowered[2:])):
         return lowered
-    bare = lowered[1:-1] if lowered.startswith("[") and lowered.endswith("]") else lowered
-    try:
-        address = ipaddress.ip_address(bare)
-    except ValueError:
-        address = None
+    address = _ip_address(lowered)
     if address is not None:
-        return f"[{address}]" if address.version == 6 else str(address)
+        return _as_host(address)
     if "*" in lowered:
         raise SettingsError(
             f"PB_HTTP_ALLOWED_HOSTS: {entry!r} is not a pattern like '*.example.com' (or '*')"
@@ -123,14 +127,11 @@ def check_allowed_hosts(entries: str | Iterable[str]) -> tuple[str, ...]:
 
 def default_allowed_hosts(bind_host: str) -> tuple[str, ...]:
     """The bind address (unless a wildcard, which no client names), localhost, 127.0.0.1."""
-    hosts: list[str] = []
-    try:
-        address = ipaddress.ip_address(bind_host.strip("[]"))
-    except ValueError:
-        hosts.append(bind_host.lower())
+    address = _ip_address(bind_host)
+    if address is None:
+        hosts = [bind_host.lower()]
     else:
-        if not address.is_unspecified:
-            hosts.append(f"[{address}]" if address.version == 6 else str(address))
+        hosts = [] if address.is_unspecified else [_as_host(address)]
     return tuple(dict.fromkeys([*hosts, "localhost", "127.0.0.1"]))
 
 
@@ -179,11 +180,13 @@ def _duration(value: object) -> object:
     return parse_duration(value) if isinstance(value, str) else value
 
 
+def _off_is_none(value: object) -> object:
+    return None if isinstance(value, str) and value.strip().lower() in _OFF else value
+
+
 def _seal_interval(value: object) -> object:
-    if isinstance(value, str) and value.strip().lower() in _OFF:
-        return None
     try:
-        return _duration(value)
+        return _duration(_off_is_none(value))
     except ValueError:
         raise ValueError(f"must be a duration like 5s or 500ms, or off, got {value!r}") from None
 
@@ -197,10 +200,6 @@ def _one_of(shown: str, *choices: str, word: str = "got") -> Any:
         return value
 
     return AfterValidator(check)
-
-
-def _no_port_off(value: object) -> object:
-    return None if isinstance(value, str) and value.strip().lower() in _OFF else value
 
 
 def http_port(service: str, env: Mapping[str, str]) -> int | None:
@@ -318,14 +317,8 @@ class KafkaAuth:
     def check_principal(self) -> None:
         """SettingsError unless a SASL protocol has its username and password (checked when a
         client is made: ``keys init`` or ``audit`` never connect)."""
-        missing = [
-            name
-            for name, value in (
-                ("KAFKA_SASL_USERNAME", self.username),
-                ("KAFKA_SASL_PASSWORD", self.password),
-            )
-            if not value
-        ]
+        login = ("KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD")
+        missing = [name for name in login if not self.env()[name]]
         if self.sasl and missing:
             raise SettingsError(
                 f"KAFKA_SECURITY_PROTOCOL={self.protocol} needs {' and '.join(missing)} (the "
@@ -374,14 +367,9 @@ class PostgresSettings:
 
     def connect_options(self) -> dict[str, Any]:
         """psycopg's ``connect`` keyword arguments for this server (a 10 s connect timeout)."""
-        return {
-            "host": self.host,
-            "port": self.port,
-            "dbname": self.dbname,
-            "user": self.user,
-            "password": self.password,
-            "connect_timeout": 10,
-        }
+        options = dataclasses.asdict(self)
+        del options["pool_size"]  # the pool's, not the connection's
+        return options | {"connect_timeout": 10}
 
 
 def _parse_dsn(dsn: str) -> dict[str, Any]:
@@ -412,7 +400,6 @@ Stripped = Annotated[str, StringConstraints(strip_whitespace=True)]
 Lower = Annotated[str, StringConstraints(strip_whitespace=True, to_lower=True)]
 Upper = Annotated[str, StringConstraints(strip_whitespace=True, to_upper=True)]
 T = TypeVar("T")
-_ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("pb_environment", default=None)
 
 
 def _var(alias: str, default: Any, shown: str | None = None, **more: Any) -> Any:
@@ -422,14 +409,14 @@ def _var(alias: str, default: Any, shown: str | None = None, **more: Any) -> Any
     return Field(default, alias=alias, json_schema_extra=extra, **more)
 
 
-class Settings(BaseSettings):
+class Settings(BaseModel):
     """Everything a service process needs to know about its surroundings."""
 
-    model_config = SettingsConfigDict(
-        case_sensitive=True,
+    model_config = ConfigDict(
         extra="forbid",
         frozen=True,
         validate_by_name=True,
+        validate_default=True,
         use_attribute_docstrings=True,
     )
 
@@ -516,14 +503,14 @@ class Settings(BaseSettings):
     http_host: Annotated[str, AfterValidator(check_http_host)] = _var("PB_HTTP_HOST", "127.0.0.1")
     """the address the HTTP endpoints (and the dashboard) bind; any address: `0.0.0.0` (or `::`)
     in a container, so probes and Prometheus reach it"""
-    http_port: Annotated[int | None, BeforeValidator(_no_port_off)] = _var(
+    http_port: Annotated[int | None, BeforeValidator(_off_is_none)] = _var(
         "PB_HTTP_PORT", None, "shoe 8101, dealing 8102, settlement 8103, dashboard 8100"
     )
     """the HTTP port (`PB_HTTP_PORT_<SERVICE>` for one service); `off` for none, `0` for any
     free port"""
-    http_allowed_hosts: Annotated[
-        tuple[str, ...], NoDecode, BeforeValidator(check_allowed_hosts)
-    ] = _var("PB_HTTP_ALLOWED_HOSTS", (), "the bind address, `localhost`, `127.0.0.1`")
+    http_allowed_hosts: Annotated[tuple[str, ...], BeforeValidator(check_allowed_hosts)] = _var(
+        "PB_HTTP_ALLOWED_HOSTS", (), "the bind address, `localhost`, `127.0.0.1`"
+    )
     """the Host header values answered, comma separated (`*.example.com` patterns; `*` turns the
     check off); set it when binding `0.0.0.0` to the names clients use"""
     signing_key: Stripped = _var("PB_SIGNING_KEY", "", "`<PB_DATA_DIR>/keys/<service>.pem`")
@@ -569,14 +556,14 @@ class Settings(BaseSettings):
     taken, so a leader whose clock is behind refuses no genuine card. Keep the brokers on NTP and
     this small: a card forged with the shoe's stolen key within it before the close stands
     (docs/security.md)"""
-    operators: Annotated[tuple[str, ...], NoDecode, BeforeValidator(check_operators)] = _var(
+    operators: Annotated[tuple[str, ...], BeforeValidator(check_operators)] = _var(
         "PB_OPERATORS", (HOUSE,), "`house`"
     )
     """the operators (B2B) whose bettors the tables serve, comma separated
     (`[a-z][a-z0-9_-]{0,31}`): dealing marks each one's bet-commands topic, settlement reads each
     and answers on each one's bet-events topic (see docs/integrating.md)"""
-    gateway_operators: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_some_operators)] = (
-        _var("PB_GATEWAY_OPERATORS", (), "every operator in the operators folder")
+    gateway_operators: Annotated[tuple[str, ...], BeforeValidator(_some_operators)] = _var(
+        "PB_GATEWAY_OPERATORS", (), "every operator in the operators folder"
     )
     """the gateway: the operators this process serves, comma separated (each at most 24
     characters: its service `gateway-<operator>` names its store, consumer group, key and seal
@@ -595,7 +582,7 @@ class Settings(BaseSettings):
     """the largest request body, in bytes (over: 413)"""
     wallet_timeout: float = _var("PB_WALLET_TIMEOUT", 5.0, "`5` (s)", gt=0, le=300)
     """a wallet call's time-out (a debit without an answer by then is rolled back)"""
-    wallet_retry: Annotated[tuple[float, ...], NoDecode, BeforeValidator(_delays)] = _var(
+    wallet_retry: Annotated[tuple[float, ...], BeforeValidator(_delays)] = _var(
         "PB_WALLET_RETRY", (0.5, 2.0, 10.0, 30.0, 60.0), "`0.5,2,10,30,60`"
     )
     """seconds between tries of a credit or rollback without an answer; the last repeats for
@@ -608,10 +595,13 @@ class Settings(BaseSettings):
     """`/ready` names an operator whose wallet has left calls unanswered this long"""
 
     def __init__(self, service: str | None = None, /, **values: Any) -> None:
+        """``values`` by field name or by variable; given both ways, the later wins."""
         if service is not None:
             values["service"] = service
+        fields = type(self).model_fields
+        by_alias = {(fields[n].alias if n in fields else None) or n: v for n, v in values.items()}
         try:
-            super().__init__(**values)
+            super().__init__(**by_alias)
         except ValidationError as error:
             raise _readable(error) from None
 
@@ -624,10 +614,11 @@ class Settings(BaseSettings):
         given: dict[str, Any] = {}
         pg = data.pop("postgres", None)
         if isinstance(pg, PostgresSettings):
-            given |= {f"postgres_{n}": getattr(pg, n) for n in _PG_FIELDS} | {"postgres_dsn": ""}
+            given |= {f"postgres_{n}": v for n, v in dataclasses.asdict(pg).items()}
+            given["postgres_dsn"] = ""
         auth = data.pop("kafka_auth", None)
         if isinstance(auth, KafkaAuth):
-            given |= {f"kafka_{name}": value for name, value in _auth_fields(auth).items()}
+            given |= {name.lower(): value for name, value in auth.env().items()}
         for name, value in given.items():  # by alias: it wins over the environment's
             data.pop(name, None)
             data[cls.model_fields[name].alias or name] = value
@@ -646,31 +637,19 @@ class Settings(BaseSettings):
         return self
 
     @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """The given values, then (in :meth:`from_env` only) the environment's."""
-        environ = _ENVIRON.get()
-        return (init_settings,) if environ is None else (init_settings, _Mapping(cls, environ))
-
-    @classmethod
     def from_env(
         cls, service: str, env: Mapping[str, str] | None = None, **overrides: Any
     ) -> Settings:
         """``service``'s settings from ``env`` (default ``os.environ``); ``overrides`` (e.g.
         CLI options; None: not given) win over it."""
         environ = os.environ if env is None else env
-        given = {name: value for name, value in overrides.items() if value is not None}
-        token = _ENVIRON.set(environ)
-        try:
-            read = cls(service, **{"http_port": http_port(service, environ), **given})
-        finally:
-            _ENVIRON.reset(token)
+        aliases = {info.alias for info in cls.model_fields.values()} - {None}
+        values: dict[str, Any] = {
+            name: value for name, value in environ.items() if name in aliases and value != ""
+        }  # an empty variable counts as unset
+        values["http_port"] = http_port(service, environ)
+        values |= {name: value for name, value in overrides.items() if value is not None}
+        read = cls(service, **values)
         named = {"postgres_dsn", "postgres_host", "postgres_dbname"} & read.model_fields_set
         if "persistence" not in read.model_fields_set and named:
             return replace(read, persistence="postgres")
@@ -699,10 +678,10 @@ class Settings(BaseSettings):
     def postgres(self) -> PostgresSettings:
         """``PB_POSTGRES_DSN`` first, then each ``POSTGRES_*`` variable that is set."""
         values = _parse_dsn(self.postgres_dsn.strip()) if self.postgres_dsn.strip() else {}
-        for name in _PG_FIELDS:
-            value = getattr(self, f"postgres_{name}")
+        for each in dataclasses.fields(PostgresSettings):
+            value = getattr(self, f"postgres_{each.name}")
             if value not in ("", None):
-                values[name] = value
+                values[each.name] = value
         return PostgresSettings(**values)
 
     @property
@@ -767,22 +746,13 @@ class Settings(BaseSettings):
 
     def logical_topic(self, topic: str) -> str:
         """Inverse of :meth:`topic`."""
-        if self.topic_prefix and topic.startswith(self.topic_prefix):
-            return topic[len(self.topic_prefix) :]
-        return topic
+        return topic.removeprefix(self.topic_prefix)
 
     def secret_key_env(self) -> dict[str, str]:
         """The shoe's secret keys as its Application reads them (one of the two empty)."""
         if self.shoe_secret_key:
             return {"PB_SHOE_SECRET_KEY": self.shoe_secret_key, "PB_SHOE_SECRET_KEY_FILE": ""}
         return {"PB_SHOE_SECRET_KEY": "", "PB_SHOE_SECRET_KEY_FILE": str(self.shoe_secret_key_path)}
-
-    def decision_env(self) -> dict[str, str]:
-        """Dealing's supervisors keyring and void window, as its Application reads them."""
-        return {
-            "PB_SUPERVISOR_KEYRING": str(self.supervisor_keyring_path),
-            "PB_VOID_WINDOW": repr(float(self.void_window)),
-        }
 
     def eventsourcing_env(self) -> dict[str, str]:
         """The environment of the service's eventsourcing ``Application(env=...)``: its store,
@@ -791,7 +761,8 @@ class Settings(BaseSettings):
         if self.service == "shoe":
             env.update(self.secret_key_env())
         if self.service == "dealing":
-            env.update(self.decision_env())
+            env["PB_SUPERVISOR_KEYRING"] = str(self.supervisor_keyring_path)
+            env["PB_VOID_WINDOW"] = repr(float(self.void_window))
         if self.service == "settlement":
             env["PB_OPERATORS"] = ",".join(self.operators)
             env["PB_MAX_BETS_PER_COUP"] = str(self.max_bets_per_coup)
@@ -833,19 +804,6 @@ class Settings(BaseSettings):
         return f"sqlite {self.sqlite_path}"
 
 
-_PG_FIELDS = ("host", "port", "dbname", "user", "password", "pool_size")
-
-
-def _auth_fields(auth: KafkaAuth) -> dict[str, str]:
-    return {
-        "security_protocol": auth.protocol,
-        "sasl_mechanism": auth.mechanism,
-        "sasl_username": auth.username,
-        "sasl_password": auth.password,
-        "ssl_cafile": auth.cafile,
-    }
-
-
 def replace(settings: T, **changes: Any) -> T:
     """A copy of ``settings`` (or of a :class:`PostgresSettings`, :class:`KafkaAuth`) with
     ``changes``, checked again: ``dataclasses.replace`` for the settings."""
@@ -857,17 +815,6 @@ def replace(settings: T, **changes: Any) -> T:
         return cast(T, type(settings).model_validate({**dict(settings), **changes}))
     except ValidationError as error:
         raise _readable(error) from None
-
-
-class _Mapping(EnvSettingsSource):
-    """pydantic-settings' environment source over a given mapping; empty values are unset."""
-
-    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
-        self._environ = environ
-        super().__init__(settings_cls)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return {key: value for key, value in self._environ.items() if value != ""}
 
 
 _EXPECTED = {
@@ -892,22 +839,3 @@ def _readable(error: ValidationError) -> SettingsError:
             expected = _EXPECTED.get(item["type"], item["msg"].lower())
             problems.append(f"{name} {expected}, got {item['input']!r}")
     return SettingsError("; ".join(problems))
-
-
-def settings_table() -> str:
-    """docs/operations.md's settings table: a row per variable, from the fields of
-    :class:`Settings`."""
-    rows = ["| variable | default | meaning |", "|---|---|---|"]
-    for info in Settings.model_fields.values():
-        if info.alias is None:
-            continue
-        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-        shown = extra.get("shown")
-        if shown is None:
-            default = info.default
-            if isinstance(default, bool):
-                default = "yes" if default else "no"
-            shown = f"`{default}`" if default not in ("", None, ()) else ""
-        meaning = " ".join((info.description or "").split())
-        rows.append(f"| `{info.alias}` | {shown} | {meaning} |")
-    return "\n".join(rows) + "\n"

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from services.shared.platform.settings import Settings, SettingsError, settings_table
+from services.shared.platform.settings import Settings, SettingsError
 
 
 def test_defaults_use_a_sqlite_file_per_service_under_var() -> None:
@@ -143,14 +143,33 @@ def test_allowed_hosts_are_a_checked_comma_separated_list() -> None:
             Settings.from_env("shoe", {"PB_HTTP_ALLOWED_HOSTS": bad})
 
 
+def settings_table() -> str:
+    """docs/operations.md's settings table: a row per variable, from the fields of
+    :class:`Settings`."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for info in Settings.model_fields.values():
+        if info.alias is None:
+            continue
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        shown = extra.get("shown")
+        if shown is None:
+            default = info.default
+            if isinstance(default, bool):
+                default = "yes" if default else "no"
+            shown = f"`{default}`" if default not in ("", None, ()) else ""
+        meaning = " ".join((info.description or "").split())
+        rows.append(f"| `{info.alias}` | {shown} | {meaning} |")
+    return "\n".join(rows) + "\n"
+
+
 def test_the_operations_page_settings_table_is_the_one_the_settings_declare() -> None:
     page = (Path(__file__).resolve().parents[3] / "docs" / "operations.md").read_text()
     section = page.split("\n## Settings", 1)[1].split("\n## ", 1)[0]
     table = section[section.index("| variable |") :].split("\n\n", 1)[0].strip() + "\n"
     assert table == settings_table(), (
         "docs/operations.md's settings table differs from the settings' fields: paste the output "
-        "of `.venv/bin/python -c 'from services.shared.platform.settings import settings_table; "
-        "print(settings_table())'`"
+        "of `.venv/bin/python -c 'from tests.unit.platform.test_platform_settings import "
+        "settings_table; print(settings_table())'`"
     )
 
 
