@@ -62,6 +62,9 @@ class PartitionStops:
         self._stopped: dict[TopicPartition, StoppedPartition] = {}
         self.on_change: Callable[[str, int, bool], None] | None = None
 
+    def __contains__(self, tp: object) -> bool:
+        return tp in self._stopped
+
     def __iter__(self) -> Iterator[StoppedPartition]:
         return iter(list(self._stopped.values()))
 
