@@ -232,11 +232,12 @@ async def _run_store(
                 run.cpu.append(
                     CpuCell(run.label, tables, bets, result.settled, result.seconds, cpu)
                 )
+                if spy is not None:
+                    run.profiled = run.cpu[-1]
             finally:
                 if spy is not None:
                     spy.stop()
                     run.profiles = spy.outputs
-                    run.profiled = run.cpu[-1] if run.cpu else None
                 if sampler is not None:
                     run.memory = await sampler.stop()
                     run.memory_load = f"{tables_text(tables)} x {bets:,} bets per coup"

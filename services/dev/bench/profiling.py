@@ -88,7 +88,18 @@ STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("commit", ("group_coordinator.py", "commit_offsets")),
     ("transcode", ("JSONTranscoder", "Mapper.to_stored_event", "Mapper.to_domain_event")),
     ("read back", ("select_notifications", "NotificationLog")),
-    ("record", ("eventsourcing/", "sqlite3", "psycopg", "UnitOfWork.commit")),
+    (
+        "record",
+        (
+            "eventsourcing/application.py",
+            "eventsourcing/persistence.py",
+            "eventsourcing/sqlite.py",
+            "eventsourcing/postgres.py",
+            "sqlite3",
+            "psycopg",
+            "UnitOfWork.commit",
+        ),
+    ),
     ("decode", ("decode (contracts/codec.py", "validate_json", "json/decoder.py")),
     ("encode", ("encode (contracts/codec.py", "model_dump_json", "json/encoder.py")),
     (
@@ -109,6 +120,7 @@ STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 """The steps of a bet, most specific first, each with substrings of py-spy frames
 (``function (path:line)``). A stack counts for the first step any of its frames matches: a
 JSON encoder under the store's transcoder is transcoding, under the relay's mapping encoding;
+an aggregate's ``@event`` method (under ``eventsourcing/domain.py``) is judging, not recording;
 a stack no step matches is the event loop, threads and framework glue ("loop and glue")."""
 
 GLUE = "loop and glue"

@@ -75,3 +75,19 @@ def test_a_stack_counts_for_its_most_specific_step() -> None:
         "judge": 0.125,
         GLUE: 0.5,
     }
+
+
+def test_an_aggregates_event_method_is_judging_and_its_save_recording() -> None:
+    """eventsourcing runs an ``@event`` method's body under its domain module: that is the
+    service's judging; its application's save and its database are the recording."""
+    judged = (
+        "handle (services/settlement/service.py:52);"
+        "trigger_event (eventsourcing/domain.py:1);apply (eventsourcing/domain.py:2);"
+        "settle (services/shared/rules/settlement.py:108)"
+    )
+    saved = (
+        "handle (services/settlement/service.py:52);"
+        "Application.save (eventsourcing/application.py:1);"
+        "SQLiteCursor.executemany (eventsourcing/sqlite.py:55)"
+    )
+    assert step_shares(f"{judged} 3\n{saved} 1\n") == {"judge": 0.75, "record": 0.25}
