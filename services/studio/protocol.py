@@ -98,8 +98,8 @@ class Event:
 
     def __post_init__(self) -> None:
         _check_device(self.device)
-        if not 0 <= self.seq <= MAX_SEQ:
-            raise ProtocolError(Reason.BAD_SEQUENCE, f"seq {self.seq} is not in 0..2**63-1")
+        if type(self.seq) is not int or not 0 <= self.seq <= MAX_SEQ:
+            raise ProtocolError(Reason.BAD_SEQUENCE, f"seq {self.seq!r} is not an int 0..2**63-1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +108,11 @@ class CardRead(Event):
 
     card: Card
 
+    def __post_init__(self) -> None:  # an event built by an adapter is checked as a parsed one
+        Event.__post_init__(self)
+        if not isinstance(self.card, Card):
+            raise ProtocolError(Reason.BAD_CARD, f"{self.card!r} is not a Card")
+
 
 @dataclass(frozen=True, slots=True)
 class ButtonPressed(Event):
@@ -115,12 +120,22 @@ class ButtonPressed(Event):
 
     button: Button
 
+    def __post_init__(self) -> None:  # an event built by an adapter is checked as a parsed one
+        Event.__post_init__(self)
+        if not isinstance(self.button, Button):
+            raise ProtocolError(Reason.BAD_BUTTON, f"{self.button!r} is not a Button")
+
 
 @dataclass(frozen=True, slots=True)
 class Signalled(Event):
     """An event without an argument (:class:`Signal`)."""
 
     signal: Signal
+
+    def __post_init__(self) -> None:  # an event built by an adapter is checked as a parsed one
+        Event.__post_init__(self)
+        if not isinstance(self.signal, Signal):
+            raise ProtocolError(Reason.UNKNOWN_EVENT, f"{self.signal!r} is not a Signal")
 
 
 Parser: TypeAlias = Callable[[str], Event]

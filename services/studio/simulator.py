@@ -28,6 +28,10 @@ from services.studio import protocol as pb1
 
 DEFAULT_DECKS: Final = 8
 DEFAULT_CUT_CARD_FROM_END: Final = 16
+MAX_BURN: Final = 11
+"""The most cards a burn takes: the shown card and ten behind it (a 0-value card)."""
+WRITE_TIMEOUT: Final = 30.0
+"""A client that has not taken a line for this long is dropped (it holds the only slot)."""
 
 
 class Fault(StrEnum):
@@ -154,6 +158,12 @@ class Device:
         source: random.Random | None = None,
     ) -> None:
         """``source`` is for tests only: production shuffles with ``random.SystemRandom``."""
+        cards = 52 * check_decks(decks)
+        if not 1 <= cut_card_from_end <= cards - MAX_BURN:
+            raise ValueError(
+                f"the cut card must sit 1 to {cards - MAX_BURN} cards from the end (behind the "
+                f"longest burn), not {cut_card_from_end}"
+            )
         randbelow = (source or random.SystemRandom()).randrange
         self.device = device
         self.order: tuple[Card, ...] = tuple(shuffle(composition(check_decks(decks)), randbelow))
@@ -230,8 +240,8 @@ class LoopbackServer:
             for task in (sending, leaving):
                 task.cancel()
             writer.close()
-            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
-                await asyncio.gather(sending, leaving, writer.wait_closed())
+            # what the tasks raised (a gone or stuck client) is theirs; our own cancel is not
+            await asyncio.gather(sending, leaving, writer.wait_closed(), return_exceptions=True)
 
     async def _send(self, writer: asyncio.StreamWriter) -> None:
         clock = asyncio.get_running_loop().time
@@ -255,7 +265,7 @@ class LoopbackServer:
                 await asyncio.sleep(due - now)
                 continue
             writer.write(line.encode("ascii"))
-            await writer.drain()
+            await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
 
 
 async def _until_eof(reader: asyncio.StreamReader) -> None:

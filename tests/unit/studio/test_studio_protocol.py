@@ -157,3 +157,18 @@ def test_the_decoder_refuses_non_ascii_and_an_unterminated_end() -> None:
     truncated = decoder.close()
     assert truncated is not None and truncated.reason is Reason.TRUNCATED
     assert decoder.close() is None
+
+
+def test_an_event_built_by_an_adapter_is_checked_like_a_parsed_one() -> None:
+    """format() writes what it is given: an event of the wrong types would be a forged line
+    (a button name with a newline is a second, injected read)."""
+    forged: list[tuple[type[Event], object, object, Reason]] = [
+        (Signalled, True, Signal.HEARTBEAT, Reason.BAD_SEQUENCE),
+        (ButtonPressed, 1, "CONFIRM\nPB1 a 2 CARD AS", Reason.BAD_BUTTON),
+        (Signalled, 1, "HEARTBEAT", Reason.UNKNOWN_EVENT),
+        (CardRead, 1, "AS", Reason.BAD_CARD),
+    ]
+    for kind, seq, argument, reason in forged:
+        with pytest.raises(ProtocolError) as refused:
+            kind("a", seq, argument)  # type: ignore[arg-type]
+        assert refused.value.reason is reason

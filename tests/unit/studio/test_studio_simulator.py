@@ -83,7 +83,7 @@ def test_a_shoe_of_eight_decks_is_dealt_whole_in_sequence_as_the_rules_say() -> 
 
 def test_the_random_source_decides_the_shuffle() -> None:
     assert device(seed=1).order == device(seed=1).order != device(seed=2).order
-    assert Device(decks=1, cut_card_from_end=0, source=random.Random(3)).order != tuple(ALL_CARDS)
+    assert Device(decks=1, cut_card_from_end=16, source=random.Random(3)).order != tuple(ALL_CARDS)
 
 
 def test_without_a_source_the_shoe_is_shuffled_by_the_os_generator(
@@ -97,15 +97,17 @@ def test_without_a_source_the_shoe_is_shuffled_by_the_os_generator(
             return super().randrange(*args)
 
     monkeypatch.setattr(random, "SystemRandom", Counting)
-    Device(decks=1, cut_card_from_end=0)
+    Device(decks=1, cut_card_from_end=16)
     assert draws == list(range(52, 1, -1))  # Fisher-Yates: one draw per card but the first
 
 
 def test_decks_and_the_cut_card_are_checked() -> None:
     with pytest.raises(ValueError, match="decks"):
         Device(decks=9)
-    with pytest.raises(ValueError, match="cut card"):
-        Device(decks=1, cut_card_from_end=53)
+    for outside in (0, 42, 53):  # no CUT-CARD line at all; inside the longest burn
+        with pytest.raises(ValueError, match="cut card must sit 1 to 41"):
+            Device(decks=1, cut_card_from_end=outside)
+    Device(decks=1, cut_card_from_end=41)
     with pytest.raises(ValueError, match="heartbeat > 0"):
         LoopbackServer(Device(decks=1), heartbeat=0)
 
