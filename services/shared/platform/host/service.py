@@ -297,7 +297,11 @@ class ServiceReadiness:
                     client_id=f"pb-{settings.service}-ready",
                     request_timeout_ms=int(READY_TIMEOUT * 1000),
                 )
-                await asyncio.wait_for(client.bootstrap(), READY_TIMEOUT)
+                try:
+                    await asyncio.wait_for(client.bootstrap(), READY_TIMEOUT)
+                except BaseException:
+                    await client.close()  # not yet ours to close in close()
+                    raise
                 self._client = client
             metadata = await asyncio.wait_for(self._client.fetch_all_metadata(), READY_TIMEOUT)
             if not metadata.brokers():

@@ -173,9 +173,9 @@ def parse_public_key(text: str) -> Ed25519PublicKey:
 
 class FileKeyring(Generic[E]):
     """Key id -> entry, parsed from a JSON file ``{"<key id>": {...}, ...}``. One loaded from
-    its file reads it again when it changed (at most once a second, :meth:`_reload`), so a key
-    added or retired by a rotation is taken without a restart; a changed file that cannot be
-    used is logged and the keys held are kept."""
+    its file can read it again when it changed (at most once a second, :meth:`_reload`; when it
+    does is each keyring's, see its docstring), so a rotation needs no restart; a changed file
+    that cannot be used is logged and the keys held are kept."""
 
     KIND: ClassVar[str]
     """What the file is, in messages."""
