@@ -258,21 +258,17 @@ class CellHost:
             )
             await cell.start()  # waits for the store's writer lease (the previous owner)
             await cell.wait_ready()
-        except StoppedAsStandby:
-            log.info("%s: partition %d left before its cell started", self.name, partition)
+        except BaseException as error:  # the cell stops; a cancellation goes on
             if cell is not None:
                 await cell.stop()
-            return
-        except asyncio.CancelledError:
-            if cell is not None:
-                await cell.stop()
-            raise
-        except Exception:
-            log.exception("%s: the cell of partition %d failed to start", self.name, partition)
-            if cell is not None:
-                await cell.stop()
-            self.failed = True
-            self.stopping.set()
+            if isinstance(error, StoppedAsStandby):
+                log.info("%s: partition %d left before its cell started", self.name, partition)
+            elif isinstance(error, Exception):
+                log.exception("%s: the cell of partition %d failed to start", self.name, partition)
+                self.failed = True
+                self.stopping.set()
+            else:
+                raise
             return
         finally:
             self._starting.pop(partition, None)
