@@ -35,7 +35,7 @@ from services.gateway.config import GatewayConfig
 from services.gateway.host import Gateway
 from services.gateway.operators import OperatorKeys, OperatorRegistry
 from services.settlement.service import build_service as build_settlement
-from services.shared.platform.host import ServiceHost
+from services.shared.platform.host import KafkaService
 from services.shared.platform.settings import Settings, replace
 from services.shoe.service import build_service as build_shoe
 from tests import kafka_logins
@@ -204,13 +204,13 @@ class GatewaySystem:
     registry_dir: Path
     gateway: Gateway | None = None
     client: SignedClient | None = None
-    hosts: list[ServiceHost[Any]] = field(default_factory=list)
+    hosts: list[KafkaService[Any]] = field(default_factory=list)
     service_settings: dict[str, Settings] = field(default_factory=dict)
 
     async def restart_settlement(self) -> None:
         """Start settlement again (after ``hosts[2].stop()``), on its store."""
         settings = self.service_settings["settlement"]
-        self.hosts[2] = ServiceHost(build_settlement(settings), settings)
+        self.hosts[2] = build_settlement(settings)
         await self.hosts[2].start()
         await self.hosts[2].wait_ready()
 
@@ -336,9 +336,9 @@ async def gateway_system(
     )
     system.service_settings = {name: settings(name) for name in ("shoe", "dealing", "settlement")}
     system.hosts = [
-        ServiceHost(build_shoe(settings("shoe")), settings("shoe")),
-        ServiceHost(build_dealing(settings("dealing")), settings("dealing")),
-        ServiceHost(build_settlement(settings("settlement")), settings("settlement")),
+        build_shoe(settings("shoe")),
+        build_dealing(settings("dealing")),
+        build_settlement(settings("settlement")),
     ]
     try:
         for host in system.hosts:

@@ -3,7 +3,7 @@
 ``punto-banco serve gateway`` runs :func:`serve_gateway`: for each operator it serves
 (``PB_GATEWAY_OPERATORS``, default every operator in the operators folder) a
 :class:`~services.gateway.service.GatewayService` in this process (its own principal, store,
-relay, consumer and wallet outbox: ``ServiceHost``), and one HTTP server on
+relay, consumer and wallet outbox: a ``KafkaService``), and one HTTP server on
 ``PB_HTTP_HOST:PB_GATEWAY_PORT`` with the API (``api.py``, routed by ``X-PB-Operator``) and the
 operations endpoints for all of them (``/health``, ``/ready`` naming each operator's failing
 check or silent wallet, ``/metrics``). The log line ``gateway: serving`` says it runs.
@@ -36,7 +36,7 @@ from services.gateway.operators import OperatorKeys, OperatorRegistry
 from services.gateway.outbox import WalletOutbox
 from services.gateway.service import gateway_service, gateway_settings
 from services.shared.platform.cells import merged_registry
-from services.shared.platform.host import AsgiServer, ServiceHost, configure_logging, ops_app
+from services.shared.platform.host import AsgiServer, configure_logging, ops_app
 from services.shared.platform.settings import Settings
 from services.shared.platform.store import StoppedAsStandby
 
@@ -53,7 +53,6 @@ class OperatorGateway:
         self.keys = keys
         self.settings = gateway_settings(base, keys)
         self.service = gateway_service(self.settings, keys, config)
-        self.host: ServiceHost[GatewayApplication] = ServiceHost(self.service, self.settings)
         self.outbox: WalletOutbox = self.service.outbox
         self.limit = RateLimit(config.rate, config.burst)
         self._waiters: dict[UUID, list[asyncio.Future[None]]] = {}
@@ -82,14 +81,14 @@ class OperatorGateway:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        await self.host.start()
+        await self.service.start()
         self.app.add_save_listener(self._on_saved)
         self._tables.update(await self.call(self.app.table_ids))
 
     async def stop(self) -> None:
         with contextlib.suppress(RuntimeError):
             self.app.remove_save_listener(self._on_saved)
-        await self.host.stop()
+        await self.service.stop()
 
     # -- waiting for facts ------------------------------------------------------------
     def waiter(self, bet_id: str) -> asyncio.Future[None]:
@@ -186,12 +185,12 @@ class Gateway:
 
     async def wait_ready(self, timeout: float = 60.0) -> None:
         for operator in self.operators.values():
-            await operator.host.wait_ready(timeout)
+            await operator.service.wait_ready(timeout)
             await asyncio.wait_for(operator.outbox.started.wait(), timeout)
 
     @property
     def failed(self) -> bool:
-        return any(op.host.failed for op in self.operators.values())
+        return any(op.service.failed for op in self.operators.values())
 
     async def stop(self) -> None:
         self.stopping.set()
@@ -229,10 +228,10 @@ class Gateway:
     async def _metrics(self) -> bytes:
         operators = list(self.operators.values())
         await asyncio.gather(
-            *(op.host.metrics.render(op.service) for op in operators), return_exceptions=True
+            *(op.service.metrics.render(op.service) for op in operators), return_exceptions=True
         )
         services = merged_registry(
-            NAME, ((index, op.host.metrics.registry) for index, op in enumerate(operators))
+            NAME, ((index, op.service.metrics.registry) for index, op in enumerate(operators))
         )
         own = CollectorRegistry(auto_describe=False)
         own.register(_WalletMetrics(operators))
@@ -301,7 +300,7 @@ async def run_gateway(base: Settings, config: GatewayConfig) -> int:
             log.info("%s", stopped)
             return 0
         log.info("%s: serving", NAME)  # what `punto-banco up` waits for
-        stops = [op.host.stopping.wait() for op in gateway.operators.values()]
+        stops = [op.service.stopping.wait() for op in gateway.operators.values()]
         await asyncio.wait(
             [asyncio.ensure_future(w) for w in (*stops, gateway.stopping.wait())],
             return_when=asyncio.FIRST_COMPLETED,

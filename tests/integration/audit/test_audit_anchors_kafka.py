@@ -30,7 +30,7 @@ from services.dealing.messages import to_messages as dealing_messages
 from services.dev.infra.kafka_clients import ADMIN, AUDITOR
 from services.dev.simulation import LocalSystem, play
 from services.settlement.messages import to_messages as settlement_messages
-from services.shared.platform.host import ServiceDefinition, ServiceHost
+from services.shared.platform.host import KafkaService, ServiceDefinition
 from services.shared.platform.kafka import ensure_topics
 from services.shared.platform.relay import OutboxRelay, with_anchors, with_incidents
 from services.shared.platform.security import load_keyring, signer_for
@@ -266,7 +266,7 @@ async def test_a_service_anchors_the_seal_it_makes_when_stopping(
     definition = ServiceDefinition(
         name="tally", application=lambda env: TallyApp(env=env), to_messages=lambda event: []
     )
-    async with ServiceHost(definition, settings) as host:
+    async with KafkaService(definition, settings) as host:
         await host.worker.call(host.app.add, 4)
     found = await read_anchors(settings, load_keyring(settings))
     assert sorted(found.books["tally"].anchors) == [1] and found.findings == []

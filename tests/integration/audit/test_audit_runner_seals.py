@@ -1,4 +1,4 @@
-"""Every service seals its store periodically and on a clean shutdown (ServiceHost wiring)."""
+"""Every service seals its store periodically and on a clean shutdown (KafkaService wiring)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from services.shared.platform.host import ServiceDefinition, ServiceHost
+from services.shared.platform.host import KafkaService, ServiceDefinition
 from services.shared.platform.settings import Settings
 from services.shared.platform.store import SEALED_TOPIC
 from services.tools.audit.auditor import audit
@@ -36,7 +36,7 @@ async def test_a_service_seals_while_running_and_on_shutdown(
 ) -> None:
     env = {"PB_SEAL_INTERVAL": "0.1"}
     settings = Settings.from_env("tally", env, data_dir=tmp_path, persistence="sqlite")
-    async with ServiceHost(_definition(), settings, create_topics=False) as host:
+    async with KafkaService(_definition(), settings, create_topics=False) as host:
         await host.worker.call(host.app.add, 5)
         deadline = asyncio.get_running_loop().time() + 30
         while not _seals(settings.sqlite_path):  # the periodic sealer (every 0.1 s) seals it

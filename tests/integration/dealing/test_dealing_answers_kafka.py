@@ -24,7 +24,6 @@ from contracts import (
     decode,
 )
 from services.dealing.service import build_service as build_dealing
-from services.shared.platform.host import ServiceHost
 from tests import kafka_logins
 from tests.integration.platform.kafka_tools import (
     Received,
@@ -62,7 +61,7 @@ async def test_a_refused_void_reaches_the_casinos_staff_and_no_gateway(
         )
 
     # Dealing without a supervisors keyring: it refuses the void, naming the token's key.
-    async with ServiceHost(build_dealing(dealing), dealing) as host:
+    async with build_dealing(dealing) as host:
         await host.wait_ready()
         await send_messages(
             dealing,

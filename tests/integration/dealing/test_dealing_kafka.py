@@ -26,7 +26,6 @@ from contracts import (
 )
 from services.dealing.service import build_service as build_dealing
 from services.settlement.service import build_service as build_settlement
-from services.shared.platform.host import ServiceHost
 from services.shared.rules.cards import Card
 from services.shared.rules.shoe import verify_commitment
 from services.shared.rules.tableau import resolve_coup
@@ -53,8 +52,8 @@ async def test_a_shoe_is_dealt_across_a_restart_and_matches_the_reveal(
         "settlement", kafka_bootstrap, data_dir=tmp_path, postgres_env=postgres, prefix=prefix
     )
     async with (
-        ServiceHost(build_shoe(shoe_settings), shoe_settings) as shoe,
-        ServiceHost(build_settlement(settlement_settings), settlement_settings) as settlement,
+        build_shoe(shoe_settings) as shoe,
+        build_settlement(settlement_settings) as settlement,
     ):
         await shoe.wait_ready()
         await settlement.wait_ready()
@@ -63,7 +62,7 @@ async def test_a_shoe_is_dealt_across_a_restart_and_matches_the_reveal(
             TopicReader(dealing_settings, SHOE_EVENTS) as shoe_events,
             TopicReader(dealing_settings, BOOK_EVENTS) as book_events,
         ):
-            async with ServiceHost(build_dealing(dealing_settings), dealing_settings) as dealing:
+            async with build_dealing(dealing_settings) as dealing:
                 await dealing.wait_ready()
                 await send_messages(
                     dealing_settings,
@@ -72,7 +71,7 @@ async def test_a_shoe_is_dealt_across_a_restart_and_matches_the_reveal(
                 )
                 await table_events.wait_until(lambda: len(table_events.of_type(CoupResolved)) >= 3)
             # Dealing stopped (mid-coup, most likely); a new instance on the same store goes on.
-            async with ServiceHost(build_dealing(dealing_settings), dealing_settings) as dealing:
+            async with build_dealing(dealing_settings) as dealing:
                 await dealing.wait_ready()
                 await shoe_events.wait_until(lambda: shoe_events.of_type(ShoeClosed) != [], 120)
                 await send_messages(

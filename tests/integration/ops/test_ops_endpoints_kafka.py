@@ -1,6 +1,6 @@
 """A real service's /health, /ready, /metrics and /asyncapi over real Kafka and SQLite.
 
-The shoe service runs in-process (ServiceHost) with its HTTP endpoints on a free loopback
+The shoe service runs in-process (KafkaService) with its HTTP endpoints on a free loopback
 port; commands go to Kafka, and the metrics follow what it handles and publishes.
 """
 
@@ -21,7 +21,6 @@ import pytest
 
 from contracts import SHOE_COMMANDS, DrawCards, ShuffleShoe
 from services.dev.infra.ports import free_port
-from services.shared.platform.host import ServiceHost
 from services.shared.platform.settings import Settings
 from services.shoe.service import build_service
 from tests.integration.platform.kafka_tools import send_messages, send_raw, settings_for
@@ -60,7 +59,7 @@ async def metrics_until(url: str, check: Any, timeout: float = 30.0) -> str:
 
 async def test_endpoints_of_a_running_service(kafka_bootstrap: str, tmp_path: Path) -> None:
     settings = settings_for("shoe", kafka_bootstrap, data_dir=tmp_path, http_port=0)
-    async with ServiceHost(build_service(settings), settings) as host:
+    async with build_service(settings) as host:
         await host.wait_ready()
         assert host.http is not None
         url = host.http.url
@@ -162,7 +161,7 @@ async def test_a_busy_port_is_a_warning_not_a_failure(
         squatter.listen()
         port = squatter.getsockname()[1]
         settings = settings_for("shoe", kafka_bootstrap, data_dir=tmp_path, http_port=port)
-        async with ServiceHost(build_service(settings), settings) as host:
+        async with build_service(settings) as host:
             assert host.http is None
         assert "no HTTP endpoints" in caplog.text
 
@@ -174,9 +173,9 @@ async def test_a_second_instance_is_a_standby_alive_but_not_ready_until_the_writ
     (store/lease.py), answers /health, and its /ready says it is a standby; it serves once
     the first stopped."""
     settings = settings_for("shoe", kafka_bootstrap, data_dir=tmp_path, http_port=0)
-    first = ServiceHost(build_service(settings), settings)
+    first = build_service(settings)
     await first.start()
-    second = ServiceHost(build_service(settings), settings)
+    second = build_service(settings)
     starting = asyncio.create_task(second.start())
     try:
         await first.wait_ready()

@@ -25,6 +25,8 @@ from contracts import (
     partition_key,
 )
 from services.dev.infra.kafka_clients import ADMIN
+from services.shared.platform.host import KafkaService, ServiceDefinition
+from services.shared.platform.host.service import TApp
 from services.shared.platform.kafka import (
     PROJECT_TOPICS,
     SIGNATURE_HEADER,
@@ -312,3 +314,17 @@ async def _partitions(consumer: AIOKafkaConsumer, topic: str) -> set[int]:
         await consumer._client.force_metadata_update()
         await asyncio.sleep(0.1)
     raise RuntimeError(f"topic {topic} has no partitions")
+
+
+def hosted(
+    definition: ServiceDefinition[TApp], settings: Settings, *topics: str
+) -> KafkaService[TApp]:
+    """A test's service (it has no ``service.py``) as the platform runs it: its one batch
+    subscriber reads the logical ``topics``, which ``definition.subscriptions`` handle."""
+    service = KafkaService(definition, settings)
+
+    @service.subscriber(*topics, description=f"The {definition.name} test service reads these.")
+    async def consume(batch: list[Any]) -> None:
+        await service.consume(batch)
+
+    return service

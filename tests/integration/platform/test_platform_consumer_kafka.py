@@ -35,13 +35,14 @@ from contracts import (
 )
 from services.shared.platform.consumer import Delivery, Subscription, with_unit_of_work
 from services.shared.platform.consumer.topic_ids import TopicIdReader
-from services.shared.platform.host import ServiceDefinition, ServiceHost
+from services.shared.platform.host import KafkaService, ServiceDefinition
 from services.shared.platform.host import faststream as kafka_module
 from services.shared.platform.kafka import client_options, cluster_id
 from services.shared.platform.settings import Settings, replace
 from services.shared.platform.store import UnitOfWork, open_application
 from tests.integration.platform.kafka_tools import (
     as_admin,
+    hosted,
     read_topic,
     relay_headers,
     send_raw,
@@ -82,6 +83,11 @@ def definition(release: threading.Event | None = None) -> ServiceDefinition[Coun
     )
 
 
+def counter(settings: Settings, release: threading.Event | None = None) -> KafkaService[CounterApp]:
+    """The Counter service (:func:`definition`) reading table-commands and table-events."""
+    return hosted(definition(release), settings, TABLE_COMMANDS, TABLE_EVENTS)
+
+
 def total(app: CounterApp, table: str = "t1") -> int:
     try:
         counter: Counter = app.repository.get(Counter.create_id(table))
@@ -112,7 +118,7 @@ async def test_the_same_message_delivered_twice_has_one_effect(
     kafka_bootstrap: str, tmp_path: Path, store_env: dict[str, str] | None
 ) -> None:
     settings = settings_for("counter", kafka_bootstrap, data_dir=tmp_path, postgres_env=store_env)
-    async with ServiceHost(definition(), settings) as host:
+    async with counter(settings) as host:
         await host.wait_ready()
         five = signed_record(settings, "dealing", TABLE_EVENTS, closed("5"), 41)
         await send_records(settings, TABLE_EVENTS, [five])
@@ -123,7 +129,7 @@ async def test_the_same_message_delivered_twice_has_one_effect(
         assert total(host.app) == 12
     # Redelivery: a new consumer group reads everything again from offset 0, same store.
     regrouped = replace(settings, consumer_group_id=settings.consumer_group + "-again")
-    async with ServiceHost(definition(), regrouped) as host2:
+    async with counter(regrouped) as host2:
         await host2.wait_ready()
         consumer = host2.consumer
         assert consumer is not None
@@ -136,7 +142,7 @@ async def test_malformed_messages_land_in_dead_letters_and_the_service_goes_on(
     kafka_bootstrap: str, tmp_path: Path, store_env: dict[str, str] | None
 ) -> None:
     settings = settings_for("counter", kafka_bootstrap, data_dir=tmp_path, postgres_env=store_env)
-    async with ServiceHost(definition(), settings) as host:
+    async with counter(settings) as host:
         await host.wait_ready()
         await send_raw(
             settings,
@@ -173,7 +179,7 @@ async def test_forged_relay_headers_are_dead_letters_never_positions(
     kafka_bootstrap: str, tmp_path: Path, store_env: dict[str, str] | None
 ) -> None:
     settings = settings_for("counter", kafka_bootstrap, data_dir=tmp_path, postgres_env=store_env)
-    async with ServiceHost(definition(), settings) as host:
+    async with counter(settings) as host:
         await host.wait_ready()
         await send_records(
             settings,
@@ -234,7 +240,7 @@ async def test_an_overflowing_notification_id_on_bet_commands_is_tracked_by_offs
         ("pb-notification-id", b"99999999999999999999"),
         ("pb-message-index", b"0"),
     ]
-    async with ServiceHost(bets, settings) as host:
+    async with hosted(bets, settings, BET_COMMANDS) as host:
         await host.wait_ready()
         await send_raw(settings, BET_COMMANDS, [(b"t1", encode(bet))] * 2, headers=forged)
         await wait_for(lambda: total(host.app) == 2)
@@ -244,7 +250,7 @@ async def test_an_overflowing_notification_id_on_bet_commands_is_tracked_by_offs
         assert consumer is not None and consumer.stats.dead_letters == 0
 
 
-async def _recreate(settings: Settings, logical: str, host: ServiceHost[CounterApp]) -> None:
+async def _recreate(settings: Settings, logical: str, host: KafkaService[CounterApp]) -> None:
     """Delete a topic and, once ``host``'s consumer has seen it go (its partitions revoked),
     create it again under the same name. (A topic recreated before its consumers notice, with
     as many records as before, is a case Kafka's fetch by topic name cannot tell apart: the old
@@ -286,7 +292,7 @@ async def test_a_topic_deleted_and_created_again_has_its_new_records_handled(
     reader = TopicIdReader(settings)
     await reader.start()
     try:
-        async with ServiceHost(definition(), settings) as host:
+        async with counter(settings) as host:
             await host.wait_ready()
             first_id = (await reader.topic_ids([topic]))[topic]
             await send_raw(settings, TABLE_COMMANDS, [close("1"), close("2")])
@@ -330,7 +336,7 @@ async def test_a_store_written_before_topic_ids_keeps_its_positions(
     app = open_application(lambda env: CounterApp(env=env), settings)
     app.record_position(f"{cluster}:{topic}:0", 2)
     app.close()
-    async with ServiceHost(definition(), settings) as host:
+    async with counter(settings) as host:
         await host.wait_ready()
         consumer = host.consumer
         assert consumer is not None
@@ -366,7 +372,7 @@ async def test_an_internal_message_that_fails_stops_its_partition_until_it_is_ta
     settings = settings_for(
         "counter", kafka_bootstrap, data_dir=tmp_path, postgres_env=store_env, http_port=0
     )
-    async with ServiceHost(definition(release), settings) as host:
+    async with counter(settings, release) as host:
         await host.wait_ready()
         consumer = host.consumer
         assert consumer is not None and host.http is not None
@@ -433,7 +439,7 @@ async def test_a_flood_is_applied_in_few_transactions(
 ) -> None:
     settings = settings_for("counter", kafka_bootstrap, data_dir=tmp_path, postgres_env=store_env)
     await send_raw(settings, TABLE_COMMANDS, [close("1", f"t{i % 7}") for i in range(10_000)])
-    async with ServiceHost(definition(), settings) as host:
+    async with counter(settings) as host:
         started = asyncio.get_running_loop().time()
         await wait_for(
             lambda: sum(total(host.app, f"t{i}") for i in range(7)) == 10_000, timeout=60

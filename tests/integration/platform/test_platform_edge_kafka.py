@@ -20,13 +20,13 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from contracts import DEAD_LETTERS, TABLE_COMMANDS, DeadLetter, decode
-from services.shared.platform.host import ServiceHost
+from services.shared.platform.host import KafkaService
 from services.shared.platform.kafka import client_options
 from services.shared.platform.settings import Settings
 from tests.integration.platform.kafka_tools import as_admin, read_topic, send_records, settings_for
 from tests.integration.platform.test_platform_consumer_kafka import (
     close,
-    definition,
+    counter,
     total,
     wait_for,
 )
@@ -58,9 +58,9 @@ async def wait_committed(
         await asyncio.sleep(0.1)
 
 
-def watch_commits(host: ServiceHost[Any], settings: Settings) -> list[tuple[int, int]]:
+def watch_commits(host: KafkaService[Any], settings: Settings) -> list[tuple[int, int]]:
     """Record, at every offset commit, (offset committed, position in the store then)."""
-    subscriber = host.service.batch_subscriber
+    subscriber = host.batch_subscriber
     assert subscriber is not None and subscriber.consumer is not None
     kafka = subscriber.consumer
     original = kafka.commit
@@ -99,7 +99,7 @@ async def test_a_bad_record_in_a_fetch_loses_nothing(
             (key, close("300")[1], [("pb-source", b"\xff")]),  # pb-* ignored on this topic
         ],
     )
-    async with ServiceHost(definition(), settings) as host:
+    async with counter(settings) as host:
         consumer = host.consumer
         assert consumer is not None
         await wait_for(lambda: total(host.app) == 321)
@@ -121,7 +121,7 @@ async def test_offsets_are_committed_after_the_store_commits(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     settings = settings_for("counter", kafka_bootstrap, data_dir=tmp_path, topic_partitions=1)
-    async with ServiceHost(definition(), settings) as host:
+    async with counter(settings) as host:
         await host.wait_ready()
         seen = watch_commits(host, settings)
         for batch in range(5):
@@ -140,9 +140,9 @@ async def test_a_redelivery_after_a_crash_is_absorbed(
     settings = settings_for(
         "counter", kafka_bootstrap, data_dir=tmp_path, postgres_env=store_env, topic_partitions=1
     )
-    async with ServiceHost(definition(), settings) as host:
+    async with counter(settings) as host:
         await host.wait_ready()
-        subscriber = host.service.batch_subscriber
+        subscriber = host.batch_subscriber
         assert subscriber is not None and subscriber.consumer is not None
 
         async def crash_before_commit(offsets: object) -> None:
@@ -152,7 +152,7 @@ async def test_a_redelivery_after_a_crash_is_absorbed(
         await send_records(settings, TABLE_COMMANDS, [(*close("7"), []) for _ in range(50)])
         await wait_for(lambda: total(host.app) == 350)
     assert await committed(settings) in ({}, {0: -1})  # nothing committed
-    async with ServiceHost(definition(), settings) as again:
+    async with counter(settings) as again:
         consumer = again.consumer
         assert consumer is not None
         await wait_for(lambda: consumer.stats.duplicates == 50)
@@ -172,15 +172,15 @@ async def test_a_handover_to_a_standby_while_records_flow_keeps_exactly_once(
     )
     tables = [f"t{n}" for n in range(9)]
 
-    def grand_total(host: ServiceHost[Any]) -> int:
+    def grand_total(host: KafkaService[Any]) -> int:
         return sum(total(host.app, table) for table in tables)
 
     await send_records(
         settings, TABLE_COMMANDS, [(*close("1", tables[n % 9]), []) for n in range(3000)]
     )
-    first = ServiceHost(definition(), settings)
+    first = counter(settings)
     await first.start()
-    second = ServiceHost(definition(), settings)
+    second = counter(settings)
     starting = asyncio.create_task(second.start())
     try:
         await wait_for(lambda: grand_total(first) > 0)

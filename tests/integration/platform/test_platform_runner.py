@@ -2,7 +2,7 @@
 
 import asyncio
 
-from services.shared.platform.host import ServiceContext, ServiceDefinition, ServiceHost
+from services.shared.platform.host import KafkaService, ServiceContext, ServiceDefinition
 from services.shared.platform.settings import Settings
 from tests.unit.platform.fakes import Counter, CounterApp
 
@@ -27,7 +27,7 @@ async def test_tasks_run_in_the_worker_and_stop_cleanly(tmp_path: object) -> Non
     definition = ServiceDefinition(
         name="counter", application=lambda env: CounterApp(env=env), tasks=[ticker]
     )
-    async with ServiceHost(definition, settings(str(tmp_path)), create_topics=False) as host:
+    async with KafkaService(definition, settings(str(tmp_path)), create_topics=False) as host:
         await host.wait_ready()
         await asyncio.wait_for(saved.wait(), 60)  # the task's save went through the worker
         assert host.app.repository.get(Counter.create_id("t1")).table_id == "t1"
@@ -42,6 +42,6 @@ async def test_a_crashed_task_stops_the_service(tmp_path: object) -> None:
     definition = ServiceDefinition(
         name="counter", application=lambda env: CounterApp(env=env), tasks=[broken]
     )
-    async with ServiceHost(definition, settings(str(tmp_path)), create_topics=False) as host:
+    async with KafkaService(definition, settings(str(tmp_path)), create_topics=False) as host:
         await asyncio.wait_for(host.stopping.wait(), 60)
     assert host.failed

@@ -22,7 +22,7 @@ from contracts import (
 )
 from services.dev.infra.kafka_clients import ADMIN
 from services.shared.platform.consumer import LOG_APPEND_TIME, Delivery, Subscription
-from services.shared.platform.host import ServiceDefinition, ServiceHost
+from services.shared.platform.host import ServiceDefinition
 from services.shared.platform.kafka import (
     LOG_APPEND_TIME as LOG_APPEND_TIME_CONFIG,
 )
@@ -35,10 +35,10 @@ from services.shared.platform.kafka import (
 )
 from services.shared.platform.settings import Settings, replace
 from tests import kafka_logins
-from tests.integration.platform.kafka_tools import as_admin, send_raw, settings_for
+from tests.integration.platform.kafka_tools import as_admin, hosted, send_raw, settings_for
 from tests.integration.platform.test_platform_consumer_kafka import (
     close,
-    definition,
+    counter,
     total,
     wait_for,
 )
@@ -144,7 +144,7 @@ async def test_a_delivery_carries_the_brokers_append_time_not_the_producers(
         amount=1000,
         currency="EUR",
     )
-    async with ServiceHost(recorder, settings) as host:
+    async with hosted(recorder, settings, BET_COMMANDS) as host:
         await host.wait_ready()
         before = datetime.now(UTC)
         await send_raw(settings, BET_COMMANDS, [(b"t1", encode(command))])
@@ -162,7 +162,7 @@ async def test_a_store_reused_with_a_new_topic_prefix_handles_the_new_commands(
     kafka_bootstrap: str, tmp_path: Path, store_env: dict[str, str] | None
 ) -> None:
     first = settings_for("counter", kafka_bootstrap, data_dir=tmp_path, postgres_env=store_env)
-    async with ServiceHost(definition(), first) as host:
+    async with counter(first) as host:
         await host.wait_ready()
         await send_raw(first, TABLE_COMMANDS, [close("5")])  # external: tracked by offset
         await wait_for(lambda: total(host.app) == 5)
@@ -172,7 +172,7 @@ async def test_a_store_reused_with_a_new_topic_prefix_handles_the_new_commands(
     # The same store with fresh topics: their offset 0 is a new command, not a handled one.
     second = replace(first, topic_prefix=created_under(f"r{first.topic_prefix}"))
     assert second.eventsourcing_env() == first.eventsourcing_env()
-    async with ServiceHost(definition(), second) as host2:
+    async with counter(second) as host2:
         await host2.wait_ready()
         await send_raw(second, TABLE_COMMANDS, [close("7")])
         await wait_for(lambda: total(host2.app) == 12)

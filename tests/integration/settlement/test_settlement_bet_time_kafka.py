@@ -20,7 +20,6 @@ from contracts import (
     TableOpened,
 )
 from services.settlement.service import build_service
-from services.shared.platform.host import ServiceHost
 from services.shared.platform.kafka import ensure_topics
 from tests.integration.platform.kafka_tools import (
     as_admin,
@@ -52,7 +51,7 @@ async def test_a_backdated_bet_appended_after_the_close_is_refused(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     settings = settings_for("settlement", kafka_bootstrap, data_dir=tmp_path)
-    async with ServiceHost(build_service(settings), settings) as host:
+    async with build_service(settings) as host:
         await host.wait_ready()
         await send_messages(
             settings,

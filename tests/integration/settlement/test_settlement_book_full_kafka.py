@@ -20,7 +20,6 @@ from contracts import (
 )
 from services.settlement.benchmark import open_book, table_opened
 from services.settlement.service import build_service
-from services.shared.platform.host import ServiceHost
 from tests.integration.platform.kafka_tools import send_messages, settings_for
 from tests.integration.settlement.test_settlement_kafka import TopicReader, open_for_bets
 
@@ -48,7 +47,7 @@ async def test_the_service_accepts_up_to_its_cap_and_answers_book_full_beyond(
 ) -> None:
     settings = settings_for("settlement", kafka_bootstrap, data_dir=tmp_path, max_bets_per_coup=3)
     table, coup = "capped-1", "capped-1.coup-1"
-    async with ServiceHost(build_service(settings), settings) as host:
+    async with build_service(settings) as host:
         await host.wait_ready()
         async with TopicReader(settings, BET_EVENTS) as bet_events:
             await open_for_bets(settings, table, coup)
@@ -79,7 +78,7 @@ async def test_one_operators_flood_leaves_another_operators_share_over_kafka(
     )
     table, coup = "shared-1", "shared-1.coup-1"
     closes_at = datetime.now(UTC) + timedelta(minutes=5)
-    async with ServiceHost(build_service(settings), settings) as host:
+    async with build_service(settings) as host:
         await host.wait_ready()
         async with (
             TopicReader(settings, bet_events_topic("acme")) as acme,

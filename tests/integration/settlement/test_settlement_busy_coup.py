@@ -28,7 +28,6 @@ from services.settlement.benchmark import (
 )
 from services.settlement.domain import BookStatus
 from services.settlement.service import build_service
-from services.shared.platform.host import ServiceHost
 from tests.integration.platform.kafka_tools import send_messages, settings_for
 from tests.integration.settlement.test_settlement_kafka import (
     BET_TYPES,
@@ -46,7 +45,7 @@ async def test_ten_thousand_bets_are_settled_after_coup_resolved(
 ) -> None:
     settings = settings_for("settlement", kafka_bootstrap, data_dir=tmp_path)
     table, coup = "busy-1", "busy-1.coup-1"
-    async with ServiceHost(build_service(settings), settings) as host:
+    async with build_service(settings) as host:
         await host.wait_ready()
         async with TopicReader(settings, BET_EVENTS, decoded=False) as bet_events:
             await open_for_bets(settings, table, coup)

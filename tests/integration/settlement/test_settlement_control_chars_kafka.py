@@ -21,7 +21,6 @@ from contracts import (
     encode,
 )
 from services.settlement.service import build_service
-from services.shared.platform.host import ServiceHost
 from tests.integration.platform.kafka_tools import send_raw, settings_for
 from tests.integration.settlement.test_settlement_kafka import TopicReader, open_for_bets
 
@@ -59,7 +58,7 @@ async def test_a_control_character_in_an_id_is_a_dead_letter_and_the_partition_g
         place_bet(table, coup, "nul-amount", amount="1\x00"),  # answered: INVALID_AMOUNT
         place_bet(table, coup, "after"),
     ]
-    async with ServiceHost(build_service(settings), settings) as host:
+    async with build_service(settings) as host:
         await host.wait_ready()
         async with (
             TopicReader(settings, BET_EVENTS) as bet_events,

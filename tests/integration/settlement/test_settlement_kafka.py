@@ -37,7 +37,7 @@ from contracts import (
 from services.dealing.service import build_service as build_dealing
 from services.settlement.benchmark import open_book, table_opened
 from services.settlement.service import build_service as build_settlement
-from services.shared.platform.host import ServiceHost
+from services.shared.platform.host import KafkaService
 from services.shared.platform.kafka import client_options, ensure_topics
 from services.shared.platform.settings import Settings
 from services.shoe.service import build_service as build_shoe
@@ -142,10 +142,10 @@ async def running_table(
         )
 
     shoe, dealing, settlement = settings("shoe"), settings("dealing"), settings("settlement")
-    hosts: list[ServiceHost[Any]] = [
-        ServiceHost(build_shoe(shoe), shoe),
-        ServiceHost(build_dealing(dealing), dealing),
-        ServiceHost(build_settlement(settlement), settlement),
+    hosts: list[KafkaService[Any]] = [
+        build_shoe(shoe),
+        build_dealing(dealing),
+        build_settlement(settlement),
     ]
     await ensure_topics(base)
     try:

@@ -30,7 +30,7 @@ from contracts import (
 )
 from services.dealing.service import build_service as build_dealing
 from services.settlement.service import build_service as build_settlement
-from services.shared.platform.host import ServiceHost
+from services.shared.platform.host import KafkaService
 from services.shared.platform.kafka import ensure_topics
 from services.shared.platform.settings import Settings
 from services.shoe.service import build_service as build_shoe
@@ -55,10 +55,10 @@ async def two_operators_table(tmp_path: Path, kafka_bootstrap: str) -> AsyncIter
             name, kafka_bootstrap, data_dir=tmp_path, prefix=prefix, operators=OPERATORS
         )
 
-    hosts: list[ServiceHost[Any]] = [
-        ServiceHost(build_shoe(settings("shoe")), settings("shoe")),
-        ServiceHost(build_dealing(settings("dealing")), settings("dealing")),
-        ServiceHost(build_settlement(settings("settlement")), settings("settlement")),
+    hosts: list[KafkaService[Any]] = [
+        build_shoe(settings("shoe")),
+        build_dealing(settings("dealing")),
+        build_settlement(settings("settlement")),
     ]
     await ensure_topics(base)
     try:

@@ -23,7 +23,6 @@ from contracts import (
     ShoeShuffled,
     ShuffleShoe,
 )
-from services.shared.platform.host import ServiceHost
 from services.shared.platform.settings import Settings
 from services.shared.rules import shoe as rules
 from services.shared.rules.cards import Card
@@ -81,7 +80,7 @@ async def test_a_whole_shoe_through_kafka(
     kafka_bootstrap: str, tmp_path: Path, store_env: dict[str, str] | None
 ) -> None:
     settings = settings_for("shoe", kafka_bootstrap, data_dir=tmp_path, postgres_env=store_env)
-    async with ServiceHost(build_service(settings), settings) as host:
+    async with build_service(settings) as host:
         await host.wait_ready()
         draws = [
             DrawCards(table_id="t1", shoe_id="s1", coup_id=f"c{i}", request_id=f"r{i}", count=6)

@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter
 from services.shared.platform.cells import CellHost, partitioned
 from services.shared.platform.cells.partitioned import merged_registry
 from services.shared.platform.consumer.processor import RebalanceListener
-from services.shared.platform.host import KafkaService, ServiceHost
+from services.shared.platform.host import KafkaService
 from services.shared.platform.host.faststream import subscriber_options
 from services.shared.platform.relay import anchor_message
 from services.shared.platform.settings import Settings, SettingsError
@@ -160,7 +160,7 @@ async def test_a_cell_whose_stop_hangs_is_reported_stuck_and_then_ends_the_proce
     cells = host(tmp_path)
     hanging = FakeCell(stop_for=None)
     hanging.worker.why = "a store call has run for 130 s"
-    cells.cells[1] = cast(ServiceHost[Any], hanging)
+    cells.cells[1] = cast(KafkaService[Any], hanging)
     cells._stop_cell(1, "moved away")
     assert 1 not in cells.cells and 1 in cells.leaving
     assert cells.readiness.alive() == "p1: a store call has run for 130 s"  # /health: 503
@@ -173,7 +173,7 @@ async def test_stopping_the_process_waits_for_a_cell_stop_in_progress_never_cuts
 ) -> None:
     cells = host(tmp_path)
     moving, staying = FakeCell(stop_for=0.3), FakeCell()
-    cells.cells.update({0: cast(ServiceHost[Any], staying), 1: cast(ServiceHost[Any], moving)})
+    cells.cells.update({0: cast(KafkaService[Any], staying), 1: cast(KafkaService[Any], moving)})
     cells._stop_cell(1, "moved away")
     await cells.stop()  # SIGTERM while partition 1's cell stops
     assert moving.stopped and not moving.cancelled  # sealed, published, lease let go

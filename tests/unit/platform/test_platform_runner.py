@@ -1,11 +1,11 @@
-"""ServiceHost without Kafka: application, tasks and shutdown."""
+"""A service without Kafka: application, tasks and shutdown."""
 
 import gc
 import weakref
 
 import pytest
 
-from services.shared.platform.host import ServiceDefinition, ServiceHost, runner
+from services.shared.platform.host import KafkaService, ServiceDefinition, faststream
 from services.shared.platform.settings import Settings
 from tests.unit.platform.fakes import CounterApp
 
@@ -13,7 +13,7 @@ from tests.unit.platform.fakes import CounterApp
 def test_settings_must_match_the_service() -> None:
     definition = ServiceDefinition(name="counter", application=lambda env: CounterApp(env=env))
     with pytest.raises(ValueError, match="not 'counter'"):
-        ServiceHost(definition, Settings.from_env("shoe", {}))
+        KafkaService(definition, Settings.from_env("shoe", {}))
 
 
 def test_the_platform_modules_import_each_other_without_cycles() -> None:
@@ -43,19 +43,19 @@ def test_a_stopped_services_objects_are_collected_while_others_run_in_the_proces
     """Running services' objects are frozen (fewer GC scans). When one of several stops (a
     partitioned process's cell moving away), its objects must be collected and what remains
     frozen again; when the last stops, collection is as usual."""
-    monkeypatch.setattr(runner, "_running_hosts", 0)
+    monkeypatch.setattr(faststream, "_running_hosts", 0)
     try:
-        runner._freeze()  # a first cell
+        faststream._freeze()  # a first cell
         node = _Node()
         node.me = node  # a cycle: only the collector frees it
         gone = weakref.ref(node)
         del node
-        runner._freeze()  # a second cell starts: the garbage is frozen with the rest
+        faststream._freeze()  # a second cell starts: the garbage is frozen with the rest
         gc.collect()
         assert gone() is not None  # frozen: no collection sees it
-        runner._thaw()  # one stops, the other runs on
+        faststream._thaw()  # one stops, the other runs on
         assert gone() is None and gc.get_freeze_count() > 0
-        runner._thaw()  # the last stops
+        faststream._thaw()  # the last stops
         assert gc.get_freeze_count() == 0
     finally:
         gc.unfreeze()

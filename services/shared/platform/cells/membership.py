@@ -25,7 +25,7 @@ from aiokafka.coordinator.assignors.sticky.sticky_assignor import (
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
 from aiokafka.structs import OffsetAndMetadata
 
-from services.shared.platform.host.runner import ServiceHost
+from services.shared.platform.host.faststream import KafkaService
 from services.shared.platform.kafka import client_options
 from services.shared.platform.settings import Settings
 
@@ -160,7 +160,7 @@ async def _offsets_reader(
 
 
 async def keep_offsets_alive(
-    cells: Callable[[], Iterable[ServiceHost[Any]]], stopping: asyncio.Event
+    cells: Callable[[], Iterable[KafkaService[Any]]], stopping: asyncio.Event
 ) -> None:
     """Commit every cell's offsets again now and then: a cell's group has no members (its
     consumer is assigned), so Kafka expires each offset ``offsets.retention.minutes`` (7 days

@@ -1,7 +1,7 @@
 """The partitioned mode (``PB_PARTITIONED``): N processes of a service share its partitions.
 
 Each process is a member of the service's consumer group that only learns which partition
-numbers it owns (``membership.py``), and runs a cell (:class:`ServiceHost` on
+numbers it owns (``membership.py``), and runs a cell (its ``KafkaService`` on
 ``Settings.for_partition(n)``: its own store, writer lease, assigned consumer, relay, timers
 and seal anchors) for each. A cell that moves is stopped (pending work published, sealed, its
 lease let go) and started by its new owner; one that does not stop in time ends the process.
@@ -31,7 +31,6 @@ from services.shared.platform.host.endpoints import ops_app
 from services.shared.platform.host.faststream import KafkaService
 from services.shared.platform.host.runner import (
     AsgiServer,
-    ServiceHost,
     configure_logging,
     run_host,
     start_endpoints,
@@ -66,9 +65,7 @@ class CellsReadiness:
         # a share when another leaves, and must not hold up a rolling update.
         waiting = sorted(owned - set(host.cells))
         cells = dict(host.cells)
-        results = await asyncio.gather(
-            *(cell.service.readiness.checks() for cell in cells.values())
-        )
+        results = await asyncio.gather(*(cell.readiness.checks() for cell in cells.values()))
         failing = [
             f"p{partition} {name}: {why}"
             for partition, checks in zip(cells, results, strict=True)
@@ -119,7 +116,7 @@ async def merged_metrics(host: CellHost) -> bytes:
     """The Prometheus exposition of every cell of the process (gauges refreshed first)."""
     cells = dict(host.cells)
     await asyncio.gather(  # each render refreshes its gauges; the merge reads the registries
-        *(cell.metrics.render(cell.service) for cell in cells.values()), return_exceptions=True
+        *(cell.metrics.render(cell) for cell in cells.values()), return_exceptions=True
     )
     return merged_registry(
         host.name, ((partition, cell.metrics.registry) for partition, cell in cells.items())
@@ -154,8 +151,8 @@ class CellHost:
         self.membership = GroupMembership(settings, self.template.inputs[0])
         # The unpartitioned store's lease, shared: no unpartitioned instance runs beside us.
         self.mode_lease = writer_lease(settings, shared=True)
-        self.cells: dict[int, ServiceHost[Any]] = {}
-        self.leaving: dict[int, ServiceHost[Any]] = {}  # cells being stopped
+        self.cells: dict[int, KafkaService[Any]] = {}
+        self.leaving: dict[int, KafkaService[Any]] = {}  # cells being stopped
         self._starting: dict[int, asyncio.Task[None]] = {}
         self._stops: dict[int, asyncio.Task[None]] = {}
         self.stopping = asyncio.Event()
@@ -250,31 +247,28 @@ class CellHost:
                 self.stopping.set()
 
     async def _start_cell(self, partition: int) -> None:
-        cell: ServiceHost[Any] | None = None
+        cell: KafkaService[Any] | None = None
         try:  # building the cell too: whatever fails, the partition is not left "starting"
             settings = self.settings.for_partition(partition)
-            cell = ServiceHost(self.build(settings), settings, create_topics=False)
+            cell = self.build(settings)
+            cell.create_topics = False
             # Once its store's lease is held: where its consumer starts (cells/membership.py).
-            cell.service.after_lease = functools.partial(
+            cell.after_lease = functools.partial(
                 seed_cell_offsets, self.settings, partition, self.template.inputs
             )
             await cell.start()  # waits for the store's writer lease (the previous owner)
             await cell.wait_ready()
-        except StoppedAsStandby:
-            log.info("%s: partition %d left before its cell started", self.name, partition)
+        except BaseException as error:  # the cell stops; a cancellation goes on
             if cell is not None:
                 await cell.stop()
-            return
-        except asyncio.CancelledError:
-            if cell is not None:
-                await cell.stop()
-            raise
-        except Exception:
-            log.exception("%s: the cell of partition %d failed to start", self.name, partition)
-            if cell is not None:
-                await cell.stop()
-            self.failed = True
-            self.stopping.set()
+            if isinstance(error, StoppedAsStandby):
+                log.info("%s: partition %d left before its cell started", self.name, partition)
+            elif isinstance(error, Exception):
+                log.exception("%s: the cell of partition %d failed to start", self.name, partition)
+                self.failed = True
+                self.stopping.set()
+            else:
+                raise
             return
         finally:
             self._starting.pop(partition, None)
@@ -293,7 +287,7 @@ class CellHost:
         self.leaving[partition] = cell
         self._stops[partition] = asyncio.create_task(self._stopped(partition, cell))
 
-    async def _stopped(self, partition: int, cell: ServiceHost[Any]) -> None:
+    async def _stopped(self, partition: int, cell: KafkaService[Any]) -> None:
         try:
             await asyncio.wait_for(cell.stop(), CELL_STOP_TIMEOUT)
         except Exception:

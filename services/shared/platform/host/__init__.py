@@ -2,7 +2,7 @@
 
 A service's ``service.py`` builds a :class:`KafkaService` from its :class:`ServiceDefinition`
 and declares its one batch subscriber and its publishers on it; :func:`serve` runs it until
-SIGTERM, :class:`ServiceHost` inside a running event loop (tests, ``punto-banco up``). The
+SIGTERM; ``async with`` it runs inside a running event loop (tests, ``punto-banco up``). The
 process answers /health, /ready, /metrics and /asyncapi (:class:`AsgiServer` under uvicorn).
 """
 
@@ -10,7 +10,6 @@ from services.shared.platform.host.endpoints import ops_app
 from services.shared.platform.host.faststream import KafkaService, asyncapi_json
 from services.shared.platform.host.runner import (
     AsgiServer,
-    ServiceHost,
     Started,
     configure_logging,
     run_host,

@@ -7,7 +7,7 @@ the key (the table id); ``correlationId``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Union
 
 from pydantic import Field
@@ -58,12 +58,6 @@ _HEADER_TEXT = {
 }
 _PATTERNS = {NOTIFICATION_HEADER: "^[1-9][0-9]{0,14}$", INDEX_HEADER: "^(0|[1-9][0-9]{0,6})$"}
 _RELAYED = (SOURCE_HEADER, NOTIFICATION_HEADER, INDEX_HEADER, TYPE_HEADER)
-
-
-def read_union(topics: Iterable[str]) -> Any:
-    """The messages a subscriber over ``topics`` (logical) reads."""
-    members = tuple(TOPIC_UNIONS[topic] for topic in topics)
-    return members[0] if len(members) == 1 else Union[members]  # noqa: UP007
 
 
 def published_union(service: str, topic: str) -> Any:

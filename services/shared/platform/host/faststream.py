@@ -13,6 +13,8 @@ tests/unit/platform/test_platform_faststream_pins.py.
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -34,9 +36,9 @@ from services.shared.platform.host.asyncapi import (
     VERSION,
     complete,
     published_union,
-    read_union,
 )
 from services.shared.platform.host.endpoints import ops_app
+from services.shared.platform.host.runner import AsgiServer, Started, start_endpoints
 from services.shared.platform.host.service import ServiceDefinition, ServiceLifespan, TApp
 from services.shared.platform.settings import Settings
 
@@ -153,10 +155,11 @@ def asyncapi_json(
 OPS_PATHS = ("/health", "/ready", "/metrics", "/asyncapi", "/asyncapi.json", "/asyncapi.html")
 
 
-class KafkaService(ServiceLifespan[TApp]):
+class KafkaService(ServiceLifespan[TApp], Started):
     """One service's FastStream application: ``broker``, its one batch subscriber, the
     publishers that document what its relay writes, and ``fast`` (the ASGI app with the
-    operations endpoints mounted, whose lifespan hooks start and stop the service)."""
+    operations endpoints mounted, whose lifespan hooks start and stop the service); started
+    and stopped inside the running event loop (``async with``: tests, ``up``, a cell)."""
 
     def __init__(
         self,
@@ -170,8 +173,10 @@ class KafkaService(ServiceLifespan[TApp]):
         self.description = description
         self.broker: KafkaBroker = service_broker(settings)
         self.outputs: dict[str, Any] = {}  # logical topic -> the messages published there
-        self._subscriber: Any = None
-        self._listener = RebalanceListener()
+        self.http: AsgiServer | None = None  # the operations endpoints, once started
+        self.batch_subscriber: Any = None  # FastStream's (its ``consumer``: the Kafka consumer)
+        self._stopped = False
+        self._frozen = False
         self.fast = AsgiFastStream(
             self.broker,
             logger=log,
@@ -210,7 +215,7 @@ class KafkaService(ServiceLifespan[TApp]):
     ) -> Callable[[Callable[..., Awaitable[None]]], object]:
         """The service's one batch subscriber over the logical ``topics`` (a decorator for
         its handler, which calls :meth:`consume`)."""
-        if self._subscriber is not None:
+        if self.batch_subscriber is not None:
             raise RuntimeError(f"{self.name} has its subscriber already (over {self.inputs})")
         self.inputs = topics
         names = [self.settings.topic(topic) for topic in topics]
@@ -218,12 +223,12 @@ class KafkaService(ServiceLifespan[TApp]):
         where: dict[str, Any] = {}
         if partition is not None:  # a partition cell: assigned, no member of the group
             where["partitions"] = [TopicPartition(name, partition) for name in names]
-        self._subscriber = subscriber = self.broker.subscriber(
+        self.batch_subscriber = subscriber = self.broker.subscriber(
             *(names if partition is None else ()),
             **where,
             **subscriber_options(
                 self.settings,
-                self._listener,
+                self.listener,
                 # FastStream names a channel after the title, with ":<topic>" when several
                 title=f"{self.name} consumes"
                 + (f" {self.settings.topic(topics[0])}" if len(topics) == 1 else ""),
@@ -231,11 +236,6 @@ class KafkaService(ServiceLifespan[TApp]):
             ),
         )
         return subscriber  # type: ignore[no-any-return]
-
-    @property
-    def batch_subscriber(self) -> Any:
-        """The FastStream subscriber (its ``consumer``: the running Kafka consumer)."""
-        return self._subscriber
 
     def publisher(self, topic: str, *, description: str) -> Any:
         """Document that this service writes the logical ``topic`` (through its relay)."""
@@ -257,34 +257,56 @@ class KafkaService(ServiceLifespan[TApp]):
             return
         await self.consumer.consume(batch, self._kafka_consumer(), self.stopping)
 
-    def _take_inputs(self, topics: Sequence[str]) -> None:
-        """The batch processor is made: the rebalance listener gets it. A service whose
-        ``service.py`` declared no subscriber (tests' services) gets one over ``topics``."""
-        self._listener.processor = self.consumer
-        if self._subscriber is not None:
-            return
-
-        async def consume(batch: list[Any]) -> None:
-            await self.consume(batch)
-
-        consume.__annotations__["batch"] = list[read_union(topics)]  # type: ignore[misc]
-        self.subscriber(*topics, description=f"The {self.name} service handles these.")(consume)
-
     def _kafka_consumer(self) -> Any:
-        return self._subscriber.consumer if self._subscriber is not None else None
+        return self.batch_subscriber.consumer if self.batch_subscriber is not None else None
 
     async def start(self) -> None:
-        """Run the startup hooks and start the broker."""
+        """Serve the operations endpoints, run the startup hooks and start the broker. The
+        endpoints first: a standby waiting for its store's writer lease (in the startup hooks)
+        answers /health, and /ready says it is a standby."""
+        self.http = await start_endpoints(self.fast, self.settings)
         await self.fast.start()
+        _freeze()
+        self._frozen = True
+
+    async def wait_ready(self, timeout: float = 30.0) -> None:
+        """Wait until the consumer has its partitions (or the service is stopping)."""
+        if self.consumer is None:
+            return
+        ready = asyncio.create_task(self.consumer.ready.wait())
+        stopping = asyncio.create_task(self.stopping.wait())
+        done, pending = await asyncio.wait(
+            {ready, stopping}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        for task in pending:
+            task.cancel()
+        if not done:
+            raise TimeoutError(f"{self.name}: no Kafka partitions within {timeout} s")
 
     async def stop(self) -> None:
-        """Run the shutdown hooks and stop the broker; then close whatever is left."""
+        """Stop the endpoints, run the shutdown hooks and stop the broker; then close whatever
+        is left (once)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.stopping.set()
+        http, self.http = self.http, None
+        if http is not None:  # operations endpoints first
+            try:
+                await http.stop()
+            except Exception:
+                log.exception("%s: stopping the HTTP endpoints failed", self.name)
         try:
             await self.fast.stop()
         except Exception:
             log.exception("%s: stopping failed", self.name)
         finally:
-            await self.close()
+            try:
+                await self.close()
+            finally:
+                if self._frozen:  # stopped: its objects may go
+                    self._frozen = False
+                    _thaw()
 
     async def _metrics_text(self) -> bytes:
         body, _content_type = await self.metrics.render(self)
@@ -298,3 +320,28 @@ class KafkaService(ServiceLifespan[TApp]):
             topic_prefix=self.settings.topic_prefix,
             description=f"{self.description} {SYSTEM_DESCRIPTION}".strip(),
         )
+
+
+_running_hosts = 0
+
+
+def _freeze() -> None:
+    """A service started: what exists now (modules, FastStream's and the app's objects) lives
+    as long as it runs, so the garbage collector stops scanning it (``gc.freeze``): a full
+    collection then costs a fraction (measured: GC during a 10,000-bet flood 0.30 s -> 0.08 s)."""
+    global _running_hosts
+    _running_hosts += 1
+    gc.freeze()
+
+
+def _thaw() -> None:
+    """A service stopped: once none runs in this process, collect as usual (``gc.unfreeze``);
+    while others run (a partitioned process's cells), collect the stopped one's objects now and
+    freeze what remains (else they would stay frozen, never collected)."""
+    global _running_hosts
+    if _running_hosts > 0:
+        _running_hosts -= 1
+        gc.unfreeze()
+        if _running_hosts > 0:
+            gc.collect()
+            gc.freeze()

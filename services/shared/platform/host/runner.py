@@ -1,32 +1,24 @@
-"""Running a service: :class:`ServiceHost` inside the running event loop (tests, ``up``), and
-:func:`serve`, the process entry point (until SIGTERM or a crashed task; the log line
-``<service>: serving`` is what ``up`` and the bench wait for). The FastStream ASGI app (the
-operations endpoints) is served by uvicorn (:class:`AsgiServer`, bound first: a busy port is a
-warning, the service runs without its endpoints).
+"""Running a service: :func:`serve`, the process entry point (until SIGTERM or a crashed task;
+the log line ``<service>: serving`` is what ``up`` and the bench wait for). The FastStream ASGI
+app (the operations endpoints) is served by uvicorn (:class:`AsgiServer`, bound first: a busy
+port is a warning, the service runs without its endpoints).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import signal
 import socket
 from collections.abc import Iterator
-from typing import Any, Generic, Literal, Protocol, Self
+from typing import Literal, Protocol, Self
 
 import uvicorn
 from starlette.types import ASGIApp
 
-from services.shared.platform.consumer.processor import BatchProcessor
-from services.shared.platform.host.faststream import KafkaService
-from services.shared.platform.host.metrics import ServiceMetrics
-from services.shared.platform.host.service import ServiceDefinition, TApp
 from services.shared.platform.logs import configure_logging as configure_log_format
-from services.shared.platform.relay.relay import OutboxRelay
 from services.shared.platform.settings import Settings
-from services.shared.platform.store.application import AppWorker
 from services.shared.platform.store.lease import StoppedAsStandby
 
 log = logging.getLogger(__name__)
@@ -182,7 +174,7 @@ async def start_endpoints(app: ASGIApp, settings: Settings) -> AsgiServer | None
         settings.http_host,
         settings.http_port,
         name=settings.service,
-        lifespan="off",  # a service's lifespan runs in ServiceHost, HTTP or not
+        lifespan="off",  # a service's lifespan runs in KafkaService.start, HTTP or not
     )
     try:
         await server.start()
@@ -200,135 +192,14 @@ async def start_endpoints(app: ASGIApp, settings: Settings) -> AsgiServer | None
     return server
 
 
-class ServiceHost(Started, Generic[TApp]):
-    """Start and stop one service inside the running event loop."""
-
-    def __init__(
-        self,
-        service: KafkaService[TApp] | ServiceDefinition[TApp],
-        settings: Settings,
-        *,
-        create_topics: bool = True,
-    ) -> None:
-        if isinstance(service, ServiceDefinition):
-            service = KafkaService(service, settings)
-        elif service.settings != settings:
-            raise ValueError(f"{service.name} was built with other settings than these")
-        service.create_topics = create_topics
-        self.service = service
-        self.settings = settings
-        self.http: AsgiServer | None = None
-        self._stopped = False
-        self._frozen = False
-
-    # What tests and tools read of the running service.
-    @property
-    def app(self) -> TApp:
-        return self.service.app
-
-    @property
-    def consumer(self) -> BatchProcessor | None:
-        return self.service.consumer
-
-    @property
-    def relay(self) -> OutboxRelay | None:
-        return self.service.relay
-
-    @property
-    def worker(self) -> AppWorker:
-        return self.service.worker
-
-    @property
-    def metrics(self) -> ServiceMetrics:
-        return self.service.metrics
-
-    @property
-    def stopping(self) -> asyncio.Event:
-        return self.service.stopping
-
-    @property
-    def failed(self) -> bool:
-        return self.service.failed
-
-    @property
-    def name(self) -> str:
-        return self.service.name
-
-    async def start(self) -> None:
-        # The endpoints first: a standby waiting for its store's writer lease (in the
-        # service's startup) answers /health, and /ready says it is a standby.
-        self.http = await start_endpoints(self.service.fast, self.settings)
-        await self.service.start()
-        _freeze()
-        self._frozen = True
-
-    async def wait_ready(self, timeout: float = 30.0) -> None:
-        """Wait until the consumer has its partitions (or the service is stopping)."""
-        consumer = self.service.consumer
-        if consumer is None:
-            return
-        ready = asyncio.create_task(consumer.ready.wait())
-        stopping = asyncio.create_task(self.stopping.wait())
-        done, pending = await asyncio.wait(
-            {ready, stopping}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-        )
-        for task in pending:
-            task.cancel()
-        if not done:
-            raise TimeoutError(f"{self.settings.service}: no Kafka partitions within {timeout} s")
-
-    async def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        self.stopping.set()
-        try:
-            http, self.http = self.http, None
-            if http is not None:  # operations endpoints first
-                try:
-                    await http.stop()
-                except Exception:
-                    log.exception("%s: stopping the HTTP endpoints failed", self.settings.service)
-            await self.service.stop()
-        finally:
-            if self._frozen:  # stopped: its objects may go
-                self._frozen = False
-                _thaw()
-
-
-_running_hosts = 0
-
-
-def _freeze() -> None:
-    """A service started: what exists now (modules, FastStream's and the app's objects) lives
-    as long as it runs, so the garbage collector stops scanning it (``gc.freeze``): a full
-    collection then costs a fraction (measured: GC during a 10,000-bet flood 0.30 s -> 0.08 s)."""
-    global _running_hosts
-    _running_hosts += 1
-    gc.freeze()
-
-
-def _thaw() -> None:
-    """A service stopped: once none runs in this process, collect as usual (``gc.unfreeze``);
-    while others run (a partitioned process's cells), collect the stopped one's objects now and
-    freeze what remains (else they would stay frozen, never collected)."""
-    global _running_hosts
-    if _running_hosts > 0:
-        _running_hosts -= 1
-        gc.unfreeze()
-        if _running_hosts > 0:
-            gc.collect()
-            gc.freeze()
-
-
 def configure_logging(settings: Settings) -> None:
     # Text or JSON lines (PB_LOG_FORMAT), with table/coup/bet ids: see logs.py.
     configure_log_format(settings.service, settings.log_level, settings.log_format)
 
 
 class Host(Protocol):
-    """What :func:`run_host` runs: a :class:`ServiceHost`, or a partitioned process
-    (``cells.CellHost``)."""
+    """What :func:`run_host` runs: a service (``faststream.KafkaService``), or a partitioned
+    process (``cells.CellHost``)."""
 
     @property
     def name(self) -> str: ...
@@ -369,7 +240,7 @@ async def run_host(host: Host, ready_timeout: float) -> int:
     return 1 if host.failed else 0
 
 
-def serve(service: KafkaService[Any], settings: Settings) -> int:
-    """Process entry point of a service."""
+def serve(service: Host, settings: Settings) -> int:
+    """Process entry point of a service (its ``KafkaService``)."""
     configure_logging(settings)
-    return asyncio.run(run_host(ServiceHost(service, settings), ready_timeout=60))
+    return asyncio.run(run_host(service, ready_timeout=60))

@@ -27,7 +27,7 @@ from typing import Any, Generic, TypeVar
 
 from aiokafka.client import AIOKafkaClient
 
-from services.shared.platform.consumer import BatchProcessor, Subscription
+from services.shared.platform.consumer import BatchProcessor, RebalanceListener, Subscription
 from services.shared.platform.host.endpoints import READY_TIMEOUT
 from services.shared.platform.host.metrics import ServiceMetrics
 from services.shared.platform.kafka import client_options, ensure_topics
@@ -105,6 +105,7 @@ class ServiceLifespan(Generic[TApp]):
         self.relay_options: dict[str, Any] = {}
         self.consumer_options: dict[str, Any] = {}
         self.inputs: tuple[str, ...] = ()  # the logical topics the subscriber reads
+        self.listener = RebalanceListener()  # the subscriber's, given the batch processor
         # Run once the writer lease is held (a cell's starting offsets: cells/membership.py).
         self.after_lease: Callable[[], Awaitable[object]] | None = None
         self._app: TApp | None = None
@@ -120,10 +121,6 @@ class ServiceLifespan(Generic[TApp]):
         if self._app is None:
             raise RuntimeError("service not started")
         return self._app
-
-    def _take_inputs(self, topics: Sequence[str]) -> None:
-        """The batch processor is made: give it to the subscriber (``faststream.py``)."""
-        raise NotImplementedError
 
     def _kafka_consumer(self) -> Any:
         raise NotImplementedError
@@ -173,7 +170,7 @@ class ServiceLifespan(Generic[TApp]):
             self.consumer.on_delivered = self.metrics.observe_delivered  # operations hooks
             self.consumer.stops.on_change = self.metrics.observe_stopped
             await self.consumer.start()
-            self._take_inputs(topics)
+            self.listener.processor = self.consumer
         if set(topics) != set(self.inputs):
             raise RuntimeError(
                 f"{self.name}: the subscriber reads {sorted(self.inputs)} but the handlers "

@@ -64,10 +64,6 @@ MAX_RECORD_BYTES = 1024 * 1024
 """The largest one-record batch the relay sends: aiokafka's ``max_request_size`` (1 MiB), just
 under the broker's default ``max.message.bytes`` (1 MiB + 12 bytes)."""
 
-MARKERS = BET_COMMANDS
-"""The (base) logical topic whose records of a batch go (and are acknowledged) before the
-others: every operator's bet-commands topic."""
-
 SIGNED_TOPICS: frozenset[str] = frozenset(
     {TABLE_EVENTS, COMMAND_EVENTS, SHOE_EVENTS, SHOE_COMMANDS, BOOK_EVENTS, BET_COMMANDS, SEALS}
 )

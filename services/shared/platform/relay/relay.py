@@ -70,7 +70,7 @@ class RelayProducer:
         self.generation = 0  # bumped whenever the producer is replaced
         self.renew_due = False
         self._gate = _Gate()
-        self._counts: dict[str, int] = {}  # topic -> its partition count, per relay batch
+        self.counts: dict[str, int] = {}  # topic -> its partition count, per relay batch
         # topic -> the largest batch (bytes) to send it, once it refused one as too large
         self._caps: dict[str, int] = {}
 
@@ -85,7 +85,7 @@ class RelayProducer:
 
     def new_batch(self) -> None:
         """A relay batch starts: partition counts are read again (once per relay batch)."""
-        self._counts.clear()
+        self.counts.clear()
 
     async def _new_producer(self) -> AIOKafkaProducer:
         producer = self._factory()
@@ -116,10 +116,10 @@ class RelayProducer:
 
     async def partition_count(self, topic: str) -> int:
         """``topic``'s partition count (read once per relay batch)."""
-        count = self._counts.get(topic)
+        count = self.counts.get(topic)
         if count is None:
             async with self._gate.sending():
-                count = self._counts[topic] = len(await self._live().partitions_for(topic))
+                count = self.counts[topic] = len(await self._live().partitions_for(topic))
         return count
 
     async def partition_of(self, record: OutgoingRecord) -> int:
@@ -361,7 +361,6 @@ class OutboxRelay:
             signed_topics=signed_topics,
             partitions=self._partition_count,
         )
-        self._counts: dict[str, int] = {}  # topic -> partitions, read once per relay batch
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         # notification id -> the domain event just saved in this process (see the docstring)
@@ -487,7 +486,6 @@ class OutboxRelay:
         """Send the records of ``events`` (markers first); ``done[0]``: the last notification
         of the relay batch (the rest of ``events`` is for the next one)."""
         self.producer.new_batch()
-        self._counts.clear()
         published = Published()
         chunks = self.encoder.chunks(events, done)
         others = Pipeline(self.producer, self._quarantine, published)
@@ -510,15 +508,15 @@ class OutboxRelay:
         return published
 
     def _partition_count(self, topic: str) -> int:
-        """``topic``'s partition count, for the encoder in its thread (asks the producer on the
-        event loop, once per relay batch)."""
-        count = self._counts.get(topic)
+        """``topic``'s partition count, for the encoder in its thread (the producer's, asked on
+        the event loop once per relay batch)."""
+        count = self.producer.counts.get(topic)
         if count is None:
             loop = self._loop
             if loop is None:
                 raise RuntimeError("relay not started")
             asked = asyncio.run_coroutine_threadsafe(self.producer.partition_count(topic), loop)
-            count = self._counts[topic] = asked.result()
+            count = asked.result()
         return count
 
     def _read_events(self, after: int) -> tuple[list[tuple[int, Any]], int | None]:
