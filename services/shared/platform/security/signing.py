@@ -143,13 +143,6 @@ class KeyringEntry:
     service: str
     public_key: Ed25519PublicKey
 
-    def raw(self) -> bytes:
-        return raw_public_key(self.public_key)
-
-
-def raw_public_key(key: Ed25519PublicKey) -> bytes:
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-
 
 def public_key_pem(key: Ed25519PublicKey) -> str:
     return key.public_bytes(
@@ -287,19 +280,8 @@ class Keyring(FileKeyring[KeyringEntry]):
             raise KeyringError(f"{where}: 'service' must name the service holding the key")
         return KeyringEntry(kid, service, cls.public_key(entry.get("public_key"), where))
 
-    def to_json(self) -> str:
-        """The keyring as the file holds it (public keys in PEM)."""
-        document = {
-            kid: {"service": entry.service, "public_key": public_key_pem(entry.public_key)}
-            for kid, entry in sorted(self._entries.items())
-        }
-        return json.dumps(document, indent=2) + "\n"
-
     def entries(self) -> list[KeyringEntry]:
         return list(self._entries.values())
-
-    def with_entry(self, entry: KeyringEntry) -> Keyring:
-        return Keyring({**self._entries, entry.kid: entry}, self.path)
 
     def get(self, kid: str) -> KeyringEntry | None:
         """The entry of ``kid``; an unknown id makes a file-backed keyring look at its file."""
@@ -310,9 +292,8 @@ class Keyring(FileKeyring[KeyringEntry]):
 
     def find(self, service: str, public_key: Ed25519PublicKey) -> KeyringEntry | None:
         """The entry of ``service`` holding ``public_key`` (a signer's own key id)."""
-        raw = raw_public_key(public_key)
         for entry in self._entries.values():
-            if entry.service == service and entry.raw() == raw:
+            if entry.service == service and entry.public_key == public_key:
                 return entry
         return None
 
