@@ -122,7 +122,7 @@ def init_keys(settings: Settings, services: Sequence[str] = SERVICES) -> list[st
         done.append(f"{service}: key {entry.kid} {verb} ({path})")
     if changed or not keyring_path.exists():
         _write_keyring(keyring_path, keyring)
-        done.append(f"keyring {keyring_path}: {len(keyring)} keys")
+        done.append(f"keyring {keyring_path}: {len(keyring.entries())} keys")
     if "shoe" in services:
         done.append(init_secret_key(settings.for_service("shoe")))
     return done

@@ -150,20 +150,6 @@ def public_key_pem(key: Ed25519PublicKey) -> str:
     ).decode("ascii")
 
 
-def parse_public_key(text: str) -> Ed25519PublicKey:
-    """An Ed25519 public key from PEM (SubjectPublicKeyInfo) or base64 of its 32 raw bytes."""
-    if "-----BEGIN" in text:
-        key = serialization.load_pem_public_key(text.encode("ascii"))
-        if not isinstance(key, Ed25519PublicKey):
-            raise ValueError(f"a {type(key).__name__}, not an Ed25519 public key")
-        return key
-    standard = text.rstrip("=").replace("-", "+").replace("_", "/")
-    raw = base64.b64decode(standard + "=" * (-len(standard) % 4), validate=True)
-    if len(raw) != 32:
-        raise ValueError(f"{len(raw)} bytes, an Ed25519 public key has 32")
-    return Ed25519PublicKey.from_public_bytes(raw)
-
-
 class FileKeyring(Generic[E]):
     """Key id -> entry, parsed from a JSON file ``{"<key id>": {...}, ...}``. One loaded from
     its file reads it again when it changed (at most once a second, :meth:`_reload`), so a key
@@ -217,19 +203,24 @@ class FileKeyring(Generic[E]):
 
     @classmethod
     def public_key(cls, public: object, where: str) -> Ed25519PublicKey:
-        """The ``public_key`` member of an entry: PEM or base64 of the key's 32 raw bytes."""
+        """The ``public_key`` member of an entry: an Ed25519 public key in PEM
+        (SubjectPublicKeyInfo), or base64 (or base64url) of its 32 raw bytes."""
         if not isinstance(public, str):
             raise cls.ERROR(f"{where}: 'public_key' must be PEM or base64 of 32 bytes")
+        text = public.strip()
         try:
-            return parse_public_key(public.strip())
+            if "-----BEGIN" in text:
+                key = serialization.load_pem_public_key(text.encode("ascii"))
+                if not isinstance(key, Ed25519PublicKey):
+                    raise ValueError(f"a {type(key).__name__}, not an Ed25519 public key")
+                return key
+            standard = text.rstrip("=").replace("-", "+").replace("_", "/")
+            raw = base64.b64decode(standard + "=" * (-len(standard) % 4), validate=True)
+            if len(raw) != 32:
+                raise ValueError(f"{len(raw)} bytes, an Ed25519 public key has 32")
+            return Ed25519PublicKey.from_public_bytes(raw)
         except (ValueError, TypeError, binascii.Error) as error:
             raise cls.ERROR(f"{where}: public_key is not an Ed25519 key ({error})") from None
-
-    def __contains__(self, kid: object) -> bool:
-        return kid in self._entries
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
     def _reload(self) -> bool:
         """Read the file again if it changed (at most once a second); True if it was."""
