@@ -264,12 +264,12 @@ def test_a_bad_keyring_says_what_is_wrong(text: str, reason: str) -> None:
 
 
 def test_a_signer_keeps_the_headers_of_a_bounded_number_of_table_ids() -> None:
-    """A header is built once per (where, key) and kept, the oldest going beyond 4,096
+    """A header is built once per (where, key) and kept, the least recently used going beyond 4,096
     (``signing.HEADERS_KEPT``): a flood of table ids costs no memory beyond that, and one
     built again signs the same."""
     signer = Signer("dealing-1", "dealing", KEY)
     first = signer.sign(WHERE, RECORD_KEY, VALUE, 42, 3)
     for n in range(5000):
         signer.sign(WHERE, f"table-{n}".encode(), VALUE, 1, 0)
-    assert len(signer._halves) == 4096
+    assert signer._halves.cache_info().currsize == 4096
     assert signer.sign(WHERE, RECORD_KEY, VALUE, 42, 3) == first

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import logging
 import os
@@ -50,8 +51,8 @@ _MEMBERS_V1 = frozenset({"alg", "b64", "crit", "kid", "pb-key", "pb-pos", "pb-to
 _MEMBERS = _MEMBERS_V1 | {"pb-cluster", "pb-part", "pb-scheme"}
 _RELOAD_EVERY = 1.0  # seconds: at most one look at a keyring file per second
 HEADERS_KEPT = 4096
-"""(where, key) pairs whose header a signer keeps built (about 500 B each), the oldest going
-first: memory stays bounded however many table ids records name."""
+"""(where, key) pairs whose header a signer keeps built (about 500 B each), the least recently
+used going first: memory stays bounded however many table ids records name."""
 
 
 class KeyringError(ValueError):
@@ -112,27 +113,25 @@ class Signer:
         self.kid = kid
         self.service = service
         self._key = private_key
-        # (where, key) -> the header's bytes before and after the position, which is digits
-        # and a colon only: the JSON of the header is built once per table and topic.
-        self._halves: dict[tuple[Where, bytes], tuple[bytes, bytes]] = {}
+        # The header of each (where, key), built once, the least recently used going first.
+        self._halves = functools.lru_cache(maxsize=HEADERS_KEPT)(self._header_halves)
 
     @property
     def public_key(self) -> Ed25519PublicKey:
         return self._key.public_key()
 
+    def _header_halves(self, where: Where, key: bytes) -> tuple[bytes, bytes]:
+        """The header's bytes before and after the position (which is digits and a colon)."""
+        whole = protected_header(self.kid, where, key.decode("utf-8"), 0, 0)
+        before, after = whole.split(b'"pb-pos":"0:0"')
+        return before + b'"pb-pos":"', b'"' + after
+
     def sign(
         self, where: Where, key: bytes, value: bytes, notification_id: int, index: int
     ) -> bytes:
         """The ``pb-sig`` header value of the record written ``where``."""
-        halves = self._halves.get((where, key))
-        if halves is None:
-            marker = b'"pb-pos":"0:0"'
-            whole = protected_header(self.kid, where, key.decode("utf-8"), 0, 0)
-            before, after = whole.split(marker)
-            if len(self._halves) >= HEADERS_KEPT:
-                del self._halves[next(iter(self._halves))]
-            halves = self._halves[(where, key)] = (before + b'"pb-pos":"', b'"' + after)
-        header = b64url(b"%s%d:%d%s" % (halves[0], notification_id, index, halves[1]))
+        before, after = self._halves(where, key)
+        header = b64url(b"%s%d:%d%s" % (before, notification_id, index, after))
         signature = self._key.sign(header + b"." + value)
         return header + b".." + b64url(signature)
 
