@@ -12,7 +12,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from uuid import uuid4
 
 from eventsourcing.persistence import (
@@ -135,22 +135,17 @@ FENCED_RECORDER = "services.shared.platform.store.postgres:FencedRecorder"
 
 
 def create_side_tables(factory: Any, recorder: Recorder, tables: Sequence[SideTable]) -> None:
-    """Create ``tables`` in ``recorder``'s database if missing, when ``factory`` creates its
-    tables (``CREATE_TABLE``; a provisioned store has them: ``db setup``)."""
+    """Create ``tables`` in ``recorder``'s database (SQLite or PostgreSQL) if missing, when
+    ``factory`` creates its tables (``CREATE_TABLE``; a provisioned store has them:
+    ``db setup``)."""
     create = getattr(factory, "env_create_table", None)
     if create is not None and not create():
         return
-    if isinstance(recorder, SQLiteProcessRecorder):
-        with recorder.datastore.transaction(commit=True) as c:
-            for table in tables:
-                c.execute(table.ddl(None))
-        return
-    datastore = getattr(recorder, "datastore", None)
-    schema = getattr(datastore, "schema", None)
-    if datastore is not None and schema is not None:  # PostgreSQL
-        with datastore.transaction(commit=True) as curs:
-            for table in tables:
-                curs.execute(table.ddl(schema))
+    datastore = cast(Any, recorder).datastore  # SQLite's or PostgreSQL's
+    schema = getattr(datastore, "schema", None)  # PostgreSQL's; SQLite has none
+    with datastore.transaction(commit=True) as cursor:
+        for table in tables:
+            cursor.execute(table.ddl(schema))
 
 
 def select_rows(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> list[Row]:
@@ -199,7 +194,7 @@ def _select(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> list[R
         with recorder.datastore.transaction(commit=False) as c:
             c.execute(statement, [value for key in keys for value in key])
             return [tuple(row) for row in c.fetchall()]
-    datastore: Any = getattr(recorder, "datastore", None)
+    datastore = cast(Any, recorder).datastore  # PostgreSQL's
     names = [f"c{i}" for i in range(len(table.lookup))]
     record = ", ".join(f"{name} text" for name in names)
     statement = (
