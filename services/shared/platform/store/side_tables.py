@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -24,6 +23,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.popo import POPOFactory
 from eventsourcing.sqlite import SQLiteCursor, SQLiteDatastore, SQLiteProcessRecorder
+from eventsourcing.utils import get_topic
 
 log = logging.getLogger(__name__)
 
@@ -118,20 +118,22 @@ def process_recorder(factory: Any) -> ProcessRecorder:
         memory = SideSQLiteRecorder(SQLiteDatastore(f"file:{uuid4()}?mode=memory&cache=shared"))
         memory.create_table()
         return memory
-    if not factory.env.get(factory.PROCESS_RECORDER_TOPIC):  # (pg_store's write side rows)
-        current = getattr(factory, "process_recorder_class", None)
-        if current is SQLiteProcessRecorder:
-            factory.process_recorder_class = SideSQLiteRecorder
-        elif "eventsourcing.postgres" in sys.modules:
-            from eventsourcing.postgres import PostgresProcessRecorder
-
-            if current is PostgresProcessRecorder:  # (its factory reads its type's class)
-                factory.env[factory.PROCESS_RECORDER_TOPIC] = FENCED_RECORDER
+    if not factory.env.get(factory.PROCESS_RECORDER_TOPIC):  # (one chosen writes side rows)
+        current = get_topic(type(factory).process_recorder_class)
+        if current in SIDE_RECORDERS:
+            factory.env[factory.PROCESS_RECORDER_TOPIC] = SIDE_RECORDERS[current]
     recorder: ProcessRecorder = factory.process_recorder()
     return recorder
 
 
-FENCED_RECORDER = "services.shared.platform.store.postgres:FencedRecorder"
+SIDE_RECORDERS = {
+    "eventsourcing.sqlite:SQLiteProcessRecorder": f"{__name__}:SideSQLiteRecorder",
+    "eventsourcing.postgres:PostgresProcessRecorder": (
+        "services.shared.platform.store.postgres:FencedRecorder"
+    ),
+}
+"""The topics of eventsourcing's process recorders -> those of their subclasses that write
+side rows (what a factory of eventsourcing's builds, given ``PROCESS_RECORDER_TOPIC``)."""
 
 
 def create_side_tables(factory: Any, recorder: Recorder, tables: Sequence[SideTable]) -> None:
