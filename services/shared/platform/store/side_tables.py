@@ -128,9 +128,7 @@ def process_recorder(factory: Any) -> ProcessRecorder:
 
 SIDE_RECORDERS = {
     "eventsourcing.sqlite:SQLiteProcessRecorder": f"{__name__}:SideSQLiteRecorder",
-    "eventsourcing.postgres:PostgresProcessRecorder": (
-        "services.shared.platform.store.postgres:FencedRecorder"
-    ),
+    "eventsourcing.postgres:PostgresProcessRecorder": f"{__package__}.postgres:FencedRecorder",
 }
 """The topics of eventsourcing's process recorders -> those of their subclasses that write
 side rows (what a factory of eventsourcing's builds, given ``PROCESS_RECORDER_TOPIC``)."""
