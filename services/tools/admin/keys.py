@@ -30,6 +30,7 @@ from services.shared.platform.security import (
     create_private,
     load_keyring,
     load_private_key,
+    public_key_pem,
     read_key_file,
     replace_file,
     signer_for,
@@ -116,12 +117,12 @@ def init_keys(settings: Settings, services: Sequence[str] = SERVICES) -> list[st
             write_private(path, key, exclusive=True)
             verb = "created"
         entry = KeyringEntry(_kid(keyring, service), service, key.public_key())
-        keyring = keyring.with_entry(entry)
+        keyring = with_entry(keyring, entry)
         changed = True
         done.append(f"{service}: key {entry.kid} {verb} ({path})")
     if changed or not keyring_path.exists():
         _write_keyring(keyring_path, keyring)
-        done.append(f"keyring {keyring_path}: {len(keyring)} keys")
+        done.append(f"keyring {keyring_path}: {len(keyring.entries())} keys")
     if "shoe" in services:
         done.append(init_secret_key(settings.for_service("shoe")))
     return done
@@ -161,7 +162,7 @@ def rotate_key(settings: Settings) -> str:
     signer_for(settings, keyring)  # the current key must be sound before it is replaced
     key = Ed25519PrivateKey.generate()
     entry = KeyringEntry(_kid(keyring, settings.service), settings.service, key.public_key())
-    _write_keyring(settings.keyring_path, keyring.with_entry(entry))
+    _write_keyring(settings.keyring_path, with_entry(keyring, entry))
     write_private(settings.signing_key_path, key, exclusive=False)
     return entry.kid
 
@@ -188,5 +189,20 @@ def write_private(path: Path, key: Ed25519PrivateKey, *, exclusive: bool) -> Non
         replace_file(path, pem, 0o600)
 
 
+def with_entry(keyring: Keyring, entry: KeyringEntry) -> Keyring:
+    """``keyring`` with ``entry`` added (or replacing the entry of its key id)."""
+    entries = {known.kid: known for known in keyring.entries()}
+    return Keyring({**entries, entry.kid: entry}, keyring.path)
+
+
+def keyring_json(keyring: Keyring) -> str:
+    """The keyring as the file holds it (public keys in PEM)."""
+    document = {
+        entry.kid: {"service": entry.service, "public_key": public_key_pem(entry.public_key)}
+        for entry in sorted(keyring.entries(), key=lambda entry: entry.kid)
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
 def _write_keyring(path: Path, keyring: Keyring) -> None:
-    replace_file(path, keyring.to_json().encode("utf-8"), 0o644)
+    replace_file(path, keyring_json(keyring).encode("utf-8"), 0o644)

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import UUID, uuid4
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from joserfc import jwt
 from joserfc.jwk import OKPKey
 
@@ -47,6 +47,15 @@ def load_supervisor_key(path: Path) -> Ed25519PrivateKey:
         return load_private_key(path)
     except KeysError as error:
         raise SupervisorKeysError(str(error).replace("signing key", "supervisor key")) from None
+
+
+def find_key(keyring: SupervisorKeyring, public_key: Ed25519PublicKey) -> SupervisorKey | None:
+    """The key of ``keyring`` whose public half is ``public_key`` (a private key file's own
+    entry)."""
+    for key in keyring.entries():
+        if key.public_key == public_key:
+            return key
+    return None
 
 
 def entry_json(keys: Iterable[SupervisorKey]) -> str:
@@ -96,7 +105,7 @@ def ensure_supervisor_key(
     supervisor's and in use (idempotent: local runs, the tests' supervisor)."""
     if key_path.exists() and keyring_path.exists():
         private = load_supervisor_key(key_path)
-        known = SupervisorKeyring.load(keyring_path).find(private.public_key())
+        known = find_key(SupervisorKeyring.load(keyring_path), private.public_key())
         if known is not None and known.supervisor == supervisor and known.retired_at is None:
             return private, known
     key, _ = add_supervisor_key(keyring_path, key_path, supervisor)
@@ -153,7 +162,7 @@ class SupervisorSigner:
     def from_file(cls, key_path: Path, keyring: SupervisorKeyring) -> SupervisorSigner:
         """The signer of the private key in ``key_path``, as ``keyring`` lists it."""
         private = load_supervisor_key(key_path)
-        entry = keyring.find(private.public_key())
+        entry = find_key(keyring, private.public_key())
         if entry is None:
             where = keyring.path or "the supervisors keyring"
             raise SupervisorKeysError(

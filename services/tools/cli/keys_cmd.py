@@ -125,6 +125,7 @@ def show_command(
 ) -> None:
     """Print the keyring (public keys only): what integrators verify `pb-sig` with."""
     from services.shared.platform.security import KeysError, load_keyring
+    from services.tools.admin.keys import keyring_json
 
     settings = _settings("shoe", data_dir)
     try:
@@ -132,7 +133,7 @@ def show_command(
     except KeysError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from None
-    typer.echo(keyring.to_json(), nl=False)
+    typer.echo(keyring_json(keyring), nl=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -26,6 +26,7 @@ from services.shared.platform.security.signing import (
     b64url_decode,
 )
 from services.shared.platform.store.incidents import IncidentLog
+from services.tools.admin.keys import keyring_json
 from tests.unit.platform.keys_fakes import SIGNERS, fixed_key, signature
 from tests.unit.platform.test_platform_consumer import (
     CLUSTER,
@@ -152,7 +153,7 @@ async def test_a_key_added_to_the_keyring_file_is_taken_without_a_restart(tmp_pa
     path = tmp_path / "keyring.json"
     first = SIGNERS["dealing"]
     path.write_text(
-        Keyring({first.kid: KeyringEntry(first.kid, "dealing", first.public_key)}).to_json()
+        keyring_json(Keyring({first.kid: KeyringEntry(first.kid, "dealing", first.public_key)}))
     )
     h = Harness()
     h.runtime.intake.keyring = Keyring.load(path)
@@ -166,9 +167,9 @@ async def test_a_key_added_to_the_keyring_file_is_taken_without_a_restart(tmp_pa
     document = json.loads(path.read_text())
     document.update(
         json.loads(
-            Keyring(
-                {rotated.kid: KeyringEntry(rotated.kid, "dealing", rotated.public_key)}
-            ).to_json()
+            keyring_json(
+                Keyring({rotated.kid: KeyringEntry(rotated.kid, "dealing", rotated.public_key)})
+            )
         )
     )
     path.write_text(json.dumps(document))

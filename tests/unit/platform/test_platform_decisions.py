@@ -41,6 +41,7 @@ from services.tools.admin.supervisors import (
     add_supervisor_key,
     ensure_supervisor_key,
     entry_json,
+    find_key,
     sign_decision,
 )
 from services.tools.cli.main import app
@@ -215,7 +216,7 @@ def test_keygen_writes_an_owner_only_key_and_rotation_retires_the_old_one(tmp_pa
     assert void.authorization is not None
     assert authenticate(ring, void.authorization)[1].kid == "sup-3-1"
     again, _ = ensure_supervisor_key(ring_path, key_path, "sup-3")
-    assert SupervisorKeyring.load(ring_path).find(again.public_key()) == new  # idempotent
+    assert find_key(SupervisorKeyring.load(ring_path), again.public_key()) == new  # idempotent
 
 
 @pytest.mark.parametrize(

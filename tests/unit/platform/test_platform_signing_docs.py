@@ -10,6 +10,7 @@ from typing import Any
 
 from contracts import TABLE_EVENTS
 from services.shared.platform.security import Where
+from services.tools.admin.keys import keyring_json
 from tests.unit.platform.keys_fakes import KEYRING, SIGNERS
 
 GUIDE = Path(__file__).resolve().parents[3] / "docs" / "integrating.md"
@@ -26,7 +27,7 @@ def integrators_verify() -> Any:
 
 def test_the_guide_s_verify_accepts_the_relay_s_signature_and_refuses_changes() -> None:
     verify = integrators_verify()
-    keyring = json.loads(KEYRING.to_json())
+    keyring = json.loads(keyring_json(KEYRING))
     value = b'{"type":"TableClosed"}'
     topic = "acme." + TABLE_EVENTS
     signature = SIGNERS["dealing"].sign(Where("cluster-A", topic, 2), b"t1", value, 12, 0)

@@ -32,7 +32,6 @@ from services.shared.platform.security.signing import (
     ALGORITHM,
     KEY_ID,
     FileKeyring,
-    raw_public_key,
     shown,
     unique_members,
 )
@@ -123,14 +122,6 @@ class SupervisorKeyring(FileKeyring[SupervisorKey]):
     def entries(self) -> list[SupervisorKey]:
         self._reload()
         return list(self._entries.values())
-
-    def find(self, public_key: Ed25519PublicKey) -> SupervisorKey | None:
-        """The key whose public half is ``public_key`` (a private key file's own entry)."""
-        raw = raw_public_key(public_key)
-        for key in self.entries():
-            if raw_public_key(key.public_key) == raw:
-                return key
-        return None
 
 
 TOKEN_TYPE = "pb-decision+jwt"

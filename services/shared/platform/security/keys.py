@@ -16,7 +16,7 @@ import json
 import os
 import stat
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -103,13 +103,11 @@ class SecretKeys:
 
     keys: tuple[tuple[str, bytes], ...]
     source: str
-    _by_kid: dict[str, bytes] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.keys:
             raise SecretKeyError(f"{self.source} holds no key")
-        by_kid: dict[str, bytes] = {}
-        for kid, key in self.keys:
+        for number, (kid, key) in enumerate(self.keys):
             if KEY_ID.fullmatch(kid) is None:
                 raise SecretKeyError(
                     f"{self.source}: key id {kid!r} is not 1-64 letters, digits, '.', '_' or '-'"
@@ -118,10 +116,8 @@ class SecretKeys:
                 raise SecretKeyError(
                     f"{self.source}: key {kid} has {len(key)} bytes, AES-256 needs {KEY_BYTES}"
                 )
-            if kid in by_kid:
+            if kid in self.kids[:number]:
                 raise SecretKeyError(f"{self.source}: key id {kid} appears twice")
-            by_kid[kid] = key
-        object.__setattr__(self, "_by_kid", by_kid)
 
     def __repr__(self) -> str:  # never the keys themselves
         return f"SecretKeys(kids={self.kids!r}, source={self.source!r})"
@@ -136,7 +132,7 @@ class SecretKeys:
         return tuple(kid for kid, _ in self.keys)
 
     def key(self, kid: str) -> bytes | None:
-        return self._by_kid.get(kid)
+        return dict(self.keys).get(kid)
 
 
 # ---- the environment form ----------------------------------------------------------------

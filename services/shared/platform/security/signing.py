@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import logging
 import os
@@ -50,8 +51,8 @@ _MEMBERS_V1 = frozenset({"alg", "b64", "crit", "kid", "pb-key", "pb-pos", "pb-to
 _MEMBERS = _MEMBERS_V1 | {"pb-cluster", "pb-part", "pb-scheme"}
 _RELOAD_EVERY = 1.0  # seconds: at most one look at a keyring file per second
 HEADERS_KEPT = 4096
-"""(where, key) pairs whose header a signer keeps built (about 500 B each), the oldest going
-first: memory stays bounded however many table ids records name."""
+"""(where, key) pairs whose header a signer keeps built (about 500 B each), the least recently
+used going first: memory stays bounded however many table ids records name."""
 
 
 class KeyringError(ValueError):
@@ -112,27 +113,25 @@ class Signer:
         self.kid = kid
         self.service = service
         self._key = private_key
-        # (where, key) -> the header's bytes before and after the position, which is digits
-        # and a colon only: the JSON of the header is built once per table and topic.
-        self._halves: dict[tuple[Where, bytes], tuple[bytes, bytes]] = {}
+        # The header of each (where, key), built once, the least recently used going first.
+        self._halves = functools.lru_cache(maxsize=HEADERS_KEPT)(self._header_halves)
 
     @property
     def public_key(self) -> Ed25519PublicKey:
         return self._key.public_key()
 
+    def _header_halves(self, where: Where, key: bytes) -> tuple[bytes, bytes]:
+        """The header's bytes before and after the position (which is digits and a colon)."""
+        whole = protected_header(self.kid, where, key.decode("utf-8"), 0, 0)
+        before, after = whole.split(b'"pb-pos":"0:0"')
+        return before + b'"pb-pos":"', b'"' + after
+
     def sign(
         self, where: Where, key: bytes, value: bytes, notification_id: int, index: int
     ) -> bytes:
         """The ``pb-sig`` header value of the record written ``where``."""
-        halves = self._halves.get((where, key))
-        if halves is None:
-            marker = b'"pb-pos":"0:0"'
-            whole = protected_header(self.kid, where, key.decode("utf-8"), 0, 0)
-            before, after = whole.split(marker)
-            if len(self._halves) >= HEADERS_KEPT:
-                del self._halves[next(iter(self._halves))]
-            halves = self._halves[(where, key)] = (before + b'"pb-pos":"', b'"' + after)
-        header = b64url(b"%s%d:%d%s" % (halves[0], notification_id, index, halves[1]))
+        before, after = self._halves(where, key)
+        header = b64url(b"%s%d:%d%s" % (before, notification_id, index, after))
         signature = self._key.sign(header + b"." + value)
         return header + b".." + b64url(signature)
 
@@ -143,32 +142,11 @@ class KeyringEntry:
     service: str
     public_key: Ed25519PublicKey
 
-    def raw(self) -> bytes:
-        return raw_public_key(self.public_key)
-
-
-def raw_public_key(key: Ed25519PublicKey) -> bytes:
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-
 
 def public_key_pem(key: Ed25519PublicKey) -> str:
     return key.public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     ).decode("ascii")
-
-
-def parse_public_key(text: str) -> Ed25519PublicKey:
-    """An Ed25519 public key from PEM (SubjectPublicKeyInfo) or base64 of its 32 raw bytes."""
-    if "-----BEGIN" in text:
-        key = serialization.load_pem_public_key(text.encode("ascii"))
-        if not isinstance(key, Ed25519PublicKey):
-            raise ValueError(f"a {type(key).__name__}, not an Ed25519 public key")
-        return key
-    standard = text.rstrip("=").replace("-", "+").replace("_", "/")
-    raw = base64.b64decode(standard + "=" * (-len(standard) % 4), validate=True)
-    if len(raw) != 32:
-        raise ValueError(f"{len(raw)} bytes, an Ed25519 public key has 32")
-    return Ed25519PublicKey.from_public_bytes(raw)
 
 
 class FileKeyring(Generic[E]):
@@ -224,19 +202,24 @@ class FileKeyring(Generic[E]):
 
     @classmethod
     def public_key(cls, public: object, where: str) -> Ed25519PublicKey:
-        """The ``public_key`` member of an entry: PEM or base64 of the key's 32 raw bytes."""
+        """The ``public_key`` member of an entry: an Ed25519 public key in PEM
+        (SubjectPublicKeyInfo), or base64 (or base64url) of its 32 raw bytes."""
         if not isinstance(public, str):
             raise cls.ERROR(f"{where}: 'public_key' must be PEM or base64 of 32 bytes")
+        text = public.strip()
         try:
-            return parse_public_key(public.strip())
+            if "-----BEGIN" in text:
+                key = serialization.load_pem_public_key(text.encode("ascii"))
+                if not isinstance(key, Ed25519PublicKey):
+                    raise ValueError(f"a {type(key).__name__}, not an Ed25519 public key")
+                return key
+            standard = text.rstrip("=").replace("-", "+").replace("_", "/")
+            raw = base64.b64decode(standard + "=" * (-len(standard) % 4), validate=True)
+            if len(raw) != 32:
+                raise ValueError(f"{len(raw)} bytes, an Ed25519 public key has 32")
+            return Ed25519PublicKey.from_public_bytes(raw)
         except (ValueError, TypeError, binascii.Error) as error:
             raise cls.ERROR(f"{where}: public_key is not an Ed25519 key ({error})") from None
-
-    def __contains__(self, kid: object) -> bool:
-        return kid in self._entries
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
     def _reload(self) -> bool:
         """Read the file again if it changed (at most once a second); True if it was."""
@@ -287,19 +270,8 @@ class Keyring(FileKeyring[KeyringEntry]):
             raise KeyringError(f"{where}: 'service' must name the service holding the key")
         return KeyringEntry(kid, service, cls.public_key(entry.get("public_key"), where))
 
-    def to_json(self) -> str:
-        """The keyring as the file holds it (public keys in PEM)."""
-        document = {
-            kid: {"service": entry.service, "public_key": public_key_pem(entry.public_key)}
-            for kid, entry in sorted(self._entries.items())
-        }
-        return json.dumps(document, indent=2) + "\n"
-
     def entries(self) -> list[KeyringEntry]:
         return list(self._entries.values())
-
-    def with_entry(self, entry: KeyringEntry) -> Keyring:
-        return Keyring({**self._entries, entry.kid: entry}, self.path)
 
     def get(self, kid: str) -> KeyringEntry | None:
         """The entry of ``kid``; an unknown id makes a file-backed keyring look at its file."""
@@ -310,9 +282,8 @@ class Keyring(FileKeyring[KeyringEntry]):
 
     def find(self, service: str, public_key: Ed25519PublicKey) -> KeyringEntry | None:
         """The entry of ``service`` holding ``public_key`` (a signer's own key id)."""
-        raw = raw_public_key(public_key)
         for entry in self._entries.values():
-            if entry.service == service and entry.raw() == raw:
+            if entry.service == service and entry.public_key == public_key:
                 return entry
         return None
 

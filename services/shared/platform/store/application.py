@@ -114,19 +114,15 @@ async def watch_worker(worker: AppWorker, stopping: asyncio.Event) -> None:
 
 
 _new_tuple = tuple.__new__
-_LINES: dict[type, tuple[tuple[str, type[LineRecord]], ...]] = {}
 
 
+@functools.cache
 def lines_of(cls: type) -> tuple[tuple[str, type[LineRecord]], ...]:
     """``cls``'s fields of line records (none for most events; worked out once per class)."""
-    found = _LINES.get(cls)
-    if found is None:
-        try:
-            found = line_fields(cls)
-        except (NameError, TypeError):  # annotations only a type checker resolves: no lines
-            found = ()
-        _LINES[cls] = found
-    return found
+    try:
+        return line_fields(cls)
+    except (NameError, TypeError):  # annotations only a type checker resolves: no lines
+        return ()
 
 
 ENVELOPE = "encrypted"

@@ -9,21 +9,21 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
+from uuid import uuid4
 
 from eventsourcing.persistence import (
-    IntegrityError,
     Notification,
     ProcessRecorder,
     Recorder,
     StoredEvent,
     Tracking,
 )
-from eventsourcing.popo import POPOFactory, POPOProcessRecorder
-from eventsourcing.sqlite import SQLiteCursor, SQLiteProcessRecorder
+from eventsourcing.popo import POPOFactory
+from eventsourcing.sqlite import SQLiteCursor, SQLiteDatastore, SQLiteProcessRecorder
+from eventsourcing.utils import get_topic
 
 log = logging.getLogger(__name__)
 
@@ -110,74 +110,42 @@ class SideSQLiteRecorder(SQLiteProcessRecorder):
         return super()._insert_events(c, stored_events, **kwargs)
 
 
-class SidePOPORecorder(POPOProcessRecorder):
-    """eventsourcing's in-memory process recorder, with side tables as dicts by primary key."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.side_tables: dict[str, dict[Row, Row]] = {}
-
-    def _assert_uniqueness(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
-        super()._assert_uniqueness(stored_events, **kwargs)
-        for rows in side_rows(kwargs):
-            table = self.side_tables.get(rows.table.name, {})
-            keys = [_key(rows.table, row) for row in rows.rows]
-            if len(set(keys)) < len(keys) or any(key in table for key in keys):
-                raise IntegrityError(f"a row of {rows.table.name} is there already")
-
-    def _update_table(
-        self, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> Sequence[int] | None:
-        for rows in side_rows(kwargs):
-            table = self.side_tables.setdefault(rows.table.name, {})
-            table.update((_key(rows.table, row), tuple(row)) for row in rows.rows)
-        return super()._update_table(stored_events, **kwargs)
-
-
-def _key(table: SideTable, row: Row) -> Row:
-    names = table.column_names
-    return tuple(row[names.index(column)] for column in table.primary_key)
-
-
 def process_recorder(factory: Any) -> ProcessRecorder:
     """``factory``'s process recorder (eventsourcing's SQLite, PostgreSQL or in-memory
-    factory), as a subclass of the one it would construct that writes side rows."""
+    factory), as a subclass of the one it would construct that writes side rows. The in-memory
+    factory's is SQLite's on a database of its own in memory (side tables need SQL)."""
     if isinstance(factory, POPOFactory):
-        return SidePOPORecorder()
-    if not factory.env.get(factory.PROCESS_RECORDER_TOPIC):  # (pg_store's write side rows)
-        current = getattr(factory, "process_recorder_class", None)
-        if current is SQLiteProcessRecorder:
-            factory.process_recorder_class = SideSQLiteRecorder
-        elif "eventsourcing.postgres" in sys.modules:
-            from eventsourcing.postgres import PostgresProcessRecorder
-
-            if current is PostgresProcessRecorder:  # (its factory reads its type's class)
-                factory.env[factory.PROCESS_RECORDER_TOPIC] = FENCED_RECORDER
+        memory = SideSQLiteRecorder(SQLiteDatastore(f"file:{uuid4()}?mode=memory&cache=shared"))
+        memory.create_table()
+        return memory
+    if not factory.env.get(factory.PROCESS_RECORDER_TOPIC):  # (one chosen writes side rows)
+        current = get_topic(type(factory).process_recorder_class)
+        if current in SIDE_RECORDERS:
+            factory.env[factory.PROCESS_RECORDER_TOPIC] = SIDE_RECORDERS[current]
     recorder: ProcessRecorder = factory.process_recorder()
     return recorder
 
 
-FENCED_RECORDER = "services.shared.platform.store.postgres:FencedRecorder"
+SIDE_RECORDERS = {
+    "eventsourcing.sqlite:SQLiteProcessRecorder": f"{__name__}:SideSQLiteRecorder",
+    "eventsourcing.postgres:PostgresProcessRecorder": f"{__package__}.postgres:FencedRecorder",
+}
+"""The topics of eventsourcing's process recorders -> those of their subclasses that write
+side rows (what a factory of eventsourcing's builds, given ``PROCESS_RECORDER_TOPIC``)."""
 
 
 def create_side_tables(factory: Any, recorder: Recorder, tables: Sequence[SideTable]) -> None:
-    """Create ``tables`` in ``recorder``'s database if missing, when ``factory`` creates its
-    tables (``CREATE_TABLE``; a provisioned store has them: ``db setup``); an in-memory
-    recorder needs none."""
+    """Create ``tables`` in ``recorder``'s database (SQLite or PostgreSQL) if missing, when
+    ``factory`` creates its tables (``CREATE_TABLE``; a provisioned store has them:
+    ``db setup``)."""
     create = getattr(factory, "env_create_table", None)
     if create is not None and not create():
         return
-    if isinstance(recorder, SQLiteProcessRecorder):
-        with recorder.datastore.transaction(commit=True) as c:
-            for table in tables:
-                c.execute(table.ddl(None))
-        return
-    datastore = getattr(recorder, "datastore", None)
-    schema = getattr(datastore, "schema", None)
-    if datastore is not None and schema is not None:  # PostgreSQL
-        with datastore.transaction(commit=True) as curs:
-            for table in tables:
-                curs.execute(table.ddl(schema))
+    datastore = cast(Any, recorder).datastore  # SQLite's or PostgreSQL's
+    schema = getattr(datastore, "schema", None)  # PostgreSQL's; SQLite has none
+    with datastore.transaction(commit=True) as cursor:
+        for table in tables:
+            cursor.execute(table.ddl(schema))
 
 
 def select_rows(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> list[Row]:
@@ -216,11 +184,6 @@ def _select(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> list[R
     # ``(a, b) IN (VALUES ...)``, SQLite would scan the whole table instead.
     columns = ", ".join(f"t.{column}" for column in table.column_names)
     match = " AND ".join(f"t.{column} = k.c{i}" for i, column in enumerate(table.lookup))
-    if isinstance(recorder, SidePOPORecorder):
-        wanted = set(keys)
-        rows = recorder.side_tables.get(table.name, {}).values()
-        positions = [table.column_names.index(column) for column in table.lookup]
-        return [row for row in rows if tuple(row[i] for i in positions) in wanted]
     if isinstance(recorder, SQLiteProcessRecorder):
         aliases = ", ".join(f"c{i}" for i in range(len(table.lookup)))
         values = ",".join(["(" + ",".join("?" * len(table.lookup)) + ")"] * len(keys))
@@ -231,7 +194,7 @@ def _select(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> list[R
         with recorder.datastore.transaction(commit=False) as c:
             c.execute(statement, [value for key in keys for value in key])
             return [tuple(row) for row in c.fetchall()]
-    datastore: Any = getattr(recorder, "datastore", None)
+    datastore = cast(Any, recorder).datastore  # PostgreSQL's
     names = [f"c{i}" for i in range(len(table.lookup))]
     record = ", ".join(f"{name} text" for name in names)
     statement = (
