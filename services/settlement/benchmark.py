@@ -8,6 +8,7 @@ delivers them), then measures CoupResolved -> every bet settled and recorded
 from __future__ import annotations
 
 import argparse
+import gc
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -25,6 +26,7 @@ from contracts import (
 )
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages
+from services.shared.platform.host import GC_THRESHOLDS
 
 BET_TYPES = ("player", "banker", "tie", "player_pair", "banker_pair")
 
@@ -101,6 +103,16 @@ def table_opened(table_id: str) -> TableOpened:
 
 
 def run(bets: int, env: dict[str, str]) -> dict[str, float]:
+    """The in-process floor, with the collector tuned as in a running service."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        return _run(bets, env)
+    finally:
+        gc.set_threshold(*thresholds)
+
+
+def _run(bets: int, env: dict[str, str]) -> dict[str, float]:
     env = {**env, "PB_MAX_BETS_PER_COUP": str(max(bets, 1))}  # one coup takes them all
     app = SettlementApplication(env=env)
     table = "bench"

@@ -59,3 +59,24 @@ def test_a_stopped_services_objects_are_collected_while_others_run_in_the_proces
         assert gc.get_freeze_count() == 0
     finally:
         gc.unfreeze()
+
+
+def test_running_services_collect_young_objects_in_larger_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a service runs, the collector's first generation holds 10,000 objects (a coup's
+    burst of them otherwise sets off full collections of the heap); the thresholds the process
+    had come back when the last service stops."""
+    monkeypatch.setattr(faststream, "_running_hosts", 0)
+    before = gc.get_threshold()
+    try:
+        faststream._freeze()
+        faststream._freeze()
+        assert gc.get_threshold() == faststream.GC_THRESHOLDS == (10_000, 10, 10)
+        faststream._thaw()
+        assert gc.get_threshold() == faststream.GC_THRESHOLDS  # one still runs
+        faststream._thaw()
+        assert gc.get_threshold() == before
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)

@@ -7,7 +7,7 @@ process answers /health, /ready, /metrics and /asyncapi (:class:`AsgiServer` und
 """
 
 from services.shared.platform.host.endpoints import ops_app
-from services.shared.platform.host.faststream import KafkaService, asyncapi_json
+from services.shared.platform.host.faststream import GC_THRESHOLDS, KafkaService, asyncapi_json
 from services.shared.platform.host.runner import (
     AsgiServer,
     Started,

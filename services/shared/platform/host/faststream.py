@@ -324,20 +324,32 @@ class KafkaService(ServiceLifespan[TApp], Started):
 
 _running_hosts = 0
 
+GC_THRESHOLDS = (10_000, 10, 10)
+"""The collector's thresholds while a service runs (Python's: 700, 10, 10). A coup makes tens
+of thousands of objects at once (a 10,000-bet coup's lines, records and messages): at 700 they
+were promoted through every generation and set off full collections of the whole heap (4 of
+40 ms each for one coup in process, ``services.settlement.benchmark``); at 10,000 none.
+Measured in the e2e bench: BENCHMARKS.md, "The garbage collector's thresholds"."""
+_thresholds_before = gc.get_threshold()
+
 
 def _freeze() -> None:
     """A service started: what exists now (modules, FastStream's and the app's objects) lives
     as long as it runs, so the garbage collector stops scanning it (``gc.freeze``): a full
     collection then costs a fraction (measured: GC during a 10,000-bet flood 0.30 s -> 0.08 s)."""
-    global _running_hosts
+    global _running_hosts, _thresholds_before
+    if _running_hosts == 0:
+        _thresholds_before = gc.get_threshold()
     _running_hosts += 1
     gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def _thaw() -> None:
-    """A service stopped: once none runs in this process, collect as usual (``gc.unfreeze``);
-    while others run (a partitioned process's cells), collect the stopped one's objects now and
-    freeze what remains (else they would stay frozen, never collected)."""
+    """A service stopped: once none runs in this process, collect as usual (``gc.unfreeze``,
+    the thresholds as they were); while others run (a partitioned process's cells), collect the
+    stopped one's objects now and freeze what remains (else they would stay frozen, never
+    collected)."""
     global _running_hosts
     if _running_hosts > 0:
         _running_hosts -= 1
@@ -345,3 +357,5 @@ def _thaw() -> None:
         if _running_hosts > 0:
             gc.collect()
             gc.freeze()
+        else:
+            gc.set_threshold(*_thresholds_before)
