@@ -1,7 +1,8 @@
-"""The simulated shoe -> the device bridge -> real Kafka (SQLite store): every card read
-arrives once, in the device's order, keyed by table id and signed by the bridge; a doubled
-read is dropped, a dropped one reported as a gap, an out-of-order one fills its gap; across a
-disconnect (the bridge reconnects) and a restart of the bridge (nothing published twice)."""
+"""The simulated shoe -> the device bridge -> real Kafka (its store on SQLite or PostgreSQL):
+every card read arrives once, in the device's order, keyed by table id and signed by the
+bridge; a doubled read is dropped, a dropped one reported as a gap, an out-of-order one fills
+its gap; across a disconnect (the bridge reconnects) and a restart of the bridge (nothing
+published twice)."""
 
 from __future__ import annotations
 
@@ -63,9 +64,11 @@ def recorded_up_to(bridge: BridgeService, seq: int) -> Callable[[], bool]:
     return check
 
 
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def test_every_card_read_arrives_once_in_order_signed_across_faults_and_a_restart(
-    tmp_path: Path, kafka_bootstrap: str
+    tmp_path: Path, kafka_bootstrap: str, request: pytest.FixtureRequest, store: str
 ) -> None:
+    postgres = request.getfixturevalue("postgres_env") if store == "postgres" else None
     admit_bridge(kafka_bootstrap)
     faults = {
         DOUBLED: Fault.DOUBLED,
@@ -85,6 +88,7 @@ async def test_every_card_read_arrives_once_in_order_signed_across_faults_and_a_
             BRIDGE,
             kafka_bootstrap,
             data_dir=tmp_path,
+            postgres_env=postgres,
             studio_table=TABLE,
             studio_device_port=server.port,
             studio_silence=10.0,

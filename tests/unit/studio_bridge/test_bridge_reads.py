@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from contracts import STUDIO_READS, StudioRead, partition_key, topic_for
 from services.shared.platform.relay import SIGNED_TOPICS
+from services.shared.platform.settings import Settings, SettingsError
 from services.shared.rules import Card
 from services.studio.protocol import (
     Button,
@@ -26,6 +27,7 @@ from services.studio_bridge.application import BridgeApplication
 from services.studio_bridge.device import DeviceLink
 from services.studio_bridge.domain import MAX_OPEN_GAPS, Taken
 from services.studio_bridge.messages import to_messages
+from services.studio_bridge.service import device_link
 
 TABLE = "studio-1"
 DEVICE = "shoe-1"
@@ -212,3 +214,31 @@ async def test_the_link_counts_each_line_by_what_became_of_it() -> None:
         "heartbeat": 1,
     }
     assert [r.seq for r in published(app)] == [parse(lines[0]).seq]
+
+
+def test_the_bridge_needs_its_table_and_its_devices_port() -> None:
+    with pytest.raises(SettingsError, match="PB_STUDIO_TABLE"):
+        device_link(Settings.from_env("studio-bridge", {"PB_STUDIO_DEVICE_PORT": "7000"}))
+    with pytest.raises(SettingsError, match="PB_STUDIO_DEVICE_PORT"):
+        device_link(Settings.from_env("studio-bridge", {"PB_STUDIO_TABLE": TABLE}))
+    link = device_link(
+        Settings.from_env(
+            "studio-bridge",
+            {"PB_STUDIO_TABLE": TABLE, "PB_STUDIO_DEVICE_PORT": "7000", "PB_STUDIO_DEVICE": "s-2"},
+        )
+    )
+    assert (link.table_id, link.device, link.host, link.port) == (TABLE, "s-2", "127.0.0.1", 7000)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("PB_STUDIO_TABLE", "table 1"),
+        ("PB_STUDIO_DEVICE", "shoe/1"),
+        ("PB_STUDIO_DEVICE_PORT", "65536"),
+        ("PB_STUDIO_SILENCE", "0"),
+    ],
+)
+def test_a_bad_studio_setting_names_its_variable(variable: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=variable):
+        Settings.from_env("studio-bridge", {variable: value})
