@@ -47,24 +47,32 @@ class DeviceLink:
     counts: Counter[str] = field(default_factory=Counter)
     on_line: Callable[[str], None] = lambda outcome: None  # the service's metrics
     connections: int = 0
+    _between_chunks: asyncio.Event = field(init=False, default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self._between_chunks.set()
 
     @property
     def where(self) -> str:
         return f"device {self.device} at {self.host}:{self.port}"
 
     async def run(self, ctx: ServiceContext[Any]) -> None:
-        """Connect, read and reconnect until the service stops."""
+        """Connect, read and reconnect until the service stops; the lines received by then are
+        taken first."""
         linking = asyncio.create_task(self._link(ctx))
         stopping = asyncio.create_task(ctx.stopping.wait())
         await asyncio.wait({linking, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        for task in (linking, stopping):
-            task.cancel()
+        stopping.cancel()
+        try:
+            await self._between_chunks.wait()  # a chunk being taken is taken whole
+        finally:
+            linking.cancel()  # waiting for the device, or for the next try
         with contextlib.suppress(asyncio.CancelledError):
             await linking  # a crash of the link is the service's (it stops)
 
     async def _link(self, ctx: ServiceContext[Any]) -> None:
         delay = BACKOFF_FIRST
-        while True:
+        while not ctx.stopping.is_set():
             heard = False
             try:
                 reader, writer = await asyncio.wait_for(
@@ -94,7 +102,7 @@ class DeviceLink:
         decoder = LineDecoder()
         app: BridgeApplication = ctx.app
         heard = False
-        while True:
+        while not ctx.stopping.is_set():
             try:
                 data = await asyncio.wait_for(reader.read(READ_BYTES), self.silence)
             except TimeoutError:
@@ -110,11 +118,16 @@ class DeviceLink:
                 log.warning("studio-bridge: %s closed the connection", self.where)
                 return heard
             heard = True
-            for line in decoder.feed(data):
-                if isinstance(line, ProtocolError):
-                    self._count("malformed", line)
-                    continue
-                await self._take(ctx, app, line)
+            self._between_chunks.clear()
+            try:
+                for line in decoder.feed(data):
+                    if isinstance(line, ProtocolError):
+                        self._count("malformed", line)
+                        continue
+                    await self._take(ctx, app, line)
+            finally:
+                self._between_chunks.set()
+        return heard
 
     async def _take(self, ctx: ServiceContext[Any], app: BridgeApplication, line: str) -> None:
         try:

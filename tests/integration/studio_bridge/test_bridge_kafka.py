@@ -36,6 +36,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 TABLE = "studio-1"
 BRIDGE = "studio-bridge"
 DOUBLED, DROPPED, DISCONNECT, LATE, UNREADABLE = 3, 7, 12, 18, 24  # card indexes in the shoe
+PACE = 0.03  # seconds between the device's lines
 
 
 def admit_bridge(bootstrap: str) -> None:
@@ -83,7 +84,7 @@ async def test_every_card_read_arrives_once_in_order_signed_across_faults_and_a_
     dropped = next(step.event.seq for step in device.steps if isinstance(step, Dropped))
     last_seq = max(e.seq for e in made if isinstance(e, CardRead | Signalled))
     counts: dict[str, dict[str, int]] = {}
-    async with LoopbackServer(device, pace=0.03, heartbeat=0.5) as server:
+    async with LoopbackServer(device, pace=PACE, heartbeat=0.5) as server:
         settings = settings_for(
             BRIDGE,
             kafka_bootstrap,
@@ -96,8 +97,16 @@ async def test_every_card_read_arrives_once_in_order_signed_across_faults_and_a_
         async with build_service(settings) as first:
             await first.wait_ready()
             await until(recorded_up_to(first, 40), "the first 40 lines")
+            # PB1 has no acknowledgement: a line in flight when the bridge stops is lost (a
+            # gap). The dealer pauses, so what this restart loses is nothing: the line due
+            # within PACE is sent (the device and this test share one event loop's timers),
+            # then none until the bridge has taken every line sent.
+            server.pace = 3600.0
+            await asyncio.sleep(2 * PACE)
+            await until(lambda: recorded_up_to(first, device.latest_seq)(), "the lines sent")
             counts["first"] = dict(first.link.counts)
             connections = first.link.connections
+        server.pace = PACE
         async with build_service(settings) as second:  # goes on from the relay's position
             await second.wait_ready()
             await until(recorded_up_to(second, last_seq), "the whole shoe")

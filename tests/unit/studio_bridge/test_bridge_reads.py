@@ -242,3 +242,38 @@ def test_the_bridge_needs_its_table_and_its_devices_port() -> None:
 def test_a_bad_studio_setting_names_its_variable(variable: str, value: str) -> None:
     with pytest.raises(SettingsError, match=variable):
         Settings.from_env("studio-bridge", {variable: value})
+
+
+class FakeWriter:
+    def close(self) -> None:
+        pass
+
+    async def wait_closed(self) -> None:
+        pass
+
+
+async def test_a_stopping_link_takes_the_chunk_it_received_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The service stops while the first line of a chunk is being taken: the rest of the chunk
+    is taken before the link lets go (never lost to the stop)."""
+    app = bridge()
+    reader = asyncio.StreamReader()
+    reader.feed_data(b"PB1 shoe-1 1 CARD TD\nPB1 shoe-1 2 CARD 9H\nPB1 shoe-1 3 CARD 2C\n")
+
+    async def connect(host: str, port: int) -> tuple[asyncio.StreamReader, FakeWriter]:
+        return reader, FakeWriter()
+
+    monkeypatch.setattr("services.studio_bridge.device.asyncio.open_connection", connect)
+    ctx = FakeContext(app)
+
+    async def call_then_stop(fn: Any, /, *args: Any) -> Any:
+        ctx.stopping.set()  # the service stops meanwhile
+        await asyncio.sleep(0)
+        return fn(*args)
+
+    ctx.call = call_then_stop  # type: ignore[method-assign]
+    link = DeviceLink(TABLE, DEVICE, "127.0.0.1", 1)
+    await asyncio.wait_for(link.run(ctx), 5)  # type: ignore[arg-type]
+    assert [r.seq for r in published(app)] == [1, 2, 3]
+    assert link.counts == {"recorded": 3}
