@@ -77,6 +77,7 @@ from contracts.shoe_events import (
     ShoeEvent,
     ShoeShuffled,
 )
+from contracts.studio import DeviceId, DeviceSeq, ReadKind, StudioRead
 from contracts.table_events import (
     BettingClosed,
     BettingOpened,
@@ -105,6 +106,7 @@ from contracts.topics import (
     SEALS,
     SHOE_COMMANDS,
     SHOE_EVENTS,
+    STUDIO_READS,
     TABLE_COMMANDS,
     TABLE_EVENTS,
     TOPIC_MESSAGES,
@@ -147,6 +149,7 @@ __all__ = [
     "SEALS",
     "SHOE_COMMANDS",
     "SHOE_EVENTS",
+    "STUDIO_READS",
     "TABLE_COMMANDS",
     "TABLE_EVENTS",
     "TOPIC_MESSAGES",
@@ -185,6 +188,8 @@ __all__ = [
     "Currency",
     "CutCardReached",
     "DeadLetter",
+    "DeviceId",
+    "DeviceSeq",
     "DrawCards",
     "Identifier",
     "IncidentCode",
@@ -197,6 +202,7 @@ __all__ = [
     "OutcomeName",
     "PlaceBet",
     "PositionedCard",
+    "ReadKind",
     "RejectionCode",
     "SealAnchored",
     "ShoeClosed",
@@ -205,6 +211,7 @@ __all__ = [
     "ShoeShuffled",
     "ShuffleShoe",
     "SideName",
+    "StudioRead",
     "TableClosed",
     "TableCommand",
     "TableEvent",

@@ -31,6 +31,7 @@ from contracts.envelope import Message, TableMessage
 from contracts.incidents import IncidentRaised
 from contracts.seals import SealAnchored
 from contracts.shoe_events import ShoeEvent
+from contracts.studio import StudioRead
 from contracts.table_events import CommandRejected, TableEvent
 
 TABLE_COMMANDS = "punto-banco.table-commands"
@@ -62,6 +63,9 @@ SEALS = "punto-banco.seals"
 """Every service's seal anchors (SealAnchored), keyed by the service's name and signed with its
 key; kept forever. Each service writes its own key: the auditor counts a record only when the
 key's service signed it (no ``TOPIC_OWNERS`` entry: one topic, three writers)."""
+STUDIO_READS = "punto-banco.studio-reads"
+"""A studio table's device reads (StudioRead), written by the device bridge, keyed by table id:
+for the shoe service (it does not read them yet: docs/studio.md)."""
 
 
 def _members(union: Any) -> tuple[type[Message], ...]:
@@ -186,6 +190,7 @@ TOPIC_UNIONS: Mapping[str, Any] = _TopicMap(
         DEAD_LETTERS: Annotated[DeadLetter | MessageQuarantined, Field(discriminator="type")],
         INCIDENTS: IncidentRaised,
         SEALS: SealAnchored,
+        STUDIO_READS: StudioRead,
     }
 )
 """Topic -> the (discriminated union) type of its messages, e.g. for a FastStream subscriber."""
@@ -234,6 +239,7 @@ MESSAGE_SOURCES: Mapping[str, str] = MappingProxyType(
         **{model.__name__: "shoe" for model in TOPIC_MESSAGES[SHOE_EVENTS]},
         **{model.__name__: "settlement" for model in TOPIC_MESSAGES[BET_EVENTS]},
         **{model.__name__: "settlement" for model in TOPIC_MESSAGES[BOOK_EVENTS]},
+        "StudioRead": "studio-bridge",
     }
 )
 """Message type -> the one service allowed to send it, or :data:`EXTERNAL`.
@@ -249,6 +255,7 @@ TOPIC_OWNERS: Mapping[str, str] = _TopicMap(
         SHOE_EVENTS: "shoe",
         BET_EVENTS: "settlement",
         BOOK_EVENTS: "settlement",
+        STUDIO_READS: "studio-bridge",
     }
 )
 """Topic -> the one service whose outbox relay writes it (and nobody else). The relay's

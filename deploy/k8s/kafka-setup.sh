@@ -79,12 +79,14 @@ topic punto-banco.dead-letters
 topic punto-banco.incidents
 topic punto-banco.seals --config retention.ms=-1 --config retention.bytes=-1 \
     --config cleanup.policy=delete
+topic punto-banco.studio-reads
 
 # Credentials given now (unset: left as they are).
 [ -z "${PB_KAFKA_PASSWORD_SHOE:-}" ] || scram shoe "$PB_KAFKA_PASSWORD_SHOE"
 [ -z "${PB_KAFKA_PASSWORD_DEALING:-}" ] || scram dealing "$PB_KAFKA_PASSWORD_DEALING"
 [ -z "${PB_KAFKA_PASSWORD_SETTLEMENT:-}" ] || scram settlement "$PB_KAFKA_PASSWORD_SETTLEMENT"
 [ -z "${PB_KAFKA_PASSWORD_GATEWAY:-}" ] || scram gateway "$PB_KAFKA_PASSWORD_GATEWAY"
+[ -z "${PB_KAFKA_PASSWORD_STUDIO_BRIDGE:-}" ] || scram studio-bridge "$PB_KAFKA_PASSWORD_STUDIO_BRIDGE"
 [ -z "${PB_KAFKA_PASSWORD_OPERATOR:-}" ] || scram operator "$PB_KAFKA_PASSWORD_OPERATOR"
 [ -z "${PB_KAFKA_PASSWORD_SUPERVISOR:-}" ] || scram supervisor "$PB_KAFKA_PASSWORD_SUPERVISOR"
 [ -z "${PB_KAFKA_PASSWORD_AUDITOR:-}" ] || scram auditor "$PB_KAFKA_PASSWORD_AUDITOR"
@@ -93,7 +95,8 @@ topic punto-banco.seals --config retention.ms=-1 --config retention.bytes=-1 \
 # What each principal may do (kafka_acls.py's matrix).
 allow shoe Write --topic "${p}punto-banco.dead-letters" --topic "${p}punto-banco.incidents" \
     --topic "${p}punto-banco.seals" --topic "${p}punto-banco.shoe-events"
-allow shoe Read --topic "${p}punto-banco.shoe-commands" --group "${p}punto-banco-shoe"
+allow shoe Read --topic "${p}punto-banco.shoe-commands" --topic "${p}punto-banco.studio-reads" \
+    --group "${p}punto-banco-shoe"
 allow shoe Read --resource-pattern-type prefixed --group "${p}punto-banco-shoe."
 allow dealing Write --topic "${p}punto-banco.bet-commands" \
     --topic "${p}punto-banco.command-events" --topic "${p}punto-banco.dead-letters" \
@@ -113,6 +116,9 @@ allow gateway Write --topic "${p}punto-banco.bet-commands" --topic "${p}punto-ba
 allow gateway Read --topic "${p}punto-banco.bet-events" --topic "${p}punto-banco.table-events" \
     --group "${p}punto-banco-gateway"
 allow gateway Read --resource-pattern-type prefixed --group "${p}punto-banco-gateway."
+allow studio-bridge Write --topic "${p}punto-banco.dead-letters" \
+    --topic "${p}punto-banco.incidents" --topic "${p}punto-banco.seals" \
+    --topic "${p}punto-banco.studio-reads"
 allow operator Write --topic "${p}punto-banco.table-commands"
 allow operator Read --topic "${p}punto-banco.command-events" \
     --topic "${p}punto-banco.table-events" --group "${p}punto-banco-operator"
@@ -125,15 +131,17 @@ allow auditor Read --topic "${p}punto-banco.bet-commands" --topic "${p}punto-ban
     --topic "${p}punto-banco.book-events" --topic "${p}punto-banco.command-events" \
     --topic "${p}punto-banco.dead-letters" --topic "${p}punto-banco.incidents" \
     --topic "${p}punto-banco.seals" --topic "${p}punto-banco.shoe-commands" \
-    --topic "${p}punto-banco.shoe-events" --topic "${p}punto-banco.table-commands" \
-    --topic "${p}punto-banco.table-events" --group "${p}punto-banco-auditor"
+    --topic "${p}punto-banco.shoe-events" --topic "${p}punto-banco.studio-reads" \
+    --topic "${p}punto-banco.table-commands" --topic "${p}punto-banco.table-events" \
+    --group "${p}punto-banco-auditor"
 allow auditor Read --resource-pattern-type prefixed --group "${p}punto-banco-auditor."
 allow dashboard Read --topic "${p}punto-banco.bet-commands" --topic "${p}punto-banco.bet-events" \
     --topic "${p}punto-banco.book-events" --topic "${p}punto-banco.command-events" \
     --topic "${p}punto-banco.dead-letters" --topic "${p}punto-banco.incidents" \
     --topic "${p}punto-banco.seals" --topic "${p}punto-banco.shoe-commands" \
-    --topic "${p}punto-banco.shoe-events" --topic "${p}punto-banco.table-commands" \
-    --topic "${p}punto-banco.table-events" --group "${p}punto-banco-dashboard"
+    --topic "${p}punto-banco.shoe-events" --topic "${p}punto-banco.studio-reads" \
+    --topic "${p}punto-banco.table-commands" --topic "${p}punto-banco.table-events" \
+    --group "${p}punto-banco-dashboard"
 allow dashboard Read --resource-pattern-type prefixed --group "${p}punto-banco-dashboard."
 
 # How much each principal may take of the brokers.

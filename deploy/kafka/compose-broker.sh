@@ -21,7 +21,7 @@ controller=${KAFKA_CONTROLLER_PORT:-9093}
 host=${KAFKA_ADVERTISED_HOST:-kafka}
 published=${KAFKA_PUBLISHED_HOST:-127.0.0.1}
 admin=${PB_KAFKA_PASSWORD_ADMIN:?set it in deploy/.env (compose.yaml says how)}
-principals="admin shoe dealing settlement gateway operator supervisor auditor dashboard"
+principals="admin shoe dealing settlement gateway studio-bridge operator supervisor auditor dashboard"
 
 scram() { # the JAAS line of the admin's SCRAM login
     printf 'org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="%s";' "$admin"

@@ -67,6 +67,7 @@ from contracts import (
     SEALS,
     SHOE_COMMANDS,
     SHOE_EVENTS,
+    STUDIO_READS,
     TABLE_COMMANDS,
     TABLE_EVENTS,
     TOPIC_MESSAGES,
@@ -97,6 +98,10 @@ SERVICE_READS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 )
 """Service -> the topics its consumer subscribes to."""
 
+READ_AHEAD: Mapping[str, tuple[str, ...]] = MappingProxyType({"shoe": (STUDIO_READS,)})
+"""Service -> topics it may read before it subscribes to them: the shoe service, the studio
+bridge's reads (docs/studio.md: the shoe does not consume them yet)."""
+
 
 @dataclass(frozen=True)
 class Role:
@@ -114,7 +119,7 @@ def _service_role(service: str) -> Role:
     own = [name for name, source in MESSAGE_SOURCES.items() if source == service]
     return Role(
         writes=tuple(sorted({*_sends(*own), DEAD_LETTERS, INCIDENTS, SEALS})),
-        reads=tuple(sorted(SERVICE_READS[service])),
+        reads=tuple(sorted({*SERVICE_READS[service], *READ_AHEAD.get(service, ())})),
     )
 
 
@@ -126,6 +131,11 @@ ROLES: Mapping[str, Role] = MappingProxyType(
         "gateway": Role(
             writes=tuple(sorted({*_sends("PlaceBet"), DEAD_LETTERS, INCIDENTS, SEALS})),
             reads=(BET_EVENTS, TABLE_EVENTS),
+        ),
+        # The device bridge of a studio table: it publishes its reads and consumes nothing.
+        "studio-bridge": Role(
+            writes=tuple(sorted({*_sends("StudioRead"), DEAD_LETTERS, INCIDENTS, SEALS})),
+            reads=(),
         ),
         "operator": Role(
             writes=_sends("OpenTable", "CloseTable", "CloseBetting"),

@@ -62,7 +62,13 @@ INSTANCE_NAME = re.compile(r"^(?=.{1,32}$)[a-z][a-z0-9_]*-[a-z][a-z0-9_-]*$")
 are named so), at most 32 characters (``contracts.ServiceName``)."""
 CELL_POOL_SIZE = 2
 """A partition cell's PostgreSQL pool (its worker thread, and /ready's or /metrics' query)."""
-HTTP_PORTS = {"dashboard": 8100, "shoe": 8101, "dealing": 8102, "settlement": 8103}
+HTTP_PORTS = {
+    "dashboard": 8100,
+    "shoe": 8101,
+    "dealing": 8102,
+    "settlement": 8103,
+    "studio-bridge": 8105,
+}
 FENCED_FACTORY = "services.shared.platform.store.postgres:FencedFactory"
 PROVISIONED_RECORDER = "services.shared.platform.store.postgres:ProvisionedRecorder"
 """eventsourcing's PostgreSQL factory and recorder, named (reading settings imports no driver)."""
@@ -593,6 +599,20 @@ class Settings(BaseModel):
     """`yes`: a losing bet gets a zero credit (round closure)"""
     wallet_silence: float = _var("PB_WALLET_SILENCE", 60.0, "`60` (s)", gt=0, le=86_400)
     """`/ready` names an operator whose wallet has left calls unanswered this long"""
+    studio_table: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{0,64}$")] = _var(
+        "PB_STUDIO_TABLE", "", "none (required)"
+    )
+    """the studio bridge: the table its device deals (the key of every read it publishes)"""
+    studio_device: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,32}$")] = _var(
+        "PB_STUDIO_DEVICE", "shoe-1", "`shoe-1`"
+    )
+    """the studio bridge: the device id it expects in every line (another's lines are refused)"""
+    studio_device_host: Stripped = _var("PB_STUDIO_DEVICE_HOST", "127.0.0.1")
+    """the studio bridge: the device's TCP host"""
+    studio_device_port: int = _var("PB_STUDIO_DEVICE_PORT", 0, "none (required)", ge=0, le=65535)
+    """the studio bridge: the device's TCP port"""
+    studio_silence: float = _var("PB_STUDIO_SILENCE", 30.0, "`30` (s)", gt=0, le=3600)
+    """the studio bridge: a device connection that sends nothing this long is opened again"""
 
     def __init__(self, service: str | None = None, /, **values: Any) -> None:
         """``values`` by field name or by variable; given both ways, the later wins."""

@@ -1,4 +1,5 @@
-"""``punto-banco serve shoe|dealing|settlement``: run one service process until SIGTERM/SIGINT.
+"""``punto-banco serve shoe|dealing|settlement|gateway|studio-bridge``: run one service process
+until SIGTERM/SIGINT.
 
 Each service module ``services.<name>.service`` exposes ``build_service(settings)``, the
 service as a FastStream application (``services.shared.platform.KafkaService``); ``serve``
@@ -23,6 +24,12 @@ class ServiceName(StrEnum):
     dealing = "dealing"
     settlement = "settlement"
     gateway = "gateway"
+    studio_bridge = "studio-bridge"
+
+    @property
+    def module(self) -> str:
+        """The service's package (``services.<module>.service`` builds it)."""
+        return self.value.replace("-", "_")
 
 
 def serve_command(
@@ -42,7 +49,7 @@ def serve_command(
     log_level: str | None = typer.Option(None, "--log-level", help="DEBUG, INFO, WARNING..."),
 ) -> None:
     """Run one service: its event store, outbox relay and Kafka consumer (the gateway: a
-    service per operator behind one HTTP API)."""
+    service per operator behind one HTTP API; the studio bridge: its device, PB_STUDIO_*)."""
     from services.shared.platform.host import serve
     from services.shared.platform.settings import Settings, SettingsError
 
@@ -63,7 +70,7 @@ def serve_command(
 
         raise typer.Exit(serve_gateway_command(settings))
     try:
-        module = importlib.import_module(f"services.{service.value}.service")
+        module = importlib.import_module(f"services.{service.module}.service")
     except ImportError as error:
         typer.echo(f"error: the {service.value} service is not available: {error}", err=True)
         raise typer.Exit(2) from None
@@ -87,17 +94,20 @@ def serve_command(
 
 
 def services_for_documents(kafka: str) -> list[Any]:
-    """The three services (built, never started) whose brokers the documents describe: each
-    logs in as its own principal with SASL/SCRAM-SHA-512, as by default (no password)."""
+    """The services (built, never started) whose brokers the documents describe: each logs in
+    as its own principal with SASL/SCRAM-SHA-512, as by default (no password); the studio
+    bridge of a table ``studio-1``."""
     from services.shared.platform.settings import KafkaAuth, Settings
 
     return [
-        importlib.import_module(f"services.{name.value}.service").build_service(
+        importlib.import_module(f"services.{name.module}.service").build_service(
             Settings.from_env(
                 name.value,
                 {},
                 kafka_bootstrap_servers=kafka,
                 kafka_auth=KafkaAuth("SASL_PLAINTEXT", username=name.value, password="-"),
+                studio_table="studio-1",
+                studio_device_port=7000,
             )
         )
         for name in ServiceName

@@ -13,6 +13,7 @@ from contracts import (
     SEALS,
     SHOE_COMMANDS,
     SHOE_EVENTS,
+    STUDIO_READS,
     TABLE_COMMANDS,
     TABLE_EVENTS,
     TOPIC_MESSAGES,
@@ -27,6 +28,7 @@ WRITES: dict[str, frozenset[str]] = {
     ),
     "settlement": frozenset({BET_EVENTS, BOOK_EVENTS, DEAD_LETTERS, INCIDENTS, SEALS}),
     "gateway": frozenset({BET_COMMANDS, DEAD_LETTERS, INCIDENTS, SEALS}),  # a service now
+    "studio-bridge": frozenset({STUDIO_READS, DEAD_LETTERS, INCIDENTS, SEALS}),
     "operator": frozenset({TABLE_COMMANDS}),
     "supervisor": frozenset({TABLE_COMMANDS}),
     "auditor": frozenset(),
@@ -36,10 +38,11 @@ WRITES: dict[str, frozenset[str]] = {
 anchors too, on the one seals topic: its signature, not the broker, names the service)."""
 
 READS: dict[str, frozenset[str]] = {
-    "shoe": frozenset({SHOE_COMMANDS}),
+    "shoe": frozenset({SHOE_COMMANDS, STUDIO_READS}),  # the studio reads: not consumed yet
     "dealing": frozenset({TABLE_COMMANDS, SHOE_EVENTS, BOOK_EVENTS}),
     "settlement": frozenset({BET_COMMANDS, TABLE_EVENTS, SHOE_EVENTS}),
     "gateway": frozenset({BET_EVENTS, TABLE_EVENTS}),
+    "studio-bridge": frozenset(),
     "operator": frozenset({TABLE_EVENTS, COMMAND_EVENTS}),
     "supervisor": frozenset({TABLE_EVENTS, COMMAND_EVENTS}),
     "auditor": EVERY_TOPIC,

@@ -221,4 +221,5 @@ def samples() -> list[c.Message]:
             previous_digest="cd" * 32,
             sealed_at=WHEN,
         ),
+        c.StudioRead(**ENVELOPE, device="shoe-1", seq=42, what="card", card="TD", read_at=WHEN),
     ]

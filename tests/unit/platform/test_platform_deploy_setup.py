@@ -111,9 +111,9 @@ def test_compose_provisions_the_store_and_the_broker_as_their_administrators() -
     broker = services["kafka"]
     names = re.search(r'^principals="([^"]*)"', BROKER_SCRIPT.read_text(), re.M)
     assert names is not None and names.group(1).split() == [ADMIN, *project_principals()]
-    assert {f"PB_KAFKA_PASSWORD_{n.upper()}" for n in names.group(1).split()} == set(
-        broker["environment"]
-    )
+    assert {
+        f"PB_KAFKA_PASSWORD_{n.upper().replace('-', '_')}" for n in names.group(1).split()
+    } == set(broker["environment"])
     assert "./kafka/compose-broker.sh:/etc/punto-banco/compose-broker.sh:ro" in broker["volumes"]
     assert broker["entrypoint"] == ["sh", "/etc/punto-banco/compose-broker.sh"]
     # kafka-setup runs the rendered script as the admin before any service starts.

@@ -93,6 +93,12 @@ class ServiceMetrics:
             "Messages the relay could not publish (quarantined), by type.",
             ["type"],
         )
+        self.device_lines = count(
+            "pb_device_lines",
+            "Lines of a studio device, by what the bridge made of them (recorded, duplicate, "
+            "heartbeat, malformed, wrong-device).",
+            ["outcome"],
+        )
         self.settlement_latency = Histogram(
             "pb_settlement_latency_seconds",
             "From CoupResolved (occurred_at) to the coup's BetSettled published (acked).",

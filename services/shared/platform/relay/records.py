@@ -33,6 +33,7 @@ from contracts import (
     SEALS,
     SHOE_COMMANDS,
     SHOE_EVENTS,
+    STUDIO_READS,
     TABLE_EVENTS,
     Message,
     MessageQuarantined,
@@ -65,9 +66,19 @@ MAX_RECORD_BYTES = 1024 * 1024
 under the broker's default ``max.message.bytes`` (1 MiB + 12 bytes)."""
 
 SIGNED_TOPICS: frozenset[str] = frozenset(
-    {TABLE_EVENTS, COMMAND_EVENTS, SHOE_EVENTS, SHOE_COMMANDS, BOOK_EVENTS, BET_COMMANDS, SEALS}
+    {
+        TABLE_EVENTS,
+        COMMAND_EVENTS,
+        SHOE_EVENTS,
+        SHOE_COMMANDS,
+        BOOK_EVENTS,
+        BET_COMMANDS,
+        SEALS,
+        STUDIO_READS,
+    }
 )
-"""Logical topics whose records the relay signs: every owned topic a service reads, dealing's
+"""Logical topics whose records the relay signs: every owned topic a service reads (the studio
+bridge's device reads, for the shoe), dealing's
 answers to table commands (few, read by the house's tools: signed as on table-events before), the
 marks on bet-commands (an operator's topic is signed as its base topic is, its signature bound
 to the operator's topic), and the seal anchors (an unsigned anchor proves nothing).

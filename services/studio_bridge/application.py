@@ -1,0 +1,29 @@
+"""The device bridge's Application: each device read recorded once, in one transaction."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from services.shared.platform.store import ServiceApplication
+from services.studio.protocol import Event
+from services.studio_bridge.domain import DeviceReads, Taken, device_uuid
+
+NAME = "studio-bridge"
+
+
+class BridgeApplication(ServiceApplication):
+    name = NAME
+
+    def take(self, table_id: str, reported: Event, read_at: datetime) -> Taken:
+        """Record what ``reported`` adds to the reads of its device at ``table_id``."""
+        with self.unit_of_work() as unit:
+            reads = unit.get(device_uuid(table_id, reported.device), DeviceReads)
+            if reads is None:
+                reads = DeviceReads(table_id, reported.device)
+                unit.add(reads)
+            return reads.take(reported, read_at)
+
+    def reads_of(self, table_id: str, device: str) -> DeviceReads | None:
+        """The device's reads as stored (a copy), or None before its first event."""
+        with self.unit_of_work() as unit:
+            return unit.get(device_uuid(table_id, device), DeviceReads)
