@@ -116,7 +116,8 @@ def _wrapped(command: str, width: int = 100) -> str:
     return " \\\n".join(lines)
 
 
-def _variable(principal: str) -> str:
+def password_variable(principal: str) -> str:
+    """The variable that gives ``principal`` its SCRAM password (a `-` in a name is `_`)."""
     return "PB_KAFKA_PASSWORD_" + principal.upper().replace("-", "_")
 
 
@@ -140,7 +141,7 @@ def setup_script(operators: Sequence[str] = (HOUSE,)) -> str:
         lines.append(_wrapped(" ".join(["topic", topic, *configs])))
     lines += ["", "# Credentials given now (unset: left as they are)."]
     for name in principals:
-        variable = _variable(name)
+        variable = password_variable(name)
         lines.append(f'[ -z "${{{variable}:-}}" ] || scram {name} "${variable}"')
     lines += ["", "# What each principal may do (kafka_acls.py's matrix)."]
     for name, role in principals.items():

@@ -34,6 +34,7 @@ from services.dev.infra.kafka_acls import (
 )
 from services.dev.infra.kafka_auth import ADMIN, scram_login
 from services.dev.infra.kafka_principals import logs_in
+from services.dev.infra.kafka_setup_script import password_variable
 from services.dev.infra.ports import free_port
 from services.dev.infra.processes import run_async
 from services.dev.infra.programs import checked_java, ensure_jars
@@ -89,7 +90,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeBroker]:
         "KAFKA_CONFIG_FILE": str(config),
         "KAFKA_ADVERTISED_HOST": "127.0.0.1",
         **{f"KAFKA_{name}_PORT": str(port) for name, port in ports.items()},
-        **{f"PB_KAFKA_PASSWORD_{name.upper()}": password for name, password in passwords.items()},
+        **{password_variable(name): password for name, password in passwords.items()},
     }
     with (home / "broker.log").open("w") as log:
         process = subprocess.Popen(
