@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, TypeAlias
+from typing import ClassVar, Final, TypeAlias
 
 from services.shared.rules import RANKS, SUITS, Card
 
@@ -95,11 +95,17 @@ class Event:
 
     device: str
     seq: int
+    ARGUMENT: ClassVar[tuple[str, type, Reason] | None] = None
+    """A subclass's argument: its field, the type it must have, the reason if not."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # an event built by an adapter is checked as a parsed one
         _check_device(self.device)
         if type(self.seq) is not int or not 0 <= self.seq <= MAX_SEQ:
             raise ProtocolError(Reason.BAD_SEQUENCE, f"seq {self.seq!r} is not an int 0..2**63-1")
+        if self.ARGUMENT is not None:
+            name, kind, reason = self.ARGUMENT
+            if not isinstance(value := getattr(self, name), kind):
+                raise ProtocolError(reason, f"{value!r} is not a {kind.__name__}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,11 +113,7 @@ class CardRead(Event):
     """``CARD <rank><suit>``: a card read as it left the shoe."""
 
     card: Card
-
-    def __post_init__(self) -> None:  # an event built by an adapter is checked as a parsed one
-        Event.__post_init__(self)
-        if not isinstance(self.card, Card):
-            raise ProtocolError(Reason.BAD_CARD, f"{self.card!r} is not a Card")
+    ARGUMENT = ("card", Card, Reason.BAD_CARD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,11 +121,7 @@ class ButtonPressed(Event):
     """``BUTTON <name>``: the dealer pressed one of the shoe's buttons."""
 
     button: Button
-
-    def __post_init__(self) -> None:  # an event built by an adapter is checked as a parsed one
-        Event.__post_init__(self)
-        if not isinstance(self.button, Button):
-            raise ProtocolError(Reason.BAD_BUTTON, f"{self.button!r} is not a Button")
+    ARGUMENT = ("button", Button, Reason.BAD_BUTTON)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,11 +129,7 @@ class Signalled(Event):
     """An event without an argument (:class:`Signal`)."""
 
     signal: Signal
-
-    def __post_init__(self) -> None:  # an event built by an adapter is checked as a parsed one
-        Event.__post_init__(self)
-        if not isinstance(self.signal, Signal):
-            raise ProtocolError(Reason.UNKNOWN_EVENT, f"{self.signal!r} is not a Signal")
+    ARGUMENT = ("signal", Signal, Reason.UNKNOWN_EVENT)
 
 
 Parser: TypeAlias = Callable[[str], Event]
