@@ -52,6 +52,7 @@ from contracts.envelope import (
     BetResultName,
     BetTypeName,
     CardCode,
+    CardSource,
     CommandRejectionCode,
     ContractModel,
     Currency,
@@ -76,6 +77,8 @@ from contracts.shoe_events import (
     ShoeClosed,
     ShoeEvent,
     ShoeShuffled,
+    StudioShoeClosed,
+    StudioShoeOpened,
 )
 from contracts.studio import DeviceId, DeviceSeq, ReadKind, StudioRead
 from contracts.table_events import (
@@ -172,6 +175,7 @@ __all__ = [
     "CardCode",
     "CardDealt",
     "CardDrawn",
+    "CardSource",
     "CardsBurned",
     "CloseBetting",
     "CloseBook",
@@ -212,6 +216,8 @@ __all__ = [
     "ShuffleShoe",
     "SideName",
     "StudioRead",
+    "StudioShoeClosed",
+    "StudioShoeOpened",
     "TableClosed",
     "TableCommand",
     "TableEvent",

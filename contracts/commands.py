@@ -14,6 +14,7 @@ from contracts.envelope import (
     BetId,
     BetLimitSpec,
     BetTypeName,
+    CardSource,
     CoupNumber,
     Currency,
     Identifier,
@@ -111,6 +112,14 @@ class OpenTable(TableMessage):
         ge=0,
         le=MAX_SHOE_CARDS,
         description="How many cards from the end of the shoe the cut card is placed.",
+    )
+    card_source: CardSource = Field(
+        default="rng",
+        description=(
+            "`rng`: a software shoe; `studio`: the cards the table's card-reading shoe reads "
+            "(its dealer's shoe; `decks` and `cut_card_from_end` are then the dealer's: the "
+            "device says where the cut card came out)."
+        ),
     )
 
 
@@ -254,6 +263,10 @@ class ShuffleShoe(TableMessage):
     decks: int = Field(ge=1, le=8, description="Decks in the shoe, 1 to 8.")
     cut_card_from_end: int = Field(
         ge=0, le=MAX_SHOE_CARDS, description="How many cards from the end the cut card is placed."
+    )
+    card_source: CardSource = Field(
+        default="rng",
+        description="`rng`: shuffle a software shoe; `studio`: take the table device's reads.",
     )
 
 

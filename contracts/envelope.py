@@ -187,6 +187,12 @@ them (docs/integrating.md)."""
 OutcomeName = Literal["PLAYER", "BANKER", "TIE"]
 """The outcome of a coup."""
 
+CardSource = Literal["rng", "studio"]
+"""Where a table's cards come from: `rng`, a software shoe (CSPRNG shuffle, commitment,
+reveal); `studio`, the card-reading shoe of a live table, read by the device bridge
+(docs/studio.md)."""
+
+
 SideName = Literal["PLAYER", "BANKER"]
 """A side of the tableau: the Player (Punto) or the Banker (Banco) hand."""
 

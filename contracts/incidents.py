@@ -27,6 +27,7 @@ IncidentCode = Literal[
     "WRONG_PARTITION",
     "WALLET_BALANCE_MISMATCH",
     "WALLET_ANSWER_MALFORMED",
+    "STUDIO_HOLD",
 ]
 """What was wrong:
 
@@ -48,7 +49,10 @@ IncidentCode = Literal[
 - ``WALLET_BALANCE_MISMATCH``: an operator's wallet answered a call with a balance that does
   not add up (below zero after a debit or a credit): the gateway never uses it for money;
 - ``WALLET_ANSWER_MALFORMED``: an operator's wallet answered 200 without a usable balance (not
-  JSON, no whole number): no answer, the gateway calls again (a debit is rolled back).
+  JSON, no whole number): no answer, the gateway calls again (a debit is rolled back);
+- ``STUDIO_HOLD``: a studio table's shoe stopped dealing on what its device read (a gap in
+  its sequence, a card the decks or the tableau do not allow, a misdeal...; the message
+  starts with the reason, docs/studio.md): nothing settles until a supervisor decides.
 """
 
 

@@ -89,8 +89,35 @@ class ShoeClosed(TableMessage):
     cards_dealt: ShoePosition = Field(description="How many cards left the shoe (burn included).")
 
 
+class StudioShoeOpened(TableMessage):
+    """A studio table's shoe: its cards will be what the table's device reads (no shuffle here,
+    so no commitment: the studio audit checks the reads instead, docs/studio.md)."""
+
+    type: Literal["StudioShoeOpened"] = "StudioShoeOpened"
+    shoe_id: Identifier = Field(description="The shoe.")
+    decks: int = Field(ge=1, le=8, description="Decks in the dealer's shoe.")
+    card_count: int = Field(ge=1, le=MAX_SHOE_CARDS, description="Cards in it (52 per deck).")
+
+
+class StudioShoeClosed(TableMessage):
+    """A studio shoe is finished: every card its device read, by position (the burn first)."""
+
+    type: Literal["StudioShoeClosed"] = "StudioShoeClosed"
+    shoe_id: Identifier = Field(description="The shoe.")
+    cards: list[CardCode] = Field(
+        max_length=MAX_SHOE_CARDS, description="The cards read, position 0 (the shown card) first."
+    )
+    cards_dealt: ShoePosition = Field(description="How many cards left the shoe (burn included).")
+
+
 ShoeEvent = Annotated[
-    ShoeShuffled | CardsBurned | CardDrawn | CutCardReached | ShoeClosed,
+    ShoeShuffled
+    | CardsBurned
+    | CardDrawn
+    | CutCardReached
+    | ShoeClosed
+    | StudioShoeOpened
+    | StudioShoeClosed,
     Field(discriminator="type"),
 ]
 """A message on `punto-banco.shoe-events`."""

@@ -13,6 +13,7 @@ from contracts.envelope import (
     BetLimitSpec,
     BetTypeName,
     CardCode,
+    CardSource,
     CommandRejectionCode,
     CoupNumber,
     Currency,
@@ -44,6 +45,10 @@ class TableOpened(TableMessage):
     )
     cut_card_from_end: int = Field(
         ge=0, le=MAX_SHOE_CARDS, description="Cut card position, cards from the end."
+    )
+    card_source: CardSource = Field(
+        default="rng",
+        description="Where the cards come from: `rng` (software shoe) or `studio` (its device).",
     )
 
 

@@ -36,6 +36,8 @@ from contracts import (
     OpenTable,
     ShoeClosed,
     ShoeShuffled,
+    StudioShoeClosed,
+    StudioShoeOpened,
     VoidCoup,
 )
 from services.dealing.coups import INITIAL_CARDS
@@ -305,6 +307,7 @@ class DealingApplication(ServiceApplication):
             "currency": command.currency,
             "betting_window_ms": command.betting_window_ms,
             "cut_card_from_end": command.cut_card_from_end,
+            "card_source": command.card_source,
         }
         table = uow.get(table_aggregate_id(command.table_id), Table)
         if table is None:
@@ -427,6 +430,15 @@ class DealingApplication(ServiceApplication):
         if table is not None and table.shoe_state is ShoeState.SHUFFLING:
             table.note_shuffle(message.shoe_id, message.card_count, message.cut_card_index)
 
+    def _on_studio_shoe_opened(
+        self, uow: UnitOfWork, message: StudioShoeOpened, origin: Origin | None = None
+    ) -> None:
+        """A shoe with no cut card placed ahead: its device reads where it comes out
+        (``CutCardReached``)."""
+        table = self._table_with_shoe(uow, message.table_id, message.shoe_id)
+        if table is not None and table.shoe_state is ShoeState.SHUFFLING:
+            table.note_shuffle(message.shoe_id, message.card_count, message.card_count)
+
     def _on_cards_burned(
         self, uow: UnitOfWork, message: CardsBurned, origin: Origin | None = None
     ) -> None:
@@ -482,7 +494,7 @@ class DealingApplication(ServiceApplication):
             table.note_cut_card(message.position)
 
     def _on_shoe_closed(
-        self, uow: UnitOfWork, message: ShoeClosed, origin: Origin | None = None
+        self, uow: UnitOfWork, message: ShoeClosed | StudioShoeClosed, origin: Origin | None = None
     ) -> None:
         """Nothing to do: the reveal is for auditors (the tracking record is kept)."""
 
@@ -498,6 +510,8 @@ class DealingApplication(ServiceApplication):
         CardDrawn: _on_card_drawn,
         CutCardReached: _on_cut_card_reached,
         ShoeClosed: _on_shoe_closed,
+        StudioShoeOpened: _on_studio_shoe_opened,
+        StudioShoeClosed: _on_shoe_closed,
         BetsClosed: _on_bets_closed,
     }
     """Message type -> what dealing does with it."""

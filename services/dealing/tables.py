@@ -69,6 +69,7 @@ class Table(Aggregate):
                 self.currency,
                 self.betting_window_ms,
                 self.cut_card_from_end,
+                self.card_source,
             )
 
     class ShoeRequested(ShoeRequestedFact, Aggregate.Event):
@@ -131,6 +132,7 @@ class Table(Aggregate):
             table = cast(Table, super().mutate(aggregate))
             table.status = TableStatus(table.status)  # JSON gave plain strings back
             table.shoe_state = ShoeState(table.shoe_state)
+            table.__dict__.setdefault("card_source", "rng")  # taken before studio tables
             return table
 
     @staticmethod
@@ -147,6 +149,7 @@ class Table(Aggregate):
         currency: str,
         betting_window_ms: int,
         cut_card_from_end: int,
+        card_source: str,
     ) -> None:
         self.table_id = table_id
         self.status = TableStatus.OPEN
@@ -160,7 +163,7 @@ class Table(Aggregate):
         self.current_coup_id: str | None = None
         self.current_coup_last = False
         self._apply_settings(
-            decks, paytable, limits, currency, betting_window_ms, cut_card_from_end
+            decks, paytable, limits, currency, betting_window_ms, cut_card_from_end, card_source
         )
 
     def _apply_settings(
@@ -171,6 +174,7 @@ class Table(Aggregate):
         currency: str,
         betting_window_ms: int,
         cut_card_from_end: int,
+        card_source: str,
     ) -> None:
         self.decks = decks
         self.paytable = paytable
@@ -178,6 +182,7 @@ class Table(Aggregate):
         self.currency = currency
         self.betting_window_ms = betting_window_ms
         self.cut_card_from_end = cut_card_from_end
+        self.card_source = card_source
 
     def settings(self) -> dict[str, Any]:
         return {
@@ -187,6 +192,7 @@ class Table(Aggregate):
             "currency": self.currency,
             "betting_window_ms": self.betting_window_ms,
             "cut_card_from_end": self.cut_card_from_end,
+            "card_source": self.card_source,
         }
 
     # -- commands ------------------------------------------------------------------
@@ -199,6 +205,7 @@ class Table(Aggregate):
         currency: str,
         betting_window_ms: int,
         cut_card_from_end: int,
+        card_source: str,
     ) -> None:
         reopened = TableReopenedFact(
             table_id=table_id,
@@ -208,6 +215,7 @@ class Table(Aggregate):
             currency=currency,
             betting_window_ms=betting_window_ms,
             cut_card_from_end=cut_card_from_end,
+            card_source=card_source,
         )
         record(self, self.Reopened, reopened)
 
@@ -217,6 +225,7 @@ class Table(Aggregate):
             shoe_id=shoe_id_for(self.table_id, self.shoe_number + 1),
             decks=self.decks,
             cut_card_from_end=self.cut_card_from_end,
+            card_source=self.card_source,
         )
         record(self, self.ShoeRequested, requested)
 

@@ -15,13 +15,16 @@ card from garbage). It keeps no snapshots: a snapshot would hold an order in pla
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import EventStore
 
+from contracts import StudioRead
 from services.shared.platform.security import (
     KEY_FILE_VARIABLE,
     KEY_VARIABLE,
@@ -29,8 +32,23 @@ from services.shared.platform.security import (
     SecretKeys,
     load_secret_keys,
 )
-from services.shared.platform.store import ServiceApplication, UnitOfWork
+from services.shared.platform.store import (
+    Evidence,
+    ServiceApplication,
+    UnitOfWork,
+    raise_incident,
+)
 from services.shoe.domain import Shoe, ShoeError, shoe_uuid
+from services.shoe.studio import (
+    Hold,
+    Read,
+    StudioShoe,
+    StudioTable,
+    full_shoe,
+    studio_table_uuid,
+)
+
+log = logging.getLogger(__name__)
 
 SHUFFLED_TOPIC = Shoe.Shuffled.TOPIC
 
@@ -97,15 +115,21 @@ class ShoeApplication(ServiceApplication):
         decks: int,
         cut_card_from_end: int,
         *,
+        card_source: str = "rng",
         causation_id: UUID | None = None,
         correlation_id: UUID | None = None,
         uow: UnitOfWork | None = None,
     ) -> UUID:
-        """Shuffle and burn a new shoe; a repeated shoe id changes nothing."""
+        """Shuffle and burn a new shoe (``card_source="studio"``: open one dealt from the
+        table's device); a repeated shoe id changes nothing."""
         with self._unit(uow) as unit:
-            existing = unit.get(shoe_uuid(table_id, shoe_id), Shoe)
+            existing = unit.get(shoe_uuid(table_id, shoe_id), Aggregate)
             if existing is not None:
                 return existing.id
+            if card_source == "studio":
+                return self._open_studio_shoe(
+                    unit, table_id, shoe_id, decks, causation_id, correlation_id
+                )
             shoe = Shoe.shuffle(
                 table_id,
                 shoe_id,
@@ -133,6 +157,14 @@ class ShoeApplication(ServiceApplication):
         """Draw ``count`` cards for a coup; False when the request id was seen before."""
         with self._unit(uow) as unit:
             shoe = self._shoe(unit, table_id, shoe_id)
+            if isinstance(shoe, StudioShoe):
+                return shoe.request(
+                    coup_id,
+                    request_id,
+                    count,
+                    causation_id=causation_id,
+                    correlation_id=correlation_id,
+                )
             return shoe.draw(
                 coup_id,
                 request_id,
@@ -155,6 +187,85 @@ class ShoeApplication(ServiceApplication):
             shoe = self._shoe(unit, table_id, shoe_id)
             return shoe.close(causation_id=causation_id, correlation_id=correlation_id)
 
+    def take_read(
+        self, read: StudioRead, *, uow: UnitOfWork | None = None, evidence: Evidence | None = None
+    ) -> None:
+        """Take one read of a studio table's device: its current shoe's, or kept for the
+        next one (a hold it raises is an incident, with ``evidence``)."""
+        with self._unit(uow) as unit:
+            table = unit.get(studio_table_uuid(read.table_id), StudioTable)
+            if table is None:
+                table = StudioTable(read.table_id)
+                unit.add(table)
+            shoe = None
+            if table.shoe_id is not None:
+                shoe = unit.get(shoe_uuid(read.table_id, table.shoe_id), StudioShoe)
+            taken = Read(
+                read.device,
+                read.seq,
+                read.what,
+                read.card,
+                read.button,
+                read.last_seq,
+                read.read_at,
+            )
+            if shoe is not None and shoe.taking_reads:
+                self._hold_incident(unit, shoe, shoe.take(taken), evidence)
+            elif not table.wait(taken, shoe.highest_seq if shoe is not None else None):
+                log.warning(
+                    "table %s: read %d of device %s not kept for the next shoe (kept already, "
+                    "or %d wait)",
+                    read.table_id,
+                    read.seq,
+                    read.device,
+                    len(table.waiting),
+                )
+
+    def _open_studio_shoe(
+        self,
+        unit: UnitOfWork,
+        table_id: str,
+        shoe_id: str,
+        decks: int,
+        causation_id: UUID | None,
+        correlation_id: UUID | None,
+    ) -> UUID:
+        table = unit.get(studio_table_uuid(table_id), StudioTable)
+        if table is None:
+            table = StudioTable(table_id)
+            unit.add(table)
+        previous = None
+        if table.shoe_id is not None:
+            previous = unit.get(shoe_uuid(table_id, table.shoe_id), StudioShoe)
+        shoe = StudioShoe(
+            table_id=table_id,
+            shoe_id=shoe_id,
+            decks=decks,
+            card_count=full_shoe(decks),
+            after_seq=previous.highest_seq if previous is not None else None,
+            causation_id=causation_id,
+            correlation_id=correlation_id,
+        )
+        unit.add(shoe)
+        for read in table.attach(shoe_id):
+            self._hold_incident(unit, shoe, shoe.take(read), None)
+        return shoe.id
+
+    def _hold_incident(
+        self, unit: UnitOfWork, shoe: StudioShoe, hold: Hold | None, evidence: Evidence | None
+    ) -> None:
+        if hold is None:
+            return
+        raise_incident(
+            unit,
+            self.name,
+            "STUDIO_HOLD",
+            f"{hold.reason}: shoe {shoe.shoe_id} holds (no card leaves it until a "
+            f"supervisor's decision): {hold.detail}",
+            table_id=shoe.table_id,
+            evidence=evidence,
+        )
+
     def get_shoe(self, table_id: str, shoe_id: str) -> Shoe | None:
         """A copy of the shoe as stored (changing it changes nothing), or None."""
         try:
@@ -165,9 +276,14 @@ class ShoeApplication(ServiceApplication):
             raise TypeError(f"{shoe_id!r} at table {table_id!r} is not a shoe")
         return shoe
 
+    def get_studio_shoe(self, table_id: str, shoe_id: str) -> StudioShoe | None:
+        """A copy of the studio shoe as stored, or None."""
+        with self.unit_of_work() as unit:
+            return unit.get(shoe_uuid(table_id, shoe_id), StudioShoe)
+
     @staticmethod
-    def _shoe(unit: UnitOfWork, table_id: str, shoe_id: str) -> Shoe:
-        shoe = unit.get(shoe_uuid(table_id, shoe_id), Shoe)
-        if shoe is None:
+    def _shoe(unit: UnitOfWork, table_id: str, shoe_id: str) -> Shoe | StudioShoe:
+        shoe = unit.get(shoe_uuid(table_id, shoe_id), Aggregate)
+        if not isinstance(shoe, Shoe | StudioShoe):
             raise UnknownShoe(f"no shoe {shoe_id!r} at table {table_id!r}")
         return shoe

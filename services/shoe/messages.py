@@ -28,11 +28,16 @@ from contracts import (
     ShoeClosed,
     ShoeShuffled,
     ShuffleShoe,
+    StudioRead,
+    StudioShoeClosed,
+    StudioShoeOpened,
 )
+from services.shared.platform.consumer import Delivery
 from services.shared.platform.relay import one, publish_one, shaped
-from services.shared.platform.store import UnitOfWork
+from services.shared.platform.store import Evidence, UnitOfWork
 from services.shoe.application import ShoeApplication
 from services.shoe.domain import Shoe
+from services.shoe.studio import StudioShoe
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +51,15 @@ def apply_command(app: ShoeApplication, uow: UnitOfWork, message: Message) -> No
             message.shoe_id,
             message.decks,
             message.cut_card_from_end,
+            card_source=message.card_source,
             uow=uow,
             **ids,
         )
         log.info(
-            "table %s: shoe %s shuffled (%d decks)",
+            "table %s: shoe %s %s (%d decks)",
             message.table_id,
             message.shoe_id,
+            "opened for the studio's device" if message.card_source == "studio" else "shuffled",
             message.decks,
         )
     elif isinstance(message, DrawCards):
@@ -77,8 +84,16 @@ def apply_command(app: ShoeApplication, uow: UnitOfWork, message: Message) -> No
     elif isinstance(message, CloseShoe):
         if app.close_shoe(message.table_id, message.shoe_id, uow=uow, **ids):
             log.info("table %s: shoe %s closed and revealed", message.table_id, message.shoe_id)
-    else:  # pragma: no cover - the topic admits only the three commands
+    else:  # pragma: no cover - the topics admit only these
         raise TypeError(f"the shoe service does not handle {type(message).__name__}")
+
+
+def apply_read(app: ShoeApplication, uow: UnitOfWork, delivery: Delivery) -> None:
+    """Take one ``StudioRead`` (from ``punto-banco.studio-reads``, signed by the bridge)."""
+    read = delivery.message
+    if not isinstance(read, StudioRead):  # pragma: no cover - the topic admits only reads
+        raise TypeError(f"the shoe service does not handle {type(read).__name__} as a read")
+    app.take_read(read, uow=uow, evidence=Evidence.of(read, delivery.origin))
 
 
 @singledispatch
@@ -94,9 +109,13 @@ def _burned(event: Shoe.CardsBurned) -> list[PositionedCard]:
 to_messages.register(Shoe.Shuffled, one(ShoeShuffled))
 to_messages.register(Shoe.CardsBurned, one(CardsBurned, burned=_burned))
 to_messages.register(Shoe.Closed, one(ShoeClosed))
+to_messages.register(StudioShoe.Opened, one(StudioShoeOpened))
+to_messages.register(StudioShoe.CardsBurned, one(CardsBurned, burned=_burned))
+to_messages.register(StudioShoe.Closed, one(StudioShoeClosed))
 
 
 @to_messages.register(Shoe.CardsDrawn)
+@to_messages.register(StudioShoe.CardsDrawn)
 @shaped(CardDrawn, CutCardReached)
 def _cards_drawn(event: Shoe.CardsDrawn) -> list[Message]:
     """One CardDrawn per card; CutCardReached just before the first card behind the cut

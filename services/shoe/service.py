@@ -2,20 +2,21 @@
 
 ``punto-banco serve shoe`` runs :func:`build_service` (``services.shared.platform``): its one
 batch subscriber reads dealing's commands (ShuffleShoe, DrawCards...) on
-``punto-banco.shoe-commands`` and applies each fetched batch of a partition in one
+``punto-banco.shoe-commands``, a second the device bridge's reads of studio tables on
+``punto-banco.studio-reads``; each applies each fetched batch of a partition in one
 transaction with its tracking record; the outbox relay publishes the store's events on
 ``punto-banco.shoe-events``.
 """
 
 from __future__ import annotations
 
-from contracts import SHOE_COMMANDS, SHOE_EVENTS, ShoeCommand
+from contracts import SHOE_COMMANDS, SHOE_EVENTS, STUDIO_READS, ShoeCommand, StudioRead
 from services.shared.platform.consumer import Delivery, Subscription, with_unit_of_work
 from services.shared.platform.host import KafkaService, ServiceDefinition, serve
 from services.shared.platform.settings import Settings
 from services.shared.platform.store import UnitOfWork
 from services.shoe.application import ShoeApplication
-from services.shoe.messages import apply_command, to_messages
+from services.shoe.messages import apply_command, apply_read, to_messages
 
 NAME = "shoe"
 
@@ -24,7 +25,13 @@ def _subscriptions(app: ShoeApplication) -> list[Subscription]:
     def handle(uow: UnitOfWork, delivery: Delivery) -> None:
         apply_command(app, uow, delivery.message)
 
-    return [Subscription(SHOE_COMMANDS, with_unit_of_work(app, handle))]
+    def take(uow: UnitOfWork, delivery: Delivery) -> None:
+        apply_read(app, uow, delivery)
+
+    return [
+        Subscription(SHOE_COMMANDS, with_unit_of_work(app, handle)),
+        Subscription(STUDIO_READS, with_unit_of_work(app, take)),
+    ]
 
 
 def build_service(settings: Settings) -> KafkaService[ShoeApplication]:
@@ -42,10 +49,12 @@ def build_service(settings: Settings) -> KafkaService[ShoeApplication]:
 
     @service.subscriber(
         SHOE_COMMANDS,
-        description="Dealing's requests (signed by dealing): a fetched batch of a partition "
-        "is applied in one transaction.",
+        STUDIO_READS,
+        description="Dealing's requests (signed by dealing) and the reads of studio tables' "
+        "devices (signed by the device bridge, docs/studio.md): a fetched batch of a "
+        "partition is applied in one transaction.",
     )
-    async def shoe_commands(batch: list[ShoeCommand]) -> None:
+    async def shoe_inputs(batch: list[ShoeCommand | StudioRead]) -> None:
         # The raw records of one fetch (the type says what they carry): see consumer.py.
         await service.consume(batch)
 

@@ -16,9 +16,11 @@ Limits = dict[str, dict[str, int]]
 
 @dataclass(frozen=True)
 class TableOpenedFact(Fact):
-    """A table opened with its settings (``TableOpened``; limits as ``BetLimitSpec``)."""
+    """A table opened with its settings (``TableOpened``; limits as ``BetLimitSpec``; version 1
+    knew no ``card_source``)."""
 
     STORED_TOPIC: ClassVar[str] = "services.dealing.tables:Table.Opened"
+    class_version: ClassVar[int] = 2
     table_id: str
     decks: int
     paytable: str
@@ -26,6 +28,11 @@ class TableOpenedFact(Fact):
     currency: str
     betting_window_ms: int
     cut_card_from_end: int
+    card_source: str
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["card_source"] = "rng"  # opened before studio tables
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,7 @@ class TableReopenedFact(Fact):
     """A closed table opened again, maybe with other settings (also ``TableOpened``)."""
 
     STORED_TOPIC: ClassVar[str] = "services.dealing.tables:Table.Reopened"
+    class_version: ClassVar[int] = 2
     table_id: str
     decks: int
     paytable: str
@@ -40,6 +48,11 @@ class TableReopenedFact(Fact):
     currency: str
     betting_window_ms: int
     cut_card_from_end: int
+    card_source: str
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["card_source"] = "rng"  # opened before studio tables
 
 
 @dataclass(frozen=True)
@@ -56,10 +69,16 @@ class ShoeRequestedFact(Fact):
     """A new shoe asked of the shoe service (the command ``ShuffleShoe``)."""
 
     STORED_TOPIC: ClassVar[str] = "services.dealing.tables:Table.ShoeRequested"
+    class_version: ClassVar[int] = 2
     table_id: str
     shoe_id: str
     decks: int
     cut_card_from_end: int
+    card_source: str
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["card_source"] = "rng"  # asked before studio tables
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, ClassVar
 from uuid import UUID
 
@@ -93,9 +94,128 @@ class ShoeRevealedFact(Fact):
     correlation_id: UUID | None
 
 
+@dataclass(frozen=True)
+class StudioShoeOpenedFact(Fact):
+    """A studio table's shoe, dealt from its device's reads (``StudioShoeOpened``); the
+    device's reads are taken after ``after_seq`` (None: from the first)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.shoe.studio:StudioShoe.Opened"
+    table_id: str
+    shoe_id: str
+    decks: int
+    card_count: int
+    after_seq: int | None
+    causation_id: UUID | None
+    correlation_id: UUID | None
+
+
+@dataclass(frozen=True)
+class ReadTakenFact(Fact):
+    """One ``StudioRead`` of the table's device, taken by its shoe (not published): a card
+    at ``position``, a signal or a button (``position`` None), or a read kept while the shoe
+    is held (``held``). ``waited_ms``: of a card read after ``UNREADABLE``, the time since."""
+
+    STORED_TOPIC: ClassVar[str] = "services.shoe.studio:StudioShoe.ReadTaken"
+    table_id: str
+    shoe_id: str
+    device: str
+    seq: int
+    what: str
+    card: str | None
+    button: str | None
+    last_seq: int | None
+    read_at: datetime
+    position: int | None
+    held: bool
+    waited_ms: int | None
+
+
+@dataclass(frozen=True)
+class DrawRequestedFact(Fact):
+    """Dealing's ``DrawCards`` for a studio shoe: served card by card as the device reads
+    them (each served card is a ``CardsDrawn``)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.shoe.studio:StudioShoe.DrawRequested"
+    table_id: str
+    shoe_id: str
+    coup_id: str
+    request_id: str
+    count: int
+    causation_id: UUID | None
+    correlation_id: UUID | None
+
+
+@dataclass(frozen=True)
+class ShoeHeldFact(Fact):
+    """A studio shoe stopped dealing (an incident ``STUDIO_HOLD``): no card leaves it until
+    a supervisor's signed decision. ``reason`` is a ``HoldReason``; ``seq`` the read that
+    caused it."""
+
+    STORED_TOPIC: ClassVar[str] = "services.shoe.studio:StudioShoe.Held"
+    table_id: str
+    shoe_id: str
+    reason: str
+    detail: str
+    seq: int | None
+
+
+@dataclass(frozen=True)
+class StudioShoeClosedFact(Fact):
+    """A studio shoe finished: every card read, by position (``StudioShoeClosed``)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.shoe.studio:StudioShoe.Closed"
+    table_id: str
+    shoe_id: str
+    cards: list[str]
+    cards_dealt: int
+    causation_id: UUID | None
+    correlation_id: UUID | None
+
+
+@dataclass(frozen=True)
+class StudioTableStartedFact(Fact):
+    """The first studio shoe of a table (its reads are routed to the table's current shoe)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.shoe.studio:StudioTable.Started"
+    table_id: str
+
+
+@dataclass(frozen=True)
+class ShoeAttachedFact(Fact):
+    """The table's reads go to ``shoe_id`` from now on."""
+
+    STORED_TOPIC: ClassVar[str] = "services.shoe.studio:StudioTable.ShoeAttached"
+    table_id: str
+    shoe_id: str
+
+
+@dataclass(frozen=True)
+class ReadWaitingFact(Fact):
+    """A read of the table's device with no shoe to take it (before the table's next studio
+    shoe opens, or after its shoe went out): the next shoe takes it first."""
+
+    STORED_TOPIC: ClassVar[str] = "services.shoe.studio:StudioTable.ReadWaiting"
+    table_id: str
+    device: str
+    seq: int
+    what: str
+    card: str | None
+    button: str | None
+    last_seq: int | None
+    read_at: datetime
+
+
 SHOE_FACTS: tuple[type[Fact], ...] = (
     ShoeShuffledFact,
     CardsBurnedFact,
     CardsDrawnFact,
     ShoeRevealedFact,
+    StudioShoeOpenedFact,
+    ReadTakenFact,
+    DrawRequestedFact,
+    ShoeHeldFact,
+    StudioShoeClosedFact,
+    StudioTableStartedFact,
+    ShoeAttachedFact,
+    ReadWaitingFact,
 )

@@ -76,6 +76,10 @@ def samples() -> list[c.Message]:
             commitment=DIGEST,
             cards_dealt=4,
         ),
+        c.StudioShoeOpened(**ENVELOPE, shoe_id="studio.shoe-1", decks=8, card_count=416),
+        c.StudioShoeClosed(
+            **ENVELOPE, shoe_id="studio.shoe-1", cards=["2H", "KD", "TS", "9H"], cards_dealt=4
+        ),
         c.TableOpened(
             **ENVELOPE,
             decks=8,

@@ -67,7 +67,7 @@ def test_each_service_consumes_with_one_subscriber(services: list[Any]) -> None:
     for service in services:  # the studio bridge reads its device, no topic
         assert len(service.broker.subscribers) == (service.name != "studio-bridge")
     assert {s.name: set(s.inputs) for s in services} == {
-        "shoe": {"punto-banco.shoe-commands"},
+        "shoe": {"punto-banco.shoe-commands", "punto-banco.studio-reads"},
         "dealing": {TABLE_COMMANDS, SHOE_EVENTS, "punto-banco.book-events"},
         "settlement": {SHOE_EVENTS, "punto-banco.table-events", BET_COMMANDS},
         "studio-bridge": set(),

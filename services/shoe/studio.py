@@ -1,0 +1,501 @@
+"""A studio table's shoe: its cards are what the table's card-reading shoe reads.
+
+The device bridge publishes each read of the device once (``StudioRead``, docs/studio.md). A
+:class:`StudioShoe` takes them in the device's order (its ``seq``) and plays the part the
+software :class:`~services.shoe.domain.Shoe` plays for dealing: the burn (``SHOE-IN``,
+``BURN-START``, the shown card and as many burned as its value, ``BURN-END``) becomes
+``CardsBurned``; then each card read is the next card at the next position, handed to
+dealing's oldest ``DrawCards`` that still wants one (a card read before its request waits
+for it); the ``CUT-CARD`` read places the cut card before the next card.
+
+Each coup is its cards then the dealer's ``BUTTON CONFIRM``. The shoe checks the cards of
+the coup being dealt with the tableau, so it knows when the coup is complete. It holds
+(:class:`HoldReason`) on what it cannot deal on: sequence numbers never received, a card the
+decks cannot hold, a card after the coup was complete (the tableau did not ask for it), a
+CONFIRM before the coup was complete, a burn that is not the shown card's, a read out of turn,
+the shoe taken out mid-coup, the dealer's supervisor button. A held shoe hands out no card
+(so nothing settles) until a supervisor's signed decision; the reads it gets meanwhile are
+kept (``held``) for that decision. An ``UNREADABLE`` read makes the next card's wait measured
+(``waited_ms``).
+
+:class:`StudioTable` routes a table's reads to its current studio shoe; a read with no shoe to
+take it (before the first opens, after one went out) waits there for the next.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from enum import StrEnum
+from typing import NamedTuple
+from uuid import UUID, uuid5
+
+from eventsourcing.domain import Aggregate, event
+
+from services.shared.facts.shoe import (
+    CardsBurnedFact,
+    CardsDrawnFact,
+    DrawRequestedFact,
+    ReadTakenFact,
+    ReadWaitingFact,
+    ShoeAttachedFact,
+    ShoeHeldFact,
+    StudioShoeClosedFact,
+    StudioShoeOpenedFact,
+    StudioTableStartedFact,
+)
+from services.shared.facts.topics import record, register_stored_topics
+from services.shared.rules.cards import Card
+from services.shared.rules.shoe import CARDS_PER_DECK, burn_count
+from services.shared.rules.tableau import NotEnoughCards, resolve_coup
+from services.shoe.domain import ShoeError, ShoeIsClosed, shoe_uuid
+
+STUDIO_TABLE_NAMESPACE = UUID("9d1e7c52-3f0a-4b6e-8a27-5c4d1f9e0b36")
+MAX_HELD_READS = 64
+"""Reads kept while a shoe is held; later ones are not taken (the bridge's store has them)."""
+MAX_WAITING_READS = 64
+"""Reads kept for a table's next shoe; later ones are not taken."""
+
+
+class HoldReason(StrEnum):
+    """Why a studio shoe stopped dealing (the incident's message starts with it)."""
+
+    GAP = "GAP"  # device sequence numbers never received
+    IMPOSSIBLE_CARD = "IMPOSSIBLE_CARD"  # one copy more of a card than the decks hold
+    UNASKED_CARD = "UNASKED_CARD"  # a card after the coup was complete, before CONFIRM
+    INCOMPLETE_COUP = "INCOMPLETE_COUP"  # CONFIRM before the coup's cards were all read
+    BAD_BURN = "BAD_BURN"  # BURN-END after other than the shown card's burn
+    OUT_OF_TURN = "OUT_OF_TURN"  # a read the shoe's phase does not admit
+    SHOE_OUT_MID_COUP = "SHOE_OUT_MID_COUP"  # SHOE-OUT with a coup's cards on the table
+    SUPERVISOR_CALLED = "SUPERVISOR_CALLED"  # the dealer's supervisor button
+
+
+class Phase(StrEnum):
+    WAITING = "WAITING"  # for SHOE-IN
+    LOADED = "LOADED"  # for BURN-START
+    BURNING = "BURNING"  # the shown card and the burn, until BURN-END
+    DEALING = "DEALING"
+    OUT = "OUT"  # SHOE-OUT: the shoe takes no more reads
+
+
+class Read(NamedTuple):
+    """A ``StudioRead``'s fields, as the shoe takes them."""
+
+    device: str
+    seq: int
+    what: str
+    card: str | None
+    button: str | None
+    last_seq: int | None
+    read_at: datetime
+
+
+class Hold(NamedTuple):
+    reason: HoldReason
+    detail: str
+
+
+class Request(NamedTuple):
+    coup_id: str
+    request_id: str
+    wanted: int
+    causation_id: UUID | None
+    correlation_id: UUID | None
+
+
+def studio_table_uuid(table_id: str) -> UUID:
+    return uuid5(STUDIO_TABLE_NAMESPACE, table_id)
+
+
+def coup_complete(cards: list[str]) -> bool:
+    """Whether ``cards`` (in the order read) are a whole coup: the tableau wants no more."""
+    if len(cards) < 4:
+        return False
+    try:
+        return resolve_coup([Card.parse(code) for code in cards]).cards_used == len(cards)
+    except NotEnoughCards:
+        return False
+
+
+class StudioShoe(Aggregate):
+    """The shoe of a studio table: cards by position, as its device read them."""
+
+    class Opened(StudioShoeOpenedFact, Aggregate.Created):
+        TOPIC = StudioShoeOpenedFact.STORED_TOPIC
+
+    class ReadTaken(ReadTakenFact, Aggregate.Event):
+        TOPIC = ReadTakenFact.STORED_TOPIC
+
+        def apply(self, shoe: StudioShoe) -> None:
+            shoe.highest_seq = max(self.last_seq or self.seq, shoe.highest_seq or -1)
+            if self.held:
+                shoe.held_seqs.add(self.seq)
+                return
+            shoe.device = shoe.device or self.device
+            if self.what == "unreadable":
+                shoe.unreadable_since = self.read_at
+            elif self.what == "card":
+                shoe.unreadable_since = None
+            if self.position is not None and self.card is not None:
+                shoe.cards.append(self.card)
+                if shoe.phase is Phase.DEALING:
+                    shoe.coup_cards.append(self.card)
+            read_in, after = _PHASES.get(self.what, (None, None))
+            if after is not None and shoe.phase is read_in:
+                shoe.phase = after
+            if self.what == "cut-card":
+                shoe.cut_position = len(shoe.cards)
+            elif self.button == "CONFIRM":
+                shoe.coup_cards = []
+
+    class CardsBurned(CardsBurnedFact, Aggregate.Event):
+        TOPIC = "services.shoe.studio:StudioShoe.CardsBurned"
+
+        def apply(self, shoe: StudioShoe) -> None:
+            shoe.phase = Phase.DEALING
+            shoe.served = self.next_position
+
+    class DrawRequested(DrawRequestedFact, Aggregate.Event):
+        TOPIC = DrawRequestedFact.STORED_TOPIC
+
+        def apply(self, shoe: StudioShoe) -> None:
+            shoe.request_ids.add(self.request_id)
+            shoe.requests.append(
+                Request(
+                    self.coup_id,
+                    self.request_id,
+                    self.count,
+                    self.causation_id,
+                    self.correlation_id,
+                )
+            )
+
+    class CardsDrawn(CardsDrawnFact, Aggregate.Event):
+        TOPIC = "services.shoe.studio:StudioShoe.CardsDrawn"
+
+        def apply(self, shoe: StudioShoe) -> None:
+            shoe.served = self.first_position + len(self.cards)
+            first, rest = shoe.requests[0], shoe.requests[1:]
+            left = first.wanted - len(self.cards)
+            shoe.requests = [first._replace(wanted=left), *rest] if left > 0 else rest
+            if self.cut_card_position is not None:
+                shoe.cut_announced = True
+
+    class Held(ShoeHeldFact, Aggregate.Event):
+        TOPIC = ShoeHeldFact.STORED_TOPIC
+
+        def apply(self, shoe: StudioShoe) -> None:
+            shoe.hold = Hold(HoldReason(self.reason), self.detail)
+
+    class Closed(StudioShoeClosedFact, Aggregate.Event):
+        TOPIC = StudioShoeClosedFact.STORED_TOPIC
+
+        def apply(self, shoe: StudioShoe) -> None:
+            shoe.closed = True
+
+    @staticmethod
+    def create_id(table_id: str, shoe_id: str) -> UUID:
+        return shoe_uuid(table_id, shoe_id)
+
+    @event(Opened)
+    def __init__(
+        self,
+        table_id: str,
+        shoe_id: str,
+        decks: int,
+        card_count: int,
+        after_seq: int | None,
+        causation_id: UUID | None,
+        correlation_id: UUID | None,
+    ) -> None:
+        self.table_id = table_id
+        self.shoe_id = shoe_id
+        self.decks = decks
+        self.card_count = card_count
+        self.highest_seq: int | None = after_seq
+        self.device: str | None = None
+        self.phase = Phase.WAITING
+        self.cards: list[str] = []  # by position: the shown card, the burn, then dealt
+        self.coup_cards: list[str] = []  # the cards read since the last CONFIRM
+        self.cut_position: int | None = None
+        self.cut_announced = False
+        self.served = 0  # the position of the next card to hand to a request
+        self.requests: list[Request] = []  # oldest first, each with the cards it still wants
+        self.request_ids: set[str] = set()
+        self.unreadable_since: datetime | None = None
+        self.hold: Hold | None = None
+        self.held_seqs: set[int] = set()  # the reads kept while held
+        self.closed = False
+
+    @property
+    def taking_reads(self) -> bool:
+        """Whether a read of the table belongs to this shoe (else it waits for the next)."""
+        return not self.closed and self.phase is not Phase.OUT
+
+    # -- reads ----------------------------------------------------------------------
+    def take(self, read: Read) -> Hold | None:
+        """Take one read of the table's device; the hold it raised, if it raised one.
+
+        A read whose ``seq`` is not past the highest taken is the same read again (not
+        taken), unless the shoe is held: each read then is kept once, for the supervisor
+        (a late one may fill the gap), up to :data:`MAX_HELD_READS`."""
+        if self.closed:
+            raise ShoeIsClosed(f"shoe {self.shoe_id} of table {self.table_id} is closed")
+        seen = self.highest_seq is not None and read.seq <= self.highest_seq
+        if self.hold is not None:
+            if len(self.held_seqs) < MAX_HELD_READS and read.seq not in self.held_seqs:
+                self._taken(read, None, held=True)
+            return None
+        if seen:
+            return None
+        if self.highest_seq is not None and read.seq > self.highest_seq + 1:
+            missing = f"{self.highest_seq + 1} to {read.seq - 1}"
+            return self._held(read, HoldReason.GAP, f"device sequence numbers {missing} missing")
+        hold = self._why_not(read)
+        if hold is not None:
+            return self._held(read, *hold)
+        position = len(self.cards) if read.what == "card" else None
+        self._taken(read, position, held=False)
+        if read.what == "burn-end":
+            self._burned()
+        self._serve()
+        return None
+
+    def _why_not(self, read: Read) -> Hold | None:
+        """Why ``read`` cannot be taken where the shoe is (None: it can)."""
+        what, phase = read.what, self.phase
+        if what == "gap":
+            return Hold(
+                HoldReason.GAP,
+                f"device sequence numbers {read.seq} to {read.last_seq} never received",
+            )
+        if what == "button":
+            if read.button == "SUPERVISOR":
+                return Hold(HoldReason.SUPERVISOR_CALLED, "the dealer called a supervisor")
+            cards = self.coup_cards
+            if read.button == "CONFIRM" and cards and not coup_complete(cards):
+                return Hold(
+                    HoldReason.INCOMPLETE_COUP,
+                    f"CONFIRM after {len(cards)} cards of a coup the tableau has not finished",
+                )
+            return None
+        if what == "unreadable":
+            return None
+        if what == "card":
+            if phase not in (Phase.BURNING, Phase.DEALING):
+                return Hold(HoldReason.OUT_OF_TURN, f"card {read.card} read before the burn")
+            assert read.card is not None
+            copies = Counter(self.cards)[read.card] + 1
+            if copies > self.decks or len(self.cards) >= self.card_count:
+                return Hold(
+                    HoldReason.IMPOSSIBLE_CARD,
+                    f"copy {copies} of {read.card} in a shoe of {self.decks} decks",
+                )
+            if phase is Phase.DEALING and coup_complete(self.coup_cards):
+                return Hold(
+                    HoldReason.UNASKED_CARD,
+                    f"card {read.card} read after a complete coup of "
+                    f"{len(self.coup_cards)} cards, before CONFIRM",
+                )
+            return None
+        expected, _ = _PHASES[what]
+        if what == "shoe-out" and phase is Phase.WAITING:
+            return None  # the shoe before this one going out
+        if phase is not expected or (what == "cut-card" and self.cut_position is not None):
+            return Hold(HoldReason.OUT_OF_TURN, f"{what.upper()} read while {phase.lower()}")
+        if what == "burn-end":
+            return self._why_not_burned()
+        if what == "shoe-out" and self.coup_cards:
+            return Hold(
+                HoldReason.SHOE_OUT_MID_COUP,
+                f"SHOE-OUT with {len(self.coup_cards)} cards of a coup not confirmed",
+            )
+        return None
+
+    def _why_not_burned(self) -> Hold | None:
+        if not self.cards:
+            return Hold(HoldReason.BAD_BURN, "BURN-END before the shown card")
+        wanted = burn_count(Card.parse(self.cards[0]))
+        if len(self.cards) - 1 != wanted:
+            return Hold(
+                HoldReason.BAD_BURN,
+                f"the shown card {self.cards[0]} burns {wanted}, {len(self.cards) - 1} were read",
+            )
+        return None
+
+    def _taken(self, read: Read, position: int | None, *, held: bool) -> None:
+        waited = None
+        if read.what == "card" and self.unreadable_since is not None and not held:
+            waited = int((read.read_at - self.unreadable_since).total_seconds() * 1000)
+        taken = ReadTakenFact(
+            self.table_id,
+            self.shoe_id,
+            read.device,
+            read.seq,
+            read.what,
+            read.card,
+            read.button,
+            read.last_seq,
+            read.read_at,
+            position,
+            held,
+            waited,
+        )
+        record(self, self.ReadTaken, taken)
+
+    def _held(self, read: Read, reason: HoldReason, detail: str) -> Hold:
+        self._taken(read, None, held=True)
+        record(self, self.Held, ShoeHeldFact(self.table_id, self.shoe_id, reason, detail, read.seq))
+        assert self.hold is not None
+        return self.hold
+
+    def _burned(self) -> None:
+        burned = CardsBurnedFact(
+            table_id=self.table_id,
+            shoe_id=self.shoe_id,
+            shown_card=self.cards[0],
+            burned_cards=self.cards[1:],
+            next_position=len(self.cards),
+            causation_id=None,
+            correlation_id=None,
+        )
+        record(self, self.CardsBurned, burned)
+
+    # -- dealing's requests ------------------------------------------------------------
+    def request(
+        self,
+        coup_id: str,
+        request_id: str,
+        count: int,
+        *,
+        causation_id: UUID | None = None,
+        correlation_id: UUID | None = None,
+    ) -> bool:
+        """Dealing wants ``count`` more cards for a coup; False for a repeated request."""
+        if request_id in self.request_ids:
+            return False
+        if self.closed:
+            raise ShoeIsClosed(f"shoe {self.shoe_id} of table {self.table_id} is closed")
+        if count < 1:
+            raise ShoeError(f"cannot draw {count} cards")
+        requested = DrawRequestedFact(
+            self.table_id, self.shoe_id, coup_id, request_id, count, causation_id, correlation_id
+        )
+        record(self, self.DrawRequested, requested)
+        self._serve()
+        return True
+
+    def _serve(self) -> None:
+        """Hand each card read and not yet handed out to the oldest request wanting one."""
+        while (
+            self.hold is None
+            and self.requests
+            and self.phase in (Phase.DEALING, Phase.OUT)
+            and self.served < len(self.cards)
+        ):
+            first, position = self.requests[0], self.served
+            cut = self.cut_position
+            announce = cut is not None and not self.cut_announced and position >= cut
+            drawn = CardsDrawnFact(
+                table_id=self.table_id,
+                shoe_id=self.shoe_id,
+                coup_id=first.coup_id,
+                request_id=first.request_id,
+                first_position=position,
+                cards=[self.cards[position]],
+                cut_card_position=cut if announce else None,
+                causation_id=first.causation_id,
+                correlation_id=first.correlation_id,
+            )
+            record(self, self.CardsDrawn, drawn)
+
+    # -- the end -----------------------------------------------------------------------
+    def close(
+        self, *, causation_id: UUID | None = None, correlation_id: UUID | None = None
+    ) -> bool:
+        """Close the shoe and publish every card read; False if it was closed already."""
+        if self.closed:
+            return False
+        closed = StudioShoeClosedFact(
+            self.table_id,
+            self.shoe_id,
+            list(self.cards),
+            self.served,
+            causation_id,
+            correlation_id,
+        )
+        record(self, self.Closed, closed)
+        return True
+
+
+_PHASES = {  # a signal -> the phase it is read in, and the phase after it
+    "shoe-in": (Phase.WAITING, Phase.LOADED),
+    "burn-start": (Phase.LOADED, Phase.BURNING),
+    "burn-end": (Phase.BURNING, Phase.BURNING),  # then CardsBurned: dealing
+    "cut-card": (Phase.DEALING, Phase.DEALING),
+    "shoe-out": (Phase.DEALING, Phase.OUT),
+}
+
+
+class StudioTable(Aggregate):
+    """Which studio shoe takes a table's reads, and the reads waiting for the next one."""
+
+    class Started(StudioTableStartedFact, Aggregate.Created):
+        TOPIC = StudioTableStartedFact.STORED_TOPIC
+
+    class ShoeAttached(ShoeAttachedFact, Aggregate.Event):
+        TOPIC = ShoeAttachedFact.STORED_TOPIC
+
+        def apply(self, table: StudioTable) -> None:
+            table.shoe_id = self.shoe_id
+            table.waiting = []
+
+    class ReadWaiting(ReadWaitingFact, Aggregate.Event):
+        TOPIC = ReadWaitingFact.STORED_TOPIC
+
+        def apply(self, table: StudioTable) -> None:
+            table.waiting.append(
+                Read(
+                    self.device,
+                    self.seq,
+                    self.what,
+                    self.card,
+                    self.button,
+                    self.last_seq,
+                    self.read_at,
+                )
+            )
+
+    @staticmethod
+    def create_id(table_id: str) -> UUID:
+        return studio_table_uuid(table_id)
+
+    @event(Started)
+    def __init__(self, table_id: str) -> None:
+        self.table_id = table_id
+        self.shoe_id: str | None = None
+        self.waiting: list[Read] = []
+
+    def attach(self, shoe_id: str) -> list[Read]:
+        """Route the table's reads to ``shoe_id`` from now on; the reads that waited for it."""
+        waiting = list(self.waiting)
+        record(self, self.ShoeAttached, ShoeAttachedFact(self.table_id, shoe_id))
+        return waiting
+
+    def wait(self, read: Read, after_seq: int | None) -> bool:
+        """Keep ``read`` for the next shoe; False when it is one already kept or taken (its
+        ``seq`` not past ``after_seq`` or a kept one) or too many wait already."""
+        highest = max((r.last_seq or r.seq for r in self.waiting), default=after_seq)
+        if highest is not None and read.seq <= highest:
+            return False
+        if len(self.waiting) >= MAX_WAITING_READS:
+            return False
+        record(self, self.ReadWaiting, ReadWaitingFact(self.table_id, *read))
+        return True
+
+
+def full_shoe(decks: int) -> int:
+    return decks * CARDS_PER_DECK
+
+
+register_stored_topics(StudioShoe, StudioTable)
