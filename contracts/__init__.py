@@ -22,6 +22,7 @@ from contracts.codec import ContractError, decode, encode
 from contracts.commands import (
     AmountInput,
     BetCommand,
+    ClearCoup,
     CloseBetting,
     CloseBook,
     CloseShoe,
@@ -177,6 +178,7 @@ __all__ = [
     "CardDrawn",
     "CardSource",
     "CardsBurned",
+    "ClearCoup",
     "CloseBetting",
     "CloseBook",
     "CloseShoe",

@@ -299,5 +299,19 @@ BetCommand = Annotated[PlaceBet | OpenBook | CloseBook, Field(discriminator="typ
 betting opens and closes (in the same partition as the table's bets, so the broker's order
 decides which bets were in time)."""
 
-ShoeCommand = Annotated[ShuffleShoe | DrawCards | CloseShoe, Field(discriminator="type")]
+
+class ClearCoup(TableMessage):
+    """A studio table's coup ended without its cards (a supervisor voided it): its shoe owes
+    the coup nothing more, puts aside the cards read for it and, if it was held, deals on
+    (dealing to shoe; docs/studio.md)."""
+
+    type: Literal["ClearCoup"] = "ClearCoup"
+    shoe_id: Identifier = Field(description="The studio shoe.")
+    coup_id: Identifier = Field(description="The coup voided.")
+    reason: Text = Field(default="", description="Why (the void's reason, for the record).")
+
+
+ShoeCommand = Annotated[
+    ShuffleShoe | DrawCards | CloseShoe | ClearCoup, Field(discriminator="type")
+]
 """A message on `punto-banco.shoe-commands`."""

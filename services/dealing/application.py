@@ -403,6 +403,8 @@ class DealingApplication(ServiceApplication):
         assert command.authorization is not None  # decision_for refuses a void without one
         coup.void(decision.supervisor_id, command.reason, command.authorization)
         if table.current_coup_id == coup.coup_id:
+            if table.card_source == "studio":  # its shoe may hold cards read for it
+                table.clear_studio_coup(coup.coup_id, command.reason)
             self._after_coup(uow, table, coup)
 
     # -- settlement's events ----------------------------------------------------------

@@ -15,6 +15,7 @@ from contracts import (
     BettingClosed,
     BettingOpened,
     CardDealt,
+    ClearCoup,
     CloseBook,
     CloseShoe,
     CommandRejected,
@@ -41,6 +42,7 @@ to_messages.register(Table.Opened, one(TableOpened))
 to_messages.register(Table.Reopened, one(TableOpened))
 to_messages.register(Table.ShoeRequested, one(ShuffleShoe))
 to_messages.register(Table.ShoeFinished, one(CloseShoe))
+to_messages.register(Table.StudioCoupCleared, one(ClearCoup))
 to_messages.register(Table.Closed, one(TableClosed))
 to_messages.register(Coup.CardsRequested, one(DrawCards))
 to_messages.register(Coup.CardDealt, one(CardDealt))

@@ -19,6 +19,7 @@ from services.shared.facts.dealing import (
     Limits,
     ShoeFinishedFact,
     ShoeRequestedFact,
+    StudioCoupClearedFact,
     TableClosedFact,
     TableOpenedFact,
     TableReopenedFact,
@@ -113,6 +114,11 @@ class Table(Aggregate):
 
         def apply(self, table: Table) -> None:
             table.shoe_state = ShoeState.CLOSED
+
+    class StudioCoupCleared(StudioCoupClearedFact, Aggregate.Event):
+        """A voided coup of a studio table: its shoe puts the coup's cards aside."""
+
+        TOPIC = StudioCoupClearedFact.STORED_TOPIC
 
     class ClosingRequested(Aggregate.Event):
         table_id: str
@@ -285,6 +291,11 @@ class Table(Aggregate):
     def finish_shoe(self) -> None:
         assert self.shoe_id is not None
         record(self, self.ShoeFinished, ShoeFinishedFact(self.table_id, self.shoe_id))
+
+    def clear_studio_coup(self, coup_id: str, reason: str) -> None:
+        assert self.shoe_id is not None
+        cleared = StudioCoupClearedFact(self.table_id, self.shoe_id, coup_id, reason)
+        record(self, self.StudioCoupCleared, cleared)
 
     def request_close(self, reason: str) -> None:
         self._request_close(table_id=self.table_id, reason=reason)

@@ -187,6 +187,26 @@ class ShoeApplication(ServiceApplication):
             shoe = self._shoe(unit, table_id, shoe_id)
             return shoe.close(causation_id=causation_id, correlation_id=correlation_id)
 
+    def clear_coup(
+        self,
+        table_id: str,
+        shoe_id: str,
+        coup_id: str,
+        reason: str,
+        *,
+        causation_id: UUID | None = None,
+        correlation_id: UUID | None = None,
+        uow: UnitOfWork | None = None,
+    ) -> bool:
+        """Put a voided coup of a studio shoe aside; False when the shoe is not a studio
+        shoe (a software shoe deals a voided coup's cards as drawn: nothing to do)."""
+        with self._unit(uow) as unit:
+            shoe = self._shoe(unit, table_id, shoe_id)
+            if not isinstance(shoe, StudioShoe):
+                return False
+            shoe.clear(coup_id, reason, causation_id=causation_id, correlation_id=correlation_id)
+            return True
+
     def take_read(
         self, read: StudioRead, *, uow: UnitOfWork | None = None, evidence: Evidence | None = None
     ) -> None:

@@ -20,6 +20,7 @@ from functools import singledispatch
 from contracts import (
     CardDrawn,
     CardsBurned,
+    ClearCoup,
     CloseShoe,
     CutCardReached,
     DrawCards,
@@ -84,6 +85,16 @@ def apply_command(app: ShoeApplication, uow: UnitOfWork, message: Message) -> No
     elif isinstance(message, CloseShoe):
         if app.close_shoe(message.table_id, message.shoe_id, uow=uow, **ids):
             log.info("table %s: shoe %s closed and revealed", message.table_id, message.shoe_id)
+    elif isinstance(message, ClearCoup):
+        if app.clear_coup(
+            message.table_id, message.shoe_id, message.coup_id, message.reason, uow=uow, **ids
+        ):
+            log.info(
+                "table %s: coup %s voided, its cards put aside in shoe %s",
+                message.table_id,
+                message.coup_id,
+                message.shoe_id,
+            )
     else:  # pragma: no cover - the topics admit only these
         raise TypeError(f"the shoe service does not handle {type(message).__name__}")
 

@@ -35,6 +35,7 @@ from eventsourcing.domain import Aggregate, event
 from services.shared.facts.shoe import (
     CardsBurnedFact,
     CardsDrawnFact,
+    CoupClearedFact,
     DrawRequestedFact,
     ReadTakenFact,
     ReadWaitingFact,
@@ -186,6 +187,16 @@ class StudioShoe(Aggregate):
 
         def apply(self, shoe: StudioShoe) -> None:
             shoe.hold = Hold(HoldReason(self.reason), self.detail)
+
+    class CoupCleared(CoupClearedFact, Aggregate.Event):
+        TOPIC = CoupClearedFact.STORED_TOPIC
+
+        def apply(self, shoe: StudioShoe) -> None:
+            shoe.requests = [r for r in shoe.requests if r.coup_id != self.coup_id]
+            shoe.served = self.next_position
+            shoe.coup_cards = []
+            shoe.hold = None
+            shoe.held_seqs = set()
 
     class Closed(StudioShoeClosedFact, Aggregate.Event):
         TOPIC = StudioShoeClosedFact.STORED_TOPIC
@@ -408,6 +419,29 @@ class StudioShoe(Aggregate):
                 correlation_id=first.correlation_id,
             )
             record(self, self.CardsDrawn, drawn)
+
+    def clear(
+        self,
+        coup_id: str,
+        reason: str,
+        *,
+        causation_id: UUID | None = None,
+        correlation_id: UUID | None = None,
+    ) -> None:
+        """A supervisor voided ``coup_id``: owe it nothing more, put aside the cards read and
+        not handed out (they were the coup's: the next coup's are read after its betting),
+        lift a hold. The reads kept while held stay in the store, not dealt."""
+        cleared = CoupClearedFact(
+            self.table_id,
+            self.shoe_id,
+            coup_id,
+            reason,
+            len(self.cards),
+            self.hold.reason if self.hold is not None else None,
+            causation_id,
+            correlation_id,
+        )
+        record(self, self.CoupCleared, cleared)
 
     # -- the end -----------------------------------------------------------------------
     def close(

@@ -82,6 +82,17 @@ class ShoeRequestedFact(Fact):
 
 
 @dataclass(frozen=True)
+class StudioCoupClearedFact(Fact):
+    """A studio table's coup voided: its shoe is told to put its cards aside (``ClearCoup``)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.dealing.tables:Table.StudioCoupCleared"
+    table_id: str
+    shoe_id: str
+    coup_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class ShoeFinishedFact(Fact):
     """The shoe is done with (the command ``CloseShoe``: the shoe service reveals it)."""
 
@@ -205,6 +216,7 @@ DEALING_FACTS: tuple[type[Fact], ...] = (
     TableClosedFact,
     ShoeRequestedFact,
     ShoeFinishedFact,
+    StudioCoupClearedFact,
     BettingOpenedFact,
     BettingClosedFact,
     CardsRequestedFact,

@@ -160,6 +160,22 @@ class ShoeHeldFact(Fact):
 
 
 @dataclass(frozen=True)
+class CoupClearedFact(Fact):
+    """A voided coup put aside (``ClearCoup``): its requests dropped, the cards read for it
+    and not handed out skipped (the next card is at ``next_position``), a hold lifted."""
+
+    STORED_TOPIC: ClassVar[str] = "services.shoe.studio:StudioShoe.CoupCleared"
+    table_id: str
+    shoe_id: str
+    coup_id: str
+    reason: str
+    next_position: int
+    lifted: str | None  # the reason of the hold lifted, if the shoe was held
+    causation_id: UUID | None
+    correlation_id: UUID | None
+
+
+@dataclass(frozen=True)
 class StudioShoeClosedFact(Fact):
     """A studio shoe finished: every card read, by position (``StudioShoeClosed``)."""
 
@@ -214,6 +230,7 @@ SHOE_FACTS: tuple[type[Fact], ...] = (
     ReadTakenFact,
     DrawRequestedFact,
     ShoeHeldFact,
+    CoupClearedFact,
     StudioShoeClosedFact,
     StudioTableStartedFact,
     ShoeAttachedFact,

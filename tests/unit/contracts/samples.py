@@ -45,6 +45,7 @@ def samples() -> list[c.Message]:
         c.ShuffleShoe(**ENVELOPE, shoe_id="shoe-2", decks=6, cut_card_from_end=16),
         c.DrawCards(**ENVELOPE, shoe_id="shoe-2", coup_id="coup-7", request_id="r-1", count=4),
         c.CloseShoe(**ENVELOPE, shoe_id="shoe-2"),
+        c.ClearCoup(**ENVELOPE, shoe_id="shoe-2", coup_id="coup-7", reason="misdeal"),
         c.ShoeShuffled(
             **ENVELOPE,
             shoe_id="shoe-2",

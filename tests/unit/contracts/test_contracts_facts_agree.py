@@ -45,6 +45,7 @@ from services.shared.facts.settlement import (
 from services.shared.facts.shoe import (
     SHOE_FACTS,
     CardsBurnedFact,
+    CoupClearedFact,
     DrawRequestedFact,
     ReadTakenFact,
     ReadWaitingFact,
@@ -153,6 +154,7 @@ def test_every_published_fact_has_a_publication_that_names_its_contracts() -> No
         ReadTakenFact,
         DrawRequestedFact,
         ShoeHeldFact,
+        CoupClearedFact,
         StudioTableStartedFact,
         ShoeAttachedFact,
         ReadWaitingFact,

@@ -15,6 +15,7 @@ from contracts import (
     BettingClosed,
     CardDrawn,
     CardsBurned,
+    ClearCoup,
     CloseShoe,
     CutCardReached,
     DrawCards,
@@ -40,7 +41,7 @@ from services.shared.rules.shoe import (
 
 M = TypeVar("M", bound=Message)
 
-SHOE_COMMAND_TYPES = (ShuffleShoe, DrawCards, CloseShoe)
+SHOE_COMMAND_TYPES = (ShuffleShoe, DrawCards, CloseShoe, ClearCoup)
 
 
 def shuffled_order(decks: int, seed: int) -> list[str]:
@@ -64,6 +65,7 @@ class ScriptedShoe:
         self.orders = list(orders)
         self.shoes: dict[str, ShoeState] = {}
         self.salt = new_salt()
+        self.cleared: list[ClearCoup] = []  # a studio table's voided coups
 
     def handle(self, command: Message) -> list[Message]:
         if isinstance(command, ShuffleShoe):
@@ -72,6 +74,9 @@ class ScriptedShoe:
             return self._draw(command)
         if isinstance(command, CloseShoe):
             return self._close(command)
+        if isinstance(command, ClearCoup):
+            self.cleared.append(command)
+            return []
         raise AssertionError(command)
 
     def _shuffle(self, command: ShuffleShoe) -> list[Message]:

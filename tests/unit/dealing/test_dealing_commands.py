@@ -22,6 +22,7 @@ from contracts import (
     DrawCards,
     Message,
     OpenBook,
+    ShuffleShoe,
     TableClosed,
     TableOpened,
     VoidCoup,
@@ -225,6 +226,26 @@ def test_void_while_dealing_discards_late_cards(driver: Driver) -> None:
     assert current_coup(driver) != coup_id
     driver.close_betting_and_pump()  # the next coup is dealt normally
     assert len(driver.of_type(CoupResolved)) == 1
+
+
+@pytest.mark.parametrize("card_source", ["rng", "studio"])
+def test_a_voided_coup_of_a_studio_table_is_cleared_in_its_shoe(card_source: str) -> None:
+    app = DealingApplication(env=POPO, supervisors=keyring())
+    shoe = ScriptedShoe([shuffled_order(1, seed=1)])
+    driver = Driver(app, shoe)
+    app.handle(open_table(betting_window_ms=60_000, card_source=card_source))
+    driver.pump()
+    assert [m.card_source for m in driver.of_type(ShuffleShoe)] == [card_source]
+    assert [m.card_source for m in driver.of_type(TableOpened)] == [card_source]
+    resolved = current_coup(driver)
+    driver.close_betting_and_pump()
+    app.handle(supervisor().void("t1", resolved))  # resolved already: the shoe owes it nothing
+    coup_id = current_coup(driver)
+    app.close_betting("t1", coup_id)
+    app.handle(supervisor().void("t1", coup_id, "misdeal"))
+    driver.pump()
+    cleared = [(c.shoe_id, c.coup_id, c.reason) for c in shoe.cleared]
+    assert cleared == ([("t1.shoe-1", coup_id, "misdeal")] if card_source == "studio" else [])
 
 
 def test_close_table_finishes_the_current_coup_first(driver: Driver) -> None:

@@ -13,6 +13,7 @@ from contracts import (
     SHOE_EVENTS,
     CardDrawn,
     CardsBurned,
+    ClearCoup,
     CloseShoe,
     CutCardReached,
     DrawCards,
@@ -332,3 +333,34 @@ def test_the_cut_card_is_announced_with_the_first_card_behind_it_not_before() ->
     table.burn()
     table.read("cut-card")
     assert not [m for m in table.published() if isinstance(m, CutCardReached)]
+
+
+def test_a_voided_coup_puts_its_cards_aside_and_lifts_the_hold() -> None:
+    table = Table()
+    table.open()
+    table.burn()
+    table.draw("c1", 4)
+    table.cards("9S")
+    table.read("gap", seq=7, last_seq=7)
+    table.cards("2D")  # kept while held
+    table.published()
+    table.command(ClearCoup(table_id="t1", shoe_id="s1", coup_id="c1", reason="misdeal"))
+    shoe = table.shoe()
+    assert (shoe.hold, shoe.requests, shoe.coup_cards, shoe.served) == (None, [], [], 3)
+    request = table.draw("c2", 4)
+    table.cards(*NATURAL[1:], "5D")  # the next coup's cards, after its betting
+    assert drawn(table.published()) == [
+        (3, "2D", request),
+        (4, "TH", request),
+        (5, "3C", request),
+        (6, "5D", request),
+    ]
+    assert len(table.incidents()) == 1  # the gap's
+
+
+def test_a_software_shoe_ignores_a_clear_coup() -> None:
+    table = Table()
+    table.command(ShuffleShoe(table_id="t1", shoe_id="s1", decks=1, cut_card_from_end=10))
+    table.published()
+    table.command(ClearCoup(table_id="t1", shoe_id="s1", coup_id="c1"))
+    assert table.published() == []
