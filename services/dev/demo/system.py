@@ -76,7 +76,8 @@ class SystemTimeout(TimeoutError):
 class LocalSystem:
     """Start, watch, kill, restart and stop the services of one run; follow their events.
 
-    ``accept`` filters what the ledger sees (e.g. only this run's tables).
+    ``accept`` filters what the ledger sees (e.g. only this run's tables); ``follow`` names more
+    topics to read than the events (e.g. the incidents).
     """
 
     def __init__(
@@ -86,6 +87,7 @@ class LocalSystem:
         services: Iterable[str] = SERVICES,
         ledger: Ledger | None = None,
         accept: Callable[[Message], bool] | None = None,
+        follow: Sequence[str] = (),
     ) -> None:
         self.settings = settings
         self.services = {
@@ -103,7 +105,7 @@ class LocalSystem:
         self.feed = EventFeed(
             settings.bootstrap,
             settings.topic_prefix,
-            event_topics(self.operators),
+            (*event_topics(self.operators), *follow),
             auth=logins.auth(AUDITOR),
         )
         self.reactors: list[Callable[[Message], Awaitable[None]]] = []
@@ -118,7 +120,7 @@ class LocalSystem:
         """Create the topics and the run's keys, start every service, wait until each serves,
         start following."""
         self._started = True
-        await asyncio.to_thread(prepare_keys, self.settings)
+        await asyncio.to_thread(prepare_keys, self.settings, tuple(self.services))
         await secure_run(self.settings, self.operators)
         await self.feed.start(from_beginning=False)
         await self.sender.start()

@@ -51,10 +51,10 @@ from contracts import (
     partition_key,
     topic_for,
 )
-from services.dev.demo.bus import EVENT_TOPICS, EventFeed, Received, cluster_id
+from services.dev.demo.bus import Received, cluster_id
 from services.dev.demo.processes import ServiceSettings
 from services.dev.demo.system import LocalSystem, SystemTimeout
-from services.dev.infra.kafka_clients import ADMIN, AUDITOR
+from services.dev.infra.kafka_clients import ADMIN
 from services.shared.platform.kafka import SIGNATURE_HEADER
 from services.shared.platform.security import Signer, Where, load_keyring, signer_for
 from services.shared.platform.settings import KafkaAuth, Settings
@@ -380,14 +380,7 @@ class HostileSystem(LocalSystem):
     """
 
     def __init__(self, settings: ServiceSettings, log_dir: Any) -> None:
-        super().__init__(settings, log_dir)
-        self._unused_feed = self.feed
-        self.feed = EventFeed(
-            settings.bootstrap,
-            settings.topic_prefix,
-            topics=(*EVENT_TOPICS, INCIDENTS),
-            auth=settings.logins.auth(AUDITOR),
-        )
+        super().__init__(settings, log_dir, follow=(INCIDENTS,))
         self.attacker = Attacker(
             settings.bootstrap,
             settings.topic_prefix,
@@ -400,7 +393,6 @@ class HostileSystem(LocalSystem):
         self._attacker_started = False
 
     async def start(self, ready_timeout: float = 90.0) -> None:
-        await self._unused_feed.stop()  # never started: closed so that it leaves no warning
         await super().start(ready_timeout)
         await self.attacker.start()
         self._attacker_started = True
