@@ -406,6 +406,11 @@ def test_compose_publishes_each_metrics_port_on_loopback(service: str) -> None:
     assert f"http://127.0.0.1:{port}/ready" in " ".join(entry["healthcheck"]["test"])
 
 
+def test_the_image_exposes_each_services_port() -> None:
+    [expose] = re.findall(r"^EXPOSE (.*)$", (DEPLOY / "Dockerfile").read_text(), re.M)
+    assert {int(port) for port in expose.split()} >= set(PORTS.values())
+
+
 def targets(path: Path) -> dict[str, str]:
     [config] = load_all(path)
     [job] = config["scrape_configs"]
