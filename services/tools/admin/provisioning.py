@@ -6,8 +6,10 @@ events table and the procedure that locks it for writing; ``<service>`` (LOGIN) 
 INSERT its events, tracking, snapshots and side rows, lock its lease tables, and nothing else;
 ``auditor`` reads every schema. ``partitions=N`` provisions a schema per partition. An instance
 ``gateway-<operator>`` gets its own schema (``settings.schema_name``) with the gateway's roles;
-the gateway is never partitioned (one store per operator it serves). Idempotent:
-what is missing is created, and every grant revoked and given again (docs/security.md).
+the gateway is never partitioned (one store per operator it serves), nor is the studio bridge
+(``studio-bridge``: roles ``studio_bridge_owner`` and ``studio_bridge``, its schema
+``settings.schema_name``'s). Idempotent: what is missing is created, and every grant revoked
+and given again (docs/security.md).
 """
 
 from __future__ import annotations
@@ -85,7 +87,14 @@ class StoreRoles:
     def application(self) -> str:
         """The service this store is of (``gateway-acme``'s: ``gateway``): its Application's
         name, hence its tables' names, and its side tables."""
-        return self.service.split("-", 1)[0]
+        return application_of(self.service)
+
+
+def application_of(service: str) -> str:
+    """The service ``service`` is (an instance of): ``gateway-acme`` is the gateway's, the
+    studio bridge is ``studio-bridge``."""
+    of = service.split("-", 1)[0]
+    return of if of in INSTANCED else service
 
 
 @dataclass(frozen=True)
@@ -202,7 +211,7 @@ def create_tables(admin: PostgresSettings, store: StoreRoles) -> StoreTables:
         "CREATE_TABLE": "yes",
     }
     shape = type(
-        f"{store.application.title()}Store",
+        f"{store.application.title().replace('-', '')}Store",
         (ServiceApplication,),
         {"name": store.application, "is_snapshotting_enabled": True},
     )
@@ -422,8 +431,12 @@ class Provisioning:
 
 
 SERVICES = ("shoe", "dealing", "settlement")
-UNPARTITIONED = ("gateway",)
-"""Services never partitioned: the gateway runs one store per operator it serves."""
+UNPARTITIONED = ("gateway", "studio-bridge")
+"""Services never partitioned: the gateway runs one store per operator it serves, the studio
+bridge one per studio table."""
+INSTANCED = ("gateway",)
+"""Services run as instances named ``<service>-<name>`` (the gateway's, one per operator), each
+with its own schema and the service's roles and tables."""
 AUDITOR = "auditor"
 PREFIX = re.compile(r"^([a-z_][a-z0-9_]*)?$")
 SETUP_LOCK = 0x70625F7365747570  # "pb_setup": one provisioning at a time in a database
@@ -454,8 +467,9 @@ def store_roles(
                 f"service name {service!r} must be lower case letters, digits or _ "
                 "(an instance: <service>-<name>)"
             )
-        of = service.split("-", 1)[0]
-        owner, login = f"{roles_prefix}{of}_owner", f"{roles_prefix}{of}"
+        of = application_of(service)
+        role = f"{roles_prefix}{of.replace('-', '_')}"  # studio-bridge's: studio_bridge
+        owner, login = f"{role}_owner", role
         numbers: Sequence[int | None] = (
             [None] if partitions is None or of in UNPARTITIONED else range(partitions)
         )

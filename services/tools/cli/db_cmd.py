@@ -16,6 +16,10 @@ The gateway gets a schema per operator it serves (``PB_GATEWAY_OPERATORS``, else
 ``PB_OPERATORS``): ``gateway`` for the house, ``gateway_<operator>_<digest>`` for another
 (``gateway-<operator>``'s store), all with the gateway's two roles; never partitioned.
 
+The studio bridge (``--services studio-bridge``, a studio deployment's) gets its schema
+(``studio_bridge_<digest>``) and roles ``studio_bridge_owner`` and ``studio_bridge`` (its
+password: ``PB_POSTGRES_PASSWORD_STUDIO_BRIDGE``); never partitioned.
+
 A partitioned deployment (``PB_PARTITIONED=yes``: a store per partition) gets the schemas of
 every partition, ``<prefix><service>_p0`` .. ``_p<N-1>``, with the service's same roles: N is
 ``--partitions``, else ``PB_TOPIC_PARTITIONS`` (the topics' partition count, default 3).
@@ -37,6 +41,9 @@ db_app = typer.Typer(
 )
 
 SERVICES = ("shoe", "dealing", "settlement", "gateway")
+"""What ``db setup`` provisions unless ``--services`` says otherwise."""
+STUDIO_BRIDGE = "studio-bridge"
+"""Provisioned when named (``--services studio-bridge``): only a studio deployment runs it."""
 PASSWORD_VARIABLE = "PB_POSTGRES_PASSWORD_"
 """Followed by a LOGIN role's name in capitals: the password that role must have."""
 
@@ -52,7 +59,9 @@ def setup_command(
         None, "--role-prefix", help="Prefix of the roles' names (default: the schema prefix)."
     ),
     services: str = typer.Option(
-        ",".join(SERVICES), "--services", help="Comma-separated services to provision."
+        ",".join(SERVICES),
+        "--services",
+        help=f"Comma-separated services to provision (also {STUDIO_BRIDGE}: a studio's).",
     ),
     partitions: int | None = typer.Option(
         None,
@@ -73,9 +82,10 @@ def setup_command(
     from services.tools.admin.provisioning import provision, store_roles
 
     names = [name.strip() for name in services.split(",") if name.strip()]
-    unknown = [name for name in names if name not in SERVICES]
+    unknown = [name for name in names if name not in (*SERVICES, STUDIO_BRIDGE)]
     if not names or unknown:
-        typer.echo(f"error: --services takes some of {', '.join(SERVICES)}", err=True)
+        known = ", ".join((*SERVICES, STUDIO_BRIDGE))
+        typer.echo(f"error: --services takes some of {known}", err=True)
         raise typer.Exit(2)
     try:
         settings = Settings.from_env(names[0], postgres_schema_prefix=schema_prefix)

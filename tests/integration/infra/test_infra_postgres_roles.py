@@ -15,6 +15,7 @@ import secrets
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -47,7 +48,10 @@ from services.shared.platform.store.lease import (
     LEASE_TABLES,
     LOCK_CLASS,
 )
+from services.shared.rules import Card
 from services.shoe.application import ShoeApplication
+from services.studio.protocol import CardRead
+from services.studio_bridge.application import BridgeApplication
 from services.tools.admin.provisioning import (
     SERVICES,
     SETUP_LOCK,
@@ -55,6 +59,7 @@ from services.tools.admin.provisioning import (
     StoreRoles,
     provision,
 )
+from services.tools.cli.db_cmd import PASSWORD_VARIABLE
 from services.tools.cli.main import app
 from tests.integration.audit.helpers import audit_settings
 from tests.postgres_databases import database_for_roles
@@ -696,3 +701,73 @@ def test_db_setup_provisions_a_store_per_operator_the_gateway_serves(roles: Prov
                         sql.Identifier(roles.store(other).schema, f"{other}_events")
                     )
                 )
+
+
+def test_db_setup_provisions_the_studio_bridges_store(roles: Provisioned) -> None:
+    """Issue 24: `db setup --services studio-bridge` provisions the device bridge's store as
+    it does the others': one schema (never partitioned: it serves one table), owned by
+    ``studio_bridge_owner``, and the ``studio_bridge`` role with its Secret's password; the
+    bridge records a device read as that role with PB_POSTGRES_CREATE_TABLES=no and reads it
+    back, may not change it and reads no other service's schema; the auditor reads it and
+    writes nothing."""
+    prefix = f"{roles.prefix}b_"
+    login, owner, auditor = (
+        f"{prefix}studio_bridge",
+        f"{prefix}studio_bridge_owner",
+        f"{prefix}auditor",
+    )
+    password = "bridge-secret-0123456789"
+    env: dict[str, str | None] = {
+        **admin_env(roles.admin),
+        "PB_PARTITIONED": "yes",  # the table services' partitions: not the bridge's
+        **{PASSWORD_VARIABLE + name.upper(): password for name in (login, auditor)},
+    }
+    command = ["db", "setup", "--services", "studio-bridge", "--schema-prefix", "b_"]
+    result = CliRunner().invoke(app, [*command, "--role-prefix", prefix], env=env)
+    assert result.exit_code == 0, result.output
+    assert password not in result.output and result.stdout == ""
+    settings = Settings(
+        service="studio-bridge",
+        persistence="postgres",
+        postgres=replace(roles.admin, user=login, password=password),
+        postgres_create_tables=False,
+        postgres_schema_prefix="b_",
+    )
+    schema, events = settings.postgres_schema, "studio-bridge_events"
+    read = CardRead("shoe-1", 1, Card("T", "D"))
+    bridge = open_application(lambda env: BridgeApplication(env=env), settings)
+    try:
+        bridge.take("studio-1", read, datetime(2026, 12, 6, tzinfo=UTC))
+    finally:
+        bridge.close()
+    again = open_application(lambda env: BridgeApplication(env=env), settings)
+    try:
+        reads = again.reads_of("studio-1", "shoe-1")
+        assert reads is not None and reads.highest == 1
+    finally:
+        again.close()
+    with connect(roles.admin) as conn:
+        schemas = conn.execute(
+            "SELECT nspname, pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname LIKE %s",
+            ("b\\_%",),
+        ).fetchall()
+        assert schemas == [(schema, owner)]  # no _p<N>
+    with connect(replace(roles.admin, user=login, password=password)) as conn:
+        recorded = count(conn, schema, events)
+        assert recorded > 0
+        for change in changes(schema, events):
+            with pytest.raises(errors.InsufficientPrivilege):
+                conn.execute(change)
+        assert count(conn, schema, events) == recorded
+        for other in SERVICES:
+            with pytest.raises(errors.InsufficientPrivilege, match="permission denied for schema"):
+                conn.execute(
+                    sql.SQL("SELECT count(*) FROM {}").format(
+                        sql.Identifier(roles.store(other).schema, f"{other}_events")
+                    )
+                )
+    with connect(replace(roles.admin, user=auditor, password=password)) as conn:
+        assert count(conn, schema, events) == recorded
+        target = sql.Identifier(schema, events)
+        with pytest.raises(errors.ReadOnlySqlTransaction):
+            conn.execute(sql.SQL("INSERT INTO {} SELECT * FROM {}").format(target, target))

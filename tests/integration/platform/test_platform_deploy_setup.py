@@ -25,6 +25,7 @@ from services.dev.infra.kafka_setup_script import setup_script
 from services.shared.platform.kafka import PROJECT_TOPICS, topic_config
 from tests.unit.platform.test_platform_deploy import (
     K8S,
+    STUDIO,
 )
 from tests.unit.platform.test_platform_deploy_partitioned import OVERLAY
 
@@ -130,7 +131,7 @@ def test_the_setup_script_refuses_other_operators_and_runs_without_a_gateway_rat
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
-@pytest.mark.parametrize("folder", ["k8s", "k8s-partitioned"])
+@pytest.mark.parametrize("folder", ["k8s", "k8s-partitioned", "k8s-studio"])
 def test_the_rendered_manifests_give_each_pod_only_its_own_secrets(
     tmp_path: Path, folder: str
 ) -> None:
@@ -138,9 +139,12 @@ def test_the_rendered_manifests_give_each_pod_only_its_own_secrets(
     reference resolves to a generated Secret, and each service's pod references its own."""
     shutil.copytree(K8S, tmp_path / "k8s")
     shutil.copytree(OVERLAY, tmp_path / "k8s-partitioned")
+    shutil.copytree(STUDIO, tmp_path / "k8s-studio")
     base = tmp_path / "k8s"
-    for example in base.glob("*.env.example"):
-        shutil.copy(example, base / example.name.removesuffix(".example"))
+    for example in [*base.glob("*.env.example"), *(tmp_path / "k8s-studio").glob("*.env.example")]:
+        shutil.copy(example, example.with_name(example.name.removesuffix(".example")))
+    (tmp_path / "k8s-studio" / "keys").mkdir(exist_ok=True)
+    (tmp_path / "k8s-studio" / "keys" / "studio-bridge.pem").write_text("placeholder\n")
     placeholders = ("keys/shoe.pem", "keys/dealing.pem", "keys/settlement.pem", "keys/gateway.pem")
     for name in (*placeholders, "keys/operators/house.json", "kafka/ca.pem"):
         (base / name).parent.mkdir(parents=True, exist_ok=True)
@@ -177,8 +181,17 @@ def test_the_rendered_manifests_give_each_pod_only_its_own_secrets(
                 for e in doc["spec"]["template"]["spec"]["containers"][0]["env"]
             }
             assert "POSTGRES_PASSWORD" not in env
+    deployments = {doc["metadata"]["name"] for doc in docs if doc["kind"] == "Deployment"}
+    assert ("studio-bridge" in deployments) == (folder == "k8s-studio")
     jobs = {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == "Job"}
     assert set(jobs) == {"db-setup", "kafka-setup"}
+    if folder == "k8s-studio":  # the setup Jobs give the bridge its role and its Kafka user
+        assert {n.rsplit("-", 1)[0] for n in referenced(jobs["db-setup"])} >= {
+            "punto-banco-postgres-studio-bridge"
+        }
+        assert {n.rsplit("-", 1)[0] for n in referenced(jobs["kafka-setup"])} >= {
+            "punto-banco-kafka-studio-bridge"
+        }
     admin_secrets = {"punto-banco-postgres-admin", "punto-banco-kafka-admin"}
     assert {n.rsplit("-", 1)[0] for n in referenced(jobs["db-setup"])} >= {
         "punto-banco-postgres-admin"

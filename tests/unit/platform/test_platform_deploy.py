@@ -1,5 +1,9 @@
 """deploy/ agrees with the code: Kubernetes manifests, compose.yaml and the Prometheus configs.
 
+The manifests are deploy/k8s's and the studio overlay's own (deploy/k8s-studio: the device
+bridge's Deployment, Service and Secrets; its patches of the setup Jobs are
+test_platform_deploy_studio.py's).
+
 Nothing here runs a cluster or a Docker engine (there is none on this machine): the files are
 parsed and held to what the code reads (the variables of settings.Environment, the ports of
 settings.http_port and the gateway's GatewayConfig, the routes of endpoints.ops_app, the key
@@ -33,11 +37,17 @@ from services.tools.cli.db_cmd import SERVICES as PROVISIONED
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 K8S = DEPLOY / "k8s"
+STUDIO = DEPLOY / "k8s-studio"
 SERVICES = ("shoe", "dealing", "settlement")
 GATEWAY = "gateway"
-DEPLOYED = (*SERVICES, GATEWAY)
-"""The Deployments: the three table services and the operator gateway (gateway.yaml)."""
-PORTS = {**{service: HTTP_PORTS[service] for service in SERVICES}, GATEWAY: DEFAULT_PORT}
+BRIDGE = "studio-bridge"
+DEPLOYED = (*SERVICES, GATEWAY, BRIDGE)
+"""The Deployments: the three table services and the operator gateway (gateway.yaml), and a
+studio table's device bridge (deploy/k8s-studio, compose's `studio` profile)."""
+PORTS = {
+    **{service: HTTP_PORTS[service] for service in (*SERVICES, BRIDGE)},
+    GATEWAY: DEFAULT_PORT,
+}
 """Each one's HTTP port: the operations endpoints' (the gateway's: its API's too)."""
 POD_IP = "10.42.0.7"
 HELPER_VARIABLES = {"POD_IP"}  # set by the manifests for other variables to refer to
@@ -54,14 +64,25 @@ def load_all(path: Path) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
-def kustomization() -> dict[str, Any]:
-    [doc] = load_all(K8S / "kustomization.yaml")
+def kustomization(folder: Path = K8S) -> dict[str, Any]:
+    [doc] = load_all(folder / "kustomization.yaml")
     return doc
 
 
 def resources() -> Iterator[dict[str, Any]]:
-    for name in kustomization()["resources"]:
-        yield from load_all(K8S / name)
+    """The base's resources and the studio overlay's own (not its base, ``../k8s``)."""
+    for folder in (K8S, STUDIO):
+        for name in kustomization(folder)["resources"]:
+            if (folder / name).is_file():
+                yield from load_all(folder / name)
+
+
+def generators(kind: str) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """The base's and the studio overlay's ``configMapGenerator`` or ``secretGenerator``
+    items, each with the folder its files are in."""
+    for folder in (K8S, STUDIO):
+        for item in kustomization(folder).get(kind, []):
+            yield folder, item
 
 
 def find(kind: str, name: str) -> dict[str, Any]:
@@ -103,10 +124,10 @@ def environment_of(service: str) -> dict[str, str]:
 
 def secret_env(name: str) -> dict[str, str]:
     """The variables of a Secret kustomization.yaml generates from a .env file (its example)."""
-    [item] = [i for i in kustomization()["secretGenerator"] if i["name"] == name]
+    [(folder, item)] = [(f, i) for f, i in generators("secretGenerator") if i["name"] == name]
     env: dict[str, str] = {}
     for envs in item["envs"]:
-        env.update(dotenv(K8S / (envs + ".example")))
+        env.update(dotenv(folder / (envs + ".example")))
     return env
 
 
@@ -118,10 +139,10 @@ def dotenv(path: Path) -> dict[str, str]:
 def generated(kind: str) -> dict[str, list[str]]:
     """The ConfigMaps or Secrets kustomization.yaml generates: name -> file keys (or env keys)."""
     out = {}
-    for item in kustomization()[kind]:
+    for folder, item in generators(kind):
         keys = [entry.split("=", 1)[0] for entry in item.get("files", [])]
         for envs in item.get("envs", []):
-            keys += list(dotenv(K8S / (envs + ".example")))
+            keys += list(dotenv(folder / (envs + ".example")))
         out[item["name"]] = keys
     return out
 
@@ -265,7 +286,7 @@ def test_the_shoes_secret_key_reaches_the_shoe_alone_and_private() -> None:
         assert "PB_SHOE_SECRET_KEY_FILE" not in compose[service]["environment"]
 
 
-@pytest.mark.parametrize("service", SERVICES)
+@pytest.mark.parametrize("service", [*SERVICES, BRIDGE])
 def test_the_signing_key_reaches_the_service_private_and_the_keyring_public(
     service: str,
 ) -> None:
@@ -385,6 +406,11 @@ def test_compose_publishes_each_metrics_port_on_loopback(service: str) -> None:
     assert f"http://127.0.0.1:{port}/ready" in " ".join(entry["healthcheck"]["test"])
 
 
+def test_the_image_exposes_each_services_port() -> None:
+    [expose] = re.findall(r"^EXPOSE (.*)$", (DEPLOY / "Dockerfile").read_text(), re.M)
+    assert {int(port) for port in expose.split()} >= set(PORTS.values())
+
+
 def targets(path: Path) -> dict[str, str]:
     [config] = load_all(path)
     [job] = config["scrape_configs"]
@@ -397,7 +423,9 @@ def targets(path: Path) -> dict[str, str]:
 
 
 def test_the_prometheus_configs_scrape_the_ports_compose_publishes() -> None:
-    ports = PORTS
+    """Not the studio bridge's: a deployment without a studio would show it down (the pods'
+    annotations and the ServiceMonitor reach it in a cluster)."""
+    ports = {service: port for service, port in PORTS.items() if service != BRIDGE}
     assert targets(DEPLOY / "prometheus" / "prometheus.yml") == {
         service: f"127.0.0.1:{port}" for service, port in ports.items()
     }

@@ -166,7 +166,9 @@ def test_db_setup_prints_the_settings_of_the_roles_it_created(
 def test_db_setup_takes_only_the_services_it_knows() -> None:
     result = CliRunner().invoke(app, ["db", "setup", "--services", "shoe,dealng"], env=PG)
     assert result.exit_code == 2
-    assert "--services takes some of shoe, dealing, settlement, gateway" in result.output
+    assert "--services takes some of shoe, dealing, settlement, gateway, studio-bridge" in (
+        result.output
+    )
 
 
 def test_the_sql_names_are_quoted_identifiers() -> None:
@@ -205,10 +207,23 @@ def test_each_operators_gateway_gets_its_own_schema_with_the_gateways_roles() ->
     assert StoreRoles("gateway-acme", acme, "o", "l").application == "gateway"
 
 
+def test_the_studio_bridge_gets_its_own_schema_and_roles_never_partitioned() -> None:
+    """``studio-bridge`` is a service of its own, not an instance of a ``studio`` service:
+    its roles are ``studio_bridge`` (the ``-`` a role name may not hold) and its schema the one
+    its settings name; it serves one table, so it has one store however many partitions."""
+    schema = Settings("studio-bridge", postgres_schema_prefix="t_").postgres_schema
+    assert schema.startswith("t_studio_bridge_")
+    assert store_roles(["studio-bridge"], "t_", partitions=2) == [
+        StoreRoles("studio-bridge", schema, "t_studio_bridge_owner", "t_studio_bridge")
+    ]
+    assert StoreRoles("studio-bridge", schema, "o", "l").application == "studio-bridge"
+
+
 @pytest.mark.parametrize(
     ("env", "args", "services"),
     [
-        ({}, [], ["shoe", "dealing", "settlement", "gateway"]),
+        ({}, [], ["shoe", "dealing", "settlement", "gateway"]),  # no studio bridge unless named
+        ({}, ["--services", "shoe,studio-bridge"], ["shoe", "studio-bridge"]),
         ({"PB_OPERATORS": "house,acme"}, ["--services", "gateway"], ["gateway", "gateway-acme"]),
         (
             {"PB_OPERATORS": "house,acme,bravo", "PB_GATEWAY_OPERATORS": "bravo"},
