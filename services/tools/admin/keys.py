@@ -89,8 +89,13 @@ def rotate_key_file(path: Path) -> str:
     return kid
 
 
-def init_keys(settings: Settings, services: Sequence[str] = SERVICES) -> list[str]:
-    """Give every service in ``services`` a key and put it in the keyring; what was done."""
+def init_keys(
+    settings: Settings,
+    services: Sequence[str] = SERVICES,
+    tables: Sequence[str] | None = None,
+) -> list[str]:
+    """Give every service in ``services`` a key and put it in the keyring; what was done.
+    With ``tables``, each new key signs the records of these tables only (a device bridge's)."""
     keyring_path = settings.keyring_path
     paths = {service: settings.for_service(service).signing_key_path for service in services}
     if len(set(paths.values())) < len(paths):
@@ -116,7 +121,8 @@ def init_keys(settings: Settings, services: Sequence[str] = SERVICES) -> list[st
             key = Ed25519PrivateKey.generate()
             write_private(path, key, exclusive=True)
             verb = "created"
-        entry = KeyringEntry(_kid(keyring, service), service, key.public_key())
+        scope = frozenset(tables) if tables else None
+        entry = KeyringEntry(_kid(keyring, service), service, key.public_key(), scope)
         keyring = with_entry(keyring, entry)
         changed = True
         done.append(f"{service}: key {entry.kid} {verb} ({path})")
@@ -159,9 +165,13 @@ def rotate_secret_key(settings: Settings) -> str:
 def rotate_key(settings: Settings) -> str:
     """A new key for ``settings.service`` (see the module docstring); its key id."""
     keyring = load_keyring(settings)
-    signer_for(settings, keyring)  # the current key must be sound before it is replaced
+    current = signer_for(settings, keyring)  # sound before it is replaced
+    scope = keyring.find(settings.service, current.public_key)
     key = Ed25519PrivateKey.generate()
-    entry = KeyringEntry(_kid(keyring, settings.service), settings.service, key.public_key())
+    tables = scope.tables if scope is not None else None  # the new key signs as the old did
+    entry = KeyringEntry(
+        _kid(keyring, settings.service), settings.service, key.public_key(), tables
+    )
     _write_keyring(settings.keyring_path, with_entry(keyring, entry))
     write_private(settings.signing_key_path, key, exclusive=False)
     return entry.kid
@@ -197,10 +207,15 @@ def with_entry(keyring: Keyring, entry: KeyringEntry) -> Keyring:
 
 def keyring_json(keyring: Keyring) -> str:
     """The keyring as the file holds it (public keys in PEM)."""
-    document = {
-        entry.kid: {"service": entry.service, "public_key": public_key_pem(entry.public_key)}
-        for entry in sorted(keyring.entries(), key=lambda entry: entry.kid)
-    }
+    document: dict[str, dict[str, object]] = {}
+    for entry in sorted(keyring.entries(), key=lambda entry: entry.kid):
+        fields: dict[str, object] = {
+            "service": entry.service,
+            "public_key": public_key_pem(entry.public_key),
+        }
+        if entry.tables is not None:
+            fields["tables"] = sorted(entry.tables)
+        document[entry.kid] = fields
     return json.dumps(document, indent=2) + "\n"
 
 

@@ -43,6 +43,12 @@ def init_command(
     services: str = typer.Option(
         "shoe,dealing,settlement", "--services", help="Comma-separated services to give a key."
     ),
+    tables: str = typer.Option(
+        "",
+        "--tables",
+        help="Comma-separated table ids: the new keys sign these tables' records only (a "
+        "studio table's device bridge: `--services studio-bridge --tables studio-1`).",
+    ),
 ) -> None:
     """Create a key for every service that has none, and the keyring; for the shoe also its
     secret key file (idempotent)."""
@@ -59,7 +65,8 @@ def init_command(
         raise typer.Exit(2)
     settings = _settings(names[0], data_dir)
     try:
-        for line in init_keys(settings, names):
+        scope = [table.strip() for table in tables.split(",") if table.strip()]
+        for line in init_keys(settings, names, scope or None):
             typer.echo(line)
     except (KeysError, OSError) as error:
         typer.echo(f"error: {error}", err=True)

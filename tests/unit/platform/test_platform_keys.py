@@ -132,3 +132,19 @@ def test_rotation_signs_with_a_new_key_and_the_old_one_still_verifies(tmp_path: 
     for position, header in ((1, signed_before), (2, signed_after)):
         assert verify(keyring, "dealing", where, b"t1", b"{}", position, 0, header) is None
     assert rotate_key(s) == "dealing-3"
+
+
+def test_a_bridge_key_made_for_a_table_signs_for_it_alone_and_its_rotation_too(
+    tmp_path: Path,
+) -> None:
+    s = settings(tmp_path, "studio-bridge")
+    init_keys(s, ["studio-bridge"], ["studio-1"])
+    rotate_key(s)
+    keyring = load_keyring(s)
+    assert [e.tables for e in keyring.entries()] == [frozenset({"studio-1"})] * 2
+    signer = signer_for(s, keyring)
+    where = Where("cluster", "punto-banco.studio-reads", 0)
+    for table, refused in ((b"studio-1", False), (b"studio-2", True)):
+        header = signer.sign(where, table, b"{}", 1, 0)
+        why = verify(keyring, "studio-bridge", where, table, b"{}", 1, 0, header)
+        assert (why is not None) is refused

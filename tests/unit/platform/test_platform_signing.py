@@ -244,6 +244,21 @@ def test_a_keyring_reads_pem_and_raw_base64_and_writes_pem() -> None:
     ]
 
 
+def test_a_key_scoped_to_tables_signs_their_records_only_and_keeps_its_scope_in_the_file() -> None:
+    scoped = Keyring(
+        {"dealing-1": KeyringEntry("dealing-1", "dealing", KEY.public_key(), frozenset({"t1"}))}
+    )
+    other = SIGNER.sign(WHERE, RECORD_KEY, VALUE, 42, 3)  # table-1
+    assert verify(scoped, "dealing", WHERE, RECORD_KEY, VALUE, 42, 3, other) == (
+        "key 'dealing-1' signs for tables ['t1'] only, not 'table-1'"
+    )
+    own = SIGNER.sign(WHERE, b"t1", VALUE, 42, 3)
+    assert verify(scoped, "dealing", WHERE, b"t1", VALUE, 42, 3, own) is None
+    again = Keyring.parse(keyring_json(scoped))
+    assert [e.tables for e in again.entries()] == [frozenset({"t1"})]
+    assert '"tables"' not in keyring_json(KEYRING)  # an unscoped key's entry as before
+
+
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
@@ -255,6 +270,9 @@ def test_a_keyring_reads_pem_and_raw_base64_and_writes_pem() -> None:
         ('{"k": {"service": "x"}}', "'public_key'"),
         ('{"k": {"service": "x", "public_key": "AAAA"}}', "3 bytes"),
         ('{"k": {"service": "x", "public_key": "-----BEGIN PUBLIC KEY-----"}}', "not an Ed25519"),
+        ('{"k": {"service": "x", "public_key": "AA", "tables": []}}', "'tables' must list"),
+        ('{"k": {"service": "x", "public_key": "AA", "tables": "t1"}}', "'tables' must list"),
+        ('{"k": {"service": "x", "public_key": "AA", "tables": [""]}}', "'tables' must list"),
     ],
 )
 def test_a_bad_keyring_says_what_is_wrong(text: str, reason: str) -> None:

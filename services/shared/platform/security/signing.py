@@ -141,6 +141,7 @@ class KeyringEntry:
     kid: str
     service: str
     public_key: Ed25519PublicKey
+    tables: frozenset[str] | None = None  # the only record keys (table ids) it signs; None: any
 
 
 def public_key_pem(key: Ed25519PublicKey) -> str:
@@ -262,13 +263,22 @@ class Keyring(FileKeyring[KeyringEntry]):
 
     @classmethod
     def entry(cls, kid: str, entry: object, where: str) -> KeyringEntry:
-        """``{"service": ..., "public_key": ...}``."""
+        """``{"service": ..., "public_key": ...}``, and ``"tables": [...]`` for a key that
+        signs the records of these tables only (a studio table's device bridge)."""
         if not isinstance(entry, dict):
             raise KeyringError(f"{where}: must be an object with service and public_key")
         service = entry.get("service")
         if not isinstance(service, str) or not service:
             raise KeyringError(f"{where}: 'service' must name the service holding the key")
-        return KeyringEntry(kid, service, cls.public_key(entry.get("public_key"), where))
+        tables = entry.get("tables")
+        if tables is not None and (
+            not isinstance(tables, list)
+            or not tables
+            or not all(isinstance(table, str) and table for table in tables)
+        ):
+            raise KeyringError(f"{where}: 'tables' must list the table ids the key signs for")
+        public_key = cls.public_key(entry.get("public_key"), where)
+        return KeyringEntry(kid, service, public_key, None if tables is None else frozenset(tables))
 
     def entries(self) -> list[KeyringEntry]:
         return list(self._entries.values())
@@ -350,6 +360,8 @@ def verify(
         return "the record key is not UTF-8 (a signed record's key is its table id)"
     if fields["pb-key"] != key_text:
         return f"signed for key {shown(fields['pb-key'])}, not {shown(key_text)}"
+    if entry.tables is not None and key_text not in entry.tables:
+        return f"key {kid!r} signs for tables {sorted(entry.tables)} only, not {shown(key_text)}"
     position = f"{notification_id}:{index}"
     if fields["pb-pos"] != position:
         return f"signed for position {shown(fields['pb-pos'])}, not {position}"
