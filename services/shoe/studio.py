@@ -13,10 +13,11 @@ the coup being dealt with the tableau, so it knows when the coup is complete. It
 (:class:`HoldReason`) on what it cannot deal on: sequence numbers never received, a card the
 decks cannot hold, a card after the coup was complete (the tableau did not ask for it), a
 CONFIRM before the coup was complete, a burn that is not the shown card's, a read out of turn,
-the shoe taken out mid-coup, the dealer's supervisor button. A held shoe hands out no card
+the shoe taken out mid-coup, the dealer's supervisor button, a reader that reads nothing
+(more than :data:`MAX_UNREADABLE` ``UNREADABLE`` in a row). A held shoe hands out no card
 (so nothing settles) until a supervisor's signed decision; the reads it gets meanwhile are
-kept (``held``) for that decision. An ``UNREADABLE`` read makes the next card's wait measured
-(``waited_ms``).
+kept (``held``) for that decision. After an ``UNREADABLE`` read the coup waits for the card
+re-scanned; its wait is measured (``waited_ms``, from the first ``UNREADABLE``).
 
 :class:`StudioTable` routes a table's reads to its current studio shoe; a read with no shoe to
 take it (before the first opens, after one went out) waits there for the next.
@@ -56,6 +57,8 @@ MAX_HELD_READS = 64
 """Reads kept while a shoe is held; later ones are not taken (the bridge's store has them)."""
 MAX_WAITING_READS = 64
 """Reads kept for a table's next shoe; later ones are not taken."""
+MAX_UNREADABLE = 10
+"""``UNREADABLE`` reads in a row (no card read between them) a shoe takes; one more holds it."""
 
 
 class HoldReason(StrEnum):
@@ -69,6 +72,7 @@ class HoldReason(StrEnum):
     OUT_OF_TURN = "OUT_OF_TURN"  # a read the shoe's phase does not admit
     SHOE_OUT_MID_COUP = "SHOE_OUT_MID_COUP"  # SHOE-OUT with a coup's cards on the table
     SUPERVISOR_CALLED = "SUPERVISOR_CALLED"  # the dealer's supervisor button
+    UNREADABLE_STREAK = "UNREADABLE_STREAK"  # more than MAX_UNREADABLE unreadable in a row
 
 
 class Phase(StrEnum):
@@ -134,9 +138,11 @@ class StudioShoe(Aggregate):
                 return
             shoe.device = shoe.device or self.device
             if self.what == "unreadable":
-                shoe.unreadable_since = self.read_at
+                shoe.unreadable_since = shoe.unreadable_since or self.read_at
+                shoe.unreadable += 1
             elif self.what == "card":
                 shoe.unreadable_since = None
+                shoe.unreadable = 0
             if self.position is not None and self.card is not None:
                 shoe.cards.append(self.card)
                 if shoe.phase is Phase.DEALING:
@@ -233,7 +239,8 @@ class StudioShoe(Aggregate):
         self.served = 0  # the position of the next card to hand to a request
         self.requests: list[Request] = []  # oldest first, each with the cards it still wants
         self.request_ids: set[str] = set()
-        self.unreadable_since: datetime | None = None
+        self.unreadable_since: datetime | None = None  # the first UNREADABLE since a card
+        self.unreadable = 0  # UNREADABLE reads since the last card
         self.hold: Hold | None = None
         self.held_seqs: set[int] = set()  # the reads kept while held
         self.closed = False
@@ -291,6 +298,11 @@ class StudioShoe(Aggregate):
                 )
             return None
         if what == "unreadable":
+            if self.unreadable >= MAX_UNREADABLE:
+                return Hold(
+                    HoldReason.UNREADABLE_STREAK,
+                    f"{self.unreadable + 1} unreadable reads in a row: the reader needs a look",
+                )
             return None
         if what == "card":
             if phase not in (Phase.BURNING, Phase.DEALING):

@@ -52,7 +52,7 @@ from contracts import (
     topic_for,
 )
 from services.dev.demo.bus import Received, cluster_id
-from services.dev.demo.processes import ServiceSettings
+from services.dev.demo.processes import SERVICES, ServiceSettings
 from services.dev.demo.system import LocalSystem, SystemTimeout
 from services.dev.infra.kafka_clients import ADMIN
 from services.shared.platform.kafka import SIGNATURE_HEADER
@@ -379,8 +379,10 @@ class HostileSystem(LocalSystem):
     (the table driver) see only what the services published.
     """
 
-    def __init__(self, settings: ServiceSettings, log_dir: Any) -> None:
-        super().__init__(settings, log_dir, follow=(INCIDENTS,))
+    def __init__(
+        self, settings: ServiceSettings, log_dir: Any, services: Iterable[str] = SERVICES
+    ) -> None:
+        super().__init__(settings, log_dir, services, follow=(INCIDENTS,))
         self.attacker = Attacker(
             settings.bootstrap,
             settings.topic_prefix,

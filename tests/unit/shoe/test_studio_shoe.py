@@ -28,7 +28,13 @@ from contracts import (
 from services.shared.platform.store.incidents import IncidentLog
 from services.shoe.application import ShoeApplication
 from services.shoe.messages import apply_command, to_messages
-from services.shoe.studio import MAX_HELD_READS, HoldReason, StudioShoe, coup_complete
+from services.shoe.studio import (
+    MAX_HELD_READS,
+    MAX_UNREADABLE,
+    HoldReason,
+    StudioShoe,
+    coup_complete,
+)
 from tests.signing_keys import shoe_env
 
 T0 = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
@@ -181,6 +187,8 @@ def test_an_unreadable_card_makes_the_coup_wait_and_the_wait_is_measured() -> No
     table.published()
     table.read("unreadable")
     table.read("button", button="RESCAN")
+    table.read("unreadable")  # and again
+    table.read("button", button="RESCAN")
     assert drawn(table.published()) == []
     table.read("card", "9S")  # each read is 500 ms after the last
     assert [c for _, c, _ in drawn(table.published())] == ["9S"]
@@ -188,7 +196,7 @@ def test_an_unreadable_card_makes_the_coup_wait_and_the_wait_is_measured() -> No
         table.app.mapper.to_domain_event(n) for n in table.app.recorder.select_notifications(1, 100)
     ]
     waits = [e.waited_ms for e in events if isinstance(e, StudioShoe.ReadTaken) and e.card]
-    assert waits[-1] == 1000
+    assert waits[-1] == 2000  # from the first UNREADABLE
 
 
 def hold_of(table: Table) -> HoldReason:
@@ -227,7 +235,7 @@ def test_a_held_shoe_keeps_a_bounded_number_of_reads() -> None:
     table.burn()
     table.read("button", button="SUPERVISOR")
     for _ in range(MAX_HELD_READS + 10):
-        table.read("unreadable")
+        table.read("button", button="RESCAN")
     assert len(table.shoe().held_seqs) == MAX_HELD_READS
     assert hold_of(table) is HoldReason.SUPERVISOR_CALLED
 
@@ -241,6 +249,7 @@ def test_a_held_shoe_keeps_a_bounded_number_of_reads() -> None:
         ([("card", "9S"), ("shoe-out", None)], HoldReason.SHOE_OUT_MID_COUP),
         ([("burn-start", None)], HoldReason.OUT_OF_TURN),
         ([("button", "SUPERVISOR")], HoldReason.SUPERVISOR_CALLED),
+        ([("unreadable", None)] * (MAX_UNREADABLE + 1), HoldReason.UNREADABLE_STREAK),
     ],
 )
 def test_what_the_shoe_cannot_deal_on_holds_it(
