@@ -9,7 +9,9 @@ dealing's oldest ``DrawCards`` that still wants one (a card read before its requ
 for it); the ``CUT-CARD`` read places the cut card before the next card.
 
 Each coup is its cards then the dealer's ``BUTTON CONFIRM``. The shoe checks the cards of
-the coup being dealt with the tableau, so it knows when the coup is complete. It holds
+the coup being dealt with the tableau, so it knows when the coup is complete; the coup's last
+card is handed out only on the dealer's CONFIRM, so dealing resolves (and settlement settles)
+only a result the dealer confirmed: unconfirmed, the coup waits. It holds
 (:class:`HoldReason`) on what it cannot deal on: sequence numbers never received, a card the
 decks cannot hold, a card after the coup was complete (the tableau did not ask for it), a
 CONFIRM before the coup was complete, a burn that is not the shown card's, a read out of turn,
@@ -147,6 +149,8 @@ class StudioShoe(Aggregate):
                 shoe.cards.append(self.card)
                 if shoe.phase is Phase.DEALING:
                     shoe.coup_cards.append(self.card)
+                    if coup_complete(shoe.coup_cards):
+                        shoe.unconfirmed = self.position
             read_in, after = _PHASES.get(self.what, (None, None))
             if after is not None and shoe.phase is read_in:
                 shoe.phase = after
@@ -154,6 +158,7 @@ class StudioShoe(Aggregate):
                 shoe.cut_position = len(shoe.cards)
             elif self.button == "CONFIRM":
                 shoe.coup_cards = []
+                shoe.unconfirmed = None
 
     class CardsBurned(CardsBurnedFact, Aggregate.Event):
         TOPIC = "services.shoe.studio:StudioShoe.CardsBurned"
@@ -201,6 +206,7 @@ class StudioShoe(Aggregate):
             shoe.requests = [r for r in shoe.requests if r.coup_id != self.coup_id]
             shoe.served = self.next_position
             shoe.coup_cards = []
+            shoe.unconfirmed = None
             shoe.hold = None
             shoe.held_seqs = set()
 
@@ -234,6 +240,7 @@ class StudioShoe(Aggregate):
         self.phase = Phase.WAITING
         self.cards: list[str] = []  # by position: the shown card, the burn, then dealt
         self.coup_cards: list[str] = []  # the cards read since the last CONFIRM
+        self.unconfirmed: int | None = None  # the last card of a coup awaiting its CONFIRM
         self.cut_position: int | None = None
         self.cut_announced = False
         self.served = 0  # the position of the next card to hand to a request
@@ -415,6 +422,7 @@ class StudioShoe(Aggregate):
             and self.requests
             and self.phase in (Phase.DEALING, Phase.OUT)
             and self.served < len(self.cards)
+            and self.served != self.unconfirmed
         ):
             first, position = self.requests[0], self.served
             cut = self.cut_position

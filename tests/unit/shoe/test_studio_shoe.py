@@ -165,6 +165,19 @@ def test_the_burn_and_each_card_read_go_to_dealings_requests_in_order() -> None:
     assert table.incidents() == []
 
 
+def test_a_coups_last_card_is_handed_out_on_the_dealers_confirm_only() -> None:
+    table = Table()
+    table.open()
+    table.burn()
+    request = table.draw("c1", 4)
+    table.cards(*NATURAL)  # a natural: the coup is complete with its fourth card
+    assert [c for _, c, _ in drawn(table.published())] == NATURAL[:3]  # unconfirmed: it waits
+    assert table.shoe().unconfirmed == 5
+    table.read("button", button="CONFIRM")
+    assert drawn(table.published()) == [(5, "3C", request)]
+    assert table.incidents() == []
+
+
 def test_a_read_again_with_its_sequence_number_is_ignored() -> None:
     table = Table()
     table.open()
@@ -291,6 +304,7 @@ def test_the_cut_card_comes_out_before_the_next_card_served() -> None:
     table.cards("9S", "2D")
     table.read("cut-card")
     table.cards("TH", "3C")
+    table.read("button", button="CONFIRM")
     published = table.published()
     kinds = [(type(m).__name__, getattr(m, "position", None)) for m in published]
     assert kinds[-3:] == [("CutCardReached", 4), ("CardDrawn", 4), ("CardDrawn", 5)]
