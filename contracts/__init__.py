@@ -20,6 +20,7 @@ from contracts.bet_events import (
 )
 from contracts.codec import ContractError, decode, encode
 from contracts.commands import (
+    AcceptCards,
     AmountInput,
     BetCommand,
     ClearCoup,
@@ -27,6 +28,7 @@ from contracts.commands import (
     CloseBook,
     CloseShoe,
     CloseTable,
+    CorrectCoup,
     DrawCards,
     OpenBook,
     OpenTable,
@@ -159,6 +161,7 @@ __all__ = [
     "TOPIC_MESSAGES",
     "TOPIC_OWNERS",
     "TOPIC_UNIONS",
+    "AcceptCards",
     "AmountInput",
     "BetAccepted",
     "BetCommand",
@@ -187,6 +190,7 @@ __all__ = [
     "CommandRejectionCode",
     "ContractError",
     "ContractModel",
+    "CorrectCoup",
     "CoupRefunded",
     "CoupResolved",
     "CoupSettled",

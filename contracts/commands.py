@@ -14,6 +14,7 @@ from contracts.envelope import (
     BetId,
     BetLimitSpec,
     BetTypeName,
+    CardCode,
     CardSource,
     CoupNumber,
     Currency,
@@ -289,8 +290,33 @@ class CloseShoe(TableMessage):
     shoe_id: Identifier = Field(description="The shoe to close.")
 
 
+class CorrectCoup(TableMessage):
+    """Correct a held coup of a studio table (a supervisor's signed decision): its cards are
+    these, so its shoe deals them and deals on (docs/studio.md).
+
+    `authorization` as `VoidCoup`'s, with `action` `correct` and the claim `cards` equal to
+    `cards`. Refused (`COUP_NOT_CORRECTABLE`) unless the coup is the current coup of a studio
+    table, being dealt, and `cards` is a whole coup that begins with the cards dealt to it.
+    """
+
+    type: Literal["CorrectCoup"] = "CorrectCoup"
+    coup_id: Identifier = Field(description="The coup to correct.")
+    cards: list[CardCode] = Field(
+        min_length=4, max_length=6, description="All the coup's cards, in the order dealt."
+    )
+    supervisor_id: Identifier | None = Field(
+        default=None, description="The authorising supervisor (optional), as in `VoidCoup`."
+    )
+    reason: Text = Field(default="", description="Why (recorded); the `reason` it signs.")
+    authorization: Authorization | None = Field(
+        default=None,
+        description="The supervisor's decision (as `VoidCoup.authorization`, `action` "
+        "`correct`, claim `cards`). Without it: `SUPERVISOR_REQUIRED`.",
+    )
+
+
 TableCommand = Annotated[
-    OpenTable | CloseTable | CloseBetting | VoidCoup, Field(discriminator="type")
+    OpenTable | CloseTable | CloseBetting | VoidCoup | CorrectCoup, Field(discriminator="type")
 ]
 """A message on `punto-banco.table-commands`."""
 
@@ -311,7 +337,21 @@ class ClearCoup(TableMessage):
     reason: Text = Field(default="", description="Why (the void's reason, for the record).")
 
 
+class AcceptCards(TableMessage):
+    """A held studio coup's cards as a supervisor decided them (`CorrectCoup`, verified by
+    dealing): its shoe takes the ones it has not read, deals them and deals on (dealing to
+    shoe)."""
+
+    type: Literal["AcceptCards"] = "AcceptCards"
+    shoe_id: Identifier = Field(description="The studio shoe.")
+    coup_id: Identifier = Field(description="The coup corrected.")
+    cards: list[CardCode] = Field(
+        min_length=4, max_length=6, description="All the coup's cards, in the order dealt."
+    )
+    reason: Text = Field(default="", description="Why (the correction's reason).")
+
+
 ShoeCommand = Annotated[
-    ShuffleShoe | DrawCards | CloseShoe | ClearCoup, Field(discriminator="type")
+    ShuffleShoe | DrawCards | CloseShoe | ClearCoup | AcceptCards, Field(discriminator="type")
 ]
 """A message on `punto-banco.shoe-commands`."""

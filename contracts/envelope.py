@@ -248,6 +248,7 @@ CommandRejectionCode = Literal[
     "TABLE_CLOSED",
     "BETTING_CLOSED",
     "COUP_NOT_VOIDABLE",
+    "COUP_NOT_CORRECTABLE",
     "INVALID_SETTINGS",
     "UNKNOWN_PAYTABLE",
     "AUTHORIZATION_MALFORMED",
@@ -270,7 +271,9 @@ supervisors keyring, or was rotated out; ``BAD_SIGNATURE`` when that key did not
 ``AUTHORIZATION_EXPIRED`` outside its validity; ``AUTHORIZATION_MISMATCH`` when what it
 signs is not this command (table, coup, reason, command id, supervisor); ``AUTHORIZATION_REPLAYED``
 when its id was used already; ``VOID_WINDOW_PASSED`` for a coup older than the void window;
-``COUP_NOT_VOIDABLE`` for a coup voided already; :data:`MISPLACED` codes for a command not
+``COUP_NOT_VOIDABLE`` for a coup voided already; ``COUP_NOT_CORRECTABLE`` for a correction
+(``CorrectCoup``) of a coup that is not a studio table's coup being dealt, or whose cards are
+not a whole coup that begins with the cards it was dealt; :data:`MISPLACED` codes for a command not
 keyed by its table id or not in its table's partition."""
 
 MAX_AUTHORIZATION = 12_288

@@ -230,7 +230,10 @@ operator or a supervisor): nothing about its sender can be taken from the messag
 
 MESSAGE_SOURCES: Mapping[str, str] = MappingProxyType(
     {
-        **{name: EXTERNAL for name in ("OpenTable", "CloseTable", "CloseBetting", "VoidCoup")},
+        **{
+            name: EXTERNAL
+            for name in ("OpenTable", "CloseTable", "CloseBetting", "VoidCoup", "CorrectCoup")
+        },
         "PlaceBet": EXTERNAL,
         **{name: "dealing" for name in ("OpenBook", "CloseBook")},
         **{model.__name__: "dealing" for model in TOPIC_MESSAGES[SHOE_COMMANDS]},

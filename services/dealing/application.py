@@ -31,6 +31,7 @@ from contracts import (
     CardsBurned,
     CloseBetting,
     CloseTable,
+    CorrectCoup,
     CutCardReached,
     Message,
     OpenTable,
@@ -54,7 +55,7 @@ from services.dealing.domain import (
 )
 from services.dealing.rejections import Refused, index_old_refusals
 from services.dealing.table_settings import settings_problem
-from services.dealing.voids import VoidAuthority
+from services.dealing.voids import VoidAuthority, correction_refusal
 from services.shared.platform.consumer import Refusal
 from services.shared.platform.logs import message_context
 from services.shared.platform.security import SupervisorKeyring
@@ -353,7 +354,7 @@ class DealingApplication(ServiceApplication):
             table.request_close(command.reason)  # the current coup is finished first
 
     def _table_and_coup(
-        self, uow: UnitOfWork, command: CloseBetting | VoidCoup
+        self, uow: UnitOfWork, command: CloseBetting | VoidCoup | CorrectCoup
     ) -> tuple[Table, Coup] | None:
         """The command's table and coup, or None after refusing it (no such table / coup)."""
         table = uow.get(table_aggregate_id(command.table_id), Table)
@@ -406,6 +407,25 @@ class DealingApplication(ServiceApplication):
             if table.card_source == "studio":  # its shoe may hold cards read for it
                 table.clear_studio_coup(coup.coup_id, command.reason)
             self._after_coup(uow, table, coup)
+
+    def _on_correct_coup(
+        self, uow: UnitOfWork, command: CorrectCoup, origin: Origin | None = None
+    ) -> None:
+        """A held studio coup's cards as a supervisor decided them (signed, verified first):
+        its shoe is told to deal them (``AcceptCards``); the coup resolves as they come."""
+        decision = self.voids.decision_for(command, self._clock())
+        if isinstance(decision, Refusal):
+            self._reject(uow, command, decision.code, decision.message)
+            return
+        found = self._table_and_coup(uow, command)
+        if found is None:
+            return
+        table, coup = found
+        why = correction_refusal(table.card_source, table.current_coup_id, coup, command.cards)
+        if why is not None:
+            self._reject(uow, command, "COUP_NOT_CORRECTABLE", why)
+            return
+        table.correct_studio_coup(coup.coup_id, command.cards, command.reason)
 
     # -- settlement's events ----------------------------------------------------------
     def _on_bets_closed(
@@ -507,6 +527,7 @@ class DealingApplication(ServiceApplication):
         CloseTable: _on_close_table,
         CloseBetting: _on_close_betting,
         VoidCoup: _on_void_coup,
+        CorrectCoup: _on_correct_coup,
         ShoeShuffled: _on_shoe_shuffled,
         CardsBurned: _on_cards_burned,
         CardDrawn: _on_card_drawn,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import singledispatch
 
 from contracts import (
+    AcceptCards,
     BettingClosed,
     BettingOpened,
     CardDealt,
@@ -43,6 +44,7 @@ to_messages.register(Table.Reopened, one(TableOpened))
 to_messages.register(Table.ShoeRequested, one(ShuffleShoe))
 to_messages.register(Table.ShoeFinished, one(CloseShoe))
 to_messages.register(Table.StudioCoupCleared, one(ClearCoup))
+to_messages.register(Table.StudioCoupCorrected, one(AcceptCards))
 to_messages.register(Table.Closed, one(TableClosed))
 to_messages.register(Coup.CardsRequested, one(DrawCards))
 to_messages.register(Coup.CardDealt, one(CardDealt))

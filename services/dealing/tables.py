@@ -20,6 +20,7 @@ from services.shared.facts.dealing import (
     ShoeFinishedFact,
     ShoeRequestedFact,
     StudioCoupClearedFact,
+    StudioCoupCorrectedFact,
     TableClosedFact,
     TableOpenedFact,
     TableReopenedFact,
@@ -119,6 +120,11 @@ class Table(Aggregate):
         """A voided coup of a studio table: its shoe puts the coup's cards aside."""
 
         TOPIC = StudioCoupClearedFact.STORED_TOPIC
+
+    class StudioCoupCorrected(StudioCoupCorrectedFact, Aggregate.Event):
+        """A held studio coup corrected by a supervisor: its shoe deals the cards decided."""
+
+        TOPIC = StudioCoupCorrectedFact.STORED_TOPIC
 
     class ClosingRequested(Aggregate.Event):
         table_id: str
@@ -296,6 +302,11 @@ class Table(Aggregate):
         assert self.shoe_id is not None
         cleared = StudioCoupClearedFact(self.table_id, self.shoe_id, coup_id, reason)
         record(self, self.StudioCoupCleared, cleared)
+
+    def correct_studio_coup(self, coup_id: str, cards: list[str], reason: str) -> None:
+        assert self.shoe_id is not None
+        corrected = StudioCoupCorrectedFact(self.table_id, self.shoe_id, coup_id, cards, reason)
+        record(self, self.StudioCoupCorrected, corrected)
 
     def request_close(self, reason: str) -> None:
         self._request_close(table_id=self.table_id, reason=reason)

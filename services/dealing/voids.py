@@ -1,4 +1,5 @@
-"""Who may void a coup: a supervisor's signed decision, checked before anything changes.
+"""Who may void a coup (or correct a studio coup's cards): a supervisor's signed decision,
+checked before anything changes.
 
 A ``VoidCoup`` carries the decision as a token (``platform.security.decisions``: a JWT
 signed with EdDSA by a key of the supervisors keyring). :class:`VoidAuthority` answers, at
@@ -16,11 +17,11 @@ Configuration (the Application's environment, ``Settings.eventsourcing_env``):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from contracts import VoidCoup
+from contracts import CorrectCoup, VoidCoup
 from services.dealing.coups import Coup, CoupPhase
 from services.shared.platform.consumer import Refusal
 from services.shared.platform.security import (
@@ -33,6 +34,8 @@ from services.shared.platform.security import (
     mismatch,
 )
 from services.shared.platform.settings import parse_duration
+from services.shared.rules.cards import Card
+from services.shared.rules.tableau import NotEnoughCards, resolve_coup
 
 DEFAULT_WINDOW = timedelta(hours=24)
 
@@ -59,14 +62,16 @@ class VoidAuthority:
         seconds = parse_duration(window) if window else None
         return cls(keyring, DEFAULT_WINDOW if seconds is None else timedelta(seconds=seconds))
 
-    def decision_for(self, command: VoidCoup, now: datetime) -> Decision | Refusal:
+    def decision_for(self, command: VoidCoup | CorrectCoup, now: datetime) -> Decision | Refusal:
         """The supervisor's decision the command carries, verified for this command."""
         token = command.authorization
+        correction = isinstance(command, CorrectCoup)
         if token is None:
+            what = "correcting a coup's cards" if correction else "voiding a coup"
             return Refusal(
                 "SUPERVISOR_REQUIRED",
-                "voiding a coup is a supervisor's signed decision: send VoidCoup with "
-                "authorization (`punto-banco supervisor void` makes and sends it)",
+                f"{what} is a supervisor's signed decision: send {command.type} with "
+                "authorization (`punto-banco supervisor` makes and sends it)",
             )
         try:
             decision, key = authenticate(self.keyring, token)
@@ -76,11 +81,12 @@ class VoidAuthority:
         wrong = mismatch(
             decision,
             command_id=command.event_id,
-            action="void",
+            action="correct" if correction else "void",
             table_id=command.table_id,
             coup_id=command.coup_id,
             reason=command.reason,
             supervisor_id=command.supervisor_id,
+            cards=tuple(command.cards) if isinstance(command, CorrectCoup) else (),
         )
         if wrong is not None:
             return Refusal(
@@ -112,3 +118,21 @@ class VoidAuthority:
 def _hours(window: timedelta) -> str:
     hours = window.total_seconds() / 3600
     return f"{hours:g} hours" if hours >= 1 else f"{window.total_seconds():g} seconds"
+
+
+def correction_refusal(
+    card_source: str, current_coup_id: str | None, coup: Coup, cards: Sequence[str]
+) -> str | None:
+    """Why ``coup`` may not be corrected to ``cards`` (None: it may): only a studio table's
+    coup being dealt, to a whole coup by the tableau that begins with the cards dealt to it."""
+    if card_source != "studio":
+        return f"table {coup.table_id} is not a studio table: its cards are its shoe's draws"
+    if coup.coup_id != current_coup_id or coup.phase is not CoupPhase.DEALING:
+        return f"coup {coup.coup_id} is not being dealt ({coup.phase.lower()})"
+    if list(cards[: len(coup.dealt)]) != coup.dealt:
+        return f"coup {coup.coup_id} was dealt {' '.join(coup.dealt)}: the cards must begin so"
+    try:
+        whole = resolve_coup([Card.parse(card) for card in cards]).cards_used == len(cards)
+    except NotEnoughCards:
+        whole = False
+    return None if whole else f"{' '.join(cards)} is not a whole coup by the tableau"

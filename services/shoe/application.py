@@ -207,6 +207,39 @@ class ShoeApplication(ServiceApplication):
             shoe.clear(coup_id, reason, causation_id=causation_id, correlation_id=correlation_id)
             return True
 
+    def accept_cards(
+        self,
+        table_id: str,
+        shoe_id: str,
+        coup_id: str,
+        cards: list[str],
+        reason: str,
+        *,
+        causation_id: UUID | None = None,
+        correlation_id: UUID | None = None,
+        uow: UnitOfWork | None = None,
+    ) -> bool:
+        """Deal a held studio coup's cards as a supervisor decided them; False when they were
+        not taken (an incident says why: the shoe holds on)."""
+        with self._unit(uow) as unit:
+            shoe = self._shoe(unit, table_id, shoe_id)
+            if not isinstance(shoe, StudioShoe):
+                return False
+            why = shoe.accept(
+                coup_id, cards, reason, causation_id=causation_id, correlation_id=correlation_id
+            )
+            if why is not None:
+                raise_incident(
+                    unit,
+                    self.name,
+                    "STUDIO_HOLD",
+                    f"CORRECTION_REFUSED: shoe {shoe_id} did not take the cards decided for "
+                    f"coup {coup_id}: {why}",
+                    table_id=table_id,
+                    coup_id=coup_id,
+                )
+            return why is None
+
     def take_read(
         self, read: StudioRead, *, uow: UnitOfWork | None = None, evidence: Evidence | None = None
     ) -> None:

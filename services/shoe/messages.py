@@ -18,6 +18,7 @@ import logging
 from functools import singledispatch
 
 from contracts import (
+    AcceptCards,
     CardDrawn,
     CardsBurned,
     ClearCoup,
@@ -91,6 +92,22 @@ def apply_command(app: ShoeApplication, uow: UnitOfWork, message: Message) -> No
         ):
             log.info(
                 "table %s: coup %s voided, its cards put aside in shoe %s",
+                message.table_id,
+                message.coup_id,
+                message.shoe_id,
+            )
+    elif isinstance(message, AcceptCards):
+        if app.accept_cards(
+            message.table_id,
+            message.shoe_id,
+            message.coup_id,
+            message.cards,
+            message.reason,
+            uow=uow,
+            **ids,
+        ):
+            log.info(
+                "table %s: coup %s corrected by a supervisor: shoe %s deals on",
                 message.table_id,
                 message.coup_id,
                 message.shoe_id,

@@ -17,8 +17,10 @@ decks cannot hold, a card after the coup was complete (the tableau did not ask f
 CONFIRM before the coup was complete, a burn that is not the shown card's, a read out of turn,
 the shoe taken out mid-coup, the dealer's supervisor button, a reader that reads nothing
 (more than :data:`MAX_UNREADABLE` ``UNREADABLE`` in a row). A held shoe hands out no card
-(so nothing settles) until a supervisor's signed decision; the reads it gets meanwhile are
-kept (``held``) for that decision. After an ``UNREADABLE`` read the coup waits for the card
+(so nothing settles) until a supervisor's signed decision, which dealing verifies: void the
+coup (``ClearCoup``: its cards put aside) or correct it (``AcceptCards``: the coup's cards as
+decided, the ones not read taken as the next positions); the reads it gets meanwhile are kept
+(``held``) for that decision. After an ``UNREADABLE`` read the coup waits for the card
 re-scanned; its wait is measured (``waited_ms``, from the first ``UNREADABLE``).
 
 :class:`StudioTable` routes a table's reads to its current studio shoe; a read with no shoe to
@@ -36,6 +38,7 @@ from uuid import UUID, uuid5
 from eventsourcing.domain import Aggregate, event
 
 from services.shared.facts.shoe import (
+    CardsAcceptedFact,
     CardsBurnedFact,
     CardsDrawnFact,
     CoupClearedFact,
@@ -210,6 +213,17 @@ class StudioShoe(Aggregate):
             shoe.hold = None
             shoe.held_seqs = set()
 
+    class CardsAccepted(CardsAcceptedFact, Aggregate.Event):
+        TOPIC = CardsAcceptedFact.STORED_TOPIC
+
+        def apply(self, shoe: StudioShoe) -> None:
+            shoe.cards.extend(self.cards)
+            shoe.coup_cards = []
+            shoe.unconfirmed = None
+            shoe.hold = None
+            shoe.held_seqs = set()
+            shoe.corrected.add(self.coup_id)
+
     class Closed(StudioShoeClosedFact, Aggregate.Event):
         TOPIC = StudioShoeClosedFact.STORED_TOPIC
 
@@ -250,6 +264,7 @@ class StudioShoe(Aggregate):
         self.unreadable = 0  # UNREADABLE reads since the last card
         self.hold: Hold | None = None
         self.held_seqs: set[int] = set()  # the reads kept while held
+        self.corrected: set[str] = set()  # the coups whose cards a supervisor decided
         self.closed = False
 
     @property
@@ -462,6 +477,44 @@ class StudioShoe(Aggregate):
             correlation_id,
         )
         record(self, self.CoupCleared, cleared)
+
+    def accept(
+        self,
+        coup_id: str,
+        cards: list[str],
+        reason: str,
+        *,
+        causation_id: UUID | None = None,
+        correlation_id: UUID | None = None,
+    ) -> str | None:
+        """A supervisor decided the held coup's cards (dealing checked the decision and that
+        they are a whole coup beginning with the cards it was dealt): take the ones not read,
+        lift the hold, deal on. Why not (the shoe stays as it is), or None."""
+        if coup_id in self.corrected:
+            return None  # taken already
+        if self.hold is None:
+            return f"the shoe does not hold: coup {coup_id}'s cards are read, not decided"
+        read = self.coup_cards
+        if cards[: len(read)] != read:
+            return f"the cards read for the coup are {' '.join(read)}, the decision's are not"
+        added = cards[len(read) :]
+        copies = Counter(self.cards) + Counter(added)
+        if any(copies[card] > self.decks for card in added):
+            return f"{' '.join(added)} would hold a card more often than {self.decks} decks do"
+        accepted = CardsAcceptedFact(
+            self.table_id,
+            self.shoe_id,
+            coup_id,
+            added,
+            len(self.cards),
+            self.hold.reason,
+            reason,
+            causation_id,
+            correlation_id,
+        )
+        record(self, self.CardsAccepted, accepted)
+        self._serve()
+        return None
 
     # -- the end -----------------------------------------------------------------------
     def close(

@@ -93,6 +93,19 @@ class StudioCoupClearedFact(Fact):
 
 
 @dataclass(frozen=True)
+class StudioCoupCorrectedFact(Fact):
+    """A held studio coup's cards as a supervisor decided them (``CorrectCoup``): its shoe is
+    told to deal them (``AcceptCards``)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.dealing.tables:Table.StudioCoupCorrected"
+    table_id: str
+    shoe_id: str
+    coup_id: str
+    cards: list[str]
+    reason: str
+
+
+@dataclass(frozen=True)
 class ShoeFinishedFact(Fact):
     """The shoe is done with (the command ``CloseShoe``: the shoe service reveals it)."""
 
@@ -217,6 +230,7 @@ DEALING_FACTS: tuple[type[Fact], ...] = (
     ShoeRequestedFact,
     ShoeFinishedFact,
     StudioCoupClearedFact,
+    StudioCoupCorrectedFact,
     BettingOpenedFact,
     BettingClosedFact,
     CardsRequestedFact,

@@ -176,6 +176,23 @@ class CoupClearedFact(Fact):
 
 
 @dataclass(frozen=True)
+class CardsAcceptedFact(Fact):
+    """A held coup's cards as a supervisor decided them (``AcceptCards``): the ones not read
+    (``cards``) taken from ``first_position`` on, the hold lifted, the coup confirmed."""
+
+    STORED_TOPIC: ClassVar[str] = "services.shoe.studio:StudioShoe.CardsAccepted"
+    table_id: str
+    shoe_id: str
+    coup_id: str
+    cards: list[str]
+    first_position: int
+    lifted: str
+    reason: str
+    causation_id: UUID | None
+    correlation_id: UUID | None
+
+
+@dataclass(frozen=True)
 class StudioShoeClosedFact(Fact):
     """A studio shoe finished: every card read, by position (``StudioShoeClosed``)."""
 
@@ -231,6 +248,7 @@ SHOE_FACTS: tuple[type[Fact], ...] = (
     DrawRequestedFact,
     ShoeHeldFact,
     CoupClearedFact,
+    CardsAcceptedFact,
     StudioShoeClosedFact,
     StudioTableStartedFact,
     ShoeAttachedFact,

@@ -11,6 +11,10 @@ UNREAD: dict[str, str] = {
     "services.dealing.tables:Table.CoupStarted": _TABLE,
     "services.dealing.tables:Table.CoupFinished": _TABLE,
     "services.dealing.tables:Table.ClosingRequested": _TABLE,
+    "services.dealing.tables:Table.StudioCoupCleared": "a void told to the studio shoe, which "
+    "records what it did (StudioShoe.CoupCleared)",
+    "services.dealing.tables:Table.StudioCoupCorrected": "a correction told to the studio shoe, "
+    "which records what it did (StudioShoe.CardsAccepted)",
     "services.dealing.rejections:CommandRejections.Started": "opens a table's log of refusals",
     "services.settlement.books:BetBook.CardsDrawn": _BOOK,
     "services.settlement.books:BetBook.CardsRefused": _BOOK,

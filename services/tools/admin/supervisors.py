@@ -9,7 +9,7 @@ makes the ``VoidCoup`` carrying one.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from joserfc import jwt
 from joserfc.jwk import OKPKey
 
-from contracts import VoidCoup
+from contracts import CorrectCoup, VoidCoup
 from services.shared.platform.security import (
     ALGORITHM,
     AUDIENCE,
@@ -126,10 +126,12 @@ def sign_decision(
     coup_id: str,
     reason: str,
     action: str = "void",
+    cards: Sequence[str] = (),
     issued_at: datetime | None = None,
     lifetime: timedelta = DEFAULT_LIFETIME,
 ) -> str:
-    """The token of a decision (``decision_id``: the ``event_id`` of the command carrying it)."""
+    """The token of a decision (``decision_id``: the ``event_id`` of the command carrying it;
+    ``cards``: a correction's)."""
     issued = issued_at or datetime.now(UTC)
     header = {"alg": ALGORITHM, "kid": key_id, "typ": TOKEN_TYPE}  # keys sorted, as the claims
     claims = {
@@ -145,6 +147,8 @@ def sign_decision(
         "table_id": table_id,
         "ver": CLAIMS_VERSION,
     }
+    if action == "correct":
+        claims["cards"] = list(cards)
     return jwt.encode(
         header, claims, OKPKey.import_key(key), registry=JWS_REGISTRY, default_type=None
     )
@@ -152,7 +156,8 @@ def sign_decision(
 
 @dataclass(frozen=True, slots=True)
 class SupervisorSigner:
-    """A supervisor's private key under its key id: makes signed ``VoidCoup`` commands."""
+    """A supervisor's private key under its key id: makes signed ``VoidCoup`` and
+    ``CorrectCoup`` commands."""
 
     kid: str
     supervisor_id: str
@@ -198,6 +203,41 @@ class SupervisorSigner:
             event_id=command_id,
             table_id=table_id,
             coup_id=coup_id,
+            reason=reason,
+            supervisor_id=self.supervisor_id,
+            authorization=token,
+        )
+
+    def correct(
+        self,
+        table_id: str,
+        coup_id: str,
+        cards: Sequence[str],
+        reason: str = "",
+        *,
+        event_id: UUID | None = None,
+        issued_at: datetime | None = None,
+    ) -> CorrectCoup:
+        """A ``CorrectCoup`` carrying this supervisor's decision that the coup's cards are
+        ``cards`` (a held studio coup)."""
+        command_id = event_id or uuid4()
+        token = sign_decision(
+            self.key,
+            self.kid,
+            supervisor_id=self.supervisor_id,
+            decision_id=command_id,
+            table_id=table_id,
+            coup_id=coup_id,
+            reason=reason,
+            action="correct",
+            cards=cards,
+            issued_at=issued_at,
+        )
+        return CorrectCoup(
+            event_id=command_id,
+            table_id=table_id,
+            coup_id=coup_id,
+            cards=list(cards),
             reason=reason,
             supervisor_id=self.supervisor_id,
             authorization=token,

@@ -41,11 +41,21 @@ def samples() -> list[c.Message]:
             reason="misdeal",
             authorization="eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJzdXAtMyJ9.c2lnbmF0dXJl",
         ),
+        c.CorrectCoup(
+            **ENVELOPE,
+            coup_id="coup-7",
+            cards=["9S", "2D", "TH", "3C"],
+            reason="the lost read was the 2D",
+            authorization="eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJzdXAtMyJ9.c2lnbmF0dXJl",
+        ),
         c.PlaceBet(**ENVELOPE, **BET, bet_type="banker", amount=2500, currency="EUR"),
         c.ShuffleShoe(**ENVELOPE, shoe_id="shoe-2", decks=6, cut_card_from_end=16),
         c.DrawCards(**ENVELOPE, shoe_id="shoe-2", coup_id="coup-7", request_id="r-1", count=4),
         c.CloseShoe(**ENVELOPE, shoe_id="shoe-2"),
         c.ClearCoup(**ENVELOPE, shoe_id="shoe-2", coup_id="coup-7", reason="misdeal"),
+        c.AcceptCards(
+            **ENVELOPE, shoe_id="shoe-2", coup_id="coup-7", cards=["9S", "2D", "TH", "3C"]
+        ),
         c.ShoeShuffled(
             **ENVELOPE,
             shoe_id="shoe-2",

@@ -44,6 +44,7 @@ from services.shared.facts.settlement import (
 )
 from services.shared.facts.shoe import (
     SHOE_FACTS,
+    CardsAcceptedFact,
     CardsBurnedFact,
     CoupClearedFact,
     DrawRequestedFact,
@@ -155,6 +156,7 @@ def test_every_published_fact_has_a_publication_that_names_its_contracts() -> No
         DrawRequestedFact,
         ShoeHeldFact,
         CoupClearedFact,
+        CardsAcceptedFact,
         StudioTableStartedFact,
         ShoeAttachedFact,
         ReadWaitingFact,

@@ -11,6 +11,7 @@ from uuid import uuid4
 from eventsourcing.persistence import Tracking
 
 from contracts import (
+    AcceptCards,
     BetsClosed,
     BettingClosed,
     CardDrawn,
@@ -41,7 +42,7 @@ from services.shared.rules.shoe import (
 
 M = TypeVar("M", bound=Message)
 
-SHOE_COMMAND_TYPES = (ShuffleShoe, DrawCards, CloseShoe, ClearCoup)
+SHOE_COMMAND_TYPES = (ShuffleShoe, DrawCards, CloseShoe, ClearCoup, AcceptCards)
 
 
 def shuffled_order(decks: int, seed: int) -> list[str]:
@@ -65,7 +66,7 @@ class ScriptedShoe:
         self.orders = list(orders)
         self.shoes: dict[str, ShoeState] = {}
         self.salt = new_salt()
-        self.cleared: list[ClearCoup] = []  # a studio table's voided coups
+        self.decided: list[ClearCoup | AcceptCards] = []  # supervisors' decisions (studio)
 
     def handle(self, command: Message) -> list[Message]:
         if isinstance(command, ShuffleShoe):
@@ -74,8 +75,8 @@ class ScriptedShoe:
             return self._draw(command)
         if isinstance(command, CloseShoe):
             return self._close(command)
-        if isinstance(command, ClearCoup):
-            self.cleared.append(command)
+        if isinstance(command, ClearCoup | AcceptCards):
+            self.decided.append(command)
             return []
         raise AssertionError(command)
 

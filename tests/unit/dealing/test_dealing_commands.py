@@ -9,6 +9,8 @@ import pytest
 from eventsourcing.persistence import Tracking
 
 from contracts import (
+    AcceptCards,
+    BetsClosed,
     BettingClosed,
     BettingOpened,
     CardDealt,
@@ -244,8 +246,65 @@ def test_a_voided_coup_of_a_studio_table_is_cleared_in_its_shoe(card_source: str
     app.close_betting("t1", coup_id)
     app.handle(supervisor().void("t1", coup_id, "misdeal"))
     driver.pump()
-    cleared = [(c.shoe_id, c.coup_id, c.reason) for c in shoe.cleared]
+    cleared = [(c.shoe_id, c.coup_id, c.reason) for c in shoe.decided]
     assert cleared == ([("t1.shoe-1", coup_id, "misdeal")] if card_source == "studio" else [])
+
+
+def studio_coup_being_dealt(card_source: str = "studio") -> tuple[Driver, ScriptedShoe, str]:
+    """A table whose first coup asked the shoe for cards and got none (its shoe holds)."""
+    app = DealingApplication(env=POPO, supervisors=keyring())
+    shoe = ScriptedShoe([shuffled_order(1, seed=1)])
+    driver = Driver(app, shoe, settlement=False)
+    app.handle(open_table(betting_window_ms=60_000, card_source=card_source))
+    driver.pump()
+    coup_id = current_coup(driver)
+    app.close_betting("t1", coup_id)
+    driver.pump()
+    app.handle_bet_events(
+        [BetsClosed(table_id="t1", coup_id=coup_id, bets=0, staked=0, currency="EUR")],
+        Tracking("settlement:punto-banco.book-events:0", 1),
+    )
+    return driver, shoe, coup_id
+
+
+def test_a_signed_correction_of_a_studio_coup_tells_its_shoe_the_cards() -> None:
+    driver, shoe, coup_id = studio_coup_being_dealt()
+    cards = ["9S", "2D", "TH", "3C"]
+    driver.app.handle(supervisor().correct("t1", coup_id, cards, "the video shows the TH"))
+    driver.pump()
+    decided = [(type(d).__name__, d.coup_id, getattr(d, "cards", None)) for d in shoe.decided]
+    assert decided == [("AcceptCards", coup_id, cards)]
+    assert rejections(driver) == []
+
+
+@pytest.mark.parametrize(
+    ("card_source", "cards", "code"),
+    [
+        ("rng", ["9S", "2D", "TH", "3C"], "COUP_NOT_CORRECTABLE"),  # not a studio table
+        ("studio", ["2S", "2D", "3H", "3C"], "COUP_NOT_CORRECTABLE"),  # not a whole coup
+    ],
+)
+def test_a_correction_that_cannot_be_is_refused(
+    card_source: str, cards: list[str], code: str
+) -> None:
+    driver, shoe, coup_id = studio_coup_being_dealt(card_source)
+    driver.app.handle(supervisor().correct("t1", coup_id, cards))
+    driver.pump()
+    assert [r.reason_code for r in rejections(driver)] == [code]
+    assert [d for d in shoe.decided if isinstance(d, AcceptCards)] == []
+
+
+def test_a_correction_whose_signed_cards_are_not_the_commands_is_refused() -> None:
+    driver, _, coup_id = studio_coup_being_dealt()
+    signed = supervisor().correct("t1", coup_id, ["9S", "2D", "TH", "3C"])
+    driver.app.handle(signed.model_copy(update={"cards": ["9S", "2D", "TH", "4C"]}))
+    unsigned = signed.model_copy(update={"authorization": None, "event_id": uuid4()})
+    driver.app.handle(unsigned)
+    driver.pump()
+    assert [r.reason_code for r in rejections(driver)] == [
+        "AUTHORIZATION_MISMATCH",
+        "SUPERVISOR_REQUIRED",
+    ]
 
 
 def test_close_table_finishes_the_current_coup_first(driver: Driver) -> None:

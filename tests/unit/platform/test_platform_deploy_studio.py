@@ -132,7 +132,10 @@ def test_compose_runs_the_bridge_behind_the_studio_profile_after_its_own_setup()
     # Its key: `keys init --services studio-bridge` into the keys volume, after keys (one
     # writer of the keyring at a time); the bridge mounts its own folder and the keyring.
     keys = services["keys-studio"]
-    assert keys["command"] == ["punto-banco", "keys", "init", "--services", BRIDGE]
+    assert keys["command"] == [  # its key signs its table's reads only
+        *("punto-banco", "keys", "init", "--services", BRIDGE),
+        *("--tables", "studio-1"),  # PB_STUDIO_TABLE, else studio-1
+    ]
     assert keys["depends_on"]["keys"]["condition"] == "service_completed_successfully"
     assert keys["volumes"] == services["keys"]["volumes"]
     made = Settings.from_env(BRIDGE, {k: str(v) for k, v in keys["environment"].items()})

@@ -11,6 +11,7 @@ import pytest
 
 from contracts import (
     SHOE_EVENTS,
+    AcceptCards,
     CardDrawn,
     CardsBurned,
     ClearCoup,
@@ -387,3 +388,62 @@ def test_a_software_shoe_ignores_a_clear_coup() -> None:
     table.published()
     table.command(ClearCoup(table_id="t1", shoe_id="s1", coup_id="c1"))
     assert table.published() == []
+
+
+def held_after_a_gap(table: Table) -> str:
+    table.open()
+    table.burn()
+    request = table.draw("c1", 4)
+    table.cards("9S", "2D")
+    table.read("gap", seq=8, last_seq=8)  # the TH never read
+    table.cards("3C")  # kept while held
+    table.published()
+    return request
+
+
+def accept(table: Table, cards: list[str], coup: str = "c1") -> None:
+    table.command(
+        AcceptCards(table_id="t1", shoe_id="s1", coup_id=coup, cards=cards, reason="video")
+    )
+
+
+def test_a_supervisors_correction_deals_the_cards_not_read_and_lifts_the_hold() -> None:
+    table = Table()
+    request = held_after_a_gap(table)
+    accept(table, NATURAL)
+    assert drawn(table.published()) == [(4, "TH", request), (5, "3C", request)]
+    shoe = table.shoe()
+    assert (shoe.hold, shoe.coup_cards, shoe.unconfirmed) == (None, [], None)
+    accept(table, NATURAL)  # the same decision again: nothing more
+    assert table.published() == []
+    next_request = table.draw("c2", 4)
+    table.cards("5D", "6D", "7D", "8D")  # the next coup deals on from the next read
+    table.read("button", button="CONFIRM")
+    assert [p for p, _, r in drawn(table.published()) if r == next_request] == [6, 7, 8, 9]
+
+
+@pytest.mark.parametrize(
+    ("cards", "why"),
+    [
+        (["9S", "5D", "TH", "3C"], "the cards read for the coup are 9S 2D"),
+        (["9S", "2D", "AH", "AH"], "more often than 1 decks"),
+    ],
+)
+def test_a_correction_that_disagrees_with_the_shoe_is_not_taken(cards: list[str], why: str) -> None:
+    table = Table()
+    held_after_a_gap(table)
+    accept(table, cards)
+    assert table.shoe().hold is not None
+    assert drawn(table.published()) == []
+    assert why in table.incidents()[-1] and table.incidents()[-1].startswith("CORRECTION_REFUSED")
+
+
+def test_a_correction_of_a_shoe_that_does_not_hold_is_not_taken() -> None:
+    table = Table()
+    table.open()
+    table.burn()
+    table.draw("c1", 4)
+    table.cards("9S")
+    accept(table, NATURAL)
+    assert "does not hold" in table.incidents()[-1]
+    assert table.shoe().cards == ["AH", "2S", "9S"]

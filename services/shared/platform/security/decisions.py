@@ -128,8 +128,8 @@ TOKEN_TYPE = "pb-decision+jwt"
 """The header's ``typ``: a supervisor's decision (RFC 8725 explicit typing)."""
 AUDIENCE = "punto-banco:dealing"
 CLAIMS_VERSION = 1
-ACTIONS = frozenset({"void"})
-"""What a decision may decide (a later correction adds its action here)."""
+ACTIONS = frozenset({"void", "correct"})
+"""What a decision may decide: void a coup, or correct a studio coup's cards (claim ``cards``)."""
 
 MAX_LIFETIME = timedelta(hours=1)
 """The longest a token may be valid (``exp - iat``): a token is made just before it is sent."""
@@ -149,6 +149,7 @@ _HEADER = frozenset({"alg", "kid", "typ"})
 _CLAIMS = frozenset(
     {"action", "aud", "coup_id", "exp", "iat", "iss", "jti", "reason", "sub", "table_id", "ver"}
 )
+_CARD = re.compile(r"(?:A|[2-9]|T|J|Q|K)[CDHS]")
 _UUID = re.compile(r"[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}")
 _EARLIEST, _LATEST = 946_684_800, 32_503_680_000  # 2000-01-01, 3000-01-01 (Unix seconds)
 
@@ -185,6 +186,7 @@ class Decision:
     table_id: str
     coup_id: str
     reason: str
+    cards: tuple[str, ...]  # a correction's (empty for a void)
     issued_at: datetime
     expires_at: datetime
 
@@ -208,8 +210,9 @@ def read_decision(token: str) -> tuple[Decision, jws.CompactSignature]:
     kid = header["kid"]
     if not isinstance(kid, str) or KEY_ID.fullmatch(kid) is None:
         raise _malformed("its kid is not a key id")
-    if set(claims) != _CLAIMS:
-        raise _malformed(f"its claims must be exactly {sorted(_CLAIMS)}")
+    expected = _CLAIMS | ({"cards"} if claims.get("action") == "correct" else set())
+    if set(claims) != expected:
+        raise _malformed(f"its claims must be exactly {sorted(expected)}")
     if claims["ver"] != CLAIMS_VERSION or isinstance(claims["ver"], bool):
         raise _malformed(f"claims version {claims['ver']!r}: this dealing reads {CLAIMS_VERSION}")
     if claims["aud"] != AUDIENCE:
@@ -224,6 +227,13 @@ def read_decision(token: str) -> tuple[Decision, jws.CompactSignature]:
             raise _malformed(f"its {name} must be 1-128 characters")
     if not isinstance(claims["reason"], str) or len(claims["reason"]) > MAX_TEXT:
         raise _malformed(f"its reason must be text of at most {MAX_TEXT} characters")
+    cards = claims.get("cards", [])
+    if (
+        not isinstance(cards, list)
+        or not all(isinstance(card, str) and _CARD.fullmatch(card) for card in cards)
+        or ("cards" in claims and not 4 <= len(cards) <= 6)
+    ):
+        raise _malformed("its cards must be the 4 to 6 card codes of a coup")
     if not isinstance(claims["jti"], str) or _UUID.fullmatch(claims["jti"]) is None:
         raise _malformed("its jti must be the command's event_id (a UUID, lower case)")
     issued, expires = claims["iat"], claims["exp"]
@@ -242,6 +252,7 @@ def read_decision(token: str) -> tuple[Decision, jws.CompactSignature]:
             table_id=claims["table_id"],
             coup_id=claims["coup_id"],
             reason=claims["reason"],
+            cards=tuple(cards),
             issued_at=datetime.fromtimestamp(issued, UTC),
             expires_at=datetime.fromtimestamp(expires, UTC),
         ),
@@ -304,6 +315,7 @@ def mismatch(
     coup_id: str,
     reason: str,
     supervisor_id: str | None,
+    cards: tuple[str, ...] = (),
 ) -> str | None:
     """Why the decision is not the one of this command (None: it is)."""
     wanted = {
@@ -312,6 +324,7 @@ def mismatch(
         "table_id": (decision.table_id, table_id),
         "coup_id": (decision.coup_id, coup_id),
         "reason": (decision.reason, reason),
+        "cards": (" ".join(decision.cards), " ".join(cards)),
     }
     for name, (signed, given) in wanted.items():
         if signed != given:
