@@ -1,7 +1,10 @@
-"""A simulated card-reading shoe: one shuffled physical shoe dealt over PB1, with faults.
+"""A simulated card-reading shoe: one shuffled physical shoe dealt coup by coup over PB1, with
+faults.
 
 :class:`Device` is the shoe and the lines it sends, its faults scheduled by card (:class:`Fault`,
-:func:`random_schedule`); :class:`LoopbackServer` serves it over TCP on 127.0.0.1.
+:func:`random_schedule`), each coup dealt when released (:meth:`Device.release`);
+:class:`LoopbackServer` serves it over TCP on 127.0.0.1, releasing coups on demand or after a
+pause.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from typing import Final, Self, TypeAlias
 
 from services.shared.rules import (
     Card,
+    Side,
     burn_count,
     check_decks,
     composition,
     cut_card_index,
+    next_side,
     shuffle,
 )
 from services.studio import protocol as pb1
@@ -30,6 +35,8 @@ DEFAULT_DECKS: Final = 8
 DEFAULT_CUT_CARD_FROM_END: Final = 16
 MAX_BURN: Final = 11
 """The most cards a burn takes: the shown card and ten behind it (a 0-value card)."""
+MAX_COUP: Final = 6
+"""The most cards a coup takes: a coup starts only when the shoe holds this many."""
 WRITE_TIMEOUT: Final = 30.0
 """A client that has not taken a line for this long is dropped (it holds the only slot)."""
 
@@ -47,6 +54,9 @@ class Fault(StrEnum):
     """The card's line is sent after the next line."""
     DISCONNECT = "disconnect"
     """The connection is closed before the card's line; the next connection sends it first."""
+    EXTRA = "extra"
+    """The card's coup reads one more card (the next of the shoe) after its last, before
+    ``BUTTON CONFIRM``: a card the tableau did not ask for. Nothing on a card no coup deals."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +70,13 @@ class Disconnect:
     """Close the connection here; the next connection goes on from the following step."""
 
 
+class Release:
+    """A coup starts here: it is dealt when one is released (:meth:`Device.release`)."""
+
+
 DISCONNECT: Final = Disconnect()
-Step: TypeAlias = pb1.Event | Dropped | Disconnect
+RELEASE: Final = Release()
+Step: TypeAlias = pb1.Event | Dropped | Disconnect | Release
 
 
 @dataclass(frozen=True)
@@ -73,6 +88,7 @@ class FaultRates:
     dropped: float = 0.0
     out_of_order: float = 0.0
     disconnect: float = 0.0
+    extra: float = 0.0
 
     def __post_init__(self) -> None:
         rates = list(self.by_fault().values())
@@ -99,13 +115,15 @@ def random_schedule(rates: FaultRates, cards: int, source: random.Random) -> dic
 def script(
     device: str, order: list[Card], cut_card_from_end: int, faults: Mapping[int, Fault]
 ) -> list[Step]:
-    """Every step of dealing ``order``, sequence numbers from 1.
+    """Every step of dealing ``order`` as a dealer does, sequence numbers from 1.
 
-    ``SHOE-IN``; ``BURN-START``, the shown card and the cards it burns, ``BURN-END``; the cards,
-    with ``CUT-CARD`` before the first card behind the cut card; ``SHOE-OUT``. Each scheduled
-    fault changes its card's read as :class:`Fault` says.
+    ``SHOE-IN``; ``BURN-START``, the shown card and the cards it burns, ``BURN-END``; then coup
+    after coup, each behind a :data:`RELEASE`: its cards as the tableau asks (P, B, P, B, then
+    the third cards), ``BUTTON CONFIRM``. ``CUT-CARD`` comes before the first card behind the cut
+    card; the coup it came out in is finished and one more is played. A coup starts only when
+    :data:`MAX_COUP` cards are left. Then ``SHOE-OUT``. Each scheduled fault changes its card's
+    read as :class:`Fault` says; a card no coup deals is never read.
     """
-    burn_end = 1 + burn_count(order[0])
     cut_index = cut_card_index(len(order), cut_card_from_end)
     seq = itertools.count(1)
     steps: list[Step] = []
@@ -119,11 +137,8 @@ def script(
     def signal(signal: pb1.Signal) -> None:
         put(pb1.Signalled(device, next(seq), signal))
 
-    signal(pb1.Signal.SHOE_IN)
-    signal(pb1.Signal.BURN_START)
-    for index, card in enumerate(order):
-        if index == burn_end:
-            signal(pb1.Signal.BURN_END)
+    def read(index: int) -> None:
+        """The card at ``index`` leaves the shoe and is read, with its fault."""
         if index == cut_index:
             signal(pb1.Signal.CUT_CARD)
         fault = faults.get(index)
@@ -132,21 +147,50 @@ def script(
         elif fault is Fault.UNREADABLE:
             signal(pb1.Signal.UNREADABLE)
             put(pb1.ButtonPressed(device, next(seq), pb1.Button.RESCAN))
-        read = pb1.CardRead(device, next(seq), card)
+        card_read = pb1.CardRead(device, next(seq), order[index])
         if fault is Fault.DROPPED:
-            steps.append(Dropped(read))
+            steps.append(Dropped(card_read))
         elif fault is Fault.OUT_OF_ORDER:
-            held.append(read)
+            held.append(card_read)
         else:
-            put(read)
+            put(card_read)
             if fault is Fault.DOUBLED:
-                steps.append(read)
+                steps.append(card_read)
+
+    signal(pb1.Signal.SHOE_IN)
+    signal(pb1.Signal.BURN_START)
+    index = 1 + burn_count(order[0])
+    for burned in range(index):
+        read(burned)
+    signal(pb1.Signal.BURN_END)
+    last_coup = False
+    while not last_coup and len(order) - index >= MAX_COUP:
+        last_coup = index > cut_index  # the cut card came out in the coup before
+        steps.append(RELEASE)
+        hands: dict[Side, list[Card]] = {Side.PLAYER: [], Side.BANKER: []}
+        first = index
+        while (side := next_side(hands[Side.PLAYER], hands[Side.BANKER])) is not None:
+            hands[side].append(order[index])
+            read(index)
+            index += 1
+        # one more card for each card of the coup with an extra fault (an extra card's too)
+        end = index + [faults.get(dealt) for dealt in range(first, index)].count(Fault.EXTRA)
+        while index < min(end, len(order)):
+            if faults.get(index) is Fault.EXTRA:
+                end += 1
+            read(index)
+            index += 1
+        put(pb1.ButtonPressed(device, next(seq), pb1.Button.CONFIRM))
     signal(pb1.Signal.SHOE_OUT)
     return steps
 
 
 class Device:
-    """A card-reading shoe holding one shuffled shoe; :meth:`next_step` is what it sends next."""
+    """A card-reading shoe holding one shuffled shoe; :meth:`next_step` is what it sends next.
+
+    The burn is sent at once; each coup only once released (:meth:`release`), as a dealer deals
+    the next coup only after "no more bets".
+    """
 
     def __init__(
         self,
@@ -170,17 +214,33 @@ class Device:
         self.steps = tuple(script(device, list(self.order), cut_card_from_end, faults or {}))
         self.latest_seq = 0
         self._next = 0
+        self._released = 0
 
     @property
     def finished(self) -> bool:
         return self._next >= len(self.steps)
 
+    @property
+    def waiting(self) -> bool:
+        """The next coup waits to be released."""
+        return not self.finished and self.steps[self._next] is RELEASE and not self._released
+
+    def release(self, coups: int = 1) -> None:
+        """Let ``coups`` more coups be dealt (releases past the shoe's last coup are unused)."""
+        if coups < 1:
+            raise ValueError(f"release at least one coup, not {coups}")
+        self._released += coups
+
     def next_step(self) -> pb1.Event | Disconnect | None:
-        """The next event to send, a disconnect, or None when the shoe is out (dropped reads
-        are skipped, their ``seq`` counted in :attr:`latest_seq`)."""
-        while not self.finished:
+        """The next event to send, a disconnect, or None when there is none: the shoe is out, or
+        the next coup is not released yet (:attr:`waiting`). Dropped reads are skipped, their
+        ``seq`` counted in :attr:`latest_seq`."""
+        while not self.finished and not self.waiting:
             step = self.steps[self._next]
             self._next += 1
+            if isinstance(step, Release):
+                self._released -= 1
+                continue
             if isinstance(step, Dropped):
                 self.latest_seq = max(self.latest_seq, step.event.seq)
                 continue
@@ -199,20 +259,39 @@ class LoopbackServer:
     A connected client gets the device's next lines, one every ``pace`` seconds, and a
     ``HEARTBEAT`` every ``heartbeat`` seconds, until a disconnect fault or the client leaves;
     the next client goes on where that one stopped. A second client while one is connected is
-    closed at once. Use as ``async with LoopbackServer(device) as server: ... server.port``.
+    closed at once. Each coup is dealt when released: with ``coup_pause`` None, on demand
+    (:meth:`release`); with ``coup_pause`` seconds, by the server itself that long after the
+    coup before (or the burn). Use as ``async with LoopbackServer(device) as server: ...
+    server.port``.
     """
 
     def __init__(
-        self, device: Device, port: int = 0, *, pace: float = 0.0, heartbeat: float = 5.0
+        self,
+        device: Device,
+        port: int = 0,
+        *,
+        pace: float = 0.0,
+        coup_pause: float | None = None,
+        heartbeat: float = 5.0,
     ) -> None:
-        if pace < 0 or heartbeat <= 0:
-            raise ValueError(f"pace must be >= 0 and heartbeat > 0, not {pace} and {heartbeat}")
+        if pace < 0 or (coup_pause is not None and coup_pause < 0) or heartbeat <= 0:
+            raise ValueError(
+                f"pace and coup_pause must be >= 0 and heartbeat > 0, not {pace}, {coup_pause} "
+                f"and {heartbeat}"
+            )
         self.device = device
         self.port = port
         self.pace = pace
+        self.coup_pause = coup_pause
         self.heartbeat = heartbeat
         self._server: asyncio.Server | None = None
         self._client: asyncio.StreamWriter | None = None
+        self._released = asyncio.Event()
+
+    def release(self, coups: int = 1) -> None:
+        """Deal ``coups`` more coups (each its cards and ``BUTTON CONFIRM``) to the client."""
+        self.device.release(coups)
+        self._released.set()
 
     async def __aenter__(self) -> Self:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
@@ -249,20 +328,24 @@ class LoopbackServer:
         next_read = clock()
         while True:
             now = clock()
+            if self.coup_pause is not None and self.device.waiting:
+                self.device.release()  # the dealer's own pause for bets
+                next_read = max(next_read, now + self.coup_pause)
             if now >= next_beat:
                 line = pb1.format(self.device.heartbeat())
                 next_beat = now + self.heartbeat
-            elif now >= next_read and not self.device.finished:
-                step = self.device.next_step()
+            elif now >= next_read and (step := self.device.next_step()) is not None:
                 if isinstance(step, Disconnect):
                     return
-                if step is None:
-                    continue
                 line = pb1.format(step)
                 next_read = now + self.pace
             else:
-                due = next_beat if self.device.finished else min(next_beat, next_read)
-                await asyncio.sleep(due - now)
+                due = next_beat
+                if not self.device.finished and not self.device.waiting:
+                    due = min(due, next_read)
+                self._released.clear()  # a release from now on wakes this wait
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._released.wait(), due - now)
                 continue
             writer.write(line.encode("ascii"))
             await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)

@@ -1,8 +1,9 @@
 """``punto-banco studio``: the live studio's device side (docs/studio.md).
 
 ``studio simulate`` serves a simulated card-reading shoe over PB1 on 127.0.0.1 until Ctrl-C:
-one freshly shuffled shoe (``random.SystemRandom``; no seed can be given), its faults drawn
-from the rates and added from ``--fault`` schedules.
+one freshly shuffled shoe (``random.SystemRandom``; no seed can be given) dealt coup by coup,
+``--coup-pause`` seconds for bets before each, its faults drawn from the rates and added from
+``--fault`` schedules.
 """
 
 from __future__ import annotations
@@ -36,19 +37,24 @@ def simulate(
         int, typer.Option(min=0, help="The cut card's place from the end.")
     ] = DEFAULT_CUT_CARD_FROM_END,
     pace: Annotated[float, typer.Option(min=0.0, help="Seconds between two reads.")] = 1.0,
+    coup_pause: Annotated[
+        float, typer.Option(min=0.0, help="Seconds for bets before each coup.")
+    ] = 3.0,
     heartbeat: Annotated[float, typer.Option(min=0.01, help="Seconds between heartbeats.")] = 5.0,
     unreadable: Annotated[float, rate("an unreadable read, then a rescan")] = 0.0,
     doubled: Annotated[float, rate("its read sent twice")] = 0.0,
     dropped: Annotated[float, rate("its read lost (a gap)")] = 0.0,
     out_of_order: Annotated[float, rate("its read sent after the next")] = 0.0,
     disconnect: Annotated[float, rate("a disconnect before it")] = 0.0,
+    extra: Annotated[float, rate("its coup reading one card more")] = 0.0,
     fault: Annotated[
         list[str] | None,
         typer.Option(help="INDEX=KIND: that card's fault (0 is the shown card); repeatable."),
     ] = None,
 ) -> None:
     """Serve a simulated card-reading shoe on 127.0.0.1 over PB1 (docs/studio.md): one
-    shuffled shoe, a line per event, heartbeats, faults by rate (per card) and by --fault."""
+    shuffled shoe dealt coup by coup, a line per event, heartbeats, faults by rate (per card)
+    and by --fault."""
     import random
 
     from services.studio.simulator import Device, FaultRates, LoopbackServer, random_schedule
@@ -60,6 +66,7 @@ def simulate(
             dropped=dropped,
             out_of_order=out_of_order,
             disconnect=disconnect,
+            extra=extra,
         )
         faults = random_schedule(rates, decks * 52, random.SystemRandom())
         faults.update(scheduled(entry, decks * 52) for entry in fault or [])
@@ -74,7 +81,9 @@ def simulate(
         for signum in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(signum, stop.set)
-        async with LoopbackServer(shoe, port, pace=pace, heartbeat=heartbeat) as server:
+        async with LoopbackServer(
+            shoe, port, pace=pace, coup_pause=coup_pause, heartbeat=heartbeat
+        ) as server:
             typer.echo(
                 f"studio simulator: device {device}, {decks} decks, {len(faults)} faults, "
                 f"listening on 127.0.0.1:{server.port} (Ctrl-C to stop)"

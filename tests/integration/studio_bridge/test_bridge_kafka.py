@@ -84,7 +84,7 @@ async def test_every_card_read_arrives_once_in_order_signed_across_faults_and_a_
     dropped = next(step.event.seq for step in device.steps if isinstance(step, Dropped))
     last_seq = max(e.seq for e in made if isinstance(e, CardRead | Signalled))
     counts: dict[str, dict[str, int]] = {}
-    async with LoopbackServer(device, pace=PACE, heartbeat=0.5) as server:
+    async with LoopbackServer(device, pace=PACE, coup_pause=0.0, heartbeat=0.5) as server:
         settings = settings_for(
             BRIDGE,
             kafka_bootstrap,

@@ -1,5 +1,5 @@
-"""`punto-banco studio simulate` refuses a bad fault schedule or rates before it listens, and
-takes no seed: its shoe is shuffled by the OS generator."""
+"""`punto-banco studio simulate` refuses a bad fault schedule, rates or coup pause before it
+listens, and takes no seed: its shoe is shuffled by the OS generator."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from services.tools.cli.main import app
         (["--fault", "-1=dropped"], "is not INDEX=KIND"),
         (["--dropped", "0.7", "--doubled", "0.7"], "sum to at most 1"),
         (["--device", "shoe 1"], "bad-device"),
+        (["--coup-pause", "-1"], "--coup-pause"),
+        (["--extra", "1.5"], "--extra"),
     ],
 )
 def test_a_bad_schedule_is_refused_before_listening(options: list[str], said: str) -> None:
