@@ -41,6 +41,7 @@ from services.shared.facts.shoe import (
     CardsAcceptedFact,
     CardsBurnedFact,
     CardsDrawnFact,
+    CorrectionWaitingFact,
     CoupClearedFact,
     DrawRequestedFact,
     ReadTakenFact,
@@ -140,6 +141,7 @@ class StudioShoe(Aggregate):
             shoe.highest_seq = max(self.last_seq or self.seq, shoe.highest_seq or -1)
             if self.held:
                 shoe.held_seqs.add(self.seq)
+                shoe.held_confirm = shoe.held_confirm or self.button == "CONFIRM"
                 return
             shoe.device = shoe.device or self.device
             if self.what == "unreadable":
@@ -212,6 +214,8 @@ class StudioShoe(Aggregate):
             shoe.unconfirmed = None
             shoe.hold = None
             shoe.held_seqs = set()
+            shoe.held_confirm = False
+            shoe.waiting_correction = None
 
     class CardsAccepted(CardsAcceptedFact, Aggregate.Event):
         TOPIC = CardsAcceptedFact.STORED_TOPIC
@@ -222,7 +226,23 @@ class StudioShoe(Aggregate):
             shoe.unconfirmed = None
             shoe.hold = None
             shoe.held_seqs = set()
+            shoe.held_confirm = False
+            shoe.waiting_correction = None
             shoe.corrected.add(self.coup_id)
+
+    class CorrectionWaiting(CorrectionWaitingFact, Aggregate.Event):
+        TOPIC = CorrectionWaitingFact.STORED_TOPIC
+
+        def apply(self, shoe: StudioShoe) -> None:
+            shoe.waiting_correction = CorrectionWaitingFact(
+                self.table_id,
+                self.shoe_id,
+                self.coup_id,
+                self.cards,
+                self.reason,
+                self.causation_id,
+                self.correlation_id,
+            )
 
     class Closed(StudioShoeClosedFact, Aggregate.Event):
         TOPIC = StudioShoeClosedFact.STORED_TOPIC
@@ -265,6 +285,8 @@ class StudioShoe(Aggregate):
         self.hold: Hold | None = None
         self.held_seqs: set[int] = set()  # the reads kept while held
         self.corrected: set[str] = set()  # the coups whose cards a supervisor decided
+        self.held_confirm = False  # the dealer's CONFIRM was read while held
+        self.waiting_correction: CorrectionWaitingFact | None = None  # taken at that CONFIRM
         self.closed = False
 
     @property
@@ -285,6 +307,9 @@ class StudioShoe(Aggregate):
         if self.hold is not None:
             if len(self.held_seqs) < MAX_HELD_READS and read.seq not in self.held_seqs:
                 self._taken(read, None, held=True)
+                waiting = self.waiting_correction
+                if waiting is not None and self.held_confirm:
+                    self._accepted(waiting)
             return None
         if seen:
             return None
@@ -489,8 +514,10 @@ class StudioShoe(Aggregate):
     ) -> str | None:
         """A supervisor decided the held coup's cards (dealing checked the decision and that
         they are a whole coup beginning with the cards it was dealt): take the ones not read,
-        lift the hold, deal on. Why not (the shoe stays as it is), or None."""
-        if coup_id in self.corrected:
+        lift the hold, deal on; once the dealer's CONFIRM of the coup is read (until then its
+        reads are kept as held ones). Why not (the shoe stays as it is), or None."""
+        waiting = self.waiting_correction
+        if coup_id in self.corrected or (waiting is not None and waiting.coup_id == coup_id):
             return None  # taken already
         if self.hold is None:
             return f"the shoe does not hold: coup {coup_id}'s cards are read, not decided"
@@ -501,20 +528,30 @@ class StudioShoe(Aggregate):
         copies = Counter(self.cards) + Counter(added)
         if any(copies[card] > self.decks for card in added):
             return f"{' '.join(added)} would hold a card more often than {self.decks} decks do"
+        decided = CorrectionWaitingFact(
+            self.table_id, self.shoe_id, coup_id, cards, reason, causation_id, correlation_id
+        )
+        if self.held_confirm:
+            self._accepted(decided)
+        else:  # the dealer is still dealing it: its last reads are kept, then taken as decided
+            record(self, self.CorrectionWaiting, decided)
+        return None
+
+    def _accepted(self, decided: CorrectionWaitingFact) -> None:
+        assert self.hold is not None
         accepted = CardsAcceptedFact(
             self.table_id,
             self.shoe_id,
-            coup_id,
-            added,
+            decided.coup_id,
+            decided.cards[len(self.coup_cards) :],
             len(self.cards),
             self.hold.reason,
-            reason,
-            causation_id,
-            correlation_id,
+            decided.reason,
+            decided.causation_id,
+            decided.correlation_id,
         )
         record(self, self.CardsAccepted, accepted)
         self._serve()
-        return None
 
     # -- the end -----------------------------------------------------------------------
     def close(

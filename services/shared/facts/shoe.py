@@ -176,6 +176,21 @@ class CoupClearedFact(Fact):
 
 
 @dataclass(frozen=True)
+class CorrectionWaitingFact(Fact):
+    """A supervisor's cards for a held coup (``AcceptCards``) whose dealer has not confirmed
+    it yet: taken at the coup's CONFIRM (its last cards are still being read)."""
+
+    STORED_TOPIC: ClassVar[str] = "services.shoe.studio:StudioShoe.CorrectionWaiting"
+    table_id: str
+    shoe_id: str
+    coup_id: str
+    cards: list[str]
+    reason: str
+    causation_id: UUID | None
+    correlation_id: UUID | None
+
+
+@dataclass(frozen=True)
 class CardsAcceptedFact(Fact):
     """A held coup's cards as a supervisor decided them (``AcceptCards``): the ones not read
     (``cards``) taken from ``first_position`` on, the hold lifted, the coup confirmed."""
@@ -248,6 +263,7 @@ SHOE_FACTS: tuple[type[Fact], ...] = (
     DrawRequestedFact,
     ShoeHeldFact,
     CoupClearedFact,
+    CorrectionWaitingFact,
     CardsAcceptedFact,
     StudioShoeClosedFact,
     StudioTableStartedFact,

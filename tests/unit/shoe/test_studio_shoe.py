@@ -397,6 +397,7 @@ def held_after_a_gap(table: Table) -> str:
     table.cards("9S", "2D")
     table.read("gap", seq=8, last_seq=8)  # the TH never read
     table.cards("3C")  # kept while held
+    table.read("button", button="CONFIRM")  # the dealer's: the coup is dealt
     table.published()
     return request
 
@@ -436,6 +437,22 @@ def test_a_correction_that_disagrees_with_the_shoe_is_not_taken(cards: list[str]
     assert table.shoe().hold is not None
     assert drawn(table.published()) == []
     assert why in table.incidents()[-1] and table.incidents()[-1].startswith("CORRECTION_REFUSED")
+
+
+def test_a_correction_before_the_dealers_confirm_is_taken_at_the_confirm() -> None:
+    table = Table()
+    table.open()
+    table.burn()
+    request = table.draw("c1", 4)
+    table.cards("9S", "2D")
+    table.read("gap", seq=8, last_seq=8)
+    table.published()
+    accept(table, NATURAL)  # the supervisor decides while the dealer still deals
+    table.cards("3C")  # the coup's last card: kept as held
+    assert drawn(table.published()) == []
+    table.read("button", button="CONFIRM")
+    assert drawn(table.published()) == [(4, "TH", request), (5, "3C", request)]
+    assert table.shoe().hold is None
 
 
 def test_a_correction_of_a_shoe_that_does_not_hold_is_not_taken() -> None:
