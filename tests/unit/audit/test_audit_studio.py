@@ -1,7 +1,7 @@
 """The audit of studio shoes: no commitment exists, so their cards are held to the device's reads.
 
 A studio table beside a software one passes (streamed as the whole history gives it), its holds
-are counted by reason, and each tampered read, hold, burn or closing is found under
+are counted by reason and recalled, and each tampered read, hold, burn or closing is found under
 its own code.
 """
 
@@ -16,6 +16,7 @@ import pytest
 from services.tools.audit.auditor import read_history
 from services.tools.audit.findings import Code
 from services.tools.audit.memory_stores import ListStore
+from services.tools.audit.recall import recall, recall_text
 from services.tools.audit.report import to_text
 from services.tools.audit.stores import Row
 from services.tools.history.from_messages import MessageFeed
@@ -72,13 +73,50 @@ def test_a_studio_table_beside_a_software_one_passes(clean: Played) -> None:
     assert "2 studio shoes: no commitment" in to_text(report)
 
 
-def test_a_hold_is_counted_by_its_reason(held: Played) -> None:
+def test_recall_shows_a_studio_coups_reads_and_the_wait_for_a_rescan(clean: Played) -> None:
+    history = read_history({n: ListStore(n, r) for n, r in clean.rows().items()})[0]
+    first = recall(history, "s1")[0]
+    reads = [(r["seq"], r["what"], r["card"], r["position"]) for r in first["reads"]]
+    assert reads == [
+        (5, "burn-end", None, None),
+        (6, "card", "9S", 2),
+        (7, "unreadable", None, None),
+        (8, "button", None, None),
+        (9, "card", "2D", 3),
+        (10, "card", "TH", 4),
+        (11, "card", "3C", 5),
+        (12, "button", None, None),
+    ]
+    assert first["reads"][4]["waited_ms"] == 1000  # UNREADABLE at 3.5 s, the card at 4.5 s
+    assert first["holds"] == []
+    assert "9 CARD 2D@3 (waited 1000 ms)" in recall_text("s1", [first])
+    assert "reads" not in recall(history, "t1")[0]  # a software shoe's coup: as before
+
+
+def test_a_hold_is_counted_by_its_reason_and_recalled_with_its_coup(held: Played) -> None:
     rows = held.rows()
     report = audit_rows(rows)
     assert report.findings == []  # held and voided by a signed decision: nothing wrong
     assert report.checked["studio_holds"] == 1
     assert report.checked["studio_holds:GAP"] == 1
     assert "1 holds (GAP 1)" in to_text(report)
+    history = read_history({n: ListStore(n, r) for n, r in rows.items()})[0]
+    second = recall(history, "s1")[1]
+    assert second["status"] == "voided"
+    assert [(h["reason"], h["seq"]) for h in second["holds"]] == [("GAP", 19)]
+    assert second["reads"][-1] == {
+        "seq": 19,
+        "what": "card",
+        "card": "3H",
+        "button": None,
+        "position": None,
+        "held": True,
+        "waited_ms": None,
+        "read_at": "2026-12-06T12:00:08.500000+00:00",  # its 17th read, 500 ms apart
+    }
+    assert "HELD GAP at read 19: device sequence numbers 17 to 18 missing" in recall_text(
+        "s1", [second]
+    )
 
 
 def test_the_kafka_side_sees_the_studio_shoes_as_the_stores_do(clean: Played) -> None:
