@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from services.tools.audit.auditor import read_history
+from services.dev.simulation import LocalSystem
+from services.tools.audit.auditor import audit, read_history
 from services.tools.audit.findings import Code
 from services.tools.audit.memory_stores import ListStore
 from services.tools.audit.recall import recall, recall_text
@@ -23,6 +25,7 @@ from services.tools.history.from_messages import MessageFeed
 from services.tools.history.views import History
 from tests.unit.audit.helpers import (
     Played,
+    StudioPlay,
     audit_rows,
     codes,
     edit_state,
@@ -134,6 +137,27 @@ def test_the_kafka_side_sees_the_studio_shoes_as_the_stores_do(clean: Played) ->
     closed = feed.history.shoes[("s1", "s1.shoe-1")].studio
     assert closed is not None and closed.closed is not None
     assert len(closed.closed.cards) == closed.closed.cards_dealt == 16
+
+
+def test_a_checkpoint_keeps_an_open_studio_shoe_to_read_again(tmp_path: Path) -> None:
+    """Sealed mid-shoe: the checkpoint names the studio shoe as open (its rows are read again
+    on resume, as a software shoe's), and the next day's audit resumes from it cleanly."""
+    system = LocalSystem.in_memory()
+    studio = StudioPlay(system)
+    studio.burn("AH", "2S")
+    studio.coup("9S", "2D", "TH", "3C")
+    system.seal()
+    day1 = Played(system, {}).rows()
+    studio.coup("2C", "4D", "3H", "TC", "4C", "5H", cut_before=2)
+    studio.coup("9C", "8D", "TS", "7D")
+    system.seal()
+    day2 = Played(system, {}).rows()
+    checkpoint = tmp_path / "audit.checkpoint"
+    assert audit({n: ListStore(n, r) for n, r in day1.items()}, checkpoint=checkpoint).passed
+    opened = next(r for r in day1["shoe"] if r.topic.endswith("StudioShoe.Opened"))
+    assert opened.originator_id.hex() in json.loads(checkpoint.read_text())["open"]["shoe"]
+    resumed = audit({n: ListStore(n, r) for n, r in day2.items()}, checkpoint=checkpoint)
+    assert resumed.passed and audit_rows(day2).passed
 
 
 def _read_at(position: int) -> Callable[[Row, State], bool]:
