@@ -89,7 +89,7 @@ def _check_reads(ctx: CheckContext, studio: Studio, where: dict[str, str]) -> li
             if read.seq not in causes and (held_since is None or read.notification_id < held_since):
                 ctx.error(
                     Code.HOLD_NOT_RECORDED,
-                    f"read {read.seq} was kept as read while held, but the shoe was not held",
+                    f"read {read.seq} is marked kept while held, but no hold came before it",
                     **at,
                 )
         else:
@@ -149,10 +149,12 @@ def _check_taken(
 
 
 def _check_holds(ctx: CheckContext, studio: Studio, where: dict[str, str]) -> None:
-    """Each hold names the read that caused it, kept (as held) before it."""
+    """Each hold that names the read that caused it kept that read (as held) before it."""
     kept = {read.seq: read.notification_id for read in studio.reads if read.held}
     for hold in studio.holds:
-        read_nid = kept.get(hold.seq) if hold.seq is not None else None
+        if hold.seq is None:
+            continue  # a hold no read caused
+        read_nid = kept.get(hold.seq)
         if read_nid is None or read_nid > hold.notification_id:
             ctx.error(
                 Code.HOLD_NOT_RECORDED,
