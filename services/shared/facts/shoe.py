@@ -253,6 +253,13 @@ class ReadWaitingFact(Fact):
     read_at: datetime
 
 
+STUDIO_SHARED_TOPICS: dict[str, type[Fact]] = {
+    "services.shoe.studio:StudioShoe.CardsBurned": CardsBurnedFact,
+    "services.shoe.studio:StudioShoe.CardsDrawn": CardsDrawnFact,
+}
+"""A studio shoe records the software shoe's burn and draws (the same facts, published the
+same way) under stored topics of its own: stored topic -> its fact."""
+
 SHOE_FACTS: tuple[type[Fact], ...] = (
     ShoeShuffledFact,
     CardsBurnedFact,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 _TABLE = "internal bookkeeping of the table aggregate (the coups and shoes say it all)"
+_STUDIO = "routes a studio table's reads to its shoe (the shoe's ReadTaken say what it took)"
 _BOOK = "internal bookkeeping of the bet book (its published facts say what was decided)"
 
 UNREAD: dict[str, str] = {
@@ -15,6 +16,9 @@ UNREAD: dict[str, str] = {
     "records what it did (StudioShoe.CoupCleared)",
     "services.dealing.tables:Table.StudioCoupCorrected": "a correction told to the studio shoe, "
     "which records what it did (StudioShoe.CardsAccepted)",
+    "services.shoe.studio:StudioTable.Started": _STUDIO,
+    "services.shoe.studio:StudioTable.ShoeAttached": _STUDIO,
+    "services.shoe.studio:StudioTable.ReadWaiting": _STUDIO,
     "services.dealing.rejections:CommandRejections.Started": "opens a table's log of refusals",
     "services.settlement.books:BetBook.CardsDrawn": _BOOK,
     "services.settlement.books:BetBook.CardsRefused": _BOOK,

@@ -3,7 +3,10 @@
 For each coup: the cards in the order they were dealt (side, card, shoe
 position), the totals and outcome dealing recorded, the paytable, every bet with
 its settlement (and refund) and what the cards gave it under the paytable (the
-rules' case and odds: ``by 9: 30 to 1``), bets refused, and voids with who and why.
+rules' case and odds: ``by 9: 30 to 1``), bets refused, and voids with who and why. A coup
+of a studio table's shoe also has the device's reads around its cards (from the one after the
+card before it to the one before the card after it: unreadable cards, re-scans, the confirm,
+the time waited) and the holds raised while it was dealt, with their reasons.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from services.shared.rules.cards import CardParseError, parse_cards
 from services.shared.rules.paytable import CASE_NAMES, PAYTABLES, WIN, BetType, ratio
 from services.shared.rules.settlement import payoff
 from services.shared.rules.tableau import CoupResult, NotEnoughCards, dealing_order, resolve_coup
-from services.tools.history.views import BookView, CoupView, History
+from services.tools.history.views import BookView, CoupView, History, Read, Studio
 
 
 class UnknownTable(LookupError):
@@ -29,10 +32,16 @@ def recall(history: History, table_id: str, last: int = 10) -> list[dict[str, An
         known = ", ".join(sorted(history.tables)) or "none"
         raise UnknownTable(f"no table {table_id!r} in the dealing store (tables: {known})")
     coup_ids = table.coups[-last:] if last > 0 else []
-    return [_coup(history.coups[(table_id, c)], history.books.get((table_id, c))) for c in coup_ids]
+    out = []
+    for coup_id in coup_ids:
+        coup = history.coups[(table_id, coup_id)]
+        shoe = history.shoes.get((table_id, coup.shoe_id))
+        studio = None if shoe is None else shoe.studio
+        out.append(_coup(coup, history.books.get((table_id, coup_id)), studio))
+    return out
 
 
-def _coup(coup: CoupView, book: BookView | None) -> dict[str, Any]:
+def _coup(coup: CoupView, book: BookView | None, studio: Studio | None = None) -> dict[str, Any]:
     resolution = coup.resolved
     fact = None if resolution is None else resolution.fact
     status = "voided" if coup.voids else "resolved" if fact is not None else "in play"
@@ -63,6 +72,25 @@ def _coup(coup: CoupView, book: BookView | None) -> dict[str, Any]:
         "bets": [],
         "rejected_bets": [],
     }
+    if studio is not None:
+        out["reads"] = [
+            {
+                "seq": r.seq,
+                "what": r.what,
+                "card": r.card,
+                "button": r.button,
+                "position": r.position,
+                "held": r.held,
+                "waited_ms": r.waited_ms,
+                "read_at": r.read_at,
+            }
+            for r in _coup_reads(coup, studio.reads)
+        ]
+        out["holds"] = [
+            {"reason": h.reason, "detail": h.detail, "seq": h.seq}
+            for h in studio.holds
+            if h.coup_id == coup.coup_id
+        ]
     if book is None:
         return out
     out["paytable"] = book.paytable
@@ -112,6 +140,27 @@ def _coup(coup: CoupView, book: BookView | None) -> dict[str, Any]:
     return out
 
 
+def _coup_reads(coup: CoupView, reads: list[Read]) -> list[Read]:
+    """The reads of a coup: from the one after the card or CONFIRM before its first card to
+    its CONFIRM (or the card read after its last; none: it was dealt no card)."""
+    positions = [dealt.position for dealt in coup.dealt]
+    if not positions:
+        return []
+    first, last = min(positions), max(positions)
+    start, end, reached, dealt = 0, len(reads), False, False
+    for index, read in enumerate(reads):
+        position = None if read.held else read.position  # a card placed in the shoe
+        confirmed = read.button == "CONFIRM" and not read.held
+        if (position is not None and position > last) or (dealt and confirmed):
+            end = index + (1 if confirmed else 0)
+            break
+        if not reached and (confirmed or (position is not None and position < first)):
+            start = index + 1
+        reached = reached or (position is not None and position >= first)
+        dealt = dealt or position == last
+    return reads[start:end]
+
+
 def _result(player: list[str], banker: list[str]) -> CoupResult | None:
     """The coup the recorded hands make (None: they make none; the audit says why)."""
     try:
@@ -159,6 +208,10 @@ def recall_text(table_id: str, coups: list[dict[str, Any]]) -> str:
                 + (f"; {', '.join(pairs)}" if pairs else "")
                 + (f"; paytable {coup['paytable']}" if coup.get("paytable") else "")
             )
+        if coup.get("reads"):
+            lines.append("  device reads: " + ", ".join(_read_text(r) for r in coup["reads"]))
+        for hold in coup.get("holds", ()):
+            lines.append(f"  HELD {hold['reason']} at read {hold['seq']}: {hold['detail']}")
         for void in coup["voids"]:
             lines.append(
                 f"  VOIDED by {void['supervisor_id']} at {void['at']}"
@@ -185,3 +238,15 @@ def recall_text(table_id: str, coups: list[dict[str, Any]]) -> str:
                 f"{bet['amount']} ({bet['reason_code']}: {bet['message']})"
             )
     return "\n".join(lines) + "\n"
+
+
+def _read_text(read: dict[str, Any]) -> str:
+    """``12 CARD 9S@4``, ``13 UNREADABLE``, ``14 BUTTON CONFIRM``, ``(held)`` when kept held."""
+    text = f"{read['seq']} {read['what'].upper()}"
+    if read["card"] is not None:
+        text += f" {read['card']}" + ("" if read["position"] is None else f"@{read['position']}")
+    if read["button"] is not None:
+        text += f" {read['button']}"
+    if read["waited_ms"] is not None:
+        text += f" (waited {read['waited_ms']} ms)"
+    return text + (" (held)" if read["held"] else "")

@@ -51,6 +51,18 @@ def to_text(report: AuditReport, *, verbose: bool = False) -> str:
             f"  {checked['shoes_secret']} shoes not revealed yet: their order is encrypted, "
             "their cards are checked against it once revealed"
         )
+    if checked.get("studio_shoes"):
+        reasons = [
+            f"{key.split(':', 1)[1]} {count}"
+            for key, count in sorted(checked.items())
+            if key.startswith("studio_holds:")
+        ]
+        lines.append(
+            f"  {checked['studio_shoes']} studio shoes: no commitment, their cards checked "
+            f"against their device's {checked.get('studio_reads', 0):,} reads; "
+            f"{checked.get('studio_holds', 0)} holds"
+            + (f" ({', '.join(reasons)})" if reasons else "")
+        )
     if checked.get("decisions"):
         lines.append(
             f"  {checked['decisions']} voids: their supervisors' signed decisions checked "

@@ -19,6 +19,7 @@ from services.tools.audit.checks.context import DAMAGE
 from services.tools.audit.checks.coups import check_coup
 from services.tools.audit.checks.decisions import check_decisions
 from services.tools.audit.checks.shoes import card, check_shoe
+from services.tools.audit.checks.studio import check_studio_shoe
 from services.tools.audit.findings import Code, Finding
 from services.tools.audit.totals import Tally
 from services.tools.audit.window_feed import Drawn, StreamFeed, drawn_of
@@ -188,7 +189,8 @@ class WindowChecks:
             ctx.last_shoe[table_id] = self._latest_shoe.get(table_id, shoe_id)
             start = len(ctx.findings)
             try:
-                check_shoe(ctx, shoe)
+                check = check_studio_shoe if shoe.studio is not None else check_shoe
+                check(ctx, shoe)
             except DAMAGE as error:
                 ctx.damaged(error, table_id=table_id, shoe_id=shoe_id)
             self._keep((0, shoe.notification_id), start)

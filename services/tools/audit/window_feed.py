@@ -42,6 +42,11 @@ class StreamFeed(StoreFeed):
         table_id, shoe_id, _ = self._owner(oid)
         self.shoe_oids[(table_id, str(shoe_id))] = oid
 
+    def _studio_opened(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        super()._studio_opened(oid, nid, d)
+        table_id, shoe_id, _ = self._owner(oid)
+        self.shoe_oids[(table_id, str(shoe_id))] = oid
+
     def _drawn(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
         super()._drawn(oid, nid, d)
         self.last_draw[d["table_id"]] = d["coup_id"]

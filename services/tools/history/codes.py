@@ -47,6 +47,14 @@ class Check(StrEnum):
     DRAW_OUT_OF_ORDER = "draw_out_of_order"
     CARD_DRAWN_TWICE = "card_drawn_twice"
     SHOE_NOT_REVEALED = "shoe_not_revealed"
+    # studio shoe (no commitment: its cards are its device's reads, docs/security.md)
+    READ_SEQUENCE_BROKEN = "read_sequence_broken"  # a read taken out of the device's order
+    READ_NOT_ACCOUNTED = "read_not_accounted"  # a read neither used, a signal, nor kept held
+    HOLD_NOT_RECORDED = "hold_not_recorded"  # a gap or a held read without its Held
+    READ_POSITIONS_BROKEN = "read_positions_broken"  # cards read not at 0, 1, 2... in turn
+    CARD_BEYOND_DECKS = "card_beyond_decks"  # a card read more often than the decks hold
+    CARD_NOT_AS_READ = "card_not_as_read"  # a burned or drawn card is not the one read there
+    STUDIO_CLOSE_DIFFERS = "studio_close_differs"  # StudioShoeClosed is not what was read
     # coup
     TABLEAU_VIOLATED = "tableau_violated"
     WRONG_RESULT = "wrong_result"

@@ -39,6 +39,8 @@ from contracts import (
     OpenBook,
     ShoeClosed,
     ShoeShuffled,
+    StudioShoeClosed,
+    StudioShoeOpened,
     TableClosed,
     TableOpened,
 )
@@ -58,7 +60,12 @@ from services.shared.facts.settlement import (
     RefundLine,
     SettledLine,
 )
-from services.shared.facts.shoe import CardsBurnedFact, ShoeRevealedFact
+from services.shared.facts.shoe import (
+    CardsBurnedFact,
+    ShoeRevealedFact,
+    StudioShoeClosedFact,
+    StudioShoeOpenedFact,
+)
 from services.tools.history.project import Projector
 from services.tools.history.views import BookView, History, Limits, Rejected, Void, bet_key
 
@@ -191,6 +198,14 @@ class MessageFeed:
     @_apply.register
     def _shoe_closed(self, m: ShoeClosed, at: str, nid: int) -> None:
         self.project.shoe_revealed(fact_from(ShoeRevealedFact, m), at, nid)
+
+    @_apply.register
+    def _studio_shoe_opened(self, m: StudioShoeOpened, at: str, nid: int) -> None:
+        self.project.studio_shoe_opened(fact_from(StudioShoeOpenedFact, m, after_seq=None), at, nid)
+
+    @_apply.register
+    def _studio_shoe_closed(self, m: StudioShoeClosed, at: str, nid: int) -> None:
+        self.project.studio_shoe_closed(fact_from(StudioShoeClosedFact, m), at, nid)
 
     # -- coups ----------------------------------------------------------------------------
     @_apply.register

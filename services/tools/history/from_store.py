@@ -46,10 +46,16 @@ from services.shared.facts.settlement import (
     SettledLine,
 )
 from services.shared.facts.shoe import (
+    STUDIO_SHARED_TOPICS,
     CardsBurnedFact,
     CardsDrawnFact,
+    DrawRequestedFact,
+    ReadTakenFact,
+    ShoeHeldFact,
     ShoeRevealedFact,
     ShoeShuffledFact,
+    StudioShoeClosedFact,
+    StudioShoeOpenedFact,
 )
 from services.tools.history.books import moment
 from services.tools.history.project import Projector
@@ -141,6 +147,11 @@ class StoreFeed:
             CardsBurnedFact.STORED_TOPIC: self._burned,
             CardsDrawnFact.STORED_TOPIC: self._drawn,
             ShoeRevealedFact.STORED_TOPIC: self._revealed,
+            StudioShoeOpenedFact.STORED_TOPIC: self._studio_opened,
+            ReadTakenFact.STORED_TOPIC: self._read_taken,
+            DrawRequestedFact.STORED_TOPIC: self._draw_requested,
+            ShoeHeldFact.STORED_TOPIC: self._held,
+            StudioShoeClosedFact.STORED_TOPIC: self._studio_closed,
             TableOpenedFact.STORED_TOPIC: self._table_opened,
             TableReopenedFact.STORED_TOPIC: self._table_reopened,
             TableClosedFact.STORED_TOPIC: self._table_closed,
@@ -160,6 +171,9 @@ class StoreFeed:
             BookBetAcceptedFact.STORED_TOPIC: self._bet_accepted,  # retired: older stores
             BookBetRejectedFact.STORED_TOPIC: self._bet_rejected,  # retired: older stores
         }
+        shared = {CardsBurnedFact: self._burned, CardsDrawnFact: self._drawn}
+        for topic, fact in STUDIO_SHARED_TOPICS.items():  # a studio shoe's burn and draws
+            self.readers[topic] = shared[fact]
 
     def close(self) -> None:
         """Drop the readers (bound methods refer back to the feed: no cycle left behind)."""
@@ -193,6 +207,24 @@ class StoreFeed:
 
     def _revealed(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
         self.project.shoe_revealed(read_fact(ShoeRevealedFact, d), _at(d), nid)
+
+    # -- studio shoes --------------------------------------------------------------------
+    def _studio_opened(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        fact = read_fact(StudioShoeOpenedFact, d)
+        self.project.studio_shoe_opened(fact, _at(d), nid)
+        self.history.owners[oid] = (fact.table_id, fact.shoe_id, None)
+
+    def _read_taken(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        self.project.read_taken(read_fact(ReadTakenFact, d), nid)
+
+    def _draw_requested(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        self.project.draw_requested(read_fact(DrawRequestedFact, d))
+
+    def _held(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        self.project.shoe_held(read_fact(ShoeHeldFact, d), nid)
+
+    def _studio_closed(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        self.project.studio_shoe_closed(read_fact(StudioShoeClosedFact, d), _at(d), nid)
 
     # -- dealing -------------------------------------------------------------------------
     def _table_opened(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:

@@ -18,7 +18,16 @@ from services.shared.facts.dealing import (
     TableOpenedFact,
     TableReopenedFact,
 )
-from services.shared.facts.shoe import CardsBurnedFact, CardsDrawnFact, ShoeRevealedFact
+from services.shared.facts.shoe import (
+    CardsBurnedFact,
+    CardsDrawnFact,
+    DrawRequestedFact,
+    ReadTakenFact,
+    ShoeHeldFact,
+    ShoeRevealedFact,
+    StudioShoeClosedFact,
+    StudioShoeOpenedFact,
+)
 from services.tools.history.books import BookProjector, moment
 from services.tools.history.views import (
     Burn,
@@ -26,9 +35,13 @@ from services.tools.history.views import (
     Dealt,
     Draw,
     History,
+    Read,
     Resolution,
     Reveal,
     ShoeView,
+    Studio,
+    StudioClosed,
+    StudioHold,
     TableSettings,
     TableView,
     Void,
@@ -160,6 +173,82 @@ class Projector(BookProjector):
     def shoe_revealed(self, fact: ShoeRevealedFact, at: str, nid: int) -> None:
         self.shoe(fact.table_id, fact.shoe_id).reveal = Reveal(
             list(fact.order), fact.salt, fact.commitment, int(fact.cards_dealt), at, nid
+        )
+
+    # -- studio shoes ----------------------------------------------------------------------
+    def studio_shoe_opened(self, fact: StudioShoeOpenedFact, at: str, nid: int) -> ShoeView:
+        """A studio table's shoe: no commitment (``scheme`` empty), its cards are read."""
+        studio = Studio(None if fact.after_seq is None else int(fact.after_seq))
+        known = self.history.shoes.get((fact.table_id, fact.shoe_id)) if self.lenient else None
+        if known is not None and not known.shuffled_at:  # a placeholder: its cards came first
+            known.decks, known.card_count = int(fact.decks), int(fact.card_count)
+            known.shuffled_at, known.notification_id = at, nid
+            known.studio = known.studio or studio
+            return known
+        shoe = ShoeView(
+            table_id=fact.table_id,
+            shoe_id=fact.shoe_id,
+            decks=int(fact.decks),
+            order=None,
+            salt=None,
+            commitment="",
+            scheme="",
+            cut_card_index=0,
+            card_count=int(fact.card_count),
+            shuffled_at=at,
+            notification_id=nid,
+            studio=studio,
+        )
+        self.history.shoes[(fact.table_id, fact.shoe_id)] = shoe
+        return shoe
+
+    def studio(self, table_id: str, shoe_id: str) -> Studio:
+        """The studio part of a shoe (lenient: a placeholder's is made)."""
+        shoe = self.shoe(table_id, shoe_id)
+        if shoe.studio is None:
+            if not self.lenient:
+                raise KeyError(f"shoe {shoe_id!r} of table {table_id!r} is not a studio shoe")
+            shoe.studio = Studio(None)
+        return shoe.studio
+
+    def read_taken(self, fact: ReadTakenFact, nid: int) -> None:
+        studio = self.studio(fact.table_id, fact.shoe_id)
+        studio.reads.append(
+            Read(
+                int(fact.seq),
+                str(fact.what),
+                fact.card,
+                fact.button,
+                fact.last_seq,
+                fact.position,
+                bool(fact.held),
+                fact.waited_ms,
+                moment(fact.read_at),
+                nid,
+            )
+        )
+        if fact.button == "CONFIRM" and not fact.held:
+            studio.coup_id = None  # the coup is confirmed: a hold now is the next one's
+
+    def draw_requested(self, fact: DrawRequestedFact) -> None:
+        """Dealing asked for cards for a coup: it is being dealt (and a hold raised since
+        the last coup was confirmed is this coup's)."""
+        studio = self.studio(fact.table_id, fact.shoe_id)
+        studio.coup_id = fact.coup_id
+        studio.holds = [
+            hold if hold.coup_id is not None else hold._replace(coup_id=fact.coup_id)
+            for hold in studio.holds
+        ]
+
+    def shoe_held(self, fact: ShoeHeldFact, nid: int) -> None:
+        studio = self.studio(fact.table_id, fact.shoe_id)
+        studio.holds.append(
+            StudioHold(str(fact.reason), str(fact.detail), fact.seq, studio.coup_id, nid)
+        )
+
+    def studio_shoe_closed(self, fact: StudioShoeClosedFact, at: str, nid: int) -> None:
+        self.studio(fact.table_id, fact.shoe_id).closed = StudioClosed(
+            list(fact.cards), int(fact.cards_dealt), at, nid
         )
 
     # -- dealing -------------------------------------------------------------------------

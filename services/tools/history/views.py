@@ -77,11 +77,60 @@ class Reveal(NamedTuple):
     notification_id: int
 
 
+class Read(NamedTuple):
+    """One read of a studio table's device, as its shoe took it (``ReadTaken``): a card at
+    ``position``, a signal or a button (``position`` None), or kept while held (``held``)."""
+
+    seq: int
+    what: str
+    card: str | None
+    button: str | None
+    last_seq: int | None
+    position: int | None
+    held: bool
+    waited_ms: int | None
+    read_at: str
+    notification_id: int
+
+
+class StudioHold(NamedTuple):
+    """A studio shoe held (``Held``): why, and the read that caused it. ``coup_id``: the
+    coup being dealt then (the next to ask for cards, when it held between coups)."""
+
+    reason: str
+    detail: str
+    seq: int | None
+    coup_id: str | None
+    notification_id: int
+
+
+class StudioClosed(NamedTuple):
+    """A studio shoe finished (``StudioShoeClosed``): every card read, by position."""
+
+    cards: list[str]
+    cards_dealt: int
+    at: str
+    notification_id: int
+
+
+@dataclass(slots=True)
+class Studio:
+    """What only a studio shoe records: its device's reads, its holds, its close (no
+    commitment, no reveal: its cards are what the device read)."""
+
+    after_seq: int | None  # the reads taken start after this device sequence number
+    reads: list[Read] = field(default_factory=list)
+    holds: list[StudioHold] = field(default_factory=list)
+    closed: StudioClosed | None = None
+    coup_id: str | None = None  # the coup being dealt (asked for cards, not confirmed)
+
+
 @dataclass(slots=True)
 class ShoeView:
     """A shoe as the shoe service recorded it (``order``/``salt``: None until the reveal
     when read from Kafka, which publishes them only then, and when read from a store that
-    keeps them encrypted; only the reveal gives them)."""
+    keeps them encrypted; only the reveal gives them). A studio table's shoe has ``studio``
+    (its reads) and no commitment, order or reveal."""
 
     table_id: str
     shoe_id: str
@@ -98,6 +147,7 @@ class ShoeView:
     draws: list[Draw] = field(default_factory=list)
     reveal: Reveal | None = None
     cut_card_position: int | None = None  # where the cut card came out
+    studio: Studio | None = None  # a studio table's shoe (no commitment: ``scheme`` empty)
 
     def handed_out(self) -> list[tuple[int, str]]:
         """(position, card) for every card out of the shoe: shown, burned, drawn."""

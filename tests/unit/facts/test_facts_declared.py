@@ -22,12 +22,24 @@ from services.shared.facts.dealing import DEALING_FACTS
 from services.shared.facts.incidents import IncidentRaisedFact
 from services.shared.facts.legacy import LEGACY_FACTS, DeskBetHeldFact
 from services.shared.facts.settlement import SETTLEMENT_FACTS
-from services.shared.facts.shoe import SHOE_FACTS
+from services.shared.facts.shoe import SHOE_FACTS, STUDIO_SHARED_TOPICS
 from services.shared.facts.unread import UNREAD
 from services.shared.platform.store.incidents import IncidentLog
 from services.shoe.domain import Shoe
+from services.shoe.studio import StudioShoe, StudioTable
 
-AGGREGATES = (Shoe, Table, Coup, CommandRejections, BetBook, BetDesk, TableTerms, IncidentLog)
+AGGREGATES = (
+    Shoe,
+    StudioShoe,
+    StudioTable,
+    Table,
+    Coup,
+    CommandRejections,
+    BetBook,
+    BetDesk,
+    TableTerms,
+    IncidentLog,
+)
 FACTS: tuple[type[Fact], ...] = (
     *SHOE_FACTS,
     *DEALING_FACTS,
@@ -115,8 +127,16 @@ def test_the_line_records_are_the_batch_fields() -> None:
     }
 
 
+@pytest.mark.parametrize("topic", STUDIO_SHARED_TOPICS)
+def test_a_fact_stored_under_a_studio_topic_too_is_its_events(topic: str) -> None:
+    fact, event = STUDIO_SHARED_TOPICS[topic], resolve_topic(topic)
+    assert get_topic(event) == topic
+    assert issubclass(event, fact)
+    assert list(fact_fields(fact)) == event_fields(event)
+
+
 def test_every_stored_event_is_a_fact_or_declared_unread() -> None:
-    declared = {fact.STORED_TOPIC for fact in FACTS} | set(UNREAD)
+    declared = {fact.STORED_TOPIC for fact in FACTS} | set(UNREAD) | set(STUDIO_SHARED_TOPICS)
     stored = set(stored_event_classes())
     assert sorted(stored - declared) == []
     assert sorted(set(UNREAD) - stored) == []

@@ -28,12 +28,15 @@ from services.shared.platform.store.incidents import IncidentLog
 from services.shared.platform.store.sealing import SEAL_TOPICS, SealLedger
 from services.shoe.domain import Shoe
 from services.shoe.messages import to_messages as shoe_messages
+from services.shoe.studio import StudioShoe, StudioTable
 from services.tools.history.from_store import StoreFeed
 from services.tools.history.views import History
-from tests.unit.audit.helpers import play_history
+from tests.unit.audit.helpers import play_history, play_studio
 
 AGGREGATES = (
     Shoe,
+    StudioShoe,
+    StudioTable,
     Table,
     Coup,
     CommandRejections,
@@ -98,15 +101,16 @@ def test_every_retired_fact_of_older_stores_is_still_read() -> None:
 def test_every_fact_published_on_an_event_topic_is_read() -> None:
     """A stored fact whose messages reach the event topics the read side follows is read
     from the stores too (else the audit would not see what the dashboard shows)."""
-    played = play_history(coups=12, tables=1, seal=True)
     read = readers()
     published: set[str] = set()
-    for service, app in played.system.apps.items():
-        publish = without_seals(PUBLISH[service])
-        for notification in app.recorder.select_notifications(1, 100_000):
-            event = app.mapper.to_domain_event(notification)
-            if any(topic_for(m) in READ_TOPICS for m in publish(event)):
-                published.add(notification.topic)
+    for played in (play_history(coups=12, tables=1, seal=True), play_studio()):
+        for service, app in played.system.apps.items():
+            publish = without_seals(PUBLISH[service])
+            for notification in app.recorder.select_notifications(1, 100_000):
+                event = app.mapper.to_domain_event(notification)
+                if any(topic_for(m) in READ_TOPICS for m in publish(event)):
+                    published.add(notification.topic)
     assert published, "the played history published events"
     assert sorted(published - set(read)) == []
     assert get_topic(BetBook.CoupSettled) in published
+    assert get_topic(StudioShoe.CardsDrawn) in published

@@ -18,6 +18,7 @@ from services.tools.audit.checks.coups import check_coup
 from services.tools.audit.checks.decisions import check_decisions
 from services.tools.audit.checks.filters import Filters
 from services.tools.audit.checks.shoes import check_shoe
+from services.tools.audit.checks.studio import check_studio_shoe
 from services.tools.audit.findings import Code, Finding
 from services.tools.audit.totals import Totals
 from services.tools.history.views import History
@@ -86,7 +87,8 @@ class Checker:
         for shoe in history.shoes.values():
             if ctx.filters.table_in(shoe.table_id):
                 try:
-                    check_shoe(ctx, shoe)
+                    check = check_studio_shoe if shoe.studio is not None else check_shoe
+                    check(ctx, shoe)
                 except DAMAGE as error:
                     ctx.damaged(error, table_id=shoe.table_id, shoe_id=shoe.shoe_id)
         unverified = 0

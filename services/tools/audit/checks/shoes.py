@@ -8,7 +8,8 @@ card more often than its decks hold), and it is counted in ``checked["shoes_secr
 cards are held to the order once the shoe is revealed. One that a later shoe replaced
 unrevealed is a warning. A shoe recorded before the order was encrypted (plain text) is
 checked against its recorded order, as it always was. What each shoe handed out is kept in
-the context (``drawn``) for the coups.
+the context (``drawn``) for the coups. A studio table's shoe has no commitment: ``studio.py``
+checks it against its device's reads instead.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def card(code: str) -> Card:
 
 
 @lru_cache(maxsize=16)
-def _full_shoe(decks: int) -> Counter[str]:
+def full_shoe(decks: int) -> Counter[str]:
     return Counter(card.code for card in composition(decks))
 
 
@@ -63,7 +64,7 @@ def check_shoe(ctx: CheckContext, shoe: ShoeView) -> None:
     except ValueError as error:
         ctx.error(Code.NOT_A_FULL_SHOE, f"unreadable card in the order: {error}", **where)
         return
-    if Counter(order) != _full_shoe(shoe.decks):
+    if Counter(order) != full_shoe(shoe.decks):
         ctx.error(
             Code.NOT_A_FULL_SHOE,
             f"the {'revealed' if reveal else 'recorded'} order is not {shoe.decks} full decks",
@@ -104,7 +105,7 @@ def check_shoe(ctx: CheckContext, shoe: ShoeView) -> None:
     expected = _check_burn(ctx, shoe, order, cards, where)
     for draw in shoe.draws:
         first = draw.first_position
-        after = _check_sequence(ctx, draw, expected, where)
+        after = check_sequence(ctx, draw, expected, where)
         for offset, code in enumerate(draw.cards):
             position = first + offset
             truth = order[position] if position < len(order) else None
@@ -167,7 +168,7 @@ def _check_secret_shoe(
     """A shoe whose order is still encrypted: everything but the cards' positions."""
     ctx.checked["shoes_secret"] += 1
     _not_revealed(ctx, shoe, where, ": its order is encrypted, its cards cannot be checked")
-    full = _full_shoe(shoe.decks)
+    full = full_shoe(shoe.decks)
     if shoe.card_count != sum(full.values()):
         ctx.error(
             Code.NOT_A_FULL_SHOE,
@@ -197,7 +198,7 @@ def _check_secret_shoe(
             )
         expected = next_position
     for draw in shoe.draws:
-        expected = _check_sequence(ctx, draw, expected, where)
+        expected = check_sequence(ctx, draw, expected, where)
         for offset, code in enumerate(draw.cards):
             drawn.setdefault(draw.first_position + offset, (draw.coup_id, code))
     extra = Counter(code for _, code in shoe.handed_out()) - full
@@ -210,7 +211,7 @@ def _check_secret_shoe(
         )
 
 
-def _check_sequence(ctx: CheckContext, draw: Draw, expected: int, where: dict[str, str]) -> int:
+def check_sequence(ctx: CheckContext, draw: Draw, expected: int, where: dict[str, str]) -> int:
     """A draw starts where the previous one ended; the next position after it."""
     first = draw.first_position
     if first < expected:
