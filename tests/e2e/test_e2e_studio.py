@@ -10,11 +10,16 @@ Every accepted bet ends exactly once, settled on the cards the device read, or r
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import json
 import random
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from contracts import (
     INCIDENTS,
@@ -31,12 +36,15 @@ from contracts import (
     OpenTable,
     StudioShoeClosed,
 )
-from services.dev.demo.processes import SERVICES, ServiceSettings
+from services.dev.demo.processes import SERVICES, ServiceSettings, service_env
 from services.dev.demo.system import LocalSystem
+from services.dev.infra.kafka_clients import AUDITOR
 from services.shared.rules.cards import Card
 from services.shared.rules.shoe import burn_count
 from services.shared.rules.tableau import resolve_coup
 from services.studio.simulator import Device, Fault, LoopbackServer
+from services.tools.cli.main import app
+from tests import kafka_logins
 from tests.e2e.helpers import LIMITS, assert_books_clean, bet, new_table_id, supervisor, wait
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -151,6 +159,34 @@ async def test_a_studio_table_deals_what_its_device_reads_and_each_bet_ends_once
     coup_3_cards = [m.card for m in system.seen(CardDrawn) if m.coup_id == coup_3]
     assert sorted(set(coup_3_cards), key=coup_3_cards.index) == cards  # dealt as corrected
     assert_books_clean(system.ledger)  # each bet paid as the cards read say
+    # The audit of the run's stores passes; a card read changed in the shoe's store is found.
+    report = await audit(system)
+    assert report["errors"] == 0, report["findings"]
+    assert report["checked"]["studio_shoes"] >= 1
+    assert report["checked"]["studio_holds"] == 2
+    if not system.settings.postgres:
+        with sqlite3.connect(system.settings.data_dir / "shoe.sqlite") as store:
+            rows = store.execute(
+                "SELECT rowid, state FROM stored_events WHERE topic LIKE '%StudioShoe.ReadTaken'"
+                " ORDER BY rowid"
+            ).fetchall()
+            row, read = [(r, json.loads(s)) for r, s in rows if b'"what":"card"' in s][8]
+            read["card"] = "KS" if read["card"] != "KS" else "QS"  # a dealt card, read otherwise
+            tampered_state = json.dumps(read, separators=(",", ":")).encode()
+            store.execute(
+                "UPDATE stored_events SET state = ? WHERE rowid = ?", (tampered_state, row)
+            )
+        tampered = await audit(system)
+        assert "card_not_as_read" in {f["code"] for f in tampered["findings"]}
+
+
+async def audit(system: LocalSystem) -> dict[str, Any]:
+    """``punto-banco audit --json`` of the run's stores, as the auditor."""
+    env = {**service_env(system.settings), **kafka_logins.env(AUDITOR)}
+    result = await asyncio.to_thread(CliRunner().invoke, app, ["audit", "--json"], env=env)
+    assert result.exit_code in (0, 1), result.output
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
 
 
 def settled_or_refunded(system: LocalSystem, table_id: str) -> bool:

@@ -19,6 +19,8 @@ UNREAD: dict[str, str] = {
     "services.shoe.studio:StudioTable.Started": _STUDIO,
     "services.shoe.studio:StudioTable.ShoeAttached": _STUDIO,
     "services.shoe.studio:StudioTable.ReadWaiting": _STUDIO,
+    "services.shoe.studio:StudioShoe.CorrectionWaiting": "a correction waiting for its coup's "
+    "CONFIRM (StudioShoe.CardsAccepted records what the shoe did with it)",
     "services.dealing.rejections:CommandRejections.Started": "opens a table's log of refusals",
     "services.settlement.books:BetBook.CardsDrawn": _BOOK,
     "services.settlement.books:BetBook.CardsRefused": _BOOK,

@@ -47,8 +47,10 @@ from services.shared.facts.settlement import (
 )
 from services.shared.facts.shoe import (
     STUDIO_SHARED_TOPICS,
+    CardsAcceptedFact,
     CardsBurnedFact,
     CardsDrawnFact,
+    CoupClearedFact,
     DrawRequestedFact,
     ReadTakenFact,
     ShoeHeldFact,
@@ -152,6 +154,8 @@ class StoreFeed:
             DrawRequestedFact.STORED_TOPIC: self._draw_requested,
             ShoeHeldFact.STORED_TOPIC: self._held,
             StudioShoeClosedFact.STORED_TOPIC: self._studio_closed,
+            CoupClearedFact.STORED_TOPIC: self._cleared,
+            CardsAcceptedFact.STORED_TOPIC: self._accepted,
             TableOpenedFact.STORED_TOPIC: self._table_opened,
             TableReopenedFact.STORED_TOPIC: self._table_reopened,
             TableClosedFact.STORED_TOPIC: self._table_closed,
@@ -222,6 +226,12 @@ class StoreFeed:
 
     def _held(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
         self.project.shoe_held(read_fact(ShoeHeldFact, d), nid)
+
+    def _cleared(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        self.project.studio_decision(read_fact(CoupClearedFact, d), nid)
+
+    def _accepted(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        self.project.studio_decision(read_fact(CardsAcceptedFact, d), nid)
 
     def _studio_closed(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
         self.project.studio_shoe_closed(read_fact(StudioShoeClosedFact, d), _at(d), nid)

@@ -19,8 +19,10 @@ from services.shared.facts.dealing import (
     TableReopenedFact,
 )
 from services.shared.facts.shoe import (
+    CardsAcceptedFact,
     CardsBurnedFact,
     CardsDrawnFact,
+    CoupClearedFact,
     DrawRequestedFact,
     ReadTakenFact,
     ShoeHeldFact,
@@ -41,6 +43,7 @@ from services.tools.history.views import (
     ShoeView,
     Studio,
     StudioClosed,
+    StudioDecision,
     StudioHold,
     TableSettings,
     TableView,
@@ -245,6 +248,14 @@ class Projector(BookProjector):
         studio.holds.append(
             StudioHold(str(fact.reason), str(fact.detail), fact.seq, studio.coup_id, nid)
         )
+
+    def studio_decision(self, fact: CoupClearedFact | CardsAcceptedFact, nid: int) -> None:
+        if isinstance(fact, CoupClearedFact):
+            decision = StudioDecision("clear", fact.coup_id, [], int(fact.next_position), nid)
+        else:
+            cards, first = list(fact.cards), int(fact.first_position)
+            decision = StudioDecision("correct", fact.coup_id, cards, first, nid)
+        self.studio(fact.table_id, fact.shoe_id).decisions.append(decision)
 
     def studio_shoe_closed(self, fact: StudioShoeClosedFact, at: str, nid: int) -> None:
         self.studio(fact.table_id, fact.shoe_id).closed = StudioClosed(

@@ -104,6 +104,18 @@ class StudioHold(NamedTuple):
     notification_id: int
 
 
+class StudioDecision(NamedTuple):
+    """A supervisor's decision a studio shoe carried out: ``clear`` (``CoupCleared``: a
+    voided coup put aside, the next card at ``position``) or ``correct`` (``CardsAccepted``:
+    the coup's ``cards`` not read, taken from ``position`` on); both lift a hold."""
+
+    kind: str
+    coup_id: str
+    cards: list[str]
+    position: int
+    notification_id: int
+
+
 class StudioClosed(NamedTuple):
     """A studio shoe finished (``StudioShoeClosed``): every card read, by position."""
 
@@ -121,6 +133,7 @@ class Studio:
     after_seq: int | None  # the reads taken start after this device sequence number
     reads: list[Read] = field(default_factory=list)
     holds: list[StudioHold] = field(default_factory=list)
+    decisions: list[StudioDecision] = field(default_factory=list)
     closed: StudioClosed | None = None
     coup_id: str | None = None  # the coup being dealt (asked for cards, not confirmed)
 

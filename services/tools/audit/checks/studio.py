@@ -4,7 +4,9 @@ A studio table's cards are what its card-reading shoe read (``services.shoe.stud
 was committed to and nothing is revealed. What the stores can prove is checked:
 
 - every read the shoe took is accounted for: a card at the next position (burned or dealt), a
-  signal or a button, or a read kept while the shoe was held;
+  signal or a button, or a read kept while the shoe was held; a supervisor's correction
+  (``CardsAccepted``) places the cards it decided at the next positions, and a void
+  (``CoupCleared``) skips the cards read for the voided coup (no draw hands them out);
 - the reads were taken in the device's order: each sequence number the next one after the last
   (a read kept while held may come late), and a hold recorded for every gap and every read
   kept while held;
@@ -25,7 +27,7 @@ from services.shared.rules.shoe import burn_count
 from services.tools.audit.checks.context import CheckContext
 from services.tools.audit.checks.shoes import card, check_sequence, full_shoe
 from services.tools.audit.findings import Code
-from services.tools.history.views import Read, ShoeView, Studio
+from services.tools.history.views import Read, ShoeView, Studio, StudioDecision
 
 _SIGNALS = frozenset(
     {"button", "unreadable", "shoe-in", "shoe-out", "cut-card", "burn-start", "burn-end"}
@@ -49,7 +51,10 @@ def check_studio_shoe(ctx: CheckContext, shoe: ShoeView) -> None:
     _check_holds(ctx, studio, where)
     _check_counts(ctx, shoe, cards, where)
     expected = _check_burn(ctx, shoe, cards, where)
+    clears = [d for d in studio.decisions if d.kind == "clear"]  # a voided coup's cards skipped
     for draw in shoe.draws:
+        while clears and clears[0].notification_id < draw.notification_id:
+            expected = max(expected, clears.pop(0).position)
         after = check_sequence(ctx, draw, expected, where)
         for offset, code in enumerate(draw.cards):
             position = draw.first_position + offset
@@ -65,6 +70,8 @@ def check_studio_shoe(ctx: CheckContext, shoe: ShoeView) -> None:
                 )
             drawn.setdefault(position, (draw.coup_id, code))
         expected = after
+    for clear in clears:
+        expected = max(expected, clear.position)
     closed = studio.closed
     if closed is not None and (closed.cards != cards or closed.cards_dealt != expected):
         ctx.error(
@@ -83,7 +90,10 @@ def _check_reads(ctx: CheckContext, studio: Studio, where: dict[str, str]) -> li
     highest = studio.after_seq
     held_since = min((hold.notification_id for hold in studio.holds), default=None)
     causes = {hold.seq for hold in studio.holds}
+    corrections = [d for d in studio.decisions if d.kind == "correct"]
     for read in studio.reads:
+        while corrections and corrections[0].notification_id < read.notification_id:
+            _take_correction(ctx, corrections.pop(0), cards, where)
         at: dict[str, Any] = {"notification_id": read.notification_id, **where}
         if read.held:
             if read.seq not in causes and (held_since is None or read.notification_id < held_since):
@@ -98,7 +108,24 @@ def _check_reads(ctx: CheckContext, studio: Studio, where: dict[str, str]) -> li
                 cards.append(read.card)
         last = read.seq if read.last_seq is None else read.last_seq
         highest = last if highest is None else max(highest, last)
+    for correction in corrections:
+        _take_correction(ctx, correction, cards, where)
     return cards
+
+
+def _take_correction(
+    ctx: CheckContext, decided: StudioDecision, cards: list[str], where: dict[str, str]
+) -> None:
+    """A supervisor's cards of a held coup (``CardsAccepted``): the next positions."""
+    if decided.position != len(cards):
+        ctx.error(
+            Code.READ_POSITIONS_BROKEN,
+            f"the cards decided for coup {decided.coup_id} were placed from position "
+            f"{decided.position}, the next position was {len(cards)}",
+            notification_id=decided.notification_id,
+            **where,
+        )
+    cards.extend(decided.cards)
 
 
 def _check_taken(
