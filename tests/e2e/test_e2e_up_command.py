@@ -119,6 +119,22 @@ async def test_up_plays_n_coups_checks_the_books_and_stops_everything(
 
 
 @pytest.mark.timeout(240)
+async def test_up_studio_deals_a_table_from_the_simulated_shoe_with_clean_books(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """`up --studio`: the first table is dealt by the simulated card-reading shoe through the
+    device bridge, the second by a software shoe; both end OK, every payout recomputed."""
+    prefix = created_under(f"e2e-up-{uuid.uuid4().hex[:10]}.")
+    env = {**up_env({}), "PB_HTTP_PORT_DASHBOARD": "off"}
+    command = up_command(kafka_bootstrap, prefix, tmp_path / "var", "--coups", "4")
+    text = await run_to_end([*command, "--studio", "--tables", "2"], env)
+    assert "OK: " in text and "0 errors" in text
+    bridge_log = (tmp_path / "var" / "logs" / "studio-bridge.log").read_text()
+    assert "connected to device shoe-1" in bridge_log
+    assert not leftovers(prefix)
+
+
+@pytest.mark.timeout(240)
 @pytest.mark.parametrize("paytable", ["no-commission", "ez-baccarat"])
 async def test_up_plays_a_paytable_with_its_side_bets_and_recomputes_every_payout(
     kafka_bootstrap: str, tmp_path: Path, paytable: str

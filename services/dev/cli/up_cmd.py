@@ -75,6 +75,12 @@ def up_command(
     topic_prefix: str = typer.Option(
         "", "--topic-prefix", envvar="PB_TOPIC_PREFIX", help="Prefix of every topic."
     ),
+    studio: bool = typer.Option(
+        False,
+        "--studio",
+        help="The first table is a studio table: a simulated card-reading shoe deals it (a "
+        "coup each time betting closes, one shoe), read by the device bridge (docs/studio.md).",
+    ),
     gateway: bool = typer.Option(
         True,
         "--gateway/--no-gateway",
@@ -114,6 +120,7 @@ def up_command(
             topic_prefix=topic_prefix,
             postgres_env=store or None,
             gateway=gateway,
+            studio=studio,
         )
     except ValueError as error:
         typer.echo(f"error: {error}", err=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 from collections import deque
@@ -52,8 +53,10 @@ from services.dev.demo.ledger import Ledger
 from services.dev.demo.processes import SERVICES, ServiceSettings, stop_all
 from services.dev.demo.system import LocalSystem, SystemTimeout, run_operators
 from services.dev.infra.kafka_clients import ADMIN, DASHBOARD, KafkaLogins
-from services.shared.platform.settings import KafkaAuth
+from services.shared.platform.settings import KafkaAuth, Settings
 from services.shared.rules.paytable import get_paytable
+from services.studio.simulator import Device, LoopbackServer
+from services.tools.admin.keys import init_keys
 
 MAX_RESENDS = 3
 
@@ -81,6 +84,7 @@ class DemoConfig:
     stall_timeout: float = 60.0  # fail if nothing happens for this long
     drain_timeout: float = 30.0  # after closing, how long to wait for the last settlements
     gateway: bool = True  # bettors play through the gateway's API, their money in a wallet
+    studio: bool = False  # the first table is a studio table, dealt by a simulated shoe
 
     def __post_init__(self) -> None:
         if self.coups is not None and self.coups < 1:
@@ -129,8 +133,7 @@ class TableDriver:
         self.system = system
         self.limits = demo_limits(bet.value for bet in get_paytable(config.paytable).offered)
         self.tables: dict[str, TableRun] = {}
-        for number in range(1, config.tables + 1):
-            table_id = f"demo-{run_id}-{number}"
+        for number, table_id in enumerate(self.table_ids(config, run_id), start=1):
             terms = TableTerms(table_id, config.currency, self.limits)
             seed = None if config.seed is None else config.seed * 1000 + number
             crowd = Crowd(terms, bettors=config.bettors, wildness=config.wildness, seed=seed)
@@ -141,6 +144,16 @@ class TableDriver:
         self.command_rejections: list[CommandRejected] = []
         self.started = time.monotonic()
         self.last_progress = time.monotonic()
+        self.studio: LoopbackServer | None = None  # the studio table's shoe (the first table)
+
+    @property
+    def studio_table(self) -> str | None:
+        """The table the simulated shoe deals (``--studio``: the first), or None."""
+        return next(iter(self.tables)) if self.config.studio else None
+
+    @staticmethod
+    def table_ids(config: DemoConfig, run_id: str) -> list[str]:
+        return [f"demo-{run_id}-{number}" for number in range(1, config.tables + 1)]
 
     def ours(self, message: Message) -> bool:
         return isinstance(message, TableMessage) and message.table_id in self.tables
@@ -160,6 +173,7 @@ class TableDriver:
                 currency=config.currency,
                 betting_window_ms=config.betting_window_ms,
                 cut_card_from_end=config.cut_card_from_end,
+                card_source="studio" if table_id == self.studio_table else "rng",
             )
             for table_id in self.tables
         ]
@@ -192,6 +206,8 @@ class TableDriver:
             await self._send(plan.open_bets)
         elif isinstance(message, BettingClosed):
             await self._send(table.late.pop(message.coup_id, ()))
+            if self.studio is not None and message.table_id == self.studio_table:
+                self.studio.release()  # "no more bets": the dealer deals the coup
         elif isinstance(message, CoupResolved):
             table.outcomes.append(message.outcome[0])
             if message.coup_id in table.our_coups:
@@ -385,8 +401,15 @@ async def run_demo(
         if gateway is not None:
             settings = gateway_settings(settings, gateway)
             services = (*SERVICES, "gateway")
+        studio = contextlib.AsyncExitStack()
+        shoe: LoopbackServer | None = None
+        if config.studio:
+            table = TableDriver.table_ids(config, run_id)[0]
+            settings, shoe = await _studio_shoe(studio, settings, config, table)
+            services = (*services, "studio-bridge")
         system = LocalSystem(settings, data_dir / "logs", services=services, ledger=ledger)
         driver = TableDriver(config, system, run_id)
+        driver.studio = shoe
         system.accept = driver.ours
         system.reactors.append(driver.react)
         result = DemoResult(ledger, driver, 0.0)
@@ -440,9 +463,25 @@ async def run_demo(
                 result.killed = stop_all(system.services.values(), timeout=5)
             if gateway is not None:
                 gateway.stop()
+            await studio.aclose()
         if view is not None:
             view(ledger, driver)
         return result
+
+
+async def _studio_shoe(
+    stack: contextlib.AsyncExitStack, settings: ServiceSettings, config: DemoConfig, table: str
+) -> tuple[ServiceSettings, LoopbackServer]:
+    """``--studio``: a simulated card-reading shoe dealing ``table`` (one shoe of
+    ``config.decks``, a coup each time betting closes), served until ``stack`` closes; its
+    device bridge's key made for that table alone. The run's settings with the bridge's."""
+    device = Device(decks=config.decks, cut_card_from_end=max(config.cut_card_from_end, 1))
+    server = await stack.enter_async_context(LoopbackServer(device, pace=0.05, heartbeat=2.0))
+    init_keys(
+        Settings(service="studio-bridge", data_dir=settings.data_dir), ["studio-bridge"], [table]
+    )
+    extra = {**settings.extra, "PB_STUDIO_TABLE": table, "PB_STUDIO_DEVICE_PORT": str(server.port)}
+    return dataclasses.replace(settings, extra=extra), server
 
 
 async def _balances_right(system: LocalSystem, gateway: DemoGateway, timeout: float) -> str | None:

@@ -22,6 +22,7 @@ from contracts import (
     DEAD_LETTERS,
     SHOE_COMMANDS,
     SHOE_EVENTS,
+    STUDIO_READS,
     CloseShoe,
     DeadLetter,
     DrawCards,
@@ -158,8 +159,8 @@ async def test_an_unsigned_or_undecodable_command_is_a_dead_letter_with_its_byte
 async def test_the_subscriber_declared_in_service_py_reads_the_shoe_commands(shoe: Shoe) -> None:
     subscriber = shoe.service.batch_subscriber
     assert subscriber is not None and subscriber in shoe.service.broker.subscribers
-    assert subscriber.topic_names == [PREFIX + SHOE_COMMANDS]
-    assert shoe.service.inputs == (SHOE_COMMANDS,)
+    assert subscriber.topic_names == [PREFIX + SHOE_COMMANDS, PREFIX + STUDIO_READS]
+    assert shoe.service.inputs == (SHOE_COMMANDS, STUDIO_READS)
 
 
 async def test_a_close_of_a_table_of_another_partition_closes_no_shoe(shoe: Shoe) -> None:
