@@ -36,9 +36,9 @@ from contracts import (
     OpenTable,
     StudioShoeClosed,
 )
-from services.dev.demo.processes import SERVICES, ServiceSettings, service_env
+from services.dev.demo.processes import LOCAL_SUPERVISOR, SERVICES, ServiceSettings, service_env
 from services.dev.demo.system import LocalSystem
-from services.dev.infra.kafka_clients import AUDITOR
+from services.dev.infra.kafka_clients import AUDITOR, SUPERVISOR
 from services.shared.rules.cards import Card
 from services.shared.rules.shoe import burn_count
 from services.shared.rules.tableau import resolve_coup
@@ -126,8 +126,14 @@ async def test_a_studio_table_deals_what_its_device_reads_and_each_bet_ends_once
             await wait(system, lambda: len(held()) == 2, 120, "the table to hold on coup 3")
             assert held()[1].message.startswith("GAP: ")
             cards = [card.code for card in order[starts[2] : starts[3]]]  # as the video shows
-            correction = supervisor(system).correct(table_id, coup_3, cards, "the video")
-            await system.sender.send_now(correction)
+            key = system.settings.data_dir.resolve() / "keys" / "supervisors"
+            args = ["supervisor", "correct", "--table", table_id, "--coup", coup_3,
+                    "--cards", " ".join(cards), "--reason", "the video",
+                    "--key", str(key / f"{LOCAL_SUPERVISOR}.pem"), "--timeout", "60"]  # fmt: skip
+            env = {**service_env(system.settings), **kafka_logins.env(SUPERVISOR)}
+            result = await asyncio.to_thread(CliRunner().invoke, app, args, env=env)
+            assert result.exit_code == 0, result.output  # it waits for coup 3 to resolve
+            assert f"corrected: table {table_id} coup {coup_3} resolved" in result.output
 
             def shoe_closed() -> list[StudioShoeClosed]:
                 return [m for m in system.seen(StudioShoeClosed) if m.table_id == table_id]

@@ -1,4 +1,6 @@
-"""``punto-banco supervisor keygen|void``: supervisors' keys, and their signed voids.
+"""``punto-banco supervisor keygen|void|correct``: supervisors' keys, their signed voids and
+corrections of a held studio coup (``correct``: ``CorrectCoup``, answered by the coup resolved
+on the cards decided, docs/studio.md).
 
 A void is a supervisor's decision signed with their Ed25519 key (a JWT, EdDSA:
 ``services/tools/admin/supervisors.py``). ``keygen`` makes a supervisor's key (the private key
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from contracts import Message, VoidCoup
+    from contracts import CorrectCoup, Message, VoidCoup
     from services.shared.platform.settings import Settings
     from services.tools.admin.supervisors import (
         SupervisorSigner,
@@ -188,9 +190,12 @@ def void_command(
     )
 
 
-async def send_and_wait(settings: Settings, command: VoidCoup, timeout: float) -> Message | None:
+async def send_and_wait(
+    settings: Settings, command: VoidCoup | CorrectCoup, timeout: float
+) -> Message | None:
     """Send ``command`` and return dealing's answer to it (None: none within ``timeout`` s):
-    the ``CommandRejected`` naming it, or the ``CoupVoided`` of its coup by its supervisor."""
+    the ``CommandRejected`` naming it, or the ``CoupVoided`` of its coup by its supervisor (a
+    void), the ``CoupResolved`` of its coup (a correction: dealt on the cards decided)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     from contracts import (
@@ -199,13 +204,16 @@ async def send_and_wait(settings: Settings, command: VoidCoup, timeout: float) -
         TABLE_EVENTS,
         CommandRejected,
         ContractError,
+        CorrectCoup,
+        CoupResolved,
         CoupVoided,
         decode,
         encode,
     )
     from services.shared.platform.kafka import client_options, idempotent_producer
 
-    # The void on table-events, a refusal on command-events (dealing's answers).
+    # The void (or the corrected coup resolved) on table-events, a refusal on command-events.
+    answer = CoupResolved if isinstance(command, CorrectCoup) else CoupVoided
     topics = {settings.topic(logical): logical for logical in (TABLE_EVENTS, COMMAND_EVENTS)}
     consumer = AIOKafkaConsumer(
         **client_options(settings),
@@ -245,15 +253,56 @@ async def send_and_wait(settings: Settings, command: VoidCoup, timeout: float) -
                         if message.command_id == command.event_id:
                             return message
                     elif (
-                        isinstance(message, CoupVoided)
+                        isinstance(message, answer)
                         and (message.table_id, message.coup_id)
                         == (command.table_id, command.coup_id)
-                        and message.supervisor_id == command.supervisor_id
+                        and getattr(message, "supervisor_id", None) in (None, command.supervisor_id)
                     ):
                         return message
         return None
     finally:
         await consumer.stop()
+
+
+@supervisor_app.command("correct")
+def correct_command(
+    table: Annotated[str, typer.Option("--table", help="The studio table.")],
+    coup: Annotated[str, typer.Option("--coup", help="The held coup to correct.")],
+    cards: Annotated[
+        str, typer.Option("--cards", help="All the coup's cards in dealing order: '9S 2D TH 3C'.")
+    ],
+    reason: Annotated[str, typer.Option("--reason", help="Why (recorded, and signed).")],
+    key: Annotated[Path, typer.Option("--key", help="The supervisor's private key file.")],
+    keyring: KeyringOption = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1, help="Seconds to wait for the coup to resolve.")
+    ] = 30.0,
+    data_dir: DataDir = None,
+) -> None:
+    """Sign a correction of a held studio coup (its cards as the supervisor decided them, e.g.
+    from the video), send it to dealing, and wait for the coup to resolve on them (or for
+    CommandRejected). docs/studio.md, "Supervisors' decisions"."""
+    from contracts import CommandRejected, CoupResolved, encode
+
+    settings = _settings(data_dir)
+    signer = _signer(key, keyring or settings.supervisor_keyring_path, None, None)
+    try:
+        command = signer.correct(table, coup, cards.replace(",", " ").split(), reason)
+    except ValueError as error:
+        raise _fail(f"cannot make this correction: {error}") from None
+    typer.echo(f"sending to {settings.topic_prefix}punto-banco.table-commands (key {table}):")
+    typer.echo(json.dumps(json.loads(encode(command)), indent=2))
+    try:
+        answer = asyncio.run(send_and_wait(settings, command, timeout))
+    except Exception as error:  # Kafka unreachable, topic missing...
+        where = settings.kafka_bootstrap_servers
+        raise _fail(f"cannot send to Kafka at {where}: {error}", 1) from None
+    if answer is None:
+        raise _fail(f"the coup did not resolve within {timeout:g} s", EXIT_NO_ANSWER)
+    if isinstance(answer, CommandRejected):
+        raise _fail(f"refused: {answer.reason_code}: {answer.message}", EXIT_REFUSED)
+    assert isinstance(answer, CoupResolved)
+    typer.echo(f"corrected: table {table} coup {coup} resolved {answer.outcome} on its cards")
 
 
 async def _partitions(consumer: object, topic: str, wait: float = 15.0) -> set[int]:
