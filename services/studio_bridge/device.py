@@ -8,8 +8,9 @@ connection that closes or falls silent for ``silence`` seconds after bringing so
 opened again at once; one refused, or closed before a byte, after a back-off (``BACKOFF_FIRST``
 doubling up to ``BACKOFF_MAX`` seconds, back to the first once a connection brings something).
 Every line is counted by what became of it (``outcome``): recorded, duplicate, heartbeat,
-malformed (a :class:`~services.studio.protocol.ProtocolError`, logged with its reason) or
-wrong-device (a line of another device: refused, never recorded).
+malformed (a :class:`~services.studio.protocol.ProtocolError`, logged with its reason),
+wrong-device (a line of another device: refused, never recorded) or backwards (a ``seq`` far
+behind: the device restarted its count; logged).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from services.shared.platform.host import ServiceContext
 from services.studio.protocol import LineDecoder, Parser, ProtocolError, parse
 from services.studio_bridge.application import BridgeApplication
+from services.studio_bridge.domain import Taken
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +141,13 @@ class DeviceLink:
             self._count("wrong-device", f"{reported.device!r} is not {self.device!r}")
             return
         taken = await ctx.call(app.take, self.table_id, reported, datetime.now(UTC))
-        self._count(taken.value)
+        why = None
+        if taken is Taken.BACKWARDS:
+            why = (
+                f"seq {reported.seq} is far behind the reads recorded: the device counts again "
+                "from the start (a power cycle?); give it a new id (PB_STUDIO_DEVICE)"
+            )
+        self._count(taken.value, why)
 
     def _count(self, outcome: str, why: object = None) -> None:
         self.counts[outcome] += 1

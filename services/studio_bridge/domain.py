@@ -6,7 +6,11 @@ first records the numbers skipped as a gap (a ``HEARTBEAT`` carries the highest 
 device used, so it shows a gap too, and is recorded as nothing else); a read that arrives late
 into a gap is recorded (its number leaves the gap). The first read recorded sets where the
 device starts: nothing before it is a gap. The gaps still open are kept, at most
-:data:`MAX_OPEN_GAPS` (the oldest forgotten: a read into it counts as a duplicate).
+:data:`MAX_OPEN_GAPS` (the oldest forgotten: a read into it counts as a duplicate). A ``seq``
+more than :data:`MAX_REPEAT_BEHIND` behind the highest is the device counting again from the
+start (a power cycle): nothing is recorded until its count passes the highest recorded (its
+reads meanwhile never reach the shoe, which waits; the bridge logs each as an error: give the
+device a new id, ``PB_STUDIO_DEVICE``, to take its new count).
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ from services.studio.protocol import ButtonPressed, CardRead, Event, Signal, Sig
 
 DEVICE_NAMESPACE = UUID("0c6f5a3e-1d2b-4c8e-9f47-b2d5e8a1c390")
 MAX_OPEN_GAPS = 64
+MAX_REPEAT_BEHIND = 1_000
+"""How far behind the highest ``seq`` a line may be and still count as a read sent again
+(after a reconnect); further back, the device's count went backwards (a power cycle):
+``Taken.BACKWARDS``, not recorded either."""
 
 
 class Taken(StrEnum):
@@ -30,6 +38,7 @@ class Taken(StrEnum):
 
     RECORDED = "recorded"
     DUPLICATE = "duplicate"
+    BACKWARDS = "backwards"  # far behind the highest: the device restarted its count
     HEARTBEAT = "heartbeat"  # nothing to record (any gap it showed is recorded)
 
 
@@ -89,7 +98,7 @@ class DeviceReads(Aggregate):
         if highest is not None and seq > highest + 1:
             self._record(highest + 1, "gap", None, None, seq - 1, read_at)
         if highest is not None and seq <= highest and not _within(self.gaps, seq):
-            return Taken.DUPLICATE
+            return Taken.BACKWARDS if seq < highest - MAX_REPEAT_BEHIND else Taken.DUPLICATE
         what, card, button = read_kind(reported)
         self._record(seq, what, card, button, None, read_at)
         return Taken.RECORDED

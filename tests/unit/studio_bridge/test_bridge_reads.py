@@ -25,7 +25,7 @@ from services.studio.protocol import (
 )
 from services.studio_bridge.application import BridgeApplication
 from services.studio_bridge.device import DeviceLink
-from services.studio_bridge.domain import MAX_OPEN_GAPS, Taken
+from services.studio_bridge.domain import MAX_OPEN_GAPS, MAX_REPEAT_BEHIND, Taken
 from services.studio_bridge.messages import to_messages
 from services.studio_bridge.service import device_link
 
@@ -97,6 +97,18 @@ def test_a_seq_recorded_already_is_a_duplicate_and_recorded_once() -> None:
         Taken.DUPLICATE,
     ]
     assert [r.seq for r in published(app)] == [1, 2]
+
+
+def test_a_count_far_behind_is_a_device_counting_again_and_nothing_is_recorded() -> None:
+    app = bridge()
+    far = MAX_REPEAT_BEHIND + 10
+    assert take_all(app, card(far), card(far - MAX_REPEAT_BEHIND), card(1), card(2)) == [
+        Taken.RECORDED,
+        Taken.DUPLICATE,  # within reach of a resend after a reconnect
+        Taken.BACKWARDS,  # a power cycle: seq 1 again
+        Taken.BACKWARDS,
+    ]
+    assert [read.seq for read in published(app)] == [far]
 
 
 def test_skipped_seqs_are_recorded_as_a_gap_before_the_read_after_them() -> None:

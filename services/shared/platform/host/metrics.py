@@ -96,7 +96,7 @@ class ServiceMetrics:
         self.device_lines = count(
             "pb_device_lines",
             "Lines of a studio device, by what the bridge made of them (recorded, duplicate, "
-            "heartbeat, malformed, wrong-device).",
+            "heartbeat, malformed, wrong-device, backwards).",
             ["outcome"],
         )
         self.settlement_latency = Histogram(
