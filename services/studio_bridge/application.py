@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, ClassVar
 
 from services.shared.platform.store import ServiceApplication
 from services.studio.protocol import Event
@@ -13,6 +14,8 @@ NAME = "studio-bridge"
 
 class BridgeApplication(ServiceApplication):
     name = NAME
+    # A device's reads live as long as its table: a restarted bridge starts from a snapshot.
+    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {DeviceReads: 500}
 
     def take(self, table_id: str, reported: Event, read_at: datetime) -> Taken:
         """Record what ``reported`` adds to the reads of its device at ``table_id``."""

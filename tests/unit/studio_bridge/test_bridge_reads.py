@@ -25,7 +25,13 @@ from services.studio.protocol import (
 )
 from services.studio_bridge.application import BridgeApplication
 from services.studio_bridge.device import DeviceLink
-from services.studio_bridge.domain import MAX_OPEN_GAPS, MAX_REPEAT_BEHIND, Taken
+from services.studio_bridge.domain import (
+    MAX_OPEN_GAPS,
+    MAX_REPEAT_BEHIND,
+    DeviceReads,
+    Taken,
+    device_uuid,
+)
 from services.studio_bridge.messages import to_messages
 from services.studio_bridge.service import device_link
 
@@ -289,3 +295,21 @@ async def test_a_stopping_link_takes_the_chunk_it_received_whole(
     await asyncio.wait_for(link.run(ctx), 5)  # type: ignore[arg-type]
     assert [r.seq for r in published(app)] == [1, 2, 3]
     assert link.counts == {"recorded": 3}
+
+
+def test_a_device_with_many_reads_is_read_back_from_a_snapshot_with_its_gaps() -> None:
+    app = bridge()
+    for seq in range(1, 1_202):
+        if seq % 100 != 0:  # every hundredth read lost: a gap each
+            app.take(TABLE, card(seq), WHEN)
+    snapshots = app.snapshots
+    assert snapshots is not None
+    (latest,) = snapshots.get(device_uuid(TABLE, "shoe-1"), desc=True, limit=1)
+    restored = latest.mutate(None)  # as a restarted bridge reads it back
+    assert isinstance(restored, DeviceReads) and restored.version == 1_000
+    assert [tuple(gap) for gap in restored.gaps] == [(n, n) for n in range(100, 1_000, 100)]
+    assert restored.take(card(500), WHEN) is Taken.RECORDED  # into a gap, as before
+    reads = app.reads_of(TABLE, "shoe-1")
+    assert reads is not None and reads.highest == 1_201
+    assert [tuple(gap) for gap in reads.gaps] == [(n, n) for n in range(100, 1_201, 100)]
+    assert app.take(TABLE, card(700), WHEN) is Taken.RECORDED  # late into its gap
