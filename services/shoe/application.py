@@ -253,15 +253,7 @@ class ShoeApplication(ServiceApplication):
             shoe = None
             if table.shoe_id is not None:
                 shoe = unit.get(shoe_uuid(read.table_id, table.shoe_id), StudioShoe)
-            taken = Read(
-                read.device,
-                read.seq,
-                read.what,
-                read.card,
-                read.button,
-                read.last_seq,
-                read.read_at,
-            )
+            taken = Read.of(read)
             if shoe is not None and shoe.taking_reads:
                 self._hold_incident(unit, shoe, shoe.take(taken), evidence)
             elif not table.wait(taken, shoe.highest_seq if shoe is not None else None):

@@ -100,6 +100,11 @@ class Read(NamedTuple):
     last_seq: int | None
     read_at: datetime
 
+    @classmethod
+    def of(cls, source: object) -> Read:
+        """The read of anything with its fields (a ``StudioRead``, a stored fact)."""
+        return cls(*(getattr(source, name) for name in cls._fields))
+
 
 class Hold(NamedTuple):
     reason: HoldReason
@@ -598,17 +603,7 @@ class StudioTable(Aggregate):
         TOPIC = ReadWaitingFact.STORED_TOPIC
 
         def apply(self, table: StudioTable) -> None:
-            table.waiting.append(
-                Read(
-                    self.device,
-                    self.seq,
-                    self.what,
-                    self.card,
-                    self.button,
-                    self.last_seq,
-                    self.read_at,
-                )
-            )
+            table.waiting.append(Read.of(self))
 
     @staticmethod
     def create_id(table_id: str) -> UUID:
