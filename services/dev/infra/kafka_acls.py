@@ -91,16 +91,12 @@ from services.shared.platform.settings import KafkaAuth
 
 SERVICE_READS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
-        "shoe": (SHOE_COMMANDS,),
+        "shoe": (SHOE_COMMANDS, STUDIO_READS),
         "dealing": (TABLE_COMMANDS, SHOE_EVENTS, BOOK_EVENTS),
         "settlement": (BET_COMMANDS, TABLE_EVENTS, SHOE_EVENTS),
     }
 )
 """Service -> the topics its consumer subscribes to."""
-
-READ_AHEAD: Mapping[str, tuple[str, ...]] = MappingProxyType({"shoe": (STUDIO_READS,)})
-"""Service -> topics it may read before it subscribes to them: the shoe service, the studio
-bridge's reads (docs/studio.md: the shoe does not consume them yet)."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +115,7 @@ def _service_role(service: str) -> Role:
     own = [name for name, source in MESSAGE_SOURCES.items() if source == service]
     return Role(
         writes=tuple(sorted({*_sends(*own), DEAD_LETTERS, INCIDENTS, SEALS})),
-        reads=tuple(sorted({*SERVICE_READS[service], *READ_AHEAD.get(service, ())})),
+        reads=tuple(sorted(SERVICE_READS[service])),
     )
 
 

@@ -33,7 +33,6 @@ from contracts import (
 )
 from services.dev.infra.common import Credentials, InfraError, read_private, write_private
 from services.dev.infra.kafka_acls import (
-    READ_AHEAD,
     ROLES,
     SERVICE_READS,
     _each_operator,
@@ -69,7 +68,7 @@ def test_a_service_reads_exactly_the_topics_it_subscribes_to(service: str) -> No
     definition = getattr(built, "definition", built)  # a FastStream service, or its definition
     subscribed = {subscription.topic for subscription in definition.subscriptions(MagicMock())}
     assert subscribed == set(SERVICE_READS[service])
-    assert subscribed | set(READ_AHEAD.get(service, ())) == READS[service]
+    assert subscribed == READS[service]
 
 
 def test_an_owned_topic_is_written_by_its_owner_alone() -> None:
