@@ -158,13 +158,17 @@ class ShoeApplication(ServiceApplication):
         with self._unit(uow) as unit:
             shoe = self._shoe(unit, table_id, shoe_id)
             if isinstance(shoe, StudioShoe):
-                return shoe.request(
+                held = shoe.hold
+                fresh = shoe.request(
                     coup_id,
                     request_id,
                     count,
                     causation_id=causation_id,
                     correlation_id=correlation_id,
                 )
+                if shoe.hold is not held:  # the shoe went out before the coup was dealt
+                    self._hold_incident(unit, shoe, shoe.hold, None)
+                return fresh
             return shoe.draw(
                 coup_id,
                 request_id,

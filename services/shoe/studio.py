@@ -76,7 +76,7 @@ class HoldReason(StrEnum):
     INCOMPLETE_COUP = "INCOMPLETE_COUP"  # CONFIRM before the coup's cards were all read
     BAD_BURN = "BAD_BURN"  # BURN-END after other than the shown card's burn
     OUT_OF_TURN = "OUT_OF_TURN"  # a read the shoe's phase does not admit
-    SHOE_OUT_MID_COUP = "SHOE_OUT_MID_COUP"  # SHOE-OUT with a coup's cards on the table
+    SHOE_OUT_MID_COUP = "SHOE_OUT_MID_COUP"  # SHOE-OUT with a coup begun or asked for
     SUPERVISOR_CALLED = "SUPERVISOR_CALLED"  # the dealer's supervisor button
     UNREADABLE_STREAK = "UNREADABLE_STREAK"  # more than MAX_UNREADABLE unreadable in a row
 
@@ -380,10 +380,12 @@ class StudioShoe(Aggregate):
             return Hold(HoldReason.OUT_OF_TURN, f"{what.upper()} read while {phase.lower()}")
         if what == "burn-end":
             return self._why_not_burned()
-        if what == "shoe-out" and self.coup_cards:
+        if what == "shoe-out" and (self.coup_cards or self.requests):
             return Hold(
                 HoldReason.SHOE_OUT_MID_COUP,
-                f"SHOE-OUT with {len(self.coup_cards)} cards of a coup not confirmed",
+                f"SHOE-OUT with {len(self.coup_cards)} cards of a coup not confirmed"
+                if self.coup_cards
+                else f"SHOE-OUT before coup {self.requests[0].coup_id} was dealt",
             )
         return None
 
@@ -418,9 +420,11 @@ class StudioShoe(Aggregate):
         )
         record(self, self.ReadTaken, taken)
 
-    def _held(self, read: Read, reason: HoldReason, detail: str) -> Hold:
-        self._taken(read, None, held=True)
-        record(self, self.Held, ShoeHeldFact(self.table_id, self.shoe_id, reason, detail, read.seq))
+    def _held(self, read: Read | None, reason: HoldReason, detail: str) -> Hold:
+        if read is not None:
+            self._taken(read, None, held=True)
+        seq = None if read is None else read.seq
+        record(self, self.Held, ShoeHeldFact(self.table_id, self.shoe_id, reason, detail, seq))
         assert self.hold is not None
         return self.hold
 
@@ -458,6 +462,9 @@ class StudioShoe(Aggregate):
         )
         record(self, self.DrawRequested, requested)
         self._serve()
+        if self.phase is Phase.OUT and self.requests and self.hold is None:
+            detail = f"the shoe went out before coup {coup_id} was dealt (no card to deal it)"
+            self._held(None, HoldReason.SHOE_OUT_MID_COUP, detail)
         return True
 
     def _serve(self) -> None:

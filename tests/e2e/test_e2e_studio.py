@@ -11,10 +11,12 @@ Every accepted bet ends exactly once, settled on the cards the device read, or r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import random
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +77,81 @@ async def test_a_studio_table_deals_what_its_device_reads_and_each_bet_ends_once
         decks=1, cut_card_from_end=cut_card_from_end, faults=faults, source=random.Random(SEED)
     )
     assert list(device.order) == order
+    async with studio_table(system_settings, tmp_path, device) as (system, table_id):
+        await wait(system, lambda: holds(system), 120, "the table to hold on the lost read")
+        (hold,) = holds(system)
+        assert hold.table_id == table_id and hold.message.startswith("GAP: ")
+        resolved = [m for m in system.seen(CoupResolved) if m.table_id == table_id]
+        assert [m.coup_number for m in resolved] == [1]  # coup 2 waits, nothing settles
+        coup_2, coup_3 = f"{table_id}.coup-2", f"{table_id}.coup-3"
+        await system.sender.send_now(supervisor(system).void(table_id, coup_2, "lost read"))
+        await wait(system, lambda: len(holds(system)) == 2, 120, "the table to hold on coup 3")
+        assert holds(system)[1].message.startswith("GAP: ")
+        cards = [card.code for card in order[starts[2] : starts[3]]]  # as the video shows
+        key = system.settings.data_dir.resolve() / "keys" / "supervisors"
+        args = ["supervisor", "correct", "--table", table_id, "--coup", coup_3,
+                "--cards", " ".join(cards), "--reason", "the video",
+                "--key", str(key / f"{LOCAL_SUPERVISOR}.pem"), "--timeout", "60"]  # fmt: skip
+        env = {**service_env(system.settings), **kafka_logins.env(SUPERVISOR)}
+        result = await asyncio.to_thread(CliRunner().invoke, app, args, env=env)
+        assert result.exit_code == 0, result.output  # it waits for coup 3 to resolve
+        assert f"corrected: table {table_id} coup {coup_3} resolved" in result.output
+
+        def shoe_closed() -> list[StudioShoeClosed]:
+            return [m for m in system.seen(StudioShoeClosed) if m.table_id == table_id]
+
+        await wait(system, shoe_closed, 180, "the studio shoe to be dealt to its end")
+        await wait(system, lambda: settled_or_refunded(system, table_id), 60, "every bet")
+
+    voided = {m.coup_id for m in system.seen(CoupVoided) if m.table_id == table_id}
+    assert voided == {coup_2}
+    # The cards dealt are the device's, in its order, but the voided coup's: put aside (its
+    # first card too, when it was read before dealing asked for it).
+    codes = [card.code for card in order]
+    dealt = dict(
+        sorted({(m.position, m.card) for m in system.seen(CardDrawn) if m.table_id == table_id})
+    )
+    assert {p: dealt[p] for p in range(starts[0], starts[1])} == {
+        p: codes[p] for p in range(starts[0], starts[1])
+    }
+    assert dealt.get(starts[1], codes[starts[1]]) == codes[starts[1]]
+    after = [p for p in dealt if p > starts[1]]  # coup 3 on: the next position, the next card
+    assert after == list(range(starts[1] + 1, starts[1] + 1 + len(after)))
+    assert [dealt[p] for p in after] == codes[starts[2] : starts[2] + len(after)]
+    (closed,) = shoe_closed()
+    kept = len(closed.cards) - (starts[1] + 1)
+    assert closed.cards == codes[: starts[1] + 1] + codes[starts[2] : starts[2] + kept]
+    assert len(holds(system)) == 2
+    coup_3_cards = [m.card for m in system.seen(CardDrawn) if m.coup_id == coup_3]
+    assert sorted(set(coup_3_cards), key=coup_3_cards.index) == cards  # dealt as corrected
+    assert_books_clean(system.ledger)  # each bet paid as the cards read say
+    # The audit of the run's stores passes; a card read changed in the shoe's store is found.
+    report = await audit(system)
+    assert report["errors"] == 0, report["findings"]
+    assert report["checked"]["studio_shoes"] >= 1
+    assert report["checked"]["studio_holds"] == 2
+    if not system.settings.postgres:
+        with sqlite3.connect(system.settings.data_dir / "shoe.sqlite") as store:
+            rows = store.execute(
+                "SELECT rowid, state FROM stored_events WHERE topic LIKE '%StudioShoe.ReadTaken'"
+                " ORDER BY rowid"
+            ).fetchall()
+            row, read = [(r, json.loads(s)) for r, s in rows if b'"what":"card"' in s][8]
+            read["card"] = "KS" if read["card"] != "KS" else "QS"  # a dealt card, read otherwise
+            tampered_state = json.dumps(read, separators=(",", ":")).encode()
+            store.execute(
+                "UPDATE stored_events SET state = ? WHERE rowid = ?", (tampered_state, row)
+            )
+        tampered = await audit(system)
+        assert "card_not_as_read" in {f["code"] for f in tampered["findings"]}
+
+
+@contextlib.asynccontextmanager
+async def studio_table(
+    system_settings: ServiceSettings, tmp_path: Path, device: Device
+) -> AsyncIterator[tuple[LocalSystem, str]]:
+    """The services and the device bridge of a studio table dealt by ``device``, the table
+    open; its dealer deals a coup each time betting closes, two bettors bet on each coup."""
     table_id = new_table_id()
     async with LoopbackServer(device, pace=0.01, heartbeat=0.5) as server:
         settings = dataclasses.replace(
@@ -101,89 +178,60 @@ async def test_a_studio_table_deals_what_its_device_reads_and_each_bet_ends_once
         system.reactors.append(dealer_and_bettors)
         try:
             await system.start(ready_timeout=90)
-            await system.sender.send_now(
-                OpenTable(
-                    table_id=table_id,
-                    decks=1,
-                    limits=LIMITS,
-                    currency="EUR",
-                    betting_window_ms=400,
-                    cut_card_from_end=cut_card_from_end,
-                    card_source="studio",
-                )
+            opening = OpenTable(
+                table_id=table_id,
+                decks=1,
+                limits=LIMITS,
+                currency="EUR",
+                betting_window_ms=400,
+                cut_card_from_end=16,  # the device's shoe has its own cut card
+                card_source="studio",
             )
-
-            def held() -> list[IncidentRaised]:
-                return [m for m in system.seen(IncidentRaised) if m.code == "STUDIO_HOLD"]
-
-            await wait(system, held, 120, "the table to hold on the lost read")
-            (hold,) = held()
-            assert hold.table_id == table_id and hold.message.startswith("GAP: ")
-            resolved = [m for m in system.seen(CoupResolved) if m.table_id == table_id]
-            assert [m.coup_number for m in resolved] == [1]  # coup 2 waits, nothing settles
-            coup_2, coup_3 = f"{table_id}.coup-2", f"{table_id}.coup-3"
-            await system.sender.send_now(supervisor(system).void(table_id, coup_2, "lost read"))
-            await wait(system, lambda: len(held()) == 2, 120, "the table to hold on coup 3")
-            assert held()[1].message.startswith("GAP: ")
-            cards = [card.code for card in order[starts[2] : starts[3]]]  # as the video shows
-            key = system.settings.data_dir.resolve() / "keys" / "supervisors"
-            args = ["supervisor", "correct", "--table", table_id, "--coup", coup_3,
-                    "--cards", " ".join(cards), "--reason", "the video",
-                    "--key", str(key / f"{LOCAL_SUPERVISOR}.pem"), "--timeout", "60"]  # fmt: skip
-            env = {**service_env(system.settings), **kafka_logins.env(SUPERVISOR)}
-            result = await asyncio.to_thread(CliRunner().invoke, app, args, env=env)
-            assert result.exit_code == 0, result.output  # it waits for coup 3 to resolve
-            assert f"corrected: table {table_id} coup {coup_3} resolved" in result.output
-
-            def shoe_closed() -> list[StudioShoeClosed]:
-                return [m for m in system.seen(StudioShoeClosed) if m.table_id == table_id]
-
-            await wait(system, shoe_closed, 180, "the studio shoe to be dealt to its end")
-            await wait(system, lambda: settled_or_refunded(system, table_id), 60, "every bet")
+            await system.sender.send_now(opening)
+            yield system, table_id
         finally:
             await system.stop(timeout=15)
 
-    voided = {m.coup_id for m in system.seen(CoupVoided) if m.table_id == table_id}
-    assert voided == {coup_2}
-    # The cards dealt are the device's, in its order, but the voided coup's: put aside (its
-    # first card too, when it was read before dealing asked for it).
-    codes = [card.code for card in order]
-    dealt = dict(
-        sorted({(m.position, m.card) for m in system.seen(CardDrawn) if m.table_id == table_id})
-    )
-    assert {p: dealt[p] for p in range(starts[0], starts[1])} == {
-        p: codes[p] for p in range(starts[0], starts[1])
+
+def holds(system: LocalSystem) -> list[IncidentRaised]:
+    return [m for m in system.seen(IncidentRaised) if m.code == "STUDIO_HOLD"]
+
+
+async def test_a_late_read_and_a_card_not_asked_for_hold_the_table_until_voided(
+    system_settings: ServiceSettings, tmp_path: Path
+) -> None:
+    """Coup 1's second card arrives after the card behind it (a gap, then the late read: held,
+    voided), coup 2 ends with one card more than the tableau asks (held, voided), coup 3's
+    card is sent after the device's connection was closed and opened again (nothing to
+    decide); then the shoe is dealt to its end, every bet once, and the audit passes."""
+    seed = 5
+    order = list(Device(decks=1, source=random.Random(seed)).order)
+    starts = coup_starts(order, 1 + burn_count(order[0]))
+    faults = {
+        starts[0] + 1: Fault.OUT_OF_ORDER,
+        starts[1]: Fault.EXTRA,
+        starts[2] + 2: Fault.DISCONNECT,  # coup 3 starts a card later: coup 2's extra card
     }
-    assert dealt.get(starts[1], codes[starts[1]]) == codes[starts[1]]
-    after = [p for p in dealt if p > starts[1]]  # coup 3 on: the next position, the next card
-    assert after == list(range(starts[1] + 1, starts[1] + 1 + len(after)))
-    assert [dealt[p] for p in after] == codes[starts[2] : starts[2] + len(after)]
-    (closed,) = shoe_closed()
-    kept = len(closed.cards) - (starts[1] + 1)
-    assert closed.cards == codes[: starts[1] + 1] + codes[starts[2] : starts[2] + kept]
-    assert len(held()) == 2
-    coup_3_cards = [m.card for m in system.seen(CardDrawn) if m.coup_id == coup_3]
-    assert sorted(set(coup_3_cards), key=coup_3_cards.index) == cards  # dealt as corrected
-    assert_books_clean(system.ledger)  # each bet paid as the cards read say
-    # The audit of the run's stores passes; a card read changed in the shoe's store is found.
+    device = Device(decks=1, cut_card_from_end=14, faults=faults, source=random.Random(seed))
+    async with studio_table(system_settings, tmp_path, device) as (system, table_id):
+        for number, reason in ((1, "GAP"), (2, "UNASKED_CARD")):
+            held = lambda n=number: len(holds(system)) == n  # noqa: E731
+            await wait(system, held, 120, f"hold {number}")
+            assert holds(system)[-1].message.startswith(f"{reason}: ")
+            coup = f"{table_id}.coup-{number}"
+            await system.sender.send_now(supervisor(system).void(table_id, coup, reason))
+        closed = lambda: [m for m in system.seen(StudioShoeClosed) if m.table_id == table_id]  # noqa: E731
+        await wait(system, closed, 180, "the studio shoe to be dealt to its end")
+        await wait(system, lambda: settled_or_refunded(system, table_id), 60, "every bet")
+    voided = {m.coup_id for m in system.seen(CoupVoided) if m.table_id == table_id}
+    assert voided == {f"{table_id}.coup-1", f"{table_id}.coup-2"}
+    assert len(holds(system)) == 2
+    resolved = {m.coup_number for m in system.seen(CoupResolved) if m.table_id == table_id}
+    assert min(resolved) == 3 and len(resolved) >= 3
+    assert_books_clean(system.ledger)
     report = await audit(system)
     assert report["errors"] == 0, report["findings"]
-    assert report["checked"]["studio_shoes"] >= 1
     assert report["checked"]["studio_holds"] == 2
-    if not system.settings.postgres:
-        with sqlite3.connect(system.settings.data_dir / "shoe.sqlite") as store:
-            rows = store.execute(
-                "SELECT rowid, state FROM stored_events WHERE topic LIKE '%StudioShoe.ReadTaken'"
-                " ORDER BY rowid"
-            ).fetchall()
-            row, read = [(r, json.loads(s)) for r, s in rows if b'"what":"card"' in s][8]
-            read["card"] = "KS" if read["card"] != "KS" else "QS"  # a dealt card, read otherwise
-            tampered_state = json.dumps(read, separators=(",", ":")).encode()
-            store.execute(
-                "UPDATE stored_events SET state = ? WHERE rowid = ?", (tampered_state, row)
-            )
-        tampered = await audit(system)
-        assert "card_not_as_read" in {f["code"] for f in tampered["findings"]}
 
 
 async def audit(system: LocalSystem) -> dict[str, Any]:

@@ -281,6 +281,23 @@ def test_what_the_shoe_cannot_deal_on_holds_it(
     assert hold_of(table) is reason
 
 
+def test_a_shoe_that_goes_out_before_a_coup_asked_for_is_dealt_holds() -> None:
+    for asked_first in (True, False):
+        table = Table()
+        table.open()
+        table.burn()
+        table.draw("c1", 4)
+        table.cards(*NATURAL)
+        table.read("button", button="CONFIRM")
+        if asked_first:
+            table.draw("c2", 4)
+        table.read("shoe-out")  # the dealer had no cards left for coup 2
+        if not asked_first:
+            table.draw("c2", 4)
+        assert hold_of(table) is HoldReason.SHOE_OUT_MID_COUP
+        assert "coup c2" in table.incidents()[-1]
+
+
 def test_a_burn_other_than_the_shown_cards_holds_the_shoe() -> None:
     table = Table()
     table.open()
