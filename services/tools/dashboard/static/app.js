@@ -51,7 +51,7 @@ function deviceHtml(d) {
   const h = d.last_hold;
   const hold = !h ? "no hold" : `last hold <b class="flag" data-k="hold-reason">${esc(h.reason)}</b> at ${esc(h.at)} ·
     since: ${h.coups_resolved_since} coups resolved, ${h.coups_voided_since} voided${h.coups_resolved_since + h.coups_voided_since ? "" : ' <span class="flag">(may still be held)</span>'}`;
-  return `<div class="device" data-k="device"><h3>Device ${esc(d.device || "–")}</h3>
+  return `<div class="device" data-k="device"><h3>Device <span class="id">${esc(d.device || "–")}</span></h3>
     <div>${heard}</div>
     <div>reads <b data-k="reads">${d.reads}</b> · cards ${d.cards} · unreadable <b data-k="unreadable">${d.unreadable}</b> · re-scans ${d.rescans} ·
       gaps <b class="${d.gaps ? "neg" : ""}" data-k="gaps">${d.gaps}</b> (${d.missing} reads missing)</div>
@@ -70,7 +70,7 @@ function coupHtml(coup, last) {
 
 function betsHtml(t) {
   const rows = t.bets.map((b) => `<tr class="${b.favourable ? "favourable" : ""}" data-bet="${b.bet_type}">
-    <td>${BET_NAMES[b.bet_type]}${b.favourable ? ' <span class="flag" title="the cards left favour the players">▲ players’ edge</span>' : ""}</td>
+    <td>${BET_NAMES[b.bet_type] || esc(b.bet_type)}${b.favourable ? ' <span class="flag" title="the cards left favour the players">▲ players’ edge</span>' : ""}</td>
     <td>${pct(b.theoretical_edge)}</td><td class="${b.edge_now < 0 ? "flag" : ""}">${pct(b.edge_now)}</td>
     <td>${money(b.staked)}</td><td class="${signed(b.house_result)}">${money(b.house_result)}</td><td>${pct(b.hold)}</td></tr>`).join("");
   return `<table class="bets"><tr><th>bet</th><th>edge, full shoe</th><th>edge, cards left</th><th>staked</th><th>house result</th><th>hold</th></tr>${rows}</table>`;
