@@ -195,6 +195,14 @@ async def test_the_dashboard_follows_a_running_table(
             section,
         )
         assert bead >= COUPS and big_road == bead - ties, (bead, big_road, ties)
+        # A software shoe's table has no device panel (a studio table's alone has one).
+        devices = await in_browser(
+            browser.execute_script,
+            "return document.querySelector(arguments[0]).querySelectorAll('[data-k=device]')"
+            ".length;",
+            section,
+        )
+        assert devices == 0
         ARTIFACTS.mkdir(exist_ok=True)
         await in_browser(browser.save_screenshot, str(ARTIFACTS / "dashboard.png"))
 

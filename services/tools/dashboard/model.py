@@ -1,15 +1,18 @@
 """The dashboard's read model: every table's state, built only from the messages on Kafka.
 
 Fed with decoded :mod:`contracts` messages (``apply``), from the shoe, table and bet event
-topics and the dead letters; it never reads a store and never imports a service. The
+topics, the studio reads, the incidents (only a studio shoe's holds, ``STUDIO_HOLD``, are
+taken) and the dead letters; it never reads a store and never imports a service. The
 messages go through the read side's ``MessageFeed`` into its views (tables, shoes, coups,
 bet books: :mod:`services.tools.history`), kept to a window per table (the last
 ``COUPS_KEPT`` coups, the last shoes, a bounded set of event ids for spotting
 redeliveries), and the dashboard's counters (:mod:`services.tools.dashboard.panels`).
 ``snapshot()`` is the JSON the page renders.
 
-Per table: status, the shoe (cards left, cut card position, the remaining composition from
-ShoeShuffled's deck count minus the shown, burned and drawn cards), the current coup and its
+Per table: status, the shoe (cards left, cut card position: a studio shoe's is unknown until
+its device reads it, the remaining composition from the shoe's deck count minus the shown,
+burned and drawn cards), a studio table's device (:mod:`services.tools.dashboard.device`;
+none for a software shoe's table), the current coup and its
 phase (betting, dealing, resolved, settled, voided), the shoe's roads
 (:mod:`services.tools.dashboard.roads`), money (staked, paid, house result, realised hold
 overall and per bet type, from CoupSettled / BetSettled, less refunds of voided coups), the
@@ -29,9 +32,10 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from contracts import DeadLetter, Message
+from contracts import DeadLetter, IncidentRaised, Message
 from services.shared.rules.odds import MIN_CARDS, exact_odds, full_shoe_odds
 from services.shared.rules.paytable import PAYTABLES, STANDARD, get_paytable
+from services.tools.dashboard.device import HOLD, DevicePanel
 from services.tools.dashboard.panels import COUPS_KEPT, Money, TableView
 from services.tools.dashboard.roads import scoreboard
 from services.tools.history.from_messages import MessageFeed
@@ -104,6 +108,8 @@ class DashboardModel:
         table_id = getattr(message, "table_id", None)
         if not isinstance(table_id, str):
             return
+        if isinstance(message, IncidentRaised) and message.code != HOLD:
+            return  # only a studio shoe's holds are shown
         table = self.table(table_id)
         if not self.feed.apply(message):
             return  # seen already (a relay's redelivery)
@@ -156,6 +162,9 @@ class DashboardModel:
                 }
             )
         latencies = sorted(t.latencies)
+        device = t.device
+        if device is None and t.card_source == "studio":
+            device = DevicePanel()  # no read yet
         coup, last_coup = t.coup, t.last_coup
         return {
             "table_id": t.table_id,
@@ -171,10 +180,14 @@ class DashboardModel:
                 "card_count": shoe.card_count,
                 "cards_left": shoe.cards_left,
                 "cut_card_index": shoe.cut_card_index,
-                "cards_to_cut": max(0, shoe.cut_card_index - shoe.dealt),
+                "cards_to_cut": shoe.cards_to_cut,
                 "cut_card_out": shoe.cut_card_out,
                 "closed": shoe.closed,
+                "studio": shoe.studio,
             },
+            "device": None
+            if device is None
+            else device.snapshot(now, t.coups_resolved, t.coups_voided),
             "coup": None if coup is None else dict(coup.__dict__),
             "last_coup": None if last_coup is None else dict(last_coup.__dict__),
             "coups_resolved": t.coups_resolved,

@@ -4,8 +4,9 @@ The table, its shoe and its coups are the read side's views (:mod:`services.tool
 kept to a window: the last coups and shoes of each table); beside them the dashboard counts
 what no view keeps once a coup is forgotten: money overall and per bet type (less refunds of
 voided coups), bets accepted, refused (by reason), settled and refunded, outcomes, the rate
-of bets and the settlement latency. Each message is counted once (the feed skips what it saw
-already).
+of bets and the settlement latency, and a studio table's device
+(:mod:`services.tools.dashboard.device`: its reads and holds). Each message is counted once
+(the feed skips what it saw already).
 """
 
 from __future__ import annotations
@@ -25,10 +26,15 @@ from contracts import (
     CoupResolved,
     CoupSettled,
     CoupVoided,
+    IncidentRaised,
     Message,
     ShoeShuffled,
+    StudioRead,
+    StudioShoeOpened,
+    TableOpened,
 )
 from services.shared.rules.cards import ALL_CARDS
+from services.tools.dashboard.device import HOLD, DevicePanel
 from services.tools.dashboard.roads import Outcome, RoadCoup
 from services.tools.history.views import History, TableSettings, bet_key
 
@@ -70,20 +76,26 @@ class CoupPanel:
 
 @dataclass
 class ShoePanel:
-    """A shoe as the page shows it (derived from its view)."""
+    """A shoe as the page shows it (derived from its view). A studio shoe's cut card is
+    where its device read it: unknown (None) until then."""
 
     shoe_id: str
     decks: int
     card_count: int
-    cut_card_index: int
+    cut_card_index: int | None
     counts: list[int]  # cards left per card (``ALL_CARDS`` order: the odds' counts by card)
     dealt: int  # positions out of the shoe (shown + burned + drawn)
     cut_card_out: bool
     closed: bool
+    studio: bool
 
     @property
     def cards_left(self) -> int:
         return max(0, self.card_count - self.dealt)
+
+    @property
+    def cards_to_cut(self) -> int | None:
+        return None if self.cut_card_index is None else max(0, self.cut_card_index - self.dealt)
 
 
 @dataclass
@@ -92,6 +104,8 @@ class TableView:
 
     table_id: str
     history: History = field(repr=False, compare=False, default_factory=History)
+    card_source: str = "rng"  # TableOpened's: ``studio`` tables are dealt by their device
+    device: DevicePanel | None = None  # a studio table's (made by its first read or hold)
     shoe_id: str | None = None  # the shoe in play
     shoes: int = 0
     coup_id: str | None = None  # the coup in play
@@ -182,15 +196,17 @@ class TableView:
             index = _CARD_INDEX.get(card)
             if index is not None and counts[index] > 0:
                 counts[index] -= 1
+        studio = view.studio
         return ShoePanel(
             shoe_id=view.shoe_id,
             decks=view.decks,
             card_count=view.card_count,
-            cut_card_index=view.cut_card_index,
+            cut_card_index=view.cut_card_index if studio is None else view.cut_card_position,
             counts=counts,
             dealt=view.cards_out,
             cut_card_out=view.cut_card_position is not None,
-            closed=view.reveal is not None,
+            closed=view.reveal is not None if studio is None else studio.closed is not None,
+            studio=studio is not None,
         )
 
     @property
@@ -216,9 +232,32 @@ class TableView:
         """Messages only the views keep."""
 
     @count.register
+    def _table_opened(self, m: TableOpened, timestamp: float, now: float) -> None:
+        self.card_source = m.card_source
+
+    @count.register
     def _shuffled(self, m: ShoeShuffled, timestamp: float, now: float) -> None:
         self.shoe_id = m.shoe_id
         self.shoes += 1
+
+    @count.register
+    def _studio_shoe_opened(self, m: StudioShoeOpened, timestamp: float, now: float) -> None:
+        self.shoe_id = m.shoe_id
+        self.shoes += 1
+
+    @count.register
+    def _studio_read(self, m: StudioRead, timestamp: float, now: float) -> None:
+        self.studio_device().take(m)
+
+    @count.register
+    def _incident(self, m: IncidentRaised, timestamp: float, now: float) -> None:
+        if m.code == HOLD:
+            self.studio_device().hold(m, self.coups_resolved, self.coups_voided)
+
+    def studio_device(self) -> DevicePanel:
+        if self.device is None:
+            self.device = DevicePanel()
+        return self.device
 
     @count.register
     def _betting_opened(self, m: BettingOpened, timestamp: float, now: float) -> None:

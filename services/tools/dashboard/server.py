@@ -1,8 +1,8 @@
 """The dashboard process: follow the event topics into the read model, serve the page.
 
-- :class:`EventFollower` reads the shoe, table and bet event topics and the dead
-  letters from the beginning (no consumer group: a restarted dashboard rebuilds
-  its state), decodes them with :mod:`contracts` and applies them to the model.
+- :class:`EventFollower` reads the shoe, table and bet event topics, the studio reads, the
+  incidents and the dead letters from the beginning (no consumer group: a restarted
+  dashboard rebuilds its state), decodes them with :mod:`contracts` and applies them to the model.
 - :func:`dashboard_app` is the Starlette app: ``/`` the page (plain HTML/CSS/JS package
   files, no build step), ``/api/state`` the snapshot as JSON, ``/events`` server-sent events
   (sse-starlette: a ``state`` event with the whole snapshot at most every ``push_interval``
@@ -33,7 +33,9 @@ from starlette.staticfiles import StaticFiles
 from contracts import (
     DEAD_LETTERS,
     HOUSE,
+    INCIDENTS,
     SHOE_EVENTS,
+    STUDIO_READS,
     TABLE_EVENTS,
     ContractError,
     bet_events_topic,
@@ -56,8 +58,16 @@ log = logging.getLogger(__name__)
 
 def event_topics(operators: Sequence[str] = (HOUSE,)) -> tuple[str, ...]:
     """What the dashboard follows: the shoe's and tables' events, every operator's bet
-    events (``PB_OPERATORS``) and the dead letters."""
-    return (SHOE_EVENTS, TABLE_EVENTS, *map(bet_events_topic, operators), DEAD_LETTERS)
+    events (``PB_OPERATORS``), the studio tables' device reads, the incidents (a studio shoe's
+    holds) and the dead letters."""
+    return (
+        SHOE_EVENTS,
+        TABLE_EVENTS,
+        *map(bet_events_topic, operators),
+        STUDIO_READS,
+        INCIDENTS,
+        DEAD_LETTERS,
+    )
 
 
 NOBODY = KafkaAuth()

@@ -350,6 +350,8 @@ def test_two_operators_settling_the_same_bet_id_are_two_bets() -> None:
         "punto-banco.table-events",
         "punto-banco.bet-events.acme",
         "punto-banco.bet-events.bravo",
+        "punto-banco.studio-reads",
+        "punto-banco.incidents",
         "punto-banco.dead-letters",
     )
     clock = Clock()

@@ -33,11 +33,29 @@ const slash = (c) => `<div class="slash ${c.colour}"></div>`;
 function shoeHtml(shoe) {
   if (!shoe) return '<p class="dim">no shoe yet</p>';
   const used = 100 * (shoe.card_count - shoe.cards_left) / shoe.card_count;
-  const cut = 100 * shoe.cut_card_index / shoe.card_count;
-  return `<div>Shoe ${shoe.number} · <b data-k="cards-left">${shoe.cards_left}</b> of ${shoe.card_count} cards left ·
-    cut card ${shoe.cut_card_out ? '<span class="flag">out: last coup</span>' : `in ${shoe.cards_to_cut} cards (position ${shoe.cut_card_index})`}
+  const known = shoe.cut_card_index !== null;  // a studio shoe's: once its device read it
+  const cutText = shoe.cut_card_out ? '<span class="flag">out: last coup</span>'
+    : known ? `in ${shoe.cards_to_cut} cards (position ${shoe.cut_card_index})` : "not read yet";
+  const cutMark = known ? `<div class="cut" style="left:${100 * shoe.cut_card_index / shoe.card_count}%"></div>` : "";
+  return `<div>${shoe.studio ? "Studio shoe" : "Shoe"} ${shoe.number} · <b data-k="cards-left">${shoe.cards_left}</b> of ${shoe.card_count} cards left ·
+    cut card <span data-k="cut-card">${cutText}</span>
     ${shoe.closed ? ' · <span class="badge closed">shoe closed</span>' : ""}</div>
-    <div class="shoebar" title="cards dealt; the yellow mark is the cut card"><div class="used" style="width:${used}%"></div><div class="cut" style="left:${cut}%"></div></div>`;
+    <div class="shoebar" title="cards dealt; the yellow mark is the cut card"><div class="used" style="width:${used}%"></div>${cutMark}</div>`;
+}
+
+// A studio table's card-reading shoe: its reads, gaps and holds (null for a software shoe).
+function deviceHtml(d) {
+  if (!d) return "";
+  const heard = d.last_read_at === null ? '<span class="dim">no read yet</span>'
+    : `last read ${esc(d.last_read_at)} · <span class="${d.stale ? "flag" : ""}" data-k="silent">${d.stale ? "silent for" : "heard"} ${d.silent_for.toFixed(0)} s${d.stale ? "" : " ago"}</span>`;
+  const h = d.last_hold;
+  const hold = !h ? "no hold" : `last hold <b class="flag" data-k="hold-reason">${esc(h.reason)}</b> at ${esc(h.at)} ·
+    since: ${h.coups_resolved_since} coups resolved, ${h.coups_voided_since} voided${h.coups_resolved_since + h.coups_voided_since ? "" : ' <span class="flag">(may still be held)</span>'}`;
+  return `<div class="device" data-k="device"><h3>Device <span class="id">${esc(d.device || "–")}</span></h3>
+    <div>${heard}</div>
+    <div>reads <b data-k="reads">${d.reads}</b> · cards ${d.cards} · unreadable <b data-k="unreadable">${d.unreadable}</b> · re-scans ${d.rescans} ·
+      gaps <b class="${d.gaps ? "neg" : ""}" data-k="gaps">${d.gaps}</b> (${d.missing} reads missing)</div>
+    <div>holds <b class="${d.holds ? "neg" : ""}" data-k="holds">${d.holds}</b> · ${hold}</div></div>`;
 }
 
 function coupHtml(coup, last) {
@@ -52,7 +70,7 @@ function coupHtml(coup, last) {
 
 function betsHtml(t) {
   const rows = t.bets.map((b) => `<tr class="${b.favourable ? "favourable" : ""}" data-bet="${b.bet_type}">
-    <td>${BET_NAMES[b.bet_type]}${b.favourable ? ' <span class="flag" title="the cards left favour the players">▲ players’ edge</span>' : ""}</td>
+    <td>${BET_NAMES[b.bet_type] || esc(b.bet_type)}${b.favourable ? ' <span class="flag" title="the cards left favour the players">▲ players’ edge</span>' : ""}</td>
     <td>${pct(b.theoretical_edge)}</td><td class="${b.edge_now < 0 ? "flag" : ""}">${pct(b.edge_now)}</td>
     <td>${money(b.staked)}</td><td class="${signed(b.house_result)}">${money(b.house_result)}</td><td>${pct(b.hold)}</td></tr>`).join("");
   return `<table class="bets"><tr><th>bet</th><th>edge, full shoe</th><th>edge, cards left</th><th>staked</th><th>house result</th><th>hold</th></tr>${rows}</table>`;
@@ -66,7 +84,7 @@ function tableHtml(t) {
       <span class="dim">${esc(t.paytable)} · ${t.decks} decks · ${esc(t.currency)}</span>
       <span class="dim">coups <b data-k="coups">${t.coups_resolved}</b> · Banker ${t.outcomes.BANKER} · Player ${t.outcomes.PLAYER} · Tie ${t.outcomes.TIE}</span></div>
     <div class="cols">
-      <div>${shoeHtml(t.shoe)}${coupHtml(t.coup, t.last_coup)}
+      <div>${shoeHtml(t.shoe)}${deviceHtml(t.device)}${coupHtml(t.coup, t.last_coup)}
         <h3>Bead plate</h3>${grid(r.bead_plate, 24, bead, "bead-plate")}
         <h3>Bets: house edge and realised hold</h3>${betsHtml(t)}
       </div>
