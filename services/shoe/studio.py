@@ -148,6 +148,7 @@ class StudioShoe(Aggregate):
                 shoe.held_seqs.add(self.seq)
                 shoe.held_confirm = shoe.held_confirm or self.button == "CONFIRM"
                 return
+            shoe.taken_seq = shoe.highest_seq
             shoe.device = shoe.device or self.device
             if self.what == "unreadable":
                 shoe.unreadable_since = shoe.unreadable_since or self.read_at
@@ -217,10 +218,7 @@ class StudioShoe(Aggregate):
             shoe.served = self.next_position
             shoe.coup_cards = []
             shoe.unconfirmed = None
-            shoe.hold = None
-            shoe.held_seqs = set()
-            shoe.held_confirm = False
-            shoe.waiting_correction = None
+            shoe.lift_hold()
 
     class CardsAccepted(CardsAcceptedFact, Aggregate.Event):
         TOPIC = CardsAcceptedFact.STORED_TOPIC
@@ -229,10 +227,7 @@ class StudioShoe(Aggregate):
             shoe.cards.extend(self.cards)
             shoe.coup_cards = []
             shoe.unconfirmed = None
-            shoe.hold = None
-            shoe.held_seqs = set()
-            shoe.held_confirm = False
-            shoe.waiting_correction = None
+            shoe.lift_hold()
             shoe.corrected.add(self.coup_id)
 
     class CorrectionWaiting(CorrectionWaitingFact, Aggregate.Event):
@@ -275,6 +270,7 @@ class StudioShoe(Aggregate):
         self.decks = decks
         self.card_count = card_count
         self.highest_seq: int | None = after_seq
+        self.taken_seq: int | None = after_seq  # the highest taken unheld, or decided on
         self.device: str | None = None
         self.phase = Phase.WAITING
         self.cards: list[str] = []  # by position: the shown card, the burn, then dealt
@@ -294,6 +290,15 @@ class StudioShoe(Aggregate):
         self.waiting_correction: CorrectionWaitingFact | None = None  # taken at that CONFIRM
         self.closed = False
 
+    def lift_hold(self) -> None:
+        """A supervisor's decision ended the hold: forget the reads kept while held (they
+        stay in the store), and count reads again from the highest kept."""
+        self.hold = None
+        self.held_seqs = set()
+        self.held_confirm = False
+        self.waiting_correction = None
+        self.taken_seq = self.highest_seq
+
     @property
     def taking_reads(self) -> bool:
         """Whether a read of the table belongs to this shoe (else it waits for the next)."""
@@ -304,13 +309,15 @@ class StudioShoe(Aggregate):
         """Take one read of the table's device; the hold it raised, if it raised one.
 
         A read whose ``seq`` is not past the highest taken is the same read again (not
-        taken), unless the shoe is held: each read then is kept once, for the supervisor
-        (a late one may fill the gap), up to :data:`MAX_HELD_READS`."""
+        taken), unless the shoe is held: each read past the last one taken before the hold
+        (or decided on) is then kept once, for the supervisor (a late one may fill the gap),
+        up to :data:`MAX_HELD_READS`."""
         if self.closed:
             raise ShoeIsClosed(f"shoe {self.shoe_id} of table {self.table_id} is closed")
         seen = self.highest_seq is not None and read.seq <= self.highest_seq
         if self.hold is not None:
-            if len(self.held_seqs) < MAX_HELD_READS and read.seq not in self.held_seqs:
+            fresh = self.taken_seq is None or read.seq > self.taken_seq
+            if fresh and len(self.held_seqs) < MAX_HELD_READS and read.seq not in self.held_seqs:
                 self._taken(read, None, held=True)
                 waiting = self.waiting_correction
                 if waiting is not None and self.held_confirm:

@@ -464,3 +464,23 @@ def test_a_correction_of_a_shoe_that_does_not_hold_is_not_taken() -> None:
     accept(table, NATURAL)
     assert "does not hold" in table.incidents()[-1]
     assert table.shoe().cards == ["AH", "2S", "9S"]
+
+
+def test_a_late_read_of_a_gap_decided_already_is_not_the_held_coups_confirm() -> None:
+    table = Table()
+    table.open()
+    table.burn()
+    table.draw("c1", 4)
+    table.cards(*NATURAL)
+    table.read("gap", seq=10, last_seq=10)  # c1's CONFIRM never received: held
+    table.command(ClearCoup(table_id="t1", shoe_id="s1", coup_id="c1", reason="misdeal"))
+    request = table.draw("c2", 4)
+    table.cards("9H", "2H")
+    table.read("gap", seq=13, last_seq=13)  # the TS never read: held
+    accept(table, ["9H", "2H", "TS", "3S"], coup="c2")  # decided while the dealer deals
+    table.published()
+    table.read("button", button="CONFIRM", seq=10)  # c1's, late into its old gap
+    assert drawn(table.published()) == []  # c2 is not confirmed: nothing settles
+    table.read("card", "3S", seq=14)
+    table.read("button", button="CONFIRM", seq=15)  # c2's
+    assert drawn(table.published()) == [(8, "TS", request), (9, "3S", request)]
