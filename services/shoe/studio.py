@@ -147,6 +147,7 @@ class StudioShoe(Aggregate):
             if self.held:
                 shoe.held_seqs.add(self.seq)
                 shoe.held_confirm = shoe.held_confirm or self.button == "CONFIRM"
+                shoe.held_cut = shoe.held_cut or self.what == "cut-card"
                 return
             shoe.taken_seq = shoe.highest_seq
             shoe.device = shoe.device or self.device
@@ -224,6 +225,8 @@ class StudioShoe(Aggregate):
         TOPIC = CardsAcceptedFact.STORED_TOPIC
 
         def apply(self, shoe: StudioShoe) -> None:
+            if shoe.held_cut and shoe.cut_position is None:  # it came out in this coup
+                shoe.cut_position = shoe.served
             shoe.cards.extend(self.cards)
             shoe.coup_cards = []
             shoe.unconfirmed = None
@@ -287,6 +290,7 @@ class StudioShoe(Aggregate):
         self.held_seqs: set[int] = set()  # the reads kept while held
         self.corrected: set[str] = set()  # the coups whose cards a supervisor decided
         self.held_confirm = False  # the dealer's CONFIRM was read while held
+        self.held_cut = False  # the CUT-CARD was read while held
         self.waiting_correction: CorrectionWaitingFact | None = None  # taken at that CONFIRM
         self.closed = False
 
@@ -296,6 +300,7 @@ class StudioShoe(Aggregate):
         self.hold = None
         self.held_seqs = set()
         self.held_confirm = False
+        self.held_cut = False
         self.waiting_correction = None
         self.taken_seq = self.highest_seq
 

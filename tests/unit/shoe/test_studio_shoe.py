@@ -484,3 +484,21 @@ def test_a_late_read_of_a_gap_decided_already_is_not_the_held_coups_confirm() ->
     table.read("card", "3S", seq=14)
     table.read("button", button="CONFIRM", seq=15)  # c2's
     assert drawn(table.published()) == [(8, "TS", request), (9, "3S", request)]
+
+
+def test_a_cut_card_read_while_held_comes_out_in_the_corrected_coup() -> None:
+    table = Table()
+    table.open()
+    table.burn()
+    request = table.draw("c1", 4)
+    table.cards("9S", "2D")
+    table.read("gap", seq=8, last_seq=8)  # the TH never read: held
+    table.read("cut-card")  # kept while held
+    table.cards("3C")
+    table.read("button", button="CONFIRM")
+    table.published()
+    accept(table, NATURAL)
+    published = table.published()
+    kinds = [(type(m).__name__, getattr(m, "position", None)) for m in published]
+    assert kinds == [("CutCardReached", 4), ("CardDrawn", 4), ("CardDrawn", 5)]
+    assert {m.request_id for m in published if isinstance(m, CardDrawn)} == {request}
