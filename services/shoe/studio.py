@@ -296,8 +296,11 @@ class StudioShoe(Aggregate):
 
     def lift_hold(self) -> None:
         """A supervisor's decision ended the hold: forget the reads kept while held (they
-        stay in the store), and count reads again from the highest kept."""
+        stay in the store), and count reads (and unreadable ones, and a card's wait) again
+        from the highest kept."""
         self.hold = None
+        self.unreadable = 0
+        self.unreadable_since = None
         self.held_seqs = set()
         self.held_confirm = False
         self.held_cut = False

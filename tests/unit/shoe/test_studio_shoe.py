@@ -502,3 +502,26 @@ def test_a_cut_card_read_while_held_comes_out_in_the_corrected_coup() -> None:
     kinds = [(type(m).__name__, getattr(m, "position", None)) for m in published]
     assert kinds == [("CutCardReached", 4), ("CardDrawn", 4), ("CardDrawn", 5)]
     assert {m.request_id for m in published if isinstance(m, CardDrawn)} == {request}
+
+
+def test_a_supervisors_decision_starts_the_unreadable_count_and_the_wait_again() -> None:
+    table = Table()
+    table.open()
+    table.burn()
+    table.draw("c1", 4)
+    for _ in range(MAX_UNREADABLE + 1):
+        table.read("unreadable")
+    assert hold_of(table) is HoldReason.UNREADABLE_STREAK
+    table.command(ClearCoup(table_id="t1", shoe_id="s1", coup_id="c1", reason="reader"))
+    table.draw("c2", 4)
+    table.read("unreadable")  # the reader looked at: one card not read, re-scanned
+    table.read("button", button="RESCAN")
+    assert table.shoe().hold is None
+    table.cards(*NATURAL)
+    table.read("button", button="CONFIRM")
+    assert [c for _, c, _ in drawn(table.published())] == NATURAL
+    events = [
+        table.app.mapper.to_domain_event(n) for n in table.app.recorder.select_notifications(1, 100)
+    ]
+    waits = [e.waited_ms for e in events if isinstance(e, StudioShoe.ReadTaken) and e.card]
+    assert waits[-4] == 1000  # from the first UNREADABLE after the decision
