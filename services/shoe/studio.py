@@ -79,6 +79,7 @@ class HoldReason(StrEnum):
     SHOE_OUT_MID_COUP = "SHOE_OUT_MID_COUP"  # SHOE-OUT with a coup's cards on the table
     SUPERVISOR_CALLED = "SUPERVISOR_CALLED"  # the dealer's supervisor button
     UNREADABLE_STREAK = "UNREADABLE_STREAK"  # more than MAX_UNREADABLE unreadable in a row
+    MALFORMED_READ = "MALFORMED_READ"  # a read without its kind's field, or with another's
 
 
 class Phase(StrEnum):
@@ -143,7 +144,8 @@ class StudioShoe(Aggregate):
         TOPIC = ReadTakenFact.STORED_TOPIC
 
         def apply(self, shoe: StudioShoe) -> None:
-            shoe.highest_seq = max(self.last_seq or self.seq, shoe.highest_seq or -1)
+            last = self.last_seq if self.what == "gap" and self.last_seq is not None else self.seq
+            shoe.highest_seq = max(last, self.seq, shoe.highest_seq or -1)
             if self.held:
                 shoe.held_seqs.add(self.seq)
                 shoe.held_confirm = shoe.held_confirm or self.button == "CONFIRM"
@@ -349,6 +351,9 @@ class StudioShoe(Aggregate):
     def _why_not(self, read: Read) -> Hold | None:
         """Why ``read`` cannot be taken where the shoe is (None: it can)."""
         what, phase = read.what, self.phase
+        malformed = _malformed(read)
+        if malformed is not None:
+            return Hold(HoldReason.MALFORMED_READ, f"read {read.seq} ({what}) {malformed}")
         if what == "gap":
             return Hold(
                 HoldReason.GAP,
@@ -590,6 +595,16 @@ class StudioShoe(Aggregate):
         )
         record(self, self.Closed, closed)
         return True
+
+
+def _malformed(read: Read) -> str | None:
+    """What a read has that its kind has not, or lacks (None: it is as PB1 has it)."""
+    for field, kind in (("card", "card"), ("button", "button"), ("last_seq", "gap")):
+        if (getattr(read, field) is not None) != (read.what == kind):
+            return f"{'has no' if read.what == kind else 'has a'} {field}"
+    if read.last_seq is not None and read.last_seq < read.seq:
+        return f"ends at {read.last_seq}, before it begins"
+    return None
 
 
 _PHASES = {  # a signal -> the phase it is read in, and the phase after it

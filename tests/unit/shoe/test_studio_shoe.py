@@ -525,3 +525,28 @@ def test_a_supervisors_decision_starts_the_unreadable_count_and_the_wait_again()
     ]
     waits = [e.waited_ms for e in events if isinstance(e, StudioShoe.ReadTaken) and e.card]
     assert waits[-4] == 1000  # from the first UNREADABLE after the decision
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"what": "card"},  # without its card
+        {"what": "button"},  # without its button
+        {"what": "gap"},  # without its last sequence number
+        {"what": "gap", "last_seq": 5},  # ending before it begins
+        {"what": "shoe-in", "last_seq": 10**12},  # a signal with a gap's end
+    ],
+)
+def test_a_read_not_as_its_kind_has_it_holds_the_shoe_and_fails_nothing(
+    fields: dict[str, Any],
+) -> None:
+    table = Table()
+    table.open()
+    table.burn()  # sequence numbers 1 to 5
+    table.draw("c1", 4)
+    table.read(seq=6, **fields)
+    assert hold_of(table) is HoldReason.MALFORMED_READ
+    table.command(ClearCoup(table_id="t1", shoe_id="s1", coup_id="c1", reason="bad read"))
+    table.draw("c2", 4)
+    table.read("card", "9S", seq=7)  # the device's next read is dealt
+    assert [c for _, c, _ in drawn(table.published())] == ["9S"]
