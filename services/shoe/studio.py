@@ -79,6 +79,7 @@ class HoldReason(StrEnum):
     SHOE_OUT_MID_COUP = "SHOE_OUT_MID_COUP"  # SHOE-OUT with a coup begun or asked for
     SUPERVISOR_CALLED = "SUPERVISOR_CALLED"  # the dealer's supervisor button
     UNREADABLE_STREAK = "UNREADABLE_STREAK"  # more than MAX_UNREADABLE unreadable in a row
+    MALFORMED_READ = "MALFORMED_READ"  # a read without its kind's field, or with another's
 
 
 class Phase(StrEnum):
@@ -143,11 +144,14 @@ class StudioShoe(Aggregate):
         TOPIC = ReadTakenFact.STORED_TOPIC
 
         def apply(self, shoe: StudioShoe) -> None:
-            shoe.highest_seq = max(self.last_seq or self.seq, shoe.highest_seq or -1)
+            last = self.last_seq if self.what == "gap" and self.last_seq is not None else self.seq
+            shoe.highest_seq = max(last, self.seq, shoe.highest_seq or -1)
             if self.held:
                 shoe.held_seqs.add(self.seq)
                 shoe.held_confirm = shoe.held_confirm or self.button == "CONFIRM"
+                shoe.held_cut = shoe.held_cut or self.what == "cut-card"
                 return
+            shoe.taken_seq = shoe.highest_seq
             shoe.device = shoe.device or self.device
             if self.what == "unreadable":
                 shoe.unreadable_since = shoe.unreadable_since or self.read_at
@@ -217,22 +221,18 @@ class StudioShoe(Aggregate):
             shoe.served = self.next_position
             shoe.coup_cards = []
             shoe.unconfirmed = None
-            shoe.hold = None
-            shoe.held_seqs = set()
-            shoe.held_confirm = False
-            shoe.waiting_correction = None
+            shoe.lift_hold()
 
     class CardsAccepted(CardsAcceptedFact, Aggregate.Event):
         TOPIC = CardsAcceptedFact.STORED_TOPIC
 
         def apply(self, shoe: StudioShoe) -> None:
+            if shoe.held_cut and shoe.cut_position is None:  # it came out in this coup
+                shoe.cut_position = shoe.served
             shoe.cards.extend(self.cards)
             shoe.coup_cards = []
             shoe.unconfirmed = None
-            shoe.hold = None
-            shoe.held_seqs = set()
-            shoe.held_confirm = False
-            shoe.waiting_correction = None
+            shoe.lift_hold()
             shoe.corrected.add(self.coup_id)
 
     class CorrectionWaiting(CorrectionWaitingFact, Aggregate.Event):
@@ -275,6 +275,7 @@ class StudioShoe(Aggregate):
         self.decks = decks
         self.card_count = card_count
         self.highest_seq: int | None = after_seq
+        self.taken_seq: int | None = after_seq  # the highest taken unheld, or decided on
         self.device: str | None = None
         self.phase = Phase.WAITING
         self.cards: list[str] = []  # by position: the shown card, the burn, then dealt
@@ -291,8 +292,22 @@ class StudioShoe(Aggregate):
         self.held_seqs: set[int] = set()  # the reads kept while held
         self.corrected: set[str] = set()  # the coups whose cards a supervisor decided
         self.held_confirm = False  # the dealer's CONFIRM was read while held
+        self.held_cut = False  # the CUT-CARD was read while held
         self.waiting_correction: CorrectionWaitingFact | None = None  # taken at that CONFIRM
         self.closed = False
+
+    def lift_hold(self) -> None:
+        """A supervisor's decision ended the hold: forget the reads kept while held (they
+        stay in the store), and count reads (and unreadable ones, and a card's wait) again
+        from the highest kept."""
+        self.hold = None
+        self.unreadable = 0
+        self.unreadable_since = None
+        self.held_seqs = set()
+        self.held_confirm = False
+        self.held_cut = False
+        self.waiting_correction = None
+        self.taken_seq = self.highest_seq
 
     @property
     def taking_reads(self) -> bool:
@@ -304,13 +319,15 @@ class StudioShoe(Aggregate):
         """Take one read of the table's device; the hold it raised, if it raised one.
 
         A read whose ``seq`` is not past the highest taken is the same read again (not
-        taken), unless the shoe is held: each read then is kept once, for the supervisor
-        (a late one may fill the gap), up to :data:`MAX_HELD_READS`."""
+        taken), unless the shoe is held: each read past the last one taken before the hold
+        (or decided on) is then kept once, for the supervisor (a late one may fill the gap),
+        up to :data:`MAX_HELD_READS`."""
         if self.closed:
             raise ShoeIsClosed(f"shoe {self.shoe_id} of table {self.table_id} is closed")
         seen = self.highest_seq is not None and read.seq <= self.highest_seq
         if self.hold is not None:
-            if len(self.held_seqs) < MAX_HELD_READS and read.seq not in self.held_seqs:
+            fresh = self.taken_seq is None or read.seq > self.taken_seq
+            if fresh and len(self.held_seqs) < MAX_HELD_READS and read.seq not in self.held_seqs:
                 self._taken(read, None, held=True)
                 waiting = self.waiting_correction
                 if waiting is not None and self.held_confirm:
@@ -334,6 +351,9 @@ class StudioShoe(Aggregate):
     def _why_not(self, read: Read) -> Hold | None:
         """Why ``read`` cannot be taken where the shoe is (None: it can)."""
         what, phase = read.what, self.phase
+        malformed = _malformed(read)
+        if malformed is not None:
+            return Hold(HoldReason.MALFORMED_READ, f"read {read.seq} ({what}) {malformed}")
         if what == "gap":
             return Hold(
                 HoldReason.GAP,
@@ -582,6 +602,16 @@ class StudioShoe(Aggregate):
         )
         record(self, self.Closed, closed)
         return True
+
+
+def _malformed(read: Read) -> str | None:
+    """What a read has that its kind has not, or lacks (None: it is as PB1 has it)."""
+    for field, kind in (("card", "card"), ("button", "button"), ("last_seq", "gap")):
+        if (getattr(read, field) is not None) != (read.what == kind):
+            return f"{'has no' if read.what == kind else 'has a'} {field}"
+    if read.last_seq is not None and read.last_seq < read.seq:
+        return f"ends at {read.last_seq}, before it begins"
+    return None
 
 
 _PHASES = {  # a signal -> the phase it is read in, and the phase after it

@@ -481,3 +481,89 @@ def test_a_correction_of_a_shoe_that_does_not_hold_is_not_taken() -> None:
     accept(table, NATURAL)
     assert "does not hold" in table.incidents()[-1]
     assert table.shoe().cards == ["AH", "2S", "9S"]
+
+
+def test_a_late_read_of_a_gap_decided_already_is_not_the_held_coups_confirm() -> None:
+    table = Table()
+    table.open()
+    table.burn()
+    table.draw("c1", 4)
+    table.cards(*NATURAL)
+    table.read("gap", seq=10, last_seq=10)  # c1's CONFIRM never received: held
+    table.command(ClearCoup(table_id="t1", shoe_id="s1", coup_id="c1", reason="misdeal"))
+    request = table.draw("c2", 4)
+    table.cards("9H", "2H")
+    table.read("gap", seq=13, last_seq=13)  # the TS never read: held
+    accept(table, ["9H", "2H", "TS", "3S"], coup="c2")  # decided while the dealer deals
+    table.published()
+    table.read("button", button="CONFIRM", seq=10)  # c1's, late into its old gap
+    assert drawn(table.published()) == []  # c2 is not confirmed: nothing settles
+    table.read("card", "3S", seq=14)
+    table.read("button", button="CONFIRM", seq=15)  # c2's
+    assert drawn(table.published()) == [(8, "TS", request), (9, "3S", request)]
+
+
+def test_a_cut_card_read_while_held_comes_out_in_the_corrected_coup() -> None:
+    table = Table()
+    table.open()
+    table.burn()
+    request = table.draw("c1", 4)
+    table.cards("9S", "2D")
+    table.read("gap", seq=8, last_seq=8)  # the TH never read: held
+    table.read("cut-card")  # kept while held
+    table.cards("3C")
+    table.read("button", button="CONFIRM")
+    table.published()
+    accept(table, NATURAL)
+    published = table.published()
+    kinds = [(type(m).__name__, getattr(m, "position", None)) for m in published]
+    assert kinds == [("CutCardReached", 4), ("CardDrawn", 4), ("CardDrawn", 5)]
+    assert {m.request_id for m in published if isinstance(m, CardDrawn)} == {request}
+
+
+def test_a_supervisors_decision_starts_the_unreadable_count_and_the_wait_again() -> None:
+    table = Table()
+    table.open()
+    table.burn()
+    table.draw("c1", 4)
+    for _ in range(MAX_UNREADABLE + 1):
+        table.read("unreadable")
+    assert hold_of(table) is HoldReason.UNREADABLE_STREAK
+    table.command(ClearCoup(table_id="t1", shoe_id="s1", coup_id="c1", reason="reader"))
+    table.draw("c2", 4)
+    table.read("unreadable")  # the reader looked at: one card not read, re-scanned
+    table.read("button", button="RESCAN")
+    assert table.shoe().hold is None
+    table.cards(*NATURAL)
+    table.read("button", button="CONFIRM")
+    assert [c for _, c, _ in drawn(table.published())] == NATURAL
+    events = [
+        table.app.mapper.to_domain_event(n) for n in table.app.recorder.select_notifications(1, 100)
+    ]
+    waits = [e.waited_ms for e in events if isinstance(e, StudioShoe.ReadTaken) and e.card]
+    assert waits[-4] == 1000  # from the first UNREADABLE after the decision
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"what": "card"},  # without its card
+        {"what": "button"},  # without its button
+        {"what": "gap"},  # without its last sequence number
+        {"what": "gap", "last_seq": 5},  # ending before it begins
+        {"what": "shoe-in", "last_seq": 10**12},  # a signal with a gap's end
+    ],
+)
+def test_a_read_not_as_its_kind_has_it_holds_the_shoe_and_fails_nothing(
+    fields: dict[str, Any],
+) -> None:
+    table = Table()
+    table.open()
+    table.burn()  # sequence numbers 1 to 5
+    table.draw("c1", 4)
+    table.read(seq=6, **fields)
+    assert hold_of(table) is HoldReason.MALFORMED_READ
+    table.command(ClearCoup(table_id="t1", shoe_id="s1", coup_id="c1", reason="bad read"))
+    table.draw("c2", 4)
+    table.read("card", "9S", seq=7)  # the device's next read is dealt
+    assert [c for _, c, _ in drawn(table.published())] == ["9S"]
