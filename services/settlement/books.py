@@ -657,11 +657,13 @@ class BetBook(Aggregate):
 
     def settled_as(self) -> dict[BetKey, tuple[str, int]]:
         """Each settled bet's (result, payout) as it stands now (corrections included)."""
-        return self.__dict__.setdefault("results", {})  # type: ignore[no-any-return]
+        results: dict[BetKey, tuple[str, int]] = self.__dict__.setdefault("results", {})
+        return results
 
     def corrections_applied(self) -> set[UUID]:
         """The ids of the corrections of its result settled (each once)."""
-        return self.__dict__.setdefault("corrections", set())  # type: ignore[no-any-return]
+        applied: set[UUID] = self.__dict__.setdefault("corrections", set())
+        return applied
 
     def correct(self, correction_id: UUID, coup: CoupResult) -> None:
         """Settle every bet again on the corrected result ``coup`` (verified from its cards):
