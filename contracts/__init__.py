@@ -10,6 +10,7 @@ Pydantic v2 models only; this package never imports ``services``. Quick use::
 
 from contracts.bet_events import (
     BetAccepted,
+    BetCorrected,
     BetEvent,
     BetRefunded,
     BetRejected,
@@ -17,6 +18,7 @@ from contracts.bet_events import (
     BetSettled,
     CoupRefunded,
     CoupSettled,
+    CoupSettlementCorrected,
 )
 from contracts.codec import ContractError, decode, encode
 from contracts.commands import (
@@ -29,6 +31,7 @@ from contracts.commands import (
     CloseShoe,
     CloseTable,
     CorrectCoup,
+    CorrectResult,
     DrawCards,
     OpenBook,
     OpenTable,
@@ -89,6 +92,7 @@ from contracts.table_events import (
     BettingOpened,
     CardDealt,
     CommandRejected,
+    CoupCorrected,
     CoupResolved,
     CoupVoided,
     TableClosed,
@@ -165,6 +169,7 @@ __all__ = [
     "AmountInput",
     "BetAccepted",
     "BetCommand",
+    "BetCorrected",
     "BetEvent",
     "BetId",
     "BetLimitSpec",
@@ -191,9 +196,12 @@ __all__ = [
     "ContractError",
     "ContractModel",
     "CorrectCoup",
+    "CorrectResult",
+    "CoupCorrected",
     "CoupRefunded",
     "CoupResolved",
     "CoupSettled",
+    "CoupSettlementCorrected",
     "CoupVoided",
     "Currency",
     "CutCardReached",

@@ -20,6 +20,7 @@ from contracts.envelope import (
     TableMessage,
     Text,
     UtcDatetime,
+    Uuid,
 )
 
 EchoedText = Annotated[str, StringConstraints(max_length=40)]
@@ -158,11 +159,73 @@ class CoupRefunded(OperatorMessage):
     operator: OperatorName = Field(default="house", description=OPERATOR_DESCRIPTION)
 
 
-for _model in (BetAccepted, BetRejected, BetSettled, CoupSettled, BetRefunded, CoupRefunded):
+class BetCorrected(OperatorMessage):
+    """A settled bet's result changed: its coup's result was found wrong after settlement and a
+    supervisor corrected it (`CoupCorrected`). A compensating event: the `BetSettled` stays
+    as it was; `difference` is what moves now."""
+
+    type: Literal["BetCorrected"] = "BetCorrected"
+    bet_id: BetId = Field(description="The bet.")
+    coup_id: Identifier = Field(description="The corrected coup.")
+    correction_id: Uuid = Field(
+        description="The correction (`CoupCorrected.correction_id`): one BetCorrected per bet "
+        "and correction."
+    )
+    bettor_id: Identifier = Field(description="The bettor.")
+    bet_type: BetTypeName = Field(description="The bet type.")
+    stake: Stake = Field(description="The stake.")
+    previous_result: BetResultName = Field(description="The result the bet had until now.")
+    previous_payout: MinorUnits = Field(description="The net winnings it had until now.")
+    result: BetResultName = Field(description="The corrected result: `WIN`, `LOSE` or `PUSH`.")
+    payout: MinorUnits = Field(description="The corrected net winnings (0 unless WIN).")
+    difference: SignedMinorUnits = Field(
+        description="What the bettor is owed now: the corrected amount returned minus the one "
+        "returned until now (negative: winnings taken back)."
+    )
+    currency: Currency = Field(description="Currency of all amounts.")
+    operator: OperatorName = Field(default="house", description=OPERATOR_DESCRIPTION)
+
+
+class CoupSettlementCorrected(OperatorMessage):
+    """Every bet of a corrected coup whose result changed has its `BetCorrected`; the totals."""
+
+    type: Literal["CoupSettlementCorrected"] = "CoupSettlementCorrected"
+    coup_id: Identifier = Field(description="The corrected coup.")
+    correction_id: Uuid = Field(description="The correction (`CoupCorrected.correction_id`).")
+    bets: Count = Field(description="Number of bets corrected (BetCorrected).")
+    difference: SignedMinorUnits = Field(
+        description="Sum of `difference` over the bets: what the bettors are owed now."
+    )
+    house_result: SignedMinorUnits = Field(
+        description="The house's corrected result on the coup: `staked - paid` after the "
+        "correction."
+    )
+    currency: Currency = Field(description="Currency of all amounts.")
+    operator: OperatorName = Field(default="house", description=OPERATOR_DESCRIPTION)
+
+
+_BET_EVENTS = (
+    BetAccepted,
+    BetRejected,
+    BetSettled,
+    CoupSettled,
+    BetRefunded,
+    CoupRefunded,
+    BetCorrected,
+    CoupSettlementCorrected,
+)
+for _model in _BET_EVENTS:
     assert list(_model.model_fields)[-1] == "operator", _model  # contracts.encode cuts it there
 
 BetEvent = Annotated[
-    BetAccepted | BetRejected | BetSettled | CoupSettled | BetRefunded | CoupRefunded,
+    BetAccepted
+    | BetRejected
+    | BetSettled
+    | CoupSettled
+    | BetRefunded
+    | CoupRefunded
+    | BetCorrected
+    | CoupSettlementCorrected,
     Field(discriminator="type"),
 ]
 """A message on `punto-banco.bet-events`."""

@@ -315,8 +315,37 @@ class CorrectCoup(TableMessage):
     )
 
 
+class CorrectResult(TableMessage):
+    """Correct the result of a studio table's coup resolved and settled on a card its device
+    misread (a supervisor's signed decision, docs/studio.md): the coup's cards are these, its
+    bets are settled again on them and the differences paid (`CoupCorrected`, `BetCorrected`).
+
+    `authorization` as `VoidCoup`'s, with `action` `correct-result` and the claim `cards` equal
+    to `cards`. Refused (`RESULT_NOT_CORRECTABLE`) unless the table is a studio table, the coup
+    resolved (not voided) within the void window, and `cards` is a whole coup by the tableau
+    other than its cards now. A coup may be corrected again (each time against its latest
+    result).
+    """
+
+    type: Literal["CorrectResult"] = "CorrectResult"
+    coup_id: Identifier = Field(description="The coup to correct.")
+    cards: list[CardCode] = Field(
+        min_length=4, max_length=6, description="All the coup's cards, in the order dealt."
+    )
+    supervisor_id: Identifier | None = Field(
+        default=None, description="The authorising supervisor (optional), as in `VoidCoup`."
+    )
+    reason: Text = Field(default="", description="Why (recorded); the `reason` it signs.")
+    authorization: Authorization | None = Field(
+        default=None,
+        description="The supervisor's decision (as `VoidCoup.authorization`, `action` "
+        "`correct-result`, claim `cards`). Without it: `SUPERVISOR_REQUIRED`.",
+    )
+
+
 TableCommand = Annotated[
-    OpenTable | CloseTable | CloseBetting | VoidCoup | CorrectCoup, Field(discriminator="type")
+    OpenTable | CloseTable | CloseBetting | VoidCoup | CorrectCoup | CorrectResult,
+    Field(discriminator="type"),
 ]
 """A message on `punto-banco.table-commands`."""
 

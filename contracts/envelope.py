@@ -249,6 +249,7 @@ CommandRejectionCode = Literal[
     "BETTING_CLOSED",
     "COUP_NOT_VOIDABLE",
     "COUP_NOT_CORRECTABLE",
+    "RESULT_NOT_CORRECTABLE",
     "INVALID_SETTINGS",
     "UNKNOWN_PAYTABLE",
     "AUTHORIZATION_MALFORMED",
@@ -273,8 +274,10 @@ signs is not this command (table, coup, reason, command id, supervisor); ``AUTHO
 when its id was used already; ``VOID_WINDOW_PASSED`` for a coup older than the void window;
 ``COUP_NOT_VOIDABLE`` for a coup voided already; ``COUP_NOT_CORRECTABLE`` for a correction
 (``CorrectCoup``) of a coup that is not a studio table's coup being dealt, or whose cards are
-not a whole coup that begins with the cards it was dealt; :data:`MISPLACED` codes for a command not
-keyed by its table id or not in its table's partition."""
+not a whole coup that begins with the cards it was dealt; ``RESULT_NOT_CORRECTABLE`` for a
+correction of a result (``CorrectResult``) of a coup that is not a studio table's, not resolved,
+past the void window, or whose cards are not a whole coup other than its cards; :data:`MISPLACED`
+codes for a command not keyed by its table id or not in its table's partition."""
 
 MAX_AUTHORIZATION = 12_288
 """The longest decision token (``VoidCoup.authorization``), in characters: the longest token

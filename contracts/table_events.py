@@ -128,6 +128,37 @@ class CoupVoided(TableMessage):
     was_resolved: bool = Field(description="True if the coup had already been resolved.")
 
 
+class CoupCorrected(TableMessage):
+    """A supervisor corrected a resolved coup's result (`CorrectResult`, a studio table: its
+    device misread a card): the coup's cards, totals and outcome are these from now on, and
+    its bets are settled again on them, the differences paid (`BetCorrected`)."""
+
+    type: Literal["CoupCorrected"] = "CoupCorrected"
+    coup_id: Identifier = Field(description="The coup.")
+    correction_id: Uuid = Field(
+        description="The correction: the `event_id` of the `CorrectResult` (its decision's id)."
+    )
+    coup_number: CoupNumber = Field(description="Number of the coup at this table.")
+    shoe_id: Identifier = Field(description="The shoe.")
+    player_cards: list[CardCode] = Field(
+        min_length=2, max_length=3, description="The Player's corrected cards in dealing order."
+    )
+    banker_cards: list[CardCode] = Field(
+        min_length=2, max_length=3, description="The Banker's corrected cards in dealing order."
+    )
+    player_total: int = Field(ge=0, le=9, description="The Player's corrected total, 0-9.")
+    banker_total: int = Field(ge=0, le=9, description="The Banker's corrected total, 0-9.")
+    outcome: OutcomeName = Field(description="The corrected outcome.")
+    natural: bool = Field(description="True if either side had 8 or 9 with two cards.")
+    player_pair: bool = Field(description="The Player's first two cards are of the same rank.")
+    banker_pair: bool = Field(description="The Banker's first two cards are of the same rank.")
+    supervisor_id: Identifier = Field(
+        description="The supervisor who decided it: the `sub` of the signed decision dealing "
+        "verified (`CorrectResult.authorization`)."
+    )
+    reason: Text = Field(default="", description="Why the result was corrected.")
+
+
 class CommandRejected(TableMessage):
     """Dealing refused a table command; nothing changed. On `punto-banco.command-events`,
     which only the senders of table commands read (on `table-events` before 2026-12)."""
@@ -146,7 +177,8 @@ TableEvent = Annotated[
     | BettingClosed
     | CardDealt
     | CoupResolved
-    | CoupVoided,
+    | CoupVoided
+    | CoupCorrected,
     Field(discriminator="type"),
 ]
 """A message on `punto-banco.table-events`."""

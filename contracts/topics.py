@@ -232,7 +232,14 @@ MESSAGE_SOURCES: Mapping[str, str] = MappingProxyType(
     {
         **{
             name: EXTERNAL
-            for name in ("OpenTable", "CloseTable", "CloseBetting", "VoidCoup", "CorrectCoup")
+            for name in (
+                "OpenTable",
+                "CloseTable",
+                "CloseBetting",
+                "VoidCoup",
+                "CorrectCoup",
+                "CorrectResult",
+            )
         },
         "PlaceBet": EXTERNAL,
         **{name: "dealing" for name in ("OpenBook", "CloseBook")},

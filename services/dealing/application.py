@@ -32,6 +32,7 @@ from contracts import (
     CloseBetting,
     CloseTable,
     CorrectCoup,
+    CorrectResult,
     CutCardReached,
     Message,
     OpenTable,
@@ -73,10 +74,10 @@ from services.shared.platform.store import (
 A = TypeVar("A", bound=Aggregate)
 
 SERVICE = "dealing"
-COMMANDS = (OpenTable, CloseTable, CloseBetting, VoidCoup)
+COMMANDS = (OpenTable, CloseTable, CloseBetting, VoidCoup, CorrectCoup, CorrectResult)
 """The table commands (what may be refused)."""
 
-TABLE_COMMANDS = (OpenTable, CloseTable, CloseBetting, VoidCoup)
+TABLE_COMMANDS = COMMANDS
 """The commands from outside dealing answers (``CommandRejected``)."""
 
 
@@ -354,7 +355,7 @@ class DealingApplication(ServiceApplication):
             table.request_close(command.reason)  # the current coup is finished first
 
     def _table_and_coup(
-        self, uow: UnitOfWork, command: CloseBetting | VoidCoup | CorrectCoup
+        self, uow: UnitOfWork, command: CloseBetting | VoidCoup | CorrectCoup | CorrectResult
     ) -> tuple[Table, Coup] | None:
         """The command's table and coup, or None after refusing it (no such table / coup)."""
         table = uow.get(table_aggregate_id(command.table_id), Table)
@@ -426,6 +427,36 @@ class DealingApplication(ServiceApplication):
             self._reject(uow, command, "COUP_NOT_CORRECTABLE", why)
             return
         table.correct_studio_coup(coup.coup_id, command.cards, command.reason)
+
+    def _on_correct_result(
+        self, uow: UnitOfWork, command: CorrectResult, origin: Origin | None = None
+    ) -> None:
+        """A resolved studio coup's result found wrong after settlement, corrected on a
+        supervisor's signed decision (verified first, as a void's): ``CoupCorrected``, which
+        settlement pays as differences."""
+        now = self._clock()
+        decision = self.voids.decision_for(command, now)
+        if isinstance(decision, Refusal):
+            self._reject(uow, command, decision.code, decision.message)
+            return
+        if self.refused.before(command.table_id, command.event_id):
+            return  # refused before, answered once: its decision is spent (a replay)
+        found = self._table_and_coup(uow, command)
+        if found is None:
+            return
+        table, coup = found
+        refusal = self.voids.result_refusal(table.card_source, coup, command.cards, decision, now)
+        if refusal is not None:
+            self._reject(uow, command, refusal.code, refusal.message)
+            return
+        assert command.authorization is not None  # decision_for refuses one without
+        coup.correct_result(
+            command.event_id,
+            list(command.cards),
+            decision.supervisor_id,
+            command.reason,
+            command.authorization,
+        )
 
     # -- settlement's events ----------------------------------------------------------
     def _on_bets_closed(
@@ -528,6 +559,7 @@ class DealingApplication(ServiceApplication):
         CloseBetting: _on_close_betting,
         VoidCoup: _on_void_coup,
         CorrectCoup: _on_correct_coup,
+        CorrectResult: _on_correct_result,
         ShoeShuffled: _on_shoe_shuffled,
         CardsBurned: _on_cards_burned,
         CardDrawn: _on_card_drawn,

@@ -1,4 +1,5 @@
-"""The Coup aggregate: betting, the cards dealt by the tableau, the result, a void.
+"""The Coup aggregate: betting, the cards dealt by the tableau, the result, a void, the
+corrections of a result found wrong after settlement.
 
 Cards arrive one by one from the shoe (answers to ``DrawCards``); each goes to
 the side :func:`services.shared.rules.tableau.next_side` names. When no side needs
@@ -21,6 +22,7 @@ from services.shared.facts.dealing import (
     BettingOpenedFact,
     CardDealtFact,
     CardsRequestedFact,
+    CoupCorrectedFact,
     CoupResolvedFact,
     CoupVoidedFact,
 )
@@ -97,6 +99,15 @@ class Coup(Aggregate):
             coup.pending_count = 0
             coup.void_authorization = self.authorization
 
+    class Corrected(CoupCorrectedFact, Aggregate.Event):
+        TOPIC = CoupCorrectedFact.STORED_TOPIC
+
+        def apply(self, coup: Coup) -> None:
+            player, banker = self.player_cards, self.banker_cards
+            order = [player[0], banker[0], player[1], banker[1], *player[2:], *banker[2:]]
+            coup.corrected_cards = order
+            coup.corrections = [*coup.corrections_made, self.correction_id]
+
     @staticmethod
     def create_id(table_id: str, coup_id: str, **_: Any) -> UUID:
         return coup_aggregate_id(table_id, coup_id)
@@ -129,6 +140,8 @@ class Coup(Aggregate):
         self.pending_request: str | None = None
         self.pending_count = 0
         self.void_authorization: str | None = None  # the supervisor's signed decision
+        self.corrected_cards: list[str] | None = None  # the latest corrected result's cards
+        self.corrections: list[UUID] = []  # the decisions that corrected its result
 
     # -- queries -------------------------------------------------------------------
     @property
@@ -172,6 +185,18 @@ class Coup(Aggregate):
         if expected is None and floor is not None and position < floor:
             return f"position {position} was dealt before this coup (its cards start at {floor})"
         return None
+
+    @property
+    def result_cards(self) -> list[str]:
+        """The cards of its result, in dealing order: the latest correction's, else dealt."""
+        corrected: list[str] | None = self.__dict__.get("corrected_cards")
+        return list(self.dealt) if corrected is None else list(corrected)
+
+    @property
+    def corrections_made(self) -> list[UUID]:
+        """The ids of the decisions that corrected its result, in order."""
+        made: list[UUID] = self.__dict__.get("corrections", [])
+        return made
 
     def _card_at(self, position: int) -> str:
         return self.dealt[self.positions.index(position)]
@@ -258,6 +283,38 @@ class Coup(Aggregate):
             authorization=authorization,
         )
         record(self, self.Voided, voided)
+
+    def correct_result(
+        self,
+        correction_id: UUID,
+        cards: list[str],
+        supervisor_id: str,
+        reason: str,
+        authorization: str,
+    ) -> None:
+        """Its result is the one ``cards`` (a whole coup, in dealing order) make, on a
+        supervisor's decision (``authorization``, verified by the Application; its id is
+        ``correction_id``)."""
+        result = resolve_coup([Card.parse(code) for code in cards])
+        corrected = CoupCorrectedFact(
+            table_id=self.table_id,
+            coup_id=self.coup_id,
+            correction_id=correction_id,
+            coup_number=self.coup_number,
+            shoe_id=self.shoe_id,
+            player_cards=[card.code for card in result.player],
+            banker_cards=[card.code for card in result.banker],
+            player_total=result.player_total,
+            banker_total=result.banker_total,
+            outcome=result.outcome.value,
+            natural=result.natural,
+            player_pair=result.player_pair,
+            banker_pair=result.banker_pair,
+            supervisor_id=supervisor_id,
+            reason=reason,
+            authorization=authorization,
+        )
+        record(self, self.Corrected, corrected)
 
 
 def _cards(codes: list[str]) -> list[Card]:

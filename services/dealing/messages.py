@@ -20,6 +20,7 @@ from contracts import (
     CloseBook,
     CloseShoe,
     CommandRejected,
+    CoupCorrected,
     CoupResolved,
     CoupVoided,
     DrawCards,
@@ -50,6 +51,7 @@ to_messages.register(Coup.CardsRequested, one(DrawCards))
 to_messages.register(Coup.CardDealt, one(CardDealt))
 to_messages.register(Coup.Resolved, one(CoupResolved))
 to_messages.register(Coup.Voided, one(CoupVoided))
+to_messages.register(Coup.Corrected, one(CoupCorrected))
 to_messages.register(
     CommandRejections.CommandRejected, one(CommandRejected, causation_id=attr("command_id"))
 )

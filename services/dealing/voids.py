@@ -1,5 +1,5 @@
-"""Who may void a coup (or correct a studio coup's cards): a supervisor's signed decision,
-checked before anything changes.
+"""Who may void a coup (or correct a studio coup's cards, or its result found wrong after
+settlement): a supervisor's signed decision, checked before anything changes.
 
 A ``VoidCoup`` carries the decision as a token (``platform.security.decisions``: a JWT
 signed with EdDSA by a key of the supervisors keyring). :class:`VoidAuthority` answers, at
@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from contracts import CorrectCoup, VoidCoup
+from contracts import CorrectCoup, CorrectResult, VoidCoup
 from services.dealing.coups import Coup, CoupPhase
 from services.shared.platform.consumer import Refusal
 from services.shared.platform.security import (
@@ -62,12 +62,13 @@ class VoidAuthority:
         seconds = parse_duration(window) if window else None
         return cls(keyring, DEFAULT_WINDOW if seconds is None else timedelta(seconds=seconds))
 
-    def decision_for(self, command: VoidCoup | CorrectCoup, now: datetime) -> Decision | Refusal:
+    def decision_for(
+        self, command: VoidCoup | CorrectCoup | CorrectResult, now: datetime
+    ) -> Decision | Refusal:
         """The supervisor's decision the command carries, verified for this command."""
         token = command.authorization
-        correction = isinstance(command, CorrectCoup)
+        action, what = _ACTIONS[command.type]
         if token is None:
-            what = "correcting a coup's cards" if correction else "voiding a coup"
             return Refusal(
                 "SUPERVISOR_REQUIRED",
                 f"{what} is a supervisor's signed decision: send {command.type} with "
@@ -81,12 +82,12 @@ class VoidAuthority:
         wrong = mismatch(
             decision,
             command_id=command.event_id,
-            action="correct" if correction else "void",
+            action=action,
             table_id=command.table_id,
             coup_id=command.coup_id,
             reason=command.reason,
             supervisor_id=command.supervisor_id,
-            cards=tuple(command.cards) if isinstance(command, CorrectCoup) else (),
+            cards=() if isinstance(command, VoidCoup) else tuple(command.cards),
         )
         if wrong is not None:
             return Refusal(
@@ -114,6 +115,53 @@ class VoidAuthority:
             )
         return None
 
+    def result_refusal(
+        self, card_source: str, coup: Coup, cards: Sequence[str], decision: Decision, now: datetime
+    ) -> Refusal | None:
+        """Why ``coup``'s result may not be corrected to ``cards`` on ``decision`` now (None:
+        it may): a decision is used once; only a studio table's coup, resolved (not voided),
+        within the void window, to a whole coup by the tableau other than its cards now."""
+        if decision.decision_id in coup.corrections_made:
+            return Refusal(
+                "AUTHORIZATION_REPLAYED",
+                f"decision {decision.decision_id} corrected coup {coup.coup_id} already: a "
+                "decision is used once",
+            )
+        why = _result_refusal(card_source, coup, cards)
+        if why is None and now - coup.created_on > self.window:
+            why = (
+                f"coup {coup.coup_id} opened at {coup.created_on.isoformat(timespec='seconds')}, "
+                f"more than {_hours(self.window)} ago (PB_VOID_WINDOW): its result can no longer "
+                "be corrected"
+            )
+        return None if why is None else Refusal("RESULT_NOT_CORRECTABLE", why)
+
+
+_ACTIONS = {
+    "VoidCoup": ("void", "voiding a coup"),
+    "CorrectCoup": ("correct", "correcting a coup's cards"),
+    "CorrectResult": ("correct-result", "correcting a coup's result"),
+}
+"""A command type -> the action its decision signs, and what it does (in words)."""
+
+
+def _result_refusal(card_source: str, coup: Coup, cards: Sequence[str]) -> str | None:
+    if card_source != "studio":
+        return f"table {coup.table_id} is not a studio table: its cards are its shoe's draws"
+    if coup.phase is not CoupPhase.RESOLVED:
+        return f"coup {coup.coup_id} is not resolved ({coup.phase.lower()})"
+    if list(cards) == coup.result_cards:
+        return f"coup {coup.coup_id}'s cards are {' '.join(cards)} already: nothing to correct"
+    return None if _whole(cards) else f"{' '.join(cards)} is not a whole coup by the tableau"
+
+
+def _whole(cards: Sequence[str]) -> bool:
+    """Whether ``cards`` (in dealing order) are exactly a coup by the tableau."""
+    try:
+        return resolve_coup([Card.parse(card) for card in cards]).cards_used == len(cards)
+    except NotEnoughCards:
+        return False
+
 
 def _hours(window: timedelta) -> str:
     hours = window.total_seconds() / 3600
@@ -131,8 +179,4 @@ def correction_refusal(
         return f"coup {coup.coup_id} is not being dealt ({coup.phase.lower()})"
     if list(cards[: len(coup.dealt)]) != coup.dealt:
         return f"coup {coup.coup_id} was dealt {' '.join(coup.dealt)}: the cards must begin so"
-    try:
-        whole = resolve_coup([Card.parse(card) for card in cards]).cards_used == len(cards)
-    except NotEnoughCards:
-        whole = False
-    return None if whole else f"{' '.join(cards)} is not a whole coup by the tableau"
+    return None if _whole(cards) else f"{' '.join(cards)} is not a whole coup by the tableau"

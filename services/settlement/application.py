@@ -17,7 +17,9 @@ Settlement believes cards, not claims: a ``CoupResolved`` is checked with the ru
 and against the cards the shoe drew for the coup (``CardDrawn`` on shoe-events) before
 anything is paid (``claims``, ``verification``); a claim that fails is an incident, and the
 coup stays unsettled until a claim that holds (or a void) comes. Settling a coup is one event on
-its bet book: every bet of a coup is settled in ONE transaction.
+its bet book: every bet of a coup is settled in ONE transaction. A settled coup's result
+corrected by a supervisor (``CoupCorrected``, its cards checked by the rules engine) settles
+its bets again as differences, one event, once per correction.
 
 Operators (B2B): a bet's operator is the operator of the bet-commands topic it was read from
 (``operator`` of :meth:`SettlementApplication.handle_batch`, given by the service), never a
@@ -44,6 +46,7 @@ from contracts import (
     HOUSE,
     CardDrawn,
     CloseBook,
+    CoupCorrected,
     CoupResolved,
     CoupVoided,
     Message,
@@ -55,7 +58,13 @@ from contracts import (
 from services.settlement.bet_ids import change_rows
 from services.settlement.bet_index import DUPLICATE, BetAnswer, BetIndex, BetRequest
 from services.settlement.bet_index_store import BetIdStore, index_old_answers
-from services.settlement.claims import early_card, judge_claims, on_card_drawn, on_coup_resolved
+from services.settlement.claims import (
+    early_card,
+    judge_claims,
+    on_card_drawn,
+    on_coup_corrected,
+    on_coup_resolved,
+)
 from services.settlement.domain import (
     BetBook,
     BetDesk,
@@ -280,6 +289,9 @@ class SettlementApplication(ServiceApplication):
             return None
         if isinstance(message, CoupResolved):
             on_coup_resolved(uow, message, origin)  # dealing's claim, judged by the cards
+            return None
+        if isinstance(message, CoupCorrected):
+            on_coup_corrected(uow, message, origin)  # a supervisor's, judged by its cards
             return None
         handler = self._handlers.get(type(message))
         if handler is not None:

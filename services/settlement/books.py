@@ -6,7 +6,9 @@ one (each sees the ones before it, e.g. for OPPOSING_BETS) and recorded as ONE
 ``BetsAnswered`` event with a line per bet, which the relay publishes as one
 BetAccepted / BetRejected per line. Settling the coup is likewise ONE event
 (``CoupSettled``, a line per bet: one BetSettled message each, then
-CoupSettled), and a void one ``CoupRefunded`` event.
+CoupSettled), a void one ``CoupRefunded`` event, and a correction of a settled coup's result
+one ``SettlementCorrected`` event (a line per bet whose result or payout changed: one
+BetCorrected each, then CoupSettlementCorrected; the BetSettled stay as they were).
 
 Operators (B2B): one book takes the bets of every operator at the table. A bet's identity in
 the book is (operator, bet id); answers, settlements and refunds are recorded one event per
@@ -40,6 +42,7 @@ from services.shared.facts.settlement import (
     BetsAnsweredFact,
     BookClosedFact,
     BookOpenedFact,
+    CorrectedLine,
     CoupRefundedFact,
     CoupSettledFact,
     DrawnCard,
@@ -47,6 +50,7 @@ from services.shared.facts.settlement import (
     OperatorClosedFact,
     RefundLine,
     SettledLine,
+    SettlementCorrectedFact,
 )
 from services.shared.facts.topics import record, register_stored_topics
 from services.shared.rules.paytable import PAYTABLES, BetType, Paytable, get_paytable
@@ -217,11 +221,25 @@ class BetBook(Aggregate):
 
         def apply(self, book: BetBook) -> None:
             book.status = BookStatus.SETTLED
-            book.returned.update(
-                {(self.operator, line.bet_id): line.returned for line in self.lines}
+            operator = self.operator
+            book.returned.update({(operator, line.bet_id): line.returned for line in self.lines})
+            book.settled_as().update(
+                {(operator, line.bet_id): (line.result, line.payout) for line in self.lines}
             )
             book.facts = CoupFacts(self.outcome, self.player_pair, self.banker_pair)
             book.claims = []
+
+    class SettlementCorrected(SettlementCorrectedFact, Aggregate.Event):
+        TOPIC = SettlementCorrectedFact.STORED_TOPIC
+
+        def apply(self, book: BetBook) -> None:
+            operator, settled_as = self.operator, book.settled_as()
+            for line in self.lines:
+                key = (operator, line.bet_id)
+                book.returned[key] = book.returned.get(key, 0) + line.difference
+                settled_as[key] = (line.result, line.payout)
+            book.facts = CoupFacts(self.outcome, self.player_pair, self.banker_pair)
+            book.corrections_applied().add(self.correction_id)
 
     class CoupRefunded(CoupRefundedFact, Aggregate.Event):
         TOPIC = CoupRefundedFact.STORED_TOPIC
@@ -271,6 +289,8 @@ class BetBook(Aggregate):
         self.bets: dict[BetKey, Bet] = {}
         self.bettor_types: dict[tuple[str, str], set[BetType]] = {}  # (operator, bettor)
         self.returned: dict[BetKey, int] = {}
+        self.results: dict[BetKey, tuple[str, int]] = {}  # (result, payout) as settled now
+        self.corrections: set[UUID] = set()  # the corrections of its result applied
         self.facts: CoupFacts | None = None  # what it was settled on
         # this unit's answers, per operator: its lines and their placed_at
         self._draft: dict[str, tuple[list[AnswerLine], list[str | None]]] = {}
@@ -634,6 +654,70 @@ class BetBook(Aggregate):
             currency=self.currency,
             operator=operator,
         )
+
+    def settled_as(self) -> dict[BetKey, tuple[str, int]]:
+        """Each settled bet's (result, payout) as it stands now (corrections included)."""
+        results: dict[BetKey, tuple[str, int]] = self.__dict__.setdefault("results", {})
+        return results
+
+    def corrections_applied(self) -> set[UUID]:
+        """The ids of the corrections of its result settled (each once)."""
+        applied: set[UUID] = self.__dict__.setdefault("corrections", set())
+        return applied
+
+    def correct(self, correction_id: UUID, coup: CoupResult) -> None:
+        """Settle every bet again on the corrected result ``coup`` (verified from its cards):
+        one event per operator, a line per bet whose result or payout changes, its
+        ``difference`` relative to what the bet returns now. Nothing if this correction was
+        settled already."""
+        if correction_id in self.corrections_applied():
+            return
+        paytable = get_paytable(self.paytable)
+        payoffs = {bet.value: payoff(bet, coup, paytable) for bet in paytable.offered}
+        settled_as = self.settled_as()
+        facts: list[SettlementCorrectedFact] = []
+        for operator, bets in self._by_operator().items():
+            lines: list[CorrectedLine] = []
+            staked = paid = 0
+            for bet in bets:
+                key = (operator, bet.bet_id)
+                now = settle_stake(bet.amount, payoffs[bet.bet_type], paytable)
+                before, before_payout = settled_as[key]
+                returned = self.returned[key]
+                if (now.result.value, now.payout) != (before, before_payout):
+                    lines.append(
+                        CorrectedLine(
+                            bet.bet_id,
+                            bet.bettor_id,
+                            bet.bet_type,
+                            bet.amount,
+                            before,
+                            before_payout,
+                            now.result.value,
+                            now.payout,
+                            now.returned - returned,
+                        )
+                    )
+                staked += now.stake
+                paid += now.returned
+            facts.append(
+                SettlementCorrectedFact(
+                    table_id=self.table_id,
+                    coup_id=self.coup_id,
+                    correction_id=correction_id,
+                    outcome=coup.outcome.value,
+                    player_pair=coup.player_pair,
+                    banker_pair=coup.banker_pair,
+                    lines=lines,
+                    difference=sum(line.difference for line in lines),
+                    staked=staked,
+                    paid=paid,
+                    currency=self.currency,
+                    operator=operator,
+                )
+            )
+        for fact in facts:
+            record(self, self.SettlementCorrected, fact)
 
     def refund(self, supervisor_id: str, reason: str) -> None:
         """Refund every bet's stake, one event per operator (its bets); the adjustment is

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from contracts import CardDrawn, CoupResolved
+from contracts import CardDrawn, CoupCorrected, CoupResolved
 from services.settlement.domain import BetBook, BookStatus, CoupFacts, book_aggregate_id
 from services.settlement.verification import Claim, check_claim
 from services.shared.platform.store import Evidence, Origin, UnitOfWork, raise_incident
@@ -106,6 +106,38 @@ def on_coup_resolved(uow: UnitOfWork, event: CoupResolved, origin: Origin | None
             table_id=event.table_id,
             coup_id=event.coup_id,
             evidence=evidence,
+        )
+
+
+def on_coup_corrected(uow: UnitOfWork, event: CoupCorrected, origin: Origin | None) -> None:
+    """A settled coup's result corrected by a supervisor: believed only if its cards make
+    exactly the result it states (the rules engine; not the shoe's cards, which were misread),
+    then every bet settled again on it and the differences recorded (``BetBook.correct``, once
+    per correction). A voided coup pays nothing; a coup not settled yet cannot be corrected."""
+    book = uow.get(book_aggregate_id(event.table_id, event.coup_id), BetBook)
+    if book is not None and book.status is BookStatus.VOIDED:
+        return
+    claim = Claim.of(event)
+    refusal = None
+    if book is None:
+        refusal = ("UNEXPECTED_RESOLUTION", "there is no bet book for this coup")
+    elif book.status is not BookStatus.SETTLED:
+        refusal = ("UNEXPECTED_RESOLUTION", "the coup is not settled: there is nothing to correct")
+    else:
+        found = check_claim(claim, book.coup_number, book.shoe_id, claim.dealing_order)
+        if found is None:
+            book.correct(event.correction_id, claim.coup())
+        else:
+            refusal = (found.code, found.message)
+    if refusal is not None:
+        raise_incident(
+            uow,
+            SERVICE,
+            refusal[0],
+            f"CoupCorrected refused: {refusal[1]}",
+            table_id=event.table_id,
+            coup_id=event.coup_id,
+            evidence=Evidence.of(event, origin),
         )
 
 

@@ -17,16 +17,18 @@ from functools import singledispatch
 
 from contracts import (
     BetAccepted,
+    BetCorrected,
     BetRefunded,
     BetRejected,
     BetsClosed,
     BetSettled,
     CoupRefunded,
     CoupSettled,
+    CoupSettlementCorrected,
     Message,
 )
 from services.settlement.domain import BetBook, BetDesk
-from services.shared.facts.settlement import AnswerLine, SettledLine
+from services.shared.facts.settlement import AnswerLine, CorrectedLine, SettledLine
 from services.shared.platform.relay import (
     line_ids,
     line_shape,
@@ -127,4 +129,33 @@ def _coup_refunded(event: BetBook.CoupRefunded) -> list[Message]:
         for index, line in enumerate(event.lines)
     ]
     messages.append(publish_one(CoupRefunded, event, event_id=ids[count], bets=count))
+    return messages
+
+
+@to_messages.register(BetBook.SettlementCorrected)
+@shaped(BetCorrected, CoupSettlementCorrected)
+def _settlement_corrected(event: BetBook.SettlementCorrected) -> list[Message]:
+    """BetCorrected per line (a bet whose result or payout the correction changed), then
+    CoupSettlementCorrected (the bets corrected, their differences, the house's result)."""
+    count = len(event.lines)
+    ids = line_ids(event, count + 1)
+    common = {
+        "table_id": event.table_id,
+        "coup_id": event.coup_id,
+        "correction_id": event.correction_id,
+        "currency": event.currency,
+        "operator": event.operator,
+    }
+    messages: list[Message] = []
+    messages += publish_lines(
+        BetCorrected, event, event.lines, CorrectedLine, common=common, ids=ids
+    )
+    total = publish_one(
+        CoupSettlementCorrected,
+        event,
+        event_id=ids[count],
+        bets=count,
+        house_result=event.staked - event.paid,
+    )
+    messages.append(total)
     return messages

@@ -6,7 +6,9 @@ bets"). Its faults: every card unreadable first, then re-scanned (each coup wait
 cards, then deals on), a read sent twice (taken once), a card whose line is lost (a gap: the
 table holds, nothing settles, until a supervisor's signed decision: a void, whose coup's bets
 are refunded, or a correction naming the coup's cards, which are dealt and settled on).
-Every accepted bet ends exactly once, settled on the cards the device read, or refunded."""
+Every accepted bet ends exactly once, settled on the cards the device read, or refunded. Then
+the first coup's result is found wrong after settlement and corrected: each bet it changes is
+paid its difference once (``BetCorrected``), and the audit checks it."""
 
 from __future__ import annotations
 
@@ -26,12 +28,14 @@ from typer.testing import CliRunner
 from contracts import (
     INCIDENTS,
     BetAccepted,
+    BetCorrected,
     BetRefunded,
     BetSettled,
     BettingClosed,
     BettingOpened,
     CardDrawn,
     CoupResolved,
+    CoupSettlementCorrected,
     CoupVoided,
     IncidentRaised,
     Message,
@@ -42,6 +46,8 @@ from services.dev.demo.processes import LOCAL_SUPERVISOR, SERVICES, ServiceSetti
 from services.dev.demo.system import LocalSystem
 from services.dev.infra.kafka_clients import AUDITOR, SUPERVISOR
 from services.shared.rules.cards import Card
+from services.shared.rules.paytable import BetType, get_paytable
+from services.shared.rules.settlement import settle_bet
 from services.shared.rules.shoe import burn_count
 from services.shared.rules.tableau import resolve_coup
 from services.studio.simulator import Device, Fault, LoopbackServer
@@ -51,6 +57,7 @@ from tests.e2e.helpers import LIMITS, assert_books_clean, bet, new_table_id, sup
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
+TIE = ["2S", "2D", "7H", "7C"]  # a natural tie, 9 to 9
 SEED = 7  # the simulated shoe's shuffle: a test's own random.Random (production: SystemRandom)
 
 
@@ -102,6 +109,17 @@ async def test_a_studio_table_deals_what_its_device_reads_and_each_bet_ends_once
 
         await wait(system, shoe_closed, 180, "the studio shoe to be dealt to its end")
         await wait(system, lambda: settled_or_refunded(system, table_id), 60, "every bet")
+        coup_1 = f"{table_id}.coup-1"  # its result found wrong: corrected after settlement
+        dealt_1 = [card.code for card in order[starts[0] : starts[1]]]
+        right = ["9S", "2D", "TH", "3C"] if dealt_1 != ["9S", "2D", "TH", "3C"] else TIE
+        fix = supervisor(system).correct_result(table_id, coup_1, right, "the video")
+        await system.sender.send_now(fix)
+        await system.sender.send_now(fix)  # sent twice: AUTHORIZATION_REPLAYED, no effect
+
+        def corrected() -> list[CoupSettlementCorrected]:
+            return [m for m in system.seen(CoupSettlementCorrected) if m.coup_id == coup_1]
+
+        await wait(system, corrected, 60, "the correction to be settled")
 
     voided = {m.coup_id for m in system.seen(CoupVoided) if m.table_id == table_id}
     assert voided == {coup_2}
@@ -125,6 +143,16 @@ async def test_a_studio_table_deals_what_its_device_reads_and_each_bet_ends_once
     coup_3_cards = [m.card for m in system.seen(CardDrawn) if m.coup_id == coup_3]
     assert sorted(set(coup_3_cards), key=coup_3_cards.index) == cards  # dealt as corrected
     assert_books_clean(system.ledger)  # each bet paid as the cards read say
+    (total,) = corrected()  # once, for the correction sent twice
+    settled = {m.bet_id: m for m in system.seen(BetSettled) if m.coup_id == coup_1}
+    result = resolve_coup([Card.parse(code) for code in right])
+    owed = {}
+    for bet_id, was in settled.items():
+        now = settle_bet(BetType(was.bet_type), was.stake, result, get_paytable("standard"))
+        if (now.result.value, now.payout) != (was.result, was.payout):
+            owed[bet_id] = now.returned - was.returned
+    paid = {m.bet_id: m.difference for m in system.seen(BetCorrected) if m.coup_id == coup_1}
+    assert paid == owed and total.bets == len(owed) and total.difference == sum(owed.values())
     # The audit of the run's stores passes; a card read changed in the shoe's store is found.
     report = await audit(system)
     assert report["errors"] == 0, report["findings"]

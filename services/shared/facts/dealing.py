@@ -212,6 +212,33 @@ class CoupVoidedFact(Fact):
 
 
 @dataclass(frozen=True)
+class CoupCorrectedFact(Fact):
+    """A supervisor corrected a resolved coup's result (``CorrectResult``, published as
+    ``CoupCorrected``): its cards, totals and outcome from now on. ``correction_id``: the
+    command's id (its decision's ``jti``); ``authorization``: the signed decision dealing
+    verified, kept for the audit, not published."""
+
+    STORED_TOPIC: ClassVar[str] = "services.dealing.coups:Coup.Corrected"
+    class_version: ClassVar[int] = 1
+    table_id: str
+    coup_id: str
+    correction_id: UUID
+    coup_number: int
+    shoe_id: str
+    player_cards: list[str]
+    banker_cards: list[str]
+    player_total: int
+    banker_total: int
+    outcome: str
+    natural: bool
+    player_pair: bool
+    banker_pair: bool
+    supervisor_id: str
+    reason: str
+    authorization: str
+
+
+@dataclass(frozen=True)
 class CommandRejectedFact(Fact):
     """A table command refused (``CommandRejected``, its ``causation_id`` the command's id)."""
 
@@ -237,5 +264,6 @@ DEALING_FACTS: tuple[type[Fact], ...] = (
     CardDealtFact,
     CoupResolvedFact,
     CoupVoidedFact,
+    CoupCorrectedFact,
     CommandRejectedFact,
 )

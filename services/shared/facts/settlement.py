@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, NamedTuple
+from uuid import UUID
 
 from services.shared.facts.base import Fact
 
@@ -60,6 +61,21 @@ class RefundLine(NamedTuple):
     bettor_id: str
     stake: int
     adjustment: int
+
+
+class CorrectedLine(NamedTuple):
+    """One bet whose result or payout a correction changed: one ``BetCorrected``
+    (``difference``: the corrected amount returned minus the one returned until now)."""
+
+    bet_id: str
+    bettor_id: str
+    bet_type: str  # contracts.BetTypeName
+    stake: int
+    previous_result: str  # contracts.BetResultName
+    previous_payout: int
+    result: str
+    payout: int
+    difference: int
 
 
 class DrawnCard(NamedTuple):
@@ -212,6 +228,29 @@ class CoupRefundedFact(Fact):
 
 
 @dataclass(frozen=True)
+class SettlementCorrectedFact(Fact):
+    """A settled coup's result corrected (dealing's ``CoupCorrected``): its bets settled again
+    on the corrected result, one line per bet whose result or payout changed
+    (``BetCorrected`` each, then ``CoupSettlementCorrected``); ``outcome`` and the pairs are
+    the corrected result's, ``staked`` and ``paid`` the coup's totals after the correction."""
+
+    STORED_TOPIC: ClassVar[str] = "services.settlement.books:BetBook.SettlementCorrected"
+    class_version: ClassVar[int] = 1
+    table_id: str
+    coup_id: str
+    correction_id: UUID
+    outcome: str  # contracts.OutcomeName
+    player_pair: bool
+    banker_pair: bool
+    lines: list[CorrectedLine]
+    difference: int
+    staked: int
+    paid: int
+    currency: str
+    operator: str  # one fact per operator of the book: its bets
+
+
+@dataclass(frozen=True)
 class DeskRefusedFact(BetsAnsweredFact):
     """The refusals of one transaction that have no open book to record them, for one coup id
     and operator, on the table's desk: no such table or coup, or a coup settled or voided (a
@@ -257,6 +296,7 @@ BOOK_FACTS: tuple[type[Fact], ...] = (
     BetsAnsweredFact,
     CoupSettledFact,
     CoupRefundedFact,
+    SettlementCorrectedFact,
 )
 """The published facts of the bet books (one aggregate per coup)."""
 

@@ -13,13 +13,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 from uuid import UUID, uuid4
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from joserfc import jwt
 from joserfc.jwk import OKPKey
 
-from contracts import CorrectCoup, VoidCoup
+from contracts import CorrectCoup, CorrectResult, VoidCoup
 from services.shared.platform.security import (
     ALGORITHM,
     AUDIENCE,
@@ -147,17 +148,20 @@ def sign_decision(
         "table_id": table_id,
         "ver": CLAIMS_VERSION,
     }
-    if action == "correct":
+    if action != "void":  # a correction: of a held coup's cards, or of a settled result
         claims["cards"] = list(cards)
     return jwt.encode(
         header, claims, OKPKey.import_key(key), registry=JWS_REGISTRY, default_type=None
     )
 
 
+Correction = TypeVar("Correction", CorrectCoup, CorrectResult)
+
+
 @dataclass(frozen=True, slots=True)
 class SupervisorSigner:
-    """A supervisor's private key under its key id: makes signed ``VoidCoup`` and
-    ``CorrectCoup`` commands."""
+    """A supervisor's private key under its key id: makes signed ``VoidCoup``,
+    ``CorrectCoup`` and ``CorrectResult`` commands."""
 
     kid: str
     supervisor_id: str
@@ -220,6 +224,37 @@ class SupervisorSigner:
     ) -> CorrectCoup:
         """A ``CorrectCoup`` carrying this supervisor's decision that the coup's cards are
         ``cards`` (a held studio coup)."""
+        return self._correction(
+            CorrectCoup, "correct", table_id, coup_id, cards, reason, event_id, issued_at
+        )
+
+    def correct_result(
+        self,
+        table_id: str,
+        coup_id: str,
+        cards: Sequence[str],
+        reason: str = "",
+        *,
+        event_id: UUID | None = None,
+        issued_at: datetime | None = None,
+    ) -> CorrectResult:
+        """A ``CorrectResult`` carrying this supervisor's decision that the cards of the coup,
+        resolved and settled, were ``cards`` (its device misread one)."""
+        return self._correction(
+            CorrectResult, "correct-result", table_id, coup_id, cards, reason, event_id, issued_at
+        )
+
+    def _correction(
+        self,
+        command: type[Correction],
+        action: str,
+        table_id: str,
+        coup_id: str,
+        cards: Sequence[str],
+        reason: str,
+        event_id: UUID | None,
+        issued_at: datetime | None,
+    ) -> Correction:
         command_id = event_id or uuid4()
         token = sign_decision(
             self.key,
@@ -229,11 +264,11 @@ class SupervisorSigner:
             table_id=table_id,
             coup_id=coup_id,
             reason=reason,
-            action="correct",
+            action=action,
             cards=cards,
             issued_at=issued_at,
         )
-        return CorrectCoup(
+        return command(
             event_id=command_id,
             table_id=table_id,
             coup_id=coup_id,

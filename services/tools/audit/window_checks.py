@@ -110,7 +110,7 @@ class WindowChecks:
                 if self.checker.supervisors is not None:
                     check_decisions(ctx, coup, self.checker.supervisors)
                 else:
-                    unverified = len(coup.voids)
+                    unverified = len(coup.voids) + len(coup.corrections)
             except DAMAGE as error:
                 ctx.damaged(error, table_id=table_id, coup_id=coup_id)
         self._keep((1, coup.notification_id), start)

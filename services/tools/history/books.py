@@ -19,6 +19,7 @@ from services.shared.facts.settlement import (
     HOUSE,
     AnswerLine,
     BookOpenedFact,
+    CorrectedLine,
     CoupRefundedFact,
     CoupSettledFact,
     RefundLine,
@@ -31,6 +32,7 @@ from services.tools.history.views import (
     Refund,
     Rejected,
     Settlement,
+    SettlementCorrection,
     Void,
     bet_key,
 )
@@ -272,6 +274,24 @@ class BookProjector:
             return
         who, why = str(fact.supervisor_id), str(fact.reason)
         book.refunds.append(Refund(who, why, lines, int(fact.refunded), at, nid, (operator,)))
+
+    @staticmethod
+    def settlement_corrected(
+        book: BookView,
+        correction_id: str,
+        lines: Sequence[CorrectedLine],
+        at: str,
+        nid: int,
+        operator: str = HOUSE,
+    ) -> None:
+        """Lines of a correction's settlement (a stored fact: one operator's; Kafka: one
+        BetCorrected): joined to the book's settlement of the same correction."""
+        keyed = keyed_lines(list(lines), operator)
+        for known in book.corrections:
+            if known.correction_id == correction_id:
+                known.lines.extend(keyed)
+                return
+        book.corrections.append(SettlementCorrection(correction_id, list(keyed), at, nid))
 
     @staticmethod
     def refund_line(

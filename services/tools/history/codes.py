@@ -65,6 +65,7 @@ class Check(StrEnum):
     VOID_NOT_AUTHORIZED = "void_not_authorized"  # its signed decision does not hold
     VOID_UNSIGNED = "void_unsigned"  # a warning: recorded before voids were signed
     DECISIONS_NOT_VERIFIED = "decisions_not_verified"  # a warning: no keyring to verify with
+    CORRECTION_NOT_AUTHORIZED = "correction_not_authorized"  # a result corrected unsigned
     # bets
     NEVER_SETTLED = "never_settled"
     SETTLED_TWICE = "settled_twice"
@@ -77,6 +78,8 @@ class Check(StrEnum):
     NOT_REFUNDED = "not_refunded"
     WRONG_REFUND = "wrong_refund"
     WRONG_TOTALS = "wrong_totals"
+    NOT_CORRECTED = "not_corrected"  # a corrected result whose differences were never paid
+    WRONG_CORRECTION = "wrong_correction"  # a BetCorrected not what the corrected cards give
     # the two services' views
     VIEWS_DISAGREE = "views_disagree"
     # answers to bets (the demo's ledger: only the sender knows what it sent)

@@ -20,6 +20,7 @@ from uuid import UUID
 
 from contracts import (
     BetAccepted,
+    BetCorrected,
     BetLimitSpec,
     BetRefunded,
     BetRejected,
@@ -30,6 +31,7 @@ from contracts import (
     CardDealt,
     CardDrawn,
     CardsBurned,
+    CoupCorrected,
     CoupRefunded,
     CoupResolved,
     CoupSettled,
@@ -57,6 +59,7 @@ from services.shared.facts.settlement import (
     HOUSE,
     AnswerLine,
     BookOpenedFact,
+    CorrectedLine,
     RefundLine,
     SettledLine,
 )
@@ -285,6 +288,16 @@ class MessageFeed:
         line = RefundLine(m.bet_id, m.bettor_id, m.stake, m.adjustment)
         void = self._void(m.table_id, m.coup_id)
         self.project.refund_line(book, line, void, at, nid, m.operator)
+
+    @_apply.register
+    def _coup_corrected(self, m: CoupCorrected, at: str, nid: int) -> None:
+        self.project.coup_corrected(m, at, nid, None)  # the decision is not published
+
+    @_apply.register
+    def _bet_corrected(self, m: BetCorrected, at: str, nid: int) -> None:
+        book = self.book(m.table_id, m.coup_id, at, nid)
+        line = line_from(CorrectedLine, m)
+        self.project.settlement_corrected(book, str(m.correction_id), [line], at, nid, m.operator)
 
     @_apply.register
     def _coup_refunded(self, m: CoupRefunded, at: str, nid: int) -> None:

@@ -26,6 +26,7 @@ from services.shared.facts.dealing import (
     BettingClosedFact,
     BettingOpenedFact,
     CardDealtFact,
+    CoupCorrectedFact,
     CoupResolvedFact,
     CoupVoidedFact,
     TableClosedFact,
@@ -44,6 +45,7 @@ from services.shared.facts.settlement import (
     DeskRejectedFact,
     OperatorClosedFact,
     SettledLine,
+    SettlementCorrectedFact,
 )
 from services.shared.facts.shoe import (
     STUDIO_SHARED_TOPICS,
@@ -164,12 +166,14 @@ class StoreFeed:
             CardDealtFact.STORED_TOPIC: self._card_dealt,
             CoupResolvedFact.STORED_TOPIC: self._resolved,
             CoupVoidedFact.STORED_TOPIC: self._voided,
+            CoupCorrectedFact.STORED_TOPIC: self._corrected,
             BookOpenedFact.STORED_TOPIC: self._book_opened,
             BookClosedFact.STORED_TOPIC: self._book_closed,
             OperatorClosedFact.STORED_TOPIC: self._operator_closed,
             BetsAnsweredFact.STORED_TOPIC: self._bets_answered,
             CoupSettledFact.STORED_TOPIC: self._coup_settled,
             CoupRefundedFact.STORED_TOPIC: self._coup_refunded,
+            SettlementCorrectedFact.STORED_TOPIC: self._settlement_corrected,
             DeskRefusedFact.STORED_TOPIC: self._desk_refused,
             DeskRejectedFact.STORED_TOPIC: self._desk_rejected,
             BookBetAcceptedFact.STORED_TOPIC: self._bet_accepted,  # retired: older stores
@@ -268,6 +272,10 @@ class StoreFeed:
         version = d.get("class_version", 1)  # before read_fact upcasts it away
         self.project.coup_voided(read_fact(CoupVoidedFact, d), _at(d), nid, version)
 
+    def _corrected(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        fact = read_fact(CoupCorrectedFact, d)
+        self.project.coup_corrected(fact, _at(d), nid, str(fact.authorization))
+
     # -- settlement ----------------------------------------------------------------------
     def _book_opened(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
         fact = read_fact(BookOpenedFact, d)
@@ -321,6 +329,13 @@ class StoreFeed:
 
     def _coup_refunded(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
         self.project.coup_refunded(self._books[oid], read_fact(CoupRefundedFact, d), _at(d), nid)
+
+    def _settlement_corrected(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
+        fact = read_fact(SettlementCorrectedFact, d)
+        book, correction_id = self._books[oid], str(fact.correction_id)
+        self.project.settlement_corrected(
+            book, correction_id, fact.lines, _at(d), nid, fact.operator
+        )
 
     def _desk_refused(self, oid: bytes, nid: int, d: dict[str, Any]) -> None:
         """A transaction's refusals of one coup id on the desk: the coup's rejected bets when

@@ -10,6 +10,8 @@ bet or one card per message, gathered into the same batches by ``card_drawn`` an
 
 from __future__ import annotations
 
+from typing import Any
+
 from services.shared.facts.dealing import (
     BettingOpenedFact,
     CardDealtFact,
@@ -33,6 +35,7 @@ from services.shared.facts.shoe import (
 from services.tools.history.books import BookProjector, moment
 from services.tools.history.views import (
     Burn,
+    Correction,
     CoupView,
     Dealt,
     Draw,
@@ -350,6 +353,12 @@ class Projector(BookProjector):
     def coup_resolved(self, fact: CoupResolvedFact, at: str, nid: int) -> None:
         coup = self.coup(fact.table_id, fact.coup_id, fact.shoe_id, fact.coup_number)
         coup.resolutions.append(Resolution(fact, at, nid))
+
+    def coup_corrected(self, source: Any, at: str, nid: int, authorization: str | None) -> None:
+        """A ``CoupCorrectedFact`` (``authorization``: its decision) or a ``CoupCorrected``
+        message (None)."""
+        coup = self.coup(source.table_id, source.coup_id)
+        coup.corrections.append(Correction.of(source, at, nid, authorization))
 
     def coup_voided(self, fact: CoupVoidedFact, at: str, nid: int, version: int = 1) -> None:
         """``version``: the stored fact's (a message's: 1, it carries no decision)."""

@@ -16,10 +16,10 @@ one :class:`Settlement` (or :class:`Refund`) of the coup.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from services.shared.facts.dealing import CoupResolvedFact
-from services.shared.facts.settlement import HOUSE, RefundLine, SettledLine
+from services.shared.facts.settlement import HOUSE, CorrectedLine, RefundLine, SettledLine
 
 
 def bet_key(operator: str, bet_id: str) -> str:
@@ -207,6 +207,46 @@ class Void(NamedTuple):
     """The stored fact's version: 1 before voids were signed, 2 with a decision."""
 
 
+class Correction(NamedTuple):
+    """A resolved coup's result corrected by a supervisor (``CoupCorrected``)."""
+
+    correction_id: str
+    supervisor_id: str
+    reason: str
+    player_cards: tuple[str, ...]
+    banker_cards: tuple[str, ...]
+    player_total: int
+    banker_total: int
+    outcome: str
+    at: str
+    notification_id: int
+    authorization: str | None = None
+    """The supervisor's signed decision (stored corrections; the messages do not carry it)."""
+
+    @classmethod
+    def of(cls, source: Any, at: str, nid: int, authorization: str | None) -> Correction:
+        """From a stored ``CoupCorrectedFact`` or a ``CoupCorrected`` message."""
+        return cls(
+            str(source.correction_id),
+            str(source.supervisor_id),
+            str(source.reason),
+            tuple(source.player_cards),
+            tuple(source.banker_cards),
+            int(source.player_total),
+            int(source.banker_total),
+            str(source.outcome),
+            at,
+            nid,
+            authorization,
+        )
+
+    @property
+    def cards(self) -> tuple[str, ...]:
+        """The corrected cards in dealing order: P, B, P, B, P3, B3."""
+        player, banker = self.player_cards, self.banker_cards
+        return (player[0], banker[0], player[1], banker[1], *player[2:], *banker[2:])
+
+
 @dataclass(slots=True)
 class CoupView:
     """A coup as dealing recorded it."""
@@ -223,6 +263,7 @@ class CoupView:
     dealt: list[Dealt] = field(default_factory=list)
     resolutions: list[Resolution] = field(default_factory=list)  # more than one: a fault
     voids: list[Void] = field(default_factory=list)
+    corrections: list[Correction] = field(default_factory=list)  # in the order decided
 
     @property
     def resolved(self) -> Resolution | None:
@@ -279,6 +320,17 @@ class Refund(NamedTuple):
 
 
 @dataclass(slots=True)
+class SettlementCorrection:
+    """A correction of a settled coup's result as settlement paid it: a line per bet whose
+    result or payout changed (``BetCorrected``), every operator's together."""
+
+    correction_id: str
+    lines: list[CorrectedLine]
+    at: str
+    notification_id: int
+
+
+@dataclass(slots=True)
 class BookView:
     """The bets of one coup as settlement recorded them."""
 
@@ -297,6 +349,7 @@ class BookView:
     rejected: dict[str, Rejected] = field(default_factory=dict)
     settlements: list[Settlement] = field(default_factory=list)
     refunds: list[Refund] = field(default_factory=list)
+    corrections: list[SettlementCorrection] = field(default_factory=list)
     late: list[str] = field(default_factory=list)  # bets accepted after betting closed
     twice: list[str] = field(default_factory=list)  # bet ids accepted a second time
     # Checked as the bets are read (one pass): the table's terms per bet type, the side

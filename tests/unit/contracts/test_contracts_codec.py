@@ -295,7 +295,7 @@ def test_decode_refuses_a_type_sent_to_the_wrong_topic() -> None:
     reason = _reason(c.TABLE_COMMANDS, _wire(PLACE_BET))
     assert reason == (
         "message type 'PlaceBet' is not allowed on topic 'punto-banco.table-commands' "
-        "(allowed: OpenTable, CloseTable, CloseBetting, VoidCoup, CorrectCoup); "
+        "(allowed: OpenTable, CloseTable, CloseBetting, VoidCoup, CorrectCoup, CorrectResult); "
         "it belongs on 'punto-banco.bet-commands'"
     )
 

@@ -29,18 +29,25 @@ from services.dealing.messages import to_messages as dealing_messages
 from services.settlement.domain import BetBook
 from services.settlement.messages import to_messages as settlement_messages
 from services.shared.facts import Fact, fact_fields, fact_from, line_fields, line_from
-from services.shared.facts.dealing import DEALING_FACTS, CommandRejectedFact, CoupVoidedFact
+from services.shared.facts.dealing import (
+    DEALING_FACTS,
+    CommandRejectedFact,
+    CoupCorrectedFact,
+    CoupVoidedFact,
+)
 from services.shared.facts.incidents import IncidentRaisedFact
 from services.shared.facts.settlement import (
     SETTLEMENT_FACTS,
     AnswerLine,
     BetsAnsweredFact,
     BookOpenedFact,
+    CorrectedLine,
     CoupRefundedFact,
     CoupSettledFact,
     OperatorClosedFact,
     RefundLine,
     SettledLine,
+    SettlementCorrectedFact,
 )
 from services.shared.facts.shoe import (
     SHOE_FACTS,
@@ -77,13 +84,15 @@ OPTIONAL = {"causation_id", "correlation_id"}
 PRIVATE: dict[type[Fact], set[str]] = {
     ShoeShuffledFact: {"order", "salt", "encrypted"},
     CoupVoidedFact: {"authorization"},
+    CoupCorrectedFact: {"authorization"},
     StudioShoeOpenedFact: {"after_seq"},
 }
 """Fact fields kept out of the contract (the shoe's secret until it closes, and its ciphertext
-at rest; where a studio shoe takes its device's reads from; a void's signed decision, kept for
-the audit: the published void names its supervisor)."""
+at rest; where a studio shoe takes its device's reads from; a void's or a result correction's
+signed decision, kept for the audit: the published message names its supervisor)."""
 PRIVATE_VALUES: dict[type[Fact], dict[str, Any]] = {
     CoupVoidedFact: {"authorization": "eyJhbGciOiJFZERTQSJ9.e30.c2lnbmF0dXJl"},
+    CoupCorrectedFact: {"authorization": "eyJhbGciOiJFZERTQSJ9.e30.c2lnbmF0dXJl"},
     ShoeShuffledFact: {"order": ["AS", "KD"], "salt": "ab" * 32},  # stored encrypted
 }
 """What a round trip stores in a fact's private fields (the contract has no source for them)."""
@@ -96,6 +105,7 @@ DERIVED: dict[type[c.Message], set[str]] = {
     c.BetAccepted: {"placed_at"},  # per line, beside the lines
     c.BetRejected: {"placed_at"},
     c.CoupSettled: {"bets", "house_result"},
+    c.CoupSettlementCorrected: {"bets", "house_result"},
     c.BetRefunded: {"refunded"},  # the line's stake
     c.CoupRefunded: {"bets"},
 }
@@ -203,6 +213,7 @@ def test_contract_payload_fields_are_the_facts_fields(
         (AnswerLine, c.BetRejected),
         (SettledLine, c.BetSettled),
         (RefundLine, c.BetRefunded),
+        (CorrectedLine, c.BetCorrected),
     ],
 )
 def test_every_line_field_is_a_field_of_its_contract(record: Any, contract: Any) -> None:
@@ -395,3 +406,44 @@ def test_the_contracts_name_the_rules_bet_types_paytables_and_reasons() -> None:
     assert {reason.value for reason in RejectionReason} <= set(get_args(c.RejectionCode))
     for name in PAYTABLES:
         assert f"`{name}`" in c.OpenTable.model_fields["paytable"].description
+
+
+@SETTINGS
+@given(data=st.data())
+def test_corrected_bets_round_trip_through_their_lines(data: st.DataObject) -> None:
+    operator = data.draw(OPERATORS)
+    correction = UUID("0e7f3a52-8d4b-4c1e-9a63-2b5d7c9e1f08")
+    same = {
+        "table_id": "t-1",
+        "coup_id": "t-1.c1",
+        "correction_id": correction,
+        "currency": "EUR",
+        "operator": operator,
+    }
+    bets = _lines_of(c.BetCorrected, data, **same)
+    difference = sum(m.difference for m in bets)  # type: ignore[attr-defined]
+    fact = SettlementCorrectedFact(
+        table_id="t-1",
+        coup_id="t-1.c1",
+        correction_id=correction,
+        outcome="PLAYER",
+        player_pair=False,
+        banker_pair=False,
+        lines=[line_from(CorrectedLine, m) for m in bets],
+        difference=difference,
+        staked=5000,
+        paid=4000,
+        currency="EUR",
+        operator=operator,
+    )
+    event = _stored_and_read(BetBook.SettlementCorrected, fact, AT)
+    ids = line_ids(event, len(bets) + 1)
+    published = settlement_messages(event)
+    expected = [
+        c.encode(m.model_copy(update={"event_id": ids[i], "occurred_at": AT}))
+        for i, m in enumerate(bets)
+    ]
+    assert [c.encode(m) for m in published[:-1]] == expected
+    total = published[-1]
+    assert isinstance(total, c.CoupSettlementCorrected)
+    assert (total.bets, total.difference, total.house_result) == (len(bets), difference, 1000)

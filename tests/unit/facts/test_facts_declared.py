@@ -123,6 +123,7 @@ def test_the_line_records_are_the_batch_fields() -> None:
         "BetsAnsweredFact": ["lines"],
         "CoupSettledFact": ["lines"],
         "CoupRefundedFact": ["lines"],
+        "SettlementCorrectedFact": ["lines"],
         "DeskRefusedFact": ["lines"],
     }
 

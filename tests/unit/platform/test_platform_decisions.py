@@ -99,6 +99,15 @@ def test_a_void_carries_a_compact_jws_jwt_that_binds_the_command() -> None:
     assert void.supervisor_id == "sup-3"
 
 
+def test_a_result_correction_signs_its_cards() -> None:
+    command = SIGNER.correct_result("t1", "t1.coup-5", CARDS, "the video shows the TH")
+    assert command.authorization is not None
+    decision, _ = authenticate(RING, command.authorization)
+    assert (decision.action, decision.cards) == ("correct-result", tuple(CARDS))
+    assert (decision.decision_id, decision.reason) == (command.event_id, "the video shows the TH")
+    assert command.cards == CARDS and command.type == "CorrectResult"
+
+
 def test_every_refusal_is_a_command_rejection_code() -> None:
     assert set(get_args(RefusalCode)) <= set(get_args(CommandRejectionCode))
 
@@ -123,6 +132,7 @@ def _claims(**changes: Any) -> dict[str, Any]:
 
 
 HEADER = {"alg": "EdDSA", "kid": "sup-3-1", "typ": "pb-decision+jwt"}
+CARDS = ["9S", "2D", "TH", "3C"]
 
 
 @pytest.mark.parametrize(
@@ -138,6 +148,13 @@ HEADER = {"alg": "EdDSA", "kid": "sup-3-1", "typ": "pb-decision+jwt"}
         (_token(HEADER, _claims(ver=True)), "AUTHORIZATION_MALFORMED"),
         (_token(HEADER, _claims(aud="someone-else")), "AUTHORIZATION_MALFORMED"),
         (_token(HEADER, _claims(action="pay")), "AUTHORIZATION_MALFORMED"),
+        (_token(HEADER, _claims(action="correct-result", cards=CARDS)), None),
+        (_token(HEADER, _claims(action="correct-result")), "AUTHORIZATION_MALFORMED"),  # no cards
+        (
+            _token(HEADER, _claims(action="correct-result", cards=CARDS[:3])),
+            "AUTHORIZATION_MALFORMED",
+        ),
+        (_token(HEADER, _claims(cards=CARDS)), "AUTHORIZATION_MALFORMED"),  # a void has none
         (_token(HEADER, _claims(jti="not-a-uuid")), "AUTHORIZATION_MALFORMED"),
         (_token(HEADER, _claims(jti=str(uuid4()).upper())), "AUTHORIZATION_MALFORMED"),
         (_token(HEADER, _claims(iat=1.5)), "AUTHORIZATION_MALFORMED"),

@@ -128,8 +128,11 @@ TOKEN_TYPE = "pb-decision+jwt"
 """The header's ``typ``: a supervisor's decision (RFC 8725 explicit typing)."""
 AUDIENCE = "punto-banco:dealing"
 CLAIMS_VERSION = 1
-ACTIONS = frozenset({"void", "correct"})
-"""What a decision may decide: void a coup, or correct a studio coup's cards (claim ``cards``)."""
+ACTIONS = frozenset({"void", "correct", "correct-result"})
+"""What a decision may decide: void a coup, correct a held studio coup's cards, or correct a
+settled studio coup's result (the last two with the claim ``cards``)."""
+CARD_ACTIONS = frozenset({"correct", "correct-result"})
+"""The actions whose decisions carry the claim ``cards``."""
 
 MAX_LIFETIME = timedelta(hours=1)
 """The longest a token may be valid (``exp - iat``): a token is made just before it is sent."""
@@ -210,7 +213,7 @@ def read_decision(token: str) -> tuple[Decision, jws.CompactSignature]:
     kid = header["kid"]
     if not isinstance(kid, str) or KEY_ID.fullmatch(kid) is None:
         raise _malformed("its kid is not a key id")
-    expected = _CLAIMS | ({"cards"} if claims.get("action") == "correct" else set())
+    expected = _CLAIMS | ({"cards"} if claims.get("action") in CARD_ACTIONS else set())
     if set(claims) != expected:
         raise _malformed(f"its claims must be exactly {sorted(expected)}")
     if claims["ver"] != CLAIMS_VERSION or isinstance(claims["ver"], bool):

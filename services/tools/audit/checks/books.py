@@ -12,6 +12,7 @@ from typing import Any
 from services.shared.rules.paytable import Paytable, UnknownPaytable, get_paytable
 from services.tools.audit.checks.acceptance import check_acceptance
 from services.tools.audit.checks.context import CheckContext
+from services.tools.audit.checks.corrections import check_corrections
 from services.tools.audit.checks.refunds import check_refunds
 from services.tools.audit.checks.settlements import check_settlement
 from services.tools.audit.findings import Code
@@ -96,6 +97,8 @@ def _check_settlements(
         result = ctx.results.get((book.table_id, book.coup_id))
         for settlement in book.settlements:
             paid_out.update(check_settlement(ctx, book, settlement, result, paytable, where))
+        if coup is not None and paytable is not None and (coup.corrections or book.corrections):
+            paid_out = check_corrections(ctx, book, coup, paytable, paid_out, where)
     elif resolved and not voided_before_result:
         for bet_id in book.accepted:
             ctx.error(

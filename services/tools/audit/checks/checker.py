@@ -99,7 +99,7 @@ class Checker:
                     if self.supervisors is not None:
                         check_decisions(ctx, coup, self.supervisors)
                     else:
-                        unverified += len(coup.voids)
+                        unverified += len(coup.voids) + len(coup.corrections)
                 except DAMAGE as error:
                     ctx.damaged(error, table_id=coup.table_id, coup_id=coup.coup_id)
         if unverified and self.require_decisions:

@@ -1,4 +1,5 @@
-"""Each stored void against the supervisor's signed decision it keeps (non-repudiation).
+"""Each stored void, and each stored correction of a result, against the supervisor's signed
+decision it keeps (non-repudiation).
 
 Dealing records a void only with the decision it verified (``Coup.Voided`` version 2 keeps
 the token). The audit verifies it again, against the supervisors keyring it is given
@@ -7,7 +8,9 @@ scheme: a well-formed token, a key of the keyring holding the signature, its hol
 supervisor the void names, the key not retired and the token valid when the void was recorded,
 and the claims the stored void's table, coup and reason. Anything else is an error
 (``void_not_authorized``). A void recorded before voids were signed (version 1) proves no
-decision: a warning (``void_unsigned``).
+decision: a warning (``void_unsigned``). A correction of a coup's result (``Coup.Corrected``)
+is checked the same way, its decision's ``action`` ``correct-result`` and claim ``cards`` the
+corrected cards in dealing order: anything else is ``correction_not_authorized``.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from services.shared.platform.security import (
 )
 from services.tools.audit.checks.context import CheckContext
 from services.tools.audit.findings import Code
-from services.tools.history.views import CoupView, Void
+from services.tools.history.views import Correction, CoupView, Void
 
 
 def check_decisions(ctx: CheckContext, coup: CoupView, keyring: SupervisorKeyring) -> None:
@@ -39,6 +42,32 @@ def check_decisions(ctx: CheckContext, coup: CoupView, keyring: SupervisorKeyrin
             ctx.warn(Code.VOID_UNSIGNED, problem, **at)
         else:
             ctx.error(Code.VOID_NOT_AUTHORIZED, problem, **at)
+    for correction in coup.corrections:
+        ctx.checked["decisions"] += 1
+        wrong = _correction_problem(coup, correction, keyring)
+        if wrong is not None:
+            at = {"store": "dealing", "notification_id": correction.notification_id, **where}
+            ctx.error(Code.CORRECTION_NOT_AUTHORIZED, wrong, **at)
+
+
+def _correction_problem(
+    coup: CoupView, correction: Correction, keyring: SupervisorKeyring
+) -> str | None:
+    token = correction.authorization
+    if token is None:
+        return "recorded without the supervisor's signed decision it must keep"
+    return _verify(
+        "correction",
+        token,
+        datetime.fromisoformat(correction.at),
+        keyring,
+        action="correct-result",
+        table_id=coup.table_id,
+        coup_id=coup.coup_id,
+        reason=correction.reason,
+        supervisor_id=correction.supervisor_id,
+        cards=correction.cards,
+    )
 
 
 def _problem(coup: CoupView, void: Void, keyring: SupervisorKeyring) -> str | None:
@@ -50,7 +79,33 @@ def _problem(coup: CoupView, void: Void, keyring: SupervisorKeyring) -> str | No
                 "proves who decided"
             )
         return "recorded without the supervisor's signed decision it must keep"
-    recorded = datetime.fromisoformat(void.at)
+    return _verify(
+        "void",
+        token,
+        datetime.fromisoformat(void.at),
+        keyring,
+        action="void",
+        table_id=coup.table_id,
+        coup_id=coup.coup_id,
+        reason=void.reason,
+        supervisor_id=void.supervisor_id,
+    )
+
+
+def _verify(
+    what: str,
+    token: str,
+    recorded: datetime,
+    keyring: SupervisorKeyring,
+    *,
+    action: str,
+    table_id: str,
+    coup_id: str,
+    reason: str,
+    supervisor_id: str,
+    cards: tuple[str, ...] = (),
+) -> str | None:
+    """Why ``token`` is not a decision, valid when ``recorded``, for what the store says."""
     try:
         decision, key = authenticate(keyring, token)
         check_time(decision, key, recorded)
@@ -59,12 +114,13 @@ def _problem(coup: CoupView, void: Void, keyring: SupervisorKeyring) -> str | No
     wrong = mismatch(
         decision,
         command_id=decision.decision_id,  # the command is not stored: its id is the token's
-        action="void",
-        table_id=coup.table_id,
-        coup_id=coup.coup_id,
-        reason=void.reason,
-        supervisor_id=void.supervisor_id,
+        action=action,
+        table_id=table_id,
+        coup_id=coup_id,
+        reason=reason,
+        supervisor_id=supervisor_id,
+        cards=cards,
     )
     if wrong is not None:
-        return f"the stored void is not the decision signed: {wrong}"
+        return f"the stored {what} is not the decision signed: {wrong}"
     return None
