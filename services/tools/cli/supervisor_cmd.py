@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from contracts import CorrectCoup, Message, VoidCoup
+    from contracts import CorrectCoup, CorrectResult, Message, VoidCoup
     from services.shared.platform.settings import Settings
     from services.tools.admin.supervisors import (
         SupervisorSigner,
@@ -191,11 +191,12 @@ def void_command(
 
 
 async def send_and_wait(
-    settings: Settings, command: VoidCoup | CorrectCoup, timeout: float
+    settings: Settings, command: VoidCoup | CorrectCoup | CorrectResult, timeout: float
 ) -> Message | None:
     """Send ``command`` and return dealing's answer to it (None: none within ``timeout`` s):
     the ``CommandRejected`` naming it, or the ``CoupVoided`` of its coup by its supervisor (a
-    void), the ``CoupResolved`` of its coup (a correction: dealt on the cards decided)."""
+    void), the ``CoupResolved`` of its coup (a correction: dealt on the cards decided), its
+    ``CoupCorrected`` (a settled coup's result corrected)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     from contracts import (
@@ -205,6 +206,8 @@ async def send_and_wait(
         CommandRejected,
         ContractError,
         CorrectCoup,
+        CorrectResult,
+        CoupCorrected,
         CoupResolved,
         CoupVoided,
         decode,
@@ -213,7 +216,9 @@ async def send_and_wait(
     from services.shared.platform.kafka import client_options, idempotent_producer
 
     # The void (or the corrected coup resolved) on table-events, a refusal on command-events.
-    answer = CoupResolved if isinstance(command, CorrectCoup) else CoupVoided
+    answer = {CorrectCoup: CoupResolved, CorrectResult: CoupCorrected}.get(
+        type(command), CoupVoided
+    )
     topics = {settings.topic(logical): logical for logical in (TABLE_EVENTS, COMMAND_EVENTS)}
     consumer = AIOKafkaConsumer(
         **client_options(settings),
@@ -274,20 +279,30 @@ def correct_command(
     reason: Annotated[str, typer.Option("--reason", help="Why (recorded, and signed).")],
     key: Annotated[Path, typer.Option("--key", help="The supervisor's private key file.")],
     keyring: KeyringOption = None,
+    settled: Annotated[
+        bool,
+        typer.Option(
+            "--settled",
+            help="The coup resolved and settled on a misread card: correct its result "
+            "(CorrectResult; its bets are paid the differences).",
+        ),
+    ] = False,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=1, help="Seconds to wait for the coup to resolve.")
+        float, typer.Option("--timeout", min=1, help="Seconds to wait for dealing's answer.")
     ] = 30.0,
     data_dir: DataDir = None,
 ) -> None:
-    """Sign a correction of a held studio coup (its cards as the supervisor decided them, e.g.
-    from the video), send it to dealing, and wait for the coup to resolve on them (or for
-    CommandRejected). docs/studio.md, "Supervisors' decisions"."""
-    from contracts import CommandRejected, CoupResolved, encode
+    """Sign a correction of a studio coup (its cards as the supervisor decided them, e.g. from
+    the video), send it to dealing and wait: a held coup resolves on them; with --settled a
+    settled coup's result is corrected (CoupCorrected); or CommandRejected. docs/studio.md."""
+    from contracts import CommandRejected, CoupCorrected, CoupResolved, encode
 
     settings = _settings(data_dir)
     signer = _signer(key, keyring or settings.supervisor_keyring_path, None, None)
+    decided = cards.replace(",", " ").split()
+    make = signer.correct_result if settled else signer.correct
     try:
-        command = signer.correct(table, coup, cards.replace(",", " ").split(), reason)
+        command = make(table, coup, decided, reason)
     except ValueError as error:
         raise _fail(f"cannot make this correction: {error}") from None
     typer.echo(f"sending to {settings.topic_prefix}punto-banco.table-commands (key {table}):")
@@ -301,7 +316,7 @@ def correct_command(
         raise _fail(f"the coup did not resolve within {timeout:g} s", EXIT_NO_ANSWER)
     if isinstance(answer, CommandRejected):
         raise _fail(f"refused: {answer.reason_code}: {answer.message}", EXIT_REFUSED)
-    assert isinstance(answer, CoupResolved)
+    assert isinstance(answer, CoupResolved | CoupCorrected)
     typer.echo(f"corrected: table {table} coup {coup} resolved {answer.outcome} on its cards")
 
 
