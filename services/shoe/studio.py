@@ -148,8 +148,14 @@ class StudioShoe(Aggregate):
             shoe.highest_seq = max(last, self.seq, shoe.highest_seq or -1)
             if self.held:
                 shoe.held_seqs.add(self.seq)
+                if shoe.void_waiting is not None and self.button == "CONFIRM":
+                    shoe.lift_hold(cut_at=len(shoe.cards))  # the voided coup's end: deal on
+                    return
                 shoe.held_confirm = shoe.held_confirm or self.button == "CONFIRM"
                 shoe.held_cut = shoe.held_cut or self.what == "cut-card"
+                shoe.held_out = shoe.held_out or self.what == "shoe-out"
+                if self.card is not None:
+                    shoe.held_cards.append(self.card)
                 return
             shoe.taken_seq = shoe.highest_seq
             shoe.device = shoe.device or self.device
@@ -221,18 +227,19 @@ class StudioShoe(Aggregate):
             shoe.served = self.next_position
             shoe.coup_cards = []
             shoe.unconfirmed = None
-            shoe.lift_hold()
+            if self.until_confirm:
+                shoe.void_waiting = self.coup_id
+            else:
+                shoe.lift_hold(cut_at=self.next_position)
 
     class CardsAccepted(CardsAcceptedFact, Aggregate.Event):
         TOPIC = CardsAcceptedFact.STORED_TOPIC
 
         def apply(self, shoe: StudioShoe) -> None:
-            if shoe.held_cut and shoe.cut_position is None:  # it came out in this coup
-                shoe.cut_position = shoe.served
+            shoe.lift_hold(cut_at=shoe.served)
             shoe.cards.extend(self.cards)
             shoe.coup_cards = []
             shoe.unconfirmed = None
-            shoe.lift_hold()
             shoe.corrected.add(self.coup_id)
 
     class CorrectionWaiting(CorrectionWaitingFact, Aggregate.Event):
@@ -293,19 +300,28 @@ class StudioShoe(Aggregate):
         self.corrected: set[str] = set()  # the coups whose cards a supervisor decided
         self.held_confirm = False  # the dealer's CONFIRM was read while held
         self.held_cut = False  # the CUT-CARD was read while held
+        self.held_out = False  # the SHOE-OUT was read while held
+        self.held_cards: list[str] = []  # the cards read while held
+        self.void_waiting: str | None = None  # a voided coup whose dealer has not confirmed it
         self.waiting_correction: CorrectionWaitingFact | None = None  # taken at that CONFIRM
         self.closed = False
 
-    def lift_hold(self) -> None:
+    def lift_hold(self, cut_at: int) -> None:
         """A supervisor's decision ended the hold: forget the reads kept while held (they
         stay in the store), and count reads (and unreadable ones, and a card's wait) again
-        from the highest kept."""
+        from the highest kept. A ``CUT-CARD`` kept came out in the held coup: it is before
+        the card at ``cut_at``, the next dealt."""
+        if self.held_cut and self.cut_position is None:
+            self.cut_position = cut_at
         self.hold = None
         self.unreadable = 0
         self.unreadable_since = None
         self.held_seqs = set()
         self.held_confirm = False
         self.held_cut = False
+        self.held_out = False
+        self.held_cards = []
+        self.void_waiting = None
         self.waiting_correction = None
         self.taken_seq = self.highest_seq
 
@@ -522,7 +538,14 @@ class StudioShoe(Aggregate):
     ) -> None:
         """A supervisor voided ``coup_id``: owe it nothing more, put aside the cards read and
         not handed out (they were the coup's: the next coup's are read after its betting),
-        lift a hold. The reads kept while held stay in the store, not dealt."""
+        lift a hold. The reads kept while held stay in the store, not dealt.
+
+        A held coup that was begun, is not complete by the cards read before the hold, and
+        whose CONFIRM was not read, is still being dealt (or its last reads are on their way):
+        the hold is lifted at the dealer's CONFIRM, the reads until then kept, not dealt to
+        the next coup."""
+        begun = bool(self.coup_cards or self.held_cards)
+        dealing = begun and not coup_complete(self.coup_cards)
         cleared = CoupClearedFact(
             self.table_id,
             self.shoe_id,
@@ -530,6 +553,7 @@ class StudioShoe(Aggregate):
             reason,
             len(self.cards),
             self.hold.reason if self.hold is not None else None,
+            self.hold is not None and dealing and not (self.held_confirm or self.held_out),
             causation_id,
             correlation_id,
         )

@@ -162,7 +162,9 @@ class ShoeHeldFact(Fact):
 @dataclass(frozen=True)
 class CoupClearedFact(Fact):
     """A voided coup put aside (``ClearCoup``): its requests dropped, the cards read for it
-    and not handed out skipped (the next card is at ``next_position``), a hold lifted."""
+    and not handed out skipped (the next card is at ``next_position``), a hold lifted: at
+    once, or (``until_confirm``) at the dealer's next CONFIRM, the coup's last reads (still
+    being read when the void came) kept until then, not dealt."""
 
     STORED_TOPIC: ClassVar[str] = "services.shoe.studio:StudioShoe.CoupCleared"
     table_id: str
@@ -171,6 +173,7 @@ class CoupClearedFact(Fact):
     reason: str
     next_position: int
     lifted: str | None  # the reason of the hold lifted, if the shoe was held
+    until_confirm: bool
     causation_id: UUID | None
     correlation_id: UUID | None
 

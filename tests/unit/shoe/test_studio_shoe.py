@@ -378,25 +378,45 @@ def test_the_cut_card_is_announced_with_the_first_card_behind_it_not_before() ->
 
 def test_a_voided_coup_puts_its_cards_aside_and_lifts_the_hold() -> None:
     table = Table()
+    request = held_after_a_gap(table)  # the coup's CONFIRM read while held: it is dealt
+    table.command(ClearCoup(table_id="t1", shoe_id="s1", coup_id="c1", reason="misdeal"))
+    shoe = table.shoe()
+    assert (shoe.hold, shoe.requests, shoe.coup_cards, shoe.served) == (None, [], [], 4)
+    assert request not in {r.request_id for r in shoe.requests}
+    request = table.draw("c2", 4)
+    table.cards("5D", "6D", "7D", "8D")  # the next coup's cards, after its betting
+    assert [p for p, _, r in drawn(table.published()) if r == request] == [4, 5, 6, 7]
+    assert len(table.incidents()) == 1  # the gap's
+
+
+def test_a_void_before_the_coups_confirm_puts_its_last_reads_aside_until_the_confirm() -> None:
+    """The supervisor was quicker than the coup's last reads (the dealer still dealing it,
+    or its reads on their way): they are not the next coup's cards."""
+    table = Table()
     table.open()
     table.burn()
     table.draw("c1", 4)
     table.cards("9S")
-    table.read("gap", seq=7, last_seq=7)
-    table.cards("2D")  # kept while held
+    table.read("gap", seq=7, last_seq=7)  # the 2D never read: held
     table.published()
     table.command(ClearCoup(table_id="t1", shoe_id="s1", coup_id="c1", reason="misdeal"))
-    shoe = table.shoe()
-    assert (shoe.hold, shoe.requests, shoe.coup_cards, shoe.served) == (None, [], [], 3)
-    request = table.draw("c2", 4)
-    table.cards(*NATURAL[1:], "5D")  # the next coup's cards, after its betting
-    assert drawn(table.published()) == [
-        (3, "2D", request),
-        (4, "TH", request),
-        (5, "3C", request),
-        (6, "5D", request),
+    request = table.draw("c2", 4)  # the next coup's betting closed
+    table.cards("TH", "3C")  # c1's last cards, late: kept, not dealt
+    table.read("cut-card")  # out in the voided coup: before the next card dealt
+    assert drawn(table.published()) == []
+    assert table.shoe().hold is not None
+    table.read("button", button="CONFIRM")  # c1's: the dealer ends the voided coup
+    table.cards("5D", "6D", "7D", "8D")
+    published = table.published()
+    kinds = [(type(m).__name__, getattr(m, "position", None)) for m in published]
+    assert kinds[0] == ("CutCardReached", 3)
+    assert [(p, c) for p, c, r in drawn(published) if r == request] == [
+        (3, "5D"),
+        (4, "6D"),
+        (5, "7D"),
+        (6, "8D"),
     ]
-    assert len(table.incidents()) == 1  # the gap's
+    assert table.shoe().hold is None and len(table.incidents()) == 1
 
 
 def test_a_software_shoe_ignores_a_clear_coup() -> None:
