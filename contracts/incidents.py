@@ -27,6 +27,7 @@ IncidentCode = Literal[
     "WRONG_PARTITION",
     "WALLET_BALANCE_MISMATCH",
     "WALLET_ANSWER_MALFORMED",
+    "WALLET_CORRECTION_REFUSED",
     "STUDIO_HOLD",
 ]
 """What was wrong:
@@ -50,6 +51,8 @@ IncidentCode = Literal[
   not add up (below zero after a debit or a credit): the gateway never uses it for money;
 - ``WALLET_ANSWER_MALFORMED``: an operator's wallet answered 200 without a usable balance (not
   JSON, no whole number): no answer, the gateway calls again (a debit is rolled back);
+- ``WALLET_CORRECTION_REFUSED``: an operator's wallet refused (4xx) the debit of a corrected
+  result's difference (winnings taken back): nothing moved, the casino collects it outside;
 - ``STUDIO_HOLD``: a studio table's shoe stopped dealing on what its device read (a gap in
   its sequence, a card the decks or the tableau do not allow, a misdeal...; the message
   starts with the reason, docs/studio.md): nothing settles until a supervisor decides.

@@ -117,7 +117,16 @@ class BetAnswer(BaseModel):
 
 
 class Transaction(BaseModel):
-    kind: Literal["debit", "credit", "rollback", "credit-rollback"]
+    kind: Literal[
+        "debit",
+        "credit",
+        "rollback",
+        "credit-rollback",
+        "correction-credit",
+        "correction-debit",
+        "correction-rollback",
+    ]
+    correction_id: str | None = Field(None, description="A correction's call: the correction.")
     transaction_id: str
     amount: int
     state: Literal["requested", "confirmed", "failed"]
@@ -203,7 +212,9 @@ class Figures(BaseModel):
     refunds: int
     refunded: int = Field(description="Stakes of the bets refunded (voided coups).")
     adjusted: int = Field(description="Sum of the refunds' adjustments.")
-    net: int = Field(description="staked - returned - adjusted: the operator's result.")
+    corrections: int = Field(description="Settled bets whose result was corrected (BetCorrected).")
+    corrected: int = Field(description="Sum of the corrections' differences (owed to players).")
+    net: int = Field(description="staked - returned - corrected - adjusted: the operator's result.")
     debits: int
     debited: int
     credits: int
@@ -212,6 +223,12 @@ class Figures(BaseModel):
     rolled_back: int
     credit_rollbacks: int
     credits_rolled_back: int
+    correction_credits: int
+    correction_credited: int
+    correction_debits: int
+    correction_debited: int
+    correction_rollbacks: int
+    corrections_rolled_back: int
 
 
 class UnsettledRound(BaseModel):
@@ -475,15 +492,15 @@ def bet_answer(bet: Bet) -> BetAnswer:
 
 def bet_view(bet: Bet) -> BetView:
     transactions = []
-    for kind in Kind:
-        if kind not in bet.requested:
-            continue
-        confirmed = bet.confirmed.get(kind)
-        failed = kind is Kind.DEBIT and bet.status is Status.REJECTED and not bet.placed
-        tx = bet.transaction(kind)
+    for tx in bet.calls():
+        confirmed = bet.confirmed.get(tx.key)
+        failed = tx.correction in bet.refused_corrections or (
+            tx.kind is Kind.DEBIT and bet.status is Status.REJECTED and not bet.placed
+        )
         transactions.append(
             Transaction(
-                kind=kind.value,
+                kind=tx.kind.value,
+                correction_id=tx.correction or None,
                 transaction_id=tx.transaction_id,
                 amount=tx.amount,
                 state="confirmed" if confirmed else "failed" if failed else "requested",
@@ -567,7 +584,7 @@ def reconcile(app: GatewayApplication, day: date, open_bets: list[Any]) -> Recon
     figures = []
     for currency, values in sorted((ledger.figures if ledger else {}).items()):
         counted = {name: values.get(name, 0) for name in FIGURES}
-        net = counted["staked"] - counted["returned"] - counted["adjusted"]
+        net = counted["staked"] - counted["returned"] - counted["corrected"] - counted["adjusted"]
         figures.append(Figures(currency=currency, net=net, **counted))
     bets = [b for b in (app.bet_by_id(bet_id) for bet_id in open_bets) if b is not None]
     return Reconciliation(

@@ -20,8 +20,8 @@ on its coup's :class:`~services.gateway.domain.Round`), with its debit rolled ba
 was on its way.
 
 Every fact that moves money also adds to its day's :class:`~services.gateway.domain.Ledger` in
-the same transaction: a settlement or refund on the day settlement recorded it (the message's
-``occurred_at``, UTC), a wallet call on the day the wallet confirmed it.
+the same transaction: a settlement, correction or refund on the day settlement recorded it (the
+message's ``occurred_at``, UTC), a wallet call on the day the wallet confirmed it.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from contracts import (
     HOUSE,
     NON_BINDING,
     BetAccepted,
+    BetCorrected,
     BetRefunded,
     BetRejected,
     BetSettled,
@@ -96,6 +97,7 @@ class Call(NamedTuple):
     reason_code: str = ""
     message: str = ""
     incident: tuple[str, str] | None = None
+    correction: str = ""  # a correction's call: the correction it is for
 
 
 class Conflict(Exception):
@@ -276,11 +278,15 @@ class GatewayApplication(ServiceApplication):
         reason_code: str = "",
         message: str = "",
         incident: tuple[str, str] | None = None,
+        correction: str = "",
     ) -> Bet | None:
         """Record a call's outcome: ``confirmed`` (a debit also places the bet),
-        ``refused`` or ``unknown`` (a debit only: the bet is refused, an unknown debit rolled
-        back); ``incident``: (code, message) of an answer not to be trusted."""
-        call = Call(bet_id, kind, outcome, status, balance, reason_code, message, incident)
+        ``refused`` (a debit: the bet is refused; a correction's debit: the casino collects)
+        or ``unknown`` (a debit only: the bet is refused, the debit rolled back);
+        ``incident``: (code, message) of an answer not to be trusted."""
+        call = Call(
+            bet_id, kind, outcome, status, balance, reason_code, message, incident, correction
+        )
         (found,) = self.record_calls([call])
         return found
 
@@ -301,6 +307,7 @@ class GatewayApplication(ServiceApplication):
         reason_code: str,
         message: str,
         incident: tuple[str, str] | None,
+        correction: str,
     ) -> Bet | None:
         bet = uow.get(bet_aggregate_id(self.operator, bet_id), Bet)
         if bet is None:
@@ -316,7 +323,7 @@ class GatewayApplication(ServiceApplication):
                 coup_id=bet.coup_id,
                 evidence=Evidence(f"wallet {kind.path}"),
             )
-        if kind in bet.confirmed:
+        if (kind, correction) in bet.confirmed or correction in bet.refused_corrections:
             return bet  # answered already (a call answered twice)
         if kind is Kind.DEBIT and not bet.debit_pending:
             if outcome == "confirmed" and not bet.placed and Kind.ROLLBACK in bet.requested:
@@ -325,23 +332,29 @@ class GatewayApplication(ServiceApplication):
                 self._tally_call(bet, kind)
             return bet
         if outcome == "confirmed":
-            bet.confirm(kind.value, status or 0, balance)
+            bet.confirm(kind.value, status or 0, balance, correction)
             if kind is Kind.DEBIT:
                 bet.place()
-            self._tally_call(bet, kind)
+            self._tally_call(bet, kind, correction)
         elif kind is Kind.DEBIT:
             bet.debit_failed(reason_code, message, status, outcome == "unknown")
+        elif kind is Kind.CORRECTION_DEBIT and outcome == "refused":
+            bet.refuse_correction(correction, status or 0, message)
         return bet
 
-    def _tally_call(self, bet: Bet, kind: Kind) -> None:
+    def _tally_call(self, bet: Bet, kind: Kind, correction: str = "") -> None:
         count, amount = {
             Kind.DEBIT: ("debits", "debited"),
             Kind.CREDIT: ("credits", "credited"),
             Kind.ROLLBACK: ("rollbacks", "rolled_back"),
             Kind.CREDIT_ROLLBACK: ("credit_rollbacks", "credits_rolled_back"),
+            Kind.CORRECTION_CREDIT: ("correction_credits", "correction_credited"),
+            Kind.CORRECTION_DEBIT: ("correction_debits", "correction_debited"),
+            Kind.CORRECTION_ROLLBACK: ("correction_rollbacks", "corrections_rolled_back"),
         }[kind]
         day = self._clock().date().isoformat()
-        self._tally(day, bet.currency, **{count: 1, amount: bet.amount_of(kind)})
+        moved = bet.transaction(kind, correction).amount
+        self._tally(day, bet.currency, **{count: 1, amount: moved})
 
     # -- what the platform consumes ----------------------------------------------------
     def handle(self, uow: UnitOfWork, delivery: Delivery) -> None:
@@ -350,8 +363,10 @@ class GatewayApplication(ServiceApplication):
         if isinstance(message, PUBLIC_FACTS):
             self._on_table_fact(uow, message)
             return
-        if not isinstance(message, BetAccepted | BetRejected | BetSettled | BetRefunded):
-            return  # CoupSettled, CoupRefunded, CommandRejected: nothing to do
+        if not isinstance(
+            message, BetAccepted | BetRejected | BetSettled | BetRefunded | BetCorrected
+        ):
+            return  # CoupSettled, CoupRefunded, CoupSettlementCorrected...: nothing to do
         bet = uow.get(bet_aggregate_id(self.operator, message.bet_id), Bet)
         if bet is None or not bet.placed:
             if isinstance(message, BetAccepted | BetRejected):
@@ -385,6 +400,15 @@ class GatewayApplication(ServiceApplication):
                     returned=message.returned,
                     payout=message.payout,
                 )
+        elif isinstance(message, BetCorrected):
+            correction = str(message.correction_id)
+            new = correction not in bet.corrections and bet.refund is None
+            if bet.settlement is not None and new:
+                returned = bet.settlement["returned"] + message.difference
+                bet.correct(
+                    correction, message.result, message.payout, returned, message.difference, day
+                )
+                self._tally(day, message.currency, corrections=1, corrected=message.difference)
         elif bet.refund is None:
             bet.refunded(message.stake, message.adjustment, day)
             self._tally(
@@ -485,7 +509,9 @@ BET_TOPICS = tuple(
         Bet.Answered,
         Bet.Settled,
         Bet.Refunded,
+        Bet.Corrected,
         Bet.Confirmed,
+        Bet.CorrectionRefused,
     )
 )
 """The stored topics of a bet's events (what the wallet outbox scans at its start)."""

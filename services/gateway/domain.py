@@ -5,10 +5,12 @@ its players see and the day's figures.
   settlement or refund, and its wallet transactions. Each wallet call is derived from the bet's
   facts (a debit when the bet needs one, a rollback when a debited bet is refused, voided or its
   debit's fate is unknown, a credit of ``returned`` when it is settled, a rollback of that
-  credit when a settled coup is voided) and is *requested* by the fact that calls for it,
-  *confirmed* by :class:`Bet.Confirmed` or, for a debit only, *failed* by
-  :class:`Bet.DebitFailed`. Its id is deterministic (:func:`transaction_id`), so a call sent
-  again after any crash is the same call.
+  credit when a settled coup is voided; for each correction of a settled bet's result, a
+  credit or a debit of its difference, and that call's rollback when the coup is voided) and is
+  *requested* by the fact that calls for it, *confirmed* by :class:`Bet.Confirmed` or, for a
+  debit only, *failed* by :class:`Bet.DebitFailed` (a correction's debit: *refused* by
+  :class:`Bet.CorrectionRefused`). Its id is deterministic (:func:`transaction_id`), so a call
+  sent again after any crash is the same call.
 - :class:`Table` (one per table): the table's public facts as received, in order (the feed the
   server-sent events replay by version), its terms and the coup open for bets, and where each
   recent coup's facts are in the feed (the rounds).
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -37,18 +40,32 @@ class Kind(StrEnum):
     CREDIT = "credit"
     ROLLBACK = "rollback"  # of the debit: the stake goes back
     CREDIT_ROLLBACK = "credit-rollback"  # of the credit (a settled coup voided)
+    CORRECTION_CREDIT = "correction-credit"  # a correction's difference owed to the player
+    CORRECTION_DEBIT = "correction-debit"  # a correction's difference taken back
+    CORRECTION_ROLLBACK = "correction-rollback"  # of a correction's call (a corrected coup voided)
 
     @property
     def path(self) -> str:
-        return "rollback" if self is Kind.CREDIT_ROLLBACK else self.value
+        return _PATHS.get(self, self.value)
 
+
+_PATHS = {
+    Kind.CREDIT_ROLLBACK: "rollback",
+    Kind.CORRECTION_CREDIT: "credit",
+    Kind.CORRECTION_DEBIT: "debit",
+    Kind.CORRECTION_ROLLBACK: "rollback",
+}
+CORRECTIONS = (Kind.CORRECTION_CREDIT, Kind.CORRECTION_DEBIT, Kind.CORRECTION_ROLLBACK)
+"""The calls made once per correction of a bet (the others once per bet)."""
 
 TX_NAMESPACE = UUID("3c5b0e4a-6f0e-4b8e-a2c4-5d2f8b1e7a90")
 
 
-def transaction_id(operator: str, bet_id: str, kind: Kind) -> str:
-    """The wallet transaction id of a bet's call of ``kind``: the same for every try."""
-    return str(uuid5(TX_NAMESPACE, f"{operator}\n{bet_id}\n{kind.value}"))
+def transaction_id(operator: str, bet_id: str, kind: Kind, correction: str = "") -> str:
+    """The wallet transaction id of a bet's call of ``kind`` (of ``correction``, for a
+    correction's call): the same for every try."""
+    name = f"{operator}\n{bet_id}\n{kind.value}" + (f"\n{correction}" if correction else "")
+    return str(uuid5(TX_NAMESPACE, name))
 
 
 def bet_aggregate_id(operator: str, bet_id: str) -> UUID:
@@ -57,12 +74,18 @@ def bet_aggregate_id(operator: str, bet_id: str) -> UUID:
 
 @dataclass(frozen=True, slots=True)
 class Transaction:
-    """A wallet call a bet needs (``reference``: the transaction a rollback reverses)."""
+    """A wallet call a bet needs (``reference``: the transaction a rollback reverses;
+    ``correction``: the correction a correction's call is for)."""
 
     kind: Kind
     transaction_id: str
     amount: int
     reference: str | None = None
+    correction: str = ""
+
+    @property
+    def key(self) -> tuple[Kind, str]:
+        return self.kind, self.correction
 
 
 class Status(StrEnum):
@@ -130,6 +153,17 @@ class Bet(Aggregate):
         adjustment: int
         day: str
 
+    class Corrected(Aggregate.Event):
+        """The settled bet's result was corrected (``BetCorrected``): ``difference`` moves."""
+
+        TOPIC = "services.gateway.domain:Bet.Corrected"
+        correction_id: str
+        result: str
+        payout: int
+        returned: int
+        difference: int
+        day: str
+
     class Confirmed(Aggregate.Event):
         """The wallet answered a call (200, or 404 to a rollback: it never had the call)."""
 
@@ -137,6 +171,16 @@ class Bet(Aggregate):
         kind: str
         status: int
         balance: int | None
+        correction: str = ""
+
+    class CorrectionRefused(Aggregate.Event):
+        """The wallet refused a correction's debit (4xx): nothing moved; the casino collects
+        the difference outside (an incident says so)."""
+
+        TOPIC = "services.gateway.domain:Bet.CorrectionRefused"
+        correction: str
+        status: int
+        message: str
 
     @staticmethod
     def create_id(operator: str, bet_id: str, **_: Any) -> UUID:
@@ -174,7 +218,9 @@ class Bet(Aggregate):
         self.settlement: dict[str, Any] | None = None
         self.refund: dict[str, Any] | None = None
         self.requested: set[Kind] = {Kind.DEBIT} if debit else set()
-        self.confirmed: dict[Kind, dict[str, Any]] = {}
+        self.confirmed: dict[tuple[Kind, str], dict[str, Any]] = {}  # (kind, correction) ->
+        self.corrections: dict[str, int] = {}  # correction id -> difference, in their order
+        self.refused_corrections: set[str] = set()
 
     # -- commands ---------------------------------------------------------------------
     def place(self) -> None:
@@ -238,47 +284,90 @@ class Bet(Aggregate):
             if Kind.CREDIT in self.requested:
                 self.requested.add(Kind.CREDIT_ROLLBACK)
 
+    @event(Corrected)
+    def correct(
+        self, correction_id: str, result: str, payout: int, returned: int, difference: int, day: str
+    ) -> None:
+        self.settlement = {**(self.settlement or {}), "result": result, "payout": payout}
+        self.settlement["returned"] = returned
+        self.corrections[correction_id] = difference
+
     @event(Confirmed)
-    def confirm(self, kind: str, status: int, balance: int | None) -> None:
-        found = Kind(kind)
-        self.confirmed[found] = {"status": status, "balance": balance}
+    def confirm(self, kind: str, status: int, balance: int | None, correction: str = "") -> None:
+        self.confirmed[(Kind(kind), correction)] = {"status": status, "balance": balance}
+
+    @event(CorrectionRefused)
+    def refuse_correction(self, correction: str, status: int, message: str) -> None:
+        self.refused_corrections.add(correction)
 
     # -- queries ----------------------------------------------------------------------
     @property
     def answered(self) -> bool:
         return self.status is not Status.PENDING
 
-    def amount_of(self, kind: Kind) -> int:
-        if kind in (Kind.CREDIT, Kind.CREDIT_ROLLBACK):
-            return int((self.settlement or {}).get("returned", 0))
-        return self.amount
-
-    def transaction(self, kind: Kind) -> Transaction:
+    def transaction(self, kind: Kind, correction: str = "") -> Transaction:
+        """The call of ``kind`` (of ``correction``, for a correction's call)."""
+        tx = partial(transaction_id, self.operator, self.bet_id)
+        if kind in CORRECTIONS:
+            difference = self.corrections[correction]
+            made = Kind.CORRECTION_CREDIT if difference > 0 else Kind.CORRECTION_DEBIT
+            reverses = tx(made, correction) if kind is Kind.CORRECTION_ROLLBACK else None
+            return Transaction(kind, tx(kind, correction), abs(difference), reverses, correction)
         reference = {Kind.ROLLBACK: Kind.DEBIT, Kind.CREDIT_ROLLBACK: Kind.CREDIT}.get(kind)
-        return Transaction(
-            kind,
-            transaction_id(self.operator, self.bet_id, kind),
-            self.amount_of(kind),
-            None if reference is None else transaction_id(self.operator, self.bet_id, reference),
-        )
+        # the settlement's credit: what the bet returned before any correction
+        returned = int((self.settlement or {}).get("returned", 0)) - sum(self.corrections.values())
+        amount = returned if kind in (Kind.CREDIT, Kind.CREDIT_ROLLBACK) else self.amount
+        return Transaction(kind, tx(kind), amount, None if reference is None else tx(reference))
+
+    def _made(self, correction: str) -> bool:
+        """The correction's own call is confirmed."""
+        made = Kind.CORRECTION_CREDIT if self.corrections[correction] > 0 else Kind.CORRECTION_DEBIT
+        return (made, correction) in self.confirmed
+
+    def calls(self) -> list[Transaction]:
+        """Every call the bet's facts requested, in the order they are made."""
+        found = [self.transaction(kind) for kind in Kind if kind in self.requested]
+        if not self.debit:
+            return found  # the operator has no wallet: corrections move nothing here
+        for correction, difference in self.corrections.items():
+            if difference == 0:
+                continue
+            made = Kind.CORRECTION_CREDIT if difference > 0 else Kind.CORRECTION_DEBIT
+            found.append(self.transaction(made, correction))
+            if self.refund is not None and correction not in self.refused_corrections:
+                found.append(self.transaction(Kind.CORRECTION_ROLLBACK, correction))
+        return found
 
     def unconfirmed(self) -> list[Transaction]:
-        """The calls requested and not confirmed (a failed debit is not one)."""
+        """The calls requested and not confirmed (a failed debit, or a refused correction's
+        debit, is not one)."""
         failed = {Kind.DEBIT} if self.status is Status.REJECTED and not self.placed else set()
         return [
-            self.transaction(kind)
-            for kind in Kind
-            if kind in self.requested and kind not in self.confirmed and kind not in failed
+            tx
+            for tx in self.calls()
+            if tx.key not in self.confirmed
+            and tx.kind not in failed
+            and tx.correction not in self.refused_corrections
         ]
 
     def due(self) -> list[Transaction]:
-        """The calls to make now: a credit's rollback only once the credit is confirmed (a
-        rollback must never overtake the call it reverses)."""
-        return [
-            tx
-            for tx in self.unconfirmed()
-            if tx.kind is not Kind.CREDIT_ROLLBACK or Kind.CREDIT in self.confirmed
-        ]
+        """The calls to make now: a rollback of a credit or of a correction's call only once
+        that call is confirmed (a rollback must never overtake the call it reverses); a
+        correction's call only once the settlement's credit and the corrections before it are
+        answered (the player is paid in the order the results were decided)."""
+        waiting = self.unconfirmed()
+        first_correction = next((tx for tx in waiting if tx.kind in CORRECTIONS[:2]), None)
+        credit_open = any(tx.kind is Kind.CREDIT for tx in waiting)
+        due = []
+        for tx in waiting:
+            if tx.kind is Kind.CREDIT_ROLLBACK and (Kind.CREDIT, "") not in self.confirmed:
+                continue
+            if tx.kind in CORRECTIONS[:2] and (credit_open or tx is not first_correction):
+                continue
+            if tx.kind is Kind.CORRECTION_ROLLBACK and not self._made(tx.correction):
+                continue
+            due.append(tx)
+        return due
 
     @property
     def debit_pending(self) -> bool:
@@ -419,10 +508,19 @@ FIGURES = (
     "rolled_back",
     "credit_rollbacks",
     "credits_rolled_back",
+    "corrections",
+    "corrected",
+    "correction_credits",
+    "correction_credited",
+    "correction_debits",
+    "correction_debited",
+    "correction_rollbacks",
+    "corrections_rolled_back",
 )
 """A day's figures per currency (counts and minor units): settled bets, their stakes, what
-they returned and their net winnings; refunds, their stakes and adjustments; the wallet's
-confirmed calls by kind and their amounts."""
+they returned and their net winnings; refunds, their stakes and adjustments; corrections of
+settled bets and the sum of their differences; the wallet's confirmed calls by kind and their
+amounts (a correction's calls move its difference's absolute value)."""
 
 
 class Ledger(Aggregate):

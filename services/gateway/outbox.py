@@ -14,7 +14,8 @@ Each open bet that changed is read again and its due calls (``Bet.due``) are mad
 ``PB_WALLET_RETRY``'s next delay, for ever. A debit is tried ONCE: one this process did not
 request itself (found at start: the gateway stopped while it was on its way) or without a usable
 answer has an unknown fate, and is rolled back (the rollback's 404 says the wallet never had it;
-a wallet refuses a debit whose rollback it took, 409).
+a wallet refuses a debit whose rollback it took, 409). A correction's debit is retried like a
+credit until the wallet answers it; its refusal (4xx) is final and an incident.
 
 Without a wallet the outbox only keeps the open bets: the rounds not settled yet.
 """
@@ -44,6 +45,9 @@ LOW_WATER = "gateway:open-from"
 """Tracking name: the notification the outbox's start reads bets from."""
 LOW_WATER_EVERY = 5.0
 """Seconds between moves of the low-water mark."""
+
+CallKey = tuple[UUID, Kind, str]
+"""A call of a bet: the bet, the kind of call and (a correction's call) the correction."""
 
 
 @dataclass
@@ -75,9 +79,9 @@ class WalletOutbox:
         self.open: dict[UUID, int] = {}  # open bet -> notification id of its first fact seen
         self.fresh_debits: set[UUID] = set()  # debits requested by this process
         self._dirty: set[UUID] = set()
-        self._in_flight: set[tuple[UUID, Kind]] = set()
-        self._attempts: dict[tuple[UUID, Kind], int] = {}
-        self._retry_at: dict[tuple[UUID, Kind], float] = {}
+        self._in_flight: set[CallKey] = set()
+        self._attempts: dict[CallKey, int] = {}
+        self._retry_at: dict[CallKey, float] = {}
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slots = asyncio.Semaphore(config.wallet_max_in_flight)
@@ -175,10 +179,10 @@ class WalletOutbox:
             if self.client is None:
                 continue
             for tx in bet.due():
-                key = (bet_id, tx.kind)
+                key = (bet_id, *tx.key)
                 if key in self._in_flight or key in self._retry_at:
                     continue
-                if tx.kind is Kind.ROLLBACK and (bet_id, Kind.DEBIT) in self._in_flight:
+                if tx.kind is Kind.ROLLBACK and (bet_id, Kind.DEBIT, "") in self._in_flight:
                     continue  # never before the debit it reverses has its answer
                 if tx.kind is Kind.DEBIT and bet_id not in self.fresh_debits:
                     await self._debit_lost(ctx, bet)
@@ -205,7 +209,7 @@ class WalletOutbox:
     async def _call(
         self, ctx: ServiceContext[GatewayApplication], bet: Bet, tx: Transaction
     ) -> None:
-        key = (bet.id, tx.kind)
+        key = (bet.id, *tx.key)
         try:
             async with self._slots:
                 if self.stats.waiting_since is None:
@@ -244,6 +248,7 @@ class WalletOutbox:
                             answer.status,
                             None,
                             incident=verdict.incident,
+                            correction=tx.correction,
                         )
                     )
                 return
@@ -258,6 +263,7 @@ class WalletOutbox:
                     verdict.reason_code,
                     verdict.message,
                     verdict.incident,
+                    tx.correction,
                 )
             )
         except Exception:
@@ -300,9 +306,11 @@ def wallet_body(bet: Bet, tx: Transaction) -> dict[str, Any]:
     }
     if tx.reference is not None:
         body["reference_transaction_id"] = tx.reference
-    if tx.kind in (Kind.DEBIT, Kind.CREDIT):
+    if tx.kind.path != "rollback":
         body["table_id"] = bet.table_id
         body["coup_id"] = bet.coup_id
+    if tx.correction:
+        body["correction_id"] = tx.correction
     return body
 
 

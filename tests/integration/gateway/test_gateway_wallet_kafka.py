@@ -2,18 +2,21 @@
 fate is unknown (a 5xx, no answer, a late answer, a redirect) is refused WALLET_UNAVAILABLE and
 rolled back, never left standing; a refused debit moves nothing; credits and rollbacks are
 retried until answered, each applied once; an answer that is not one, or a balance that does
-not add up, is an incident; the money is right after the wallet or the gateway stops mid-run."""
+not add up, is an incident; the money is right after the wallet or the gateway stops mid-run;
+a corrected result moves each difference once."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import pytest
 
-from contracts import INCIDENTS, IncidentRaised
-from tests.gateway_harness import INITIAL, GatewaySystem, gateway_system, until
+from contracts import INCIDENTS, BetCorrected, IncidentRaised, bet_events_topic
+from tests.gateway_harness import INITIAL, OPERATOR, GatewaySystem, gateway_system, until
 from tests.integration.gateway.test_gateway_kafka import expected_balances, settled
+from tests.integration.platform.kafka_tools import send_messages
 from tests.integration.settlement.test_settlement_kafka import TopicReader
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -171,3 +174,95 @@ async def test_bets_wait_for_a_stopped_settlement_and_the_money_ends_right(
         await system.restart_settlement()  # it answers the bets placed while it was away
         views = await balances_right(system, ["s0", "s1", "s2"])
         assert all(kinds(v)["debit"] == "confirmed" for v in views)
+
+
+async def test_a_corrected_result_moves_each_difference_once_through_the_wallet(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    """Settlement's BetCorrected (sent here as settlement's relay sends it: a studio correction
+    needs a device) turns each settled bet's result around: a loser is credited a win (retried
+    until answered, applied once), a winner's return is debited back, and a wallet refusing
+    that debit is final and an incident; a redelivery moves nothing twice, and every balance
+    ends as the corrections the wallet took say."""
+    async with (
+        gateway_system(tmp_path, kafka_bootstrap) as system,
+        TopicReader(system.settings, INCIDENTS) as incidents,
+    ):
+        wallet = system.wallet
+        assert wallet is not None
+        await system.open_table(window_ms=2500)
+        coup = await system.open_coup()
+        bet_ids = []
+        for n, side in enumerate(["player", "banker"]):
+            answer = await system.bet(f"x{n}", coup, player_id=f"x{n}", bet_type=side)
+            assert answer.json()["status"] == "ACCEPTED"
+            bet_ids.append(f"x{n}")
+        views = await balances_right(system, bet_ids)  # one side at least returns its stake
+        corrections = [turned_around(view) for view in views]
+        debits = sum(c.difference < 0 for c in corrections)
+        assert debits >= 1
+        await wallet.fault(kind="debit", mode="fail", status=402, count=debits)
+        await wallet.fault(kind="credit", mode="fail", status=503, count=1)
+        await wallet.fault(kind="credit", mode="drop", count=1)  # applied, its answer lost
+        topic = bet_events_topic(OPERATOR)
+        await send_messages(system.settings, topic, corrections)
+        await send_messages(system.settings, topic, corrections)  # delivered again
+
+        async def answered() -> list[dict[str, Any]] | None:
+            found = [await system.view(b) for b in bet_ids]
+            calls = [t for v in found for t in v["transactions"] if t["correction_id"]]
+            if len(calls) == 2 and all(t["state"] != "requested" for t in calls):
+                return found
+            return None
+
+        views = await until(answered, 60, "each correction's call answered")
+        owed = {v["player_id"]: INITIAL - v["amount"] for v in views}
+        for view, correction in zip(views, corrections, strict=True):
+            (call,) = [t for t in view["transactions"] if t["correction_id"]]
+            assert view["settlement"]["result"] == correction.result
+            if correction.difference > 0:
+                assert (call["kind"], call["state"]) == ("correction-credit", "confirmed")
+                owed[view["player_id"]] += view["settlement"]["returned"]
+            else:  # refused: the player keeps what the first settlement paid
+                assert (call["kind"], call["state"]) == ("correction-debit", "failed")
+                owed[view["player_id"]] += -correction.difference
+        found = await wallet.balances()
+        assert {player: found.get(player, INITIAL) for player in owed} == owed
+        await incidents.wait_until(
+            lambda: (
+                sum(
+                    m.code == "WALLET_CORRECTION_REFUSED" for m in incidents.of_type(IncidentRaised)
+                )
+                == debits
+            )
+        )
+        day = corrections[0].occurred_at.date().isoformat()  # when settlement corrected
+        answer = await system.api.request("GET", f"/v1/reconciliation?day={day}")
+        (figures,) = answer.json()["currencies"]
+        assert (figures["corrections"], figures["corrected"]) == (
+            2,
+            sum(c.difference for c in corrections),
+        )
+
+
+def turned_around(view: dict[str, Any]) -> BetCorrected:
+    """The bet's result the other way: a return taken back, or a loss paid as a win."""
+    settlement = view["settlement"]
+    stake, returned = settlement["stake"], settlement["returned"]
+    result, payout = ("LOSE", 0) if returned > 0 else ("WIN", stake)
+    return BetCorrected(
+        table_id=view["table_id"],
+        coup_id=view["coup_id"],
+        bet_id=view["bet_id"],
+        bettor_id=view["player_id"],
+        bet_type=view["bet_type"],
+        correction_id=uuid4(),
+        stake=stake,
+        previous_result=settlement["result"],
+        previous_payout=settlement["payout"],
+        result=result,
+        payout=payout,
+        difference=(0 if result == "LOSE" else stake + payout) - returned,
+        currency=view["currency"],
+        operator=OPERATOR,
+    )

@@ -2,13 +2,16 @@
 rolled back, a refused one is not; a rollback's 404 is done; a credit of ``returned`` (stake
 included), none for a loser unless zero credits are asked for; a void of a settled bet reverses
 both its debit and its credit, the credit's reversal only once the credit is confirmed; every
-transaction id is the bet's and the call's, the same each time."""
+transaction id is the bet's and the call's, the same each time. A correction's difference is
+a credit or a debit of its own after the settlement's credit, one correction at a time; a
+correction's debit refused is final; a corrected coup voided reverses each call that moved
+money."""
 
 from __future__ import annotations
 
 import pytest
 
-from services.gateway.domain import Bet, Kind, Status, transaction_id
+from services.gateway.domain import CORRECTIONS, Bet, Kind, Status, transaction_id
 from services.gateway.wallet import Answer, judge
 
 
@@ -33,11 +36,23 @@ from services.gateway.wallet import Answer, judge
         (Kind.ROLLBACK, Answer(404), "confirmed", ""),
         (Kind.CREDIT_ROLLBACK, Answer(404), "confirmed", ""),
         (Kind.ROLLBACK, Answer(None, error="ConnectError"), "retry", ""),
+        (Kind.CORRECTION_CREDIT, Answer(200, 5), "confirmed", ""),
+        (Kind.CORRECTION_CREDIT, Answer(402), "retry", ""),
+        (Kind.CORRECTION_DEBIT, Answer(200, 5), "confirmed", ""),
+        (Kind.CORRECTION_DEBIT, Answer(402), "refused", "WALLET_REFUSED"),
+        (Kind.CORRECTION_DEBIT, Answer(503), "retry", ""),  # never rolled back: retried
+        (Kind.CORRECTION_DEBIT, Answer(None, error="ReadTimeout"), "retry", ""),
+        (Kind.CORRECTION_ROLLBACK, Answer(404), "confirmed", ""),
     ],
 )
 def test_an_answer_means(kind: Kind, answer: Answer, outcome: str, code: str) -> None:
     verdict = judge(kind, answer)
     assert (verdict.outcome, verdict.reason_code) == (outcome, code)
+
+
+def test_a_refused_correction_debit_is_an_incident() -> None:
+    verdict = judge(Kind.CORRECTION_DEBIT, Answer(402))
+    assert verdict.incident is not None and verdict.incident[0] == "WALLET_CORRECTION_REFUSED"
 
 
 def test_a_balance_that_does_not_add_up_is_an_incident_not_trusted() -> None:
@@ -103,7 +118,77 @@ def test_refusals_and_losses_need_the_calls_they_need() -> None:
     assert no_wallet.due() == [] and no_wallet.done
 
 
-def test_transaction_ids_are_per_operator_bet_and_call() -> None:
-    ids = {transaction_id(op, b, k) for op in ("acme", "bravo") for b in ("1", "2") for k in Kind}
-    assert len(ids) == 16
-    assert transaction_id("acme", "1", Kind.DEBIT) == transaction_id("acme", "1", Kind.DEBIT)
+def test_transaction_ids_are_per_operator_bet_call_and_correction() -> None:
+    calls = [(k, "") for k in Kind if k not in CORRECTIONS]
+    calls += [(k, c) for k in CORRECTIONS for c in ("c1", "c2")]
+    ids = {
+        transaction_id(op, b, *call)
+        for op in ("acme", "bravo")
+        for b in ("1", "2")
+        for call in calls
+    }
+    assert len(ids) == 2 * 2 * (4 + 3 * 2)
+    # the ids of calls already made never change (a retry after an upgrade is the same call)
+    assert transaction_id("acme", "1", Kind.DEBIT) == "cf64d637-7fda-567d-b270-43f9ce4ef800"
+
+
+def settled(found: Bet, result: str, payout: int, returned: int) -> Bet:
+    found.confirm("debit", 200, 9000)
+    found.place()
+    found.answer(True, None, "")
+    found.settle(result, 1000, payout, returned, returned > 0, "2026-12-05")
+    return found
+
+
+def test_a_correction_moves_its_difference_after_the_settlements_credit_and_in_order() -> None:
+    found = settled(bet(), "WIN", 1000, 2000)
+    found.correct("c1", "LOSE", 0, 0, -2000, "2026-12-06")  # the win taken back
+    found.correct("c2", "WIN", 1000, 2000, 2000, "2026-12-06")  # and given again
+    assert [t.kind for t in found.due()] == [Kind.CREDIT]  # the settlement's credit first
+    assert found.transaction(Kind.CREDIT).amount == 2000  # what it was: same id, same amount
+    found.confirm("credit", 200, 11000)
+    (first,) = found.due()  # one correction at a time, in their order
+    assert (first.kind, first.amount, first.correction) == (Kind.CORRECTION_DEBIT, 2000, "c1")
+    assert first.transaction_id == transaction_id("acme", "b1", Kind.CORRECTION_DEBIT, "c1")
+    found.confirm("correction-debit", 200, 9000, "c1")
+    (second,) = found.due()
+    assert (second.kind, second.amount, second.correction) == (Kind.CORRECTION_CREDIT, 2000, "c2")
+    found.confirm("correction-credit", 200, 11000, "c2")
+    assert found.due() == [] and found.done
+    assert found.settlement is not None and found.settlement["returned"] == 2000
+
+
+def test_a_corrected_coup_voided_reverses_every_call_that_moved_money() -> None:
+    found = settled(bet(), "LOSE", 0, 0)  # no credit
+    found.correct("c1", "WIN", 1000, 2000, 2000, "2026-12-06")
+    found.refunded(1000, -1000, "2026-12-06")  # stake - returned (after the correction)
+    due = {t.kind: t for t in found.due()}
+    assert set(due) == {Kind.CORRECTION_CREDIT, Kind.ROLLBACK}  # not yet its reversal
+    found.confirm("correction-credit", 200, 11000, "c1")
+    (back,) = [t for t in found.due() if t.kind is Kind.CORRECTION_ROLLBACK]
+    assert back.reference == transaction_id("acme", "b1", Kind.CORRECTION_CREDIT, "c1")
+    assert back.amount == 2000
+    found.confirm("rollback", 200, 12000)
+    found.confirm("correction-rollback", 200, 10000, "c1")
+    assert found.due() == [] and found.done  # the player ends with the stake
+
+
+def test_a_refused_correction_debit_is_final_and_nothing_is_reversed_for_it() -> None:
+    found = settled(bet(), "WIN", 1000, 2000)
+    found.confirm("credit", 200, 11000)
+    found.correct("c1", "LOSE", 0, 0, -2000, "2026-12-06")
+    found.refuse_correction("c1", 402, "the wallet refused")
+    assert found.due() == [] and found.done
+    found.refunded(1000, 1000, "2026-12-06")
+    assert {t.kind for t in found.due()} == {Kind.ROLLBACK, Kind.CREDIT_ROLLBACK}
+    credit_back = found.transaction(Kind.CREDIT_ROLLBACK)
+    assert credit_back.amount == 2000  # what the credit moved, not the corrected return
+
+
+def test_an_operator_without_a_wallet_makes_no_correction_call() -> None:
+    found = bet(debit=False)
+    found.place()
+    found.answer(True, None, "")
+    found.settle("LOSE", 1000, 0, 0, False, "2026-12-05")
+    found.correct("c1", "WIN", 1000, 2000, 2000, "2026-12-06")
+    assert found.calls() == [] and found.done
