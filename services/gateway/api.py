@@ -494,9 +494,7 @@ def bet_view(bet: Bet) -> BetView:
     transactions = []
     for tx in bet.calls():
         confirmed = bet.confirmed.get(tx.key)
-        failed = tx.correction in bet.refused_corrections or (
-            tx.kind is Kind.DEBIT and bet.status is Status.REJECTED and not bet.placed
-        )
+        failed = tx.kind is Kind.DEBIT and bet.status is Status.REJECTED and not bet.placed
         transactions.append(
             Transaction(
                 kind=tx.kind.value,

@@ -281,8 +281,8 @@ class GatewayApplication(ServiceApplication):
         correction: str = "",
     ) -> Bet | None:
         """Record a call's outcome: ``confirmed`` (a debit also places the bet),
-        ``refused`` (a debit: the bet is refused; a correction's debit: the casino collects)
-        or ``unknown`` (a debit only: the bet is refused, the debit rolled back);
+        ``refused`` or ``unknown`` (a debit only: the bet is refused, an unknown debit rolled
+        back);
         ``incident``: (code, message) of an answer not to be trusted."""
         call = Call(
             bet_id, kind, outcome, status, balance, reason_code, message, incident, correction
@@ -323,7 +323,7 @@ class GatewayApplication(ServiceApplication):
                 coup_id=bet.coup_id,
                 evidence=Evidence(f"wallet {kind.path}"),
             )
-        if (kind, correction) in bet.confirmed or correction in bet.refused_corrections:
+        if (kind, correction) in bet.confirmed:
             return bet  # answered already (a call answered twice)
         if kind is Kind.DEBIT and not bet.debit_pending:
             if outcome == "confirmed" and not bet.placed and Kind.ROLLBACK in bet.requested:
@@ -338,8 +338,6 @@ class GatewayApplication(ServiceApplication):
             self._tally_call(bet, kind, correction)
         elif kind is Kind.DEBIT:
             bet.debit_failed(reason_code, message, status, outcome == "unknown")
-        elif kind is Kind.CORRECTION_DEBIT and outcome == "refused":
-            bet.refuse_correction(correction, status or 0, message)
         return bet
 
     def _tally_call(self, bet: Bet, kind: Kind, correction: str = "") -> None:
@@ -511,7 +509,6 @@ BET_TOPICS = tuple(
         Bet.Refunded,
         Bet.Corrected,
         Bet.Confirmed,
-        Bet.CorrectionRefused,
     )
 )
 """The stored topics of a bet's events (what the wallet outbox scans at its start)."""

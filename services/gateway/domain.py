@@ -8,9 +8,8 @@ its players see and the day's figures.
   credit when a settled coup is voided; for each correction of a settled bet's result, a
   credit or a debit of its difference, and that call's rollback when the coup is voided) and is
   *requested* by the fact that calls for it, *confirmed* by :class:`Bet.Confirmed` or, for a
-  debit only, *failed* by :class:`Bet.DebitFailed` (a correction's debit: *refused* by
-  :class:`Bet.CorrectionRefused`). Its id is deterministic (:func:`transaction_id`), so a call
-  sent again after any crash is the same call.
+  debit only, *failed* by :class:`Bet.DebitFailed`. Its id is deterministic
+  (:func:`transaction_id`), so a call sent again after any crash is the same call.
 - :class:`Table` (one per table): the table's public facts as received, in order (the feed the
   server-sent events replay by version), its terms and the coup open for bets, and where each
   recent coup's facts are in the feed (the rounds).
@@ -173,15 +172,6 @@ class Bet(Aggregate):
         balance: int | None
         correction: str = ""
 
-    class CorrectionRefused(Aggregate.Event):
-        """The wallet refused a correction's debit (4xx): nothing moved; the casino collects
-        the difference outside (an incident says so)."""
-
-        TOPIC = "services.gateway.domain:Bet.CorrectionRefused"
-        correction: str
-        status: int
-        message: str
-
     @staticmethod
     def create_id(operator: str, bet_id: str, **_: Any) -> UUID:
         return bet_aggregate_id(operator, bet_id)
@@ -220,7 +210,6 @@ class Bet(Aggregate):
         self.requested: set[Kind] = {Kind.DEBIT} if debit else set()
         self.confirmed: dict[tuple[Kind, str], dict[str, Any]] = {}  # (kind, correction) ->
         self.corrections: dict[str, int] = {}  # correction id -> difference, in their order
-        self.refused_corrections: set[str] = set()
 
     # -- commands ---------------------------------------------------------------------
     def place(self) -> None:
@@ -296,10 +285,6 @@ class Bet(Aggregate):
     def confirm(self, kind: str, status: int, balance: int | None, correction: str = "") -> None:
         self.confirmed[(Kind(kind), correction)] = {"status": status, "balance": balance}
 
-    @event(CorrectionRefused)
-    def refuse_correction(self, correction: str, status: int, message: str) -> None:
-        self.refused_corrections.add(correction)
-
     # -- queries ----------------------------------------------------------------------
     @property
     def answered(self) -> bool:
@@ -319,11 +304,6 @@ class Bet(Aggregate):
         amount = returned if kind in (Kind.CREDIT, Kind.CREDIT_ROLLBACK) else self.amount
         return Transaction(kind, tx(kind), amount, None if reference is None else tx(reference))
 
-    def _made(self, correction: str) -> bool:
-        """The correction's own call is confirmed."""
-        made = Kind.CORRECTION_CREDIT if self.corrections[correction] > 0 else Kind.CORRECTION_DEBIT
-        return (made, correction) in self.confirmed
-
     def calls(self) -> list[Transaction]:
         """Every call the bet's facts requested, in the order they are made."""
         found = [self.transaction(kind) for kind in Kind if kind in self.requested]
@@ -333,38 +313,38 @@ class Bet(Aggregate):
             if difference == 0:
                 continue
             made = Kind.CORRECTION_CREDIT if difference > 0 else Kind.CORRECTION_DEBIT
-            found.append(self.transaction(made, correction))
-            if self.refund is not None and correction not in self.refused_corrections:
+            if self.refund is None or (made, correction) in self.confirmed:
+                found.append(self.transaction(made, correction))
+            if self.refund is not None:  # voided: whatever the call did is reversed
                 found.append(self.transaction(Kind.CORRECTION_ROLLBACK, correction))
         return found
 
     def unconfirmed(self) -> list[Transaction]:
-        """The calls requested and not confirmed (a failed debit, or a refused correction's
-        debit, is not one)."""
+        """The calls requested and not confirmed (a failed debit is not one)."""
         failed = {Kind.DEBIT} if self.status is Status.REJECTED and not self.placed else set()
-        return [
-            tx
-            for tx in self.calls()
-            if tx.key not in self.confirmed
-            and tx.kind not in failed
-            and tx.correction not in self.refused_corrections
-        ]
+        return [tx for tx in self.calls() if tx.key not in self.confirmed and tx.kind not in failed]
 
     def due(self) -> list[Transaction]:
-        """The calls to make now: a rollback of a credit or of a correction's call only once
-        that call is confirmed (a rollback must never overtake the call it reverses); a
-        correction's call only once the settlement's credit and the corrections before it are
-        answered (the player is paid in the order the results were decided)."""
+        """The calls to make now.
+
+        - A correction's call only once the settlement's credit and the corrections before it
+          are confirmed (the player is paid in the order the results were decided), and never
+          once the coup is voided: its rollback goes instead (a 404 if the wallet never had
+          the call, which the wallet then refuses if it comes late).
+        - A credit's rollback only once the credit is confirmed (a rollback must never overtake
+          the call it reverses) and the corrections' rollbacks are.
+        """
         waiting = self.unconfirmed()
         first_correction = next((tx for tx in waiting if tx.kind in CORRECTIONS[:2]), None)
         credit_open = any(tx.kind is Kind.CREDIT for tx in waiting)
+        corrections_open = any(tx.kind is Kind.CORRECTION_ROLLBACK for tx in waiting)
         due = []
         for tx in waiting:
-            if tx.kind is Kind.CREDIT_ROLLBACK and (Kind.CREDIT, "") not in self.confirmed:
+            if tx.kind is Kind.CREDIT_ROLLBACK and (
+                (Kind.CREDIT, "") not in self.confirmed or corrections_open
+            ):
                 continue
             if tx.kind in CORRECTIONS[:2] and (credit_open or tx is not first_correction):
-                continue
-            if tx.kind is Kind.CORRECTION_ROLLBACK and not self._made(tx.correction):
                 continue
             due.append(tx)
         return due

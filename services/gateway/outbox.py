@@ -15,7 +15,7 @@ Each open bet that changed is read again and its due calls (``Bet.due``) are mad
 request itself (found at start: the gateway stopped while it was on its way) or without a usable
 answer has an unknown fate, and is rolled back (the rollback's 404 says the wallet never had it;
 a wallet refuses a debit whose rollback it took, 409). A correction's debit is retried like a
-credit until the wallet answers it; its refusal (4xx) is final and an incident.
+credit until the wallet takes it (a refusal is an incident, raised once per call).
 
 Without a wallet the outbox only keeps the open bets: the rounds not settled yet.
 """
@@ -35,7 +35,7 @@ from eventsourcing.persistence import Recording
 from services.gateway.application import Call, GatewayApplication
 from services.gateway.batching import Batcher
 from services.gateway.config import GatewayConfig
-from services.gateway.domain import Bet, Kind, Status, Transaction
+from services.gateway.domain import CORRECTIONS, Bet, Kind, Status, Transaction
 from services.gateway.wallet import Answer, WalletClient, judge
 from services.shared.platform.host import ServiceContext
 
@@ -82,6 +82,7 @@ class WalletOutbox:
         self._in_flight: set[CallKey] = set()
         self._attempts: dict[CallKey, int] = {}
         self._retry_at: dict[CallKey, float] = {}
+        self._alarmed: dict[CallKey, tuple[str, str]] = {}  # the incident raised for a call
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slots = asyncio.Semaphore(config.wallet_max_in_flight)
@@ -184,6 +185,10 @@ class WalletOutbox:
                     continue
                 if tx.kind is Kind.ROLLBACK and (bet_id, Kind.DEBIT, "") in self._in_flight:
                     continue  # never before the debit it reverses has its answer
+                if tx.kind is Kind.CORRECTION_ROLLBACK and any(
+                    (bet_id, made, tx.correction) in self._in_flight for made in CORRECTIONS[:2]
+                ):
+                    continue  # nor before the correction's call it reverses
                 if tx.kind is Kind.DEBIT and bet_id not in self.fresh_debits:
                     await self._debit_lost(ctx, bet)
                     continue
@@ -239,7 +244,8 @@ class WalletOutbox:
                     delay,
                 )
                 self._retry_at[key] = time.monotonic() + delay
-                if verdict.incident is not None:
+                if verdict.incident is not None and self._alarmed.get(key) != verdict.incident:
+                    self._alarmed[key] = verdict.incident  # once, not at every retry
                     await self._record(
                         Call(
                             bet.bet_id,
@@ -253,6 +259,7 @@ class WalletOutbox:
                     )
                 return
             self._attempts.pop(key, None)
+            self._alarmed.pop(key, None)
             await self._record(
                 Call(
                     bet.bet_id,

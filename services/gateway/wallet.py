@@ -10,11 +10,11 @@ read. :func:`judge` says what the answer means:
   a redirect, a time-out, no answer or a 200 without a balance -> ``unknown`` (the bet is
   refused ``WALLET_UNAVAILABLE`` and the debit rolled back: a debit whose fate is unknown is
   never left standing);
-- a credit (the settlement's, or a correction's): 200 with a balance -> ``confirmed``;
-  anything else -> ``retry``;
-- a correction's debit (winnings taken back): 200 with a balance -> ``confirmed``; a 4xx ->
-  ``refused`` and an incident (``WALLET_CORRECTION_REFUSED``: the casino collects the difference
-  outside); anything else -> ``retry`` (the same transaction id: applied once, whenever it lands);
+- a credit (the settlement's, or a correction's), a correction's debit (winnings taken back):
+  200 with a balance -> ``confirmed``; anything else -> ``retry`` (the same transaction id:
+  applied once, whenever it lands). A correction's debit refused (4xx: the player has spent it)
+  is an incident too (``WALLET_CORRECTION_REFUSED``): the result was decided, so the debit is
+  tried again until the wallet takes it, or the coup is voided and it is rolled back;
 - a rollback: 200 with a balance, or 404 (the wallet never had the call: rolled back all the
   same) -> ``confirmed``; anything else -> ``retry``.
 
@@ -71,7 +71,7 @@ def judge(kind: Kind, answer: Answer) -> Verdict:
         malformed = (ANSWER_MALFORMED, f"the wallet answered a {kind.path} 200 {answer.error}")
     if status == 200 and answer.balance is not None:
         incident = None
-        if answer.balance < 0 and kind in (Kind.DEBIT, Kind.CREDIT, Kind.CORRECTION_CREDIT):
+        if answer.balance < 0 and kind.path != "rollback":
             incident = (
                 BALANCE_MISMATCH,
                 f"the wallet answered a {kind.path} with a balance below zero "
@@ -93,8 +93,11 @@ def judge(kind: Kind, answer: Answer) -> Verdict:
     if status == 404 and kind.path == "rollback":
         return Verdict("confirmed")
     if kind is Kind.CORRECTION_DEBIT and status is not None and 400 <= status < 500:
-        why = f"the wallet refused a correction's debit ({status}): the difference is owed"
-        return Verdict("refused", "WALLET_REFUSED", why, (CORRECTION_REFUSED, why))
+        why = (
+            f"the wallet refused a corrected result's debit ({status}): the player owes the "
+            "difference; it is asked for again until the wallet takes it"
+        )
+        return Verdict("retry", message=why, incident=(CORRECTION_REFUSED, why))
     return Verdict("retry", message=answer.error or f"status {status}", incident=malformed)
 
 

@@ -4,8 +4,8 @@ included), none for a loser unless zero credits are asked for; a void of a settl
 both its debit and its credit, the credit's reversal only once the credit is confirmed; every
 transaction id is the bet's and the call's, the same each time. A correction's difference is
 a credit or a debit of its own after the settlement's credit, one correction at a time; a
-correction's debit refused is final; a corrected coup voided reverses each call that moved
-money."""
+correction's debit refused is asked for again; a corrected coup voided reverses each
+correction's call (one not made yet is rolled back instead of made), then the credit."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from services.gateway.wallet import Answer, judge
         (Kind.CORRECTION_CREDIT, Answer(200, 5), "confirmed", ""),
         (Kind.CORRECTION_CREDIT, Answer(402), "retry", ""),
         (Kind.CORRECTION_DEBIT, Answer(200, 5), "confirmed", ""),
-        (Kind.CORRECTION_DEBIT, Answer(402), "refused", "WALLET_REFUSED"),
+        (Kind.CORRECTION_DEBIT, Answer(402), "retry", ""),  # asked for again: decided
         (Kind.CORRECTION_DEBIT, Answer(503), "retry", ""),  # never rolled back: retried
         (Kind.CORRECTION_DEBIT, Answer(None, error="ReadTimeout"), "retry", ""),
         (Kind.CORRECTION_ROLLBACK, Answer(404), "confirmed", ""),
@@ -53,6 +53,8 @@ def test_an_answer_means(kind: Kind, answer: Answer, outcome: str, code: str) ->
 def test_a_refused_correction_debit_is_an_incident() -> None:
     verdict = judge(Kind.CORRECTION_DEBIT, Answer(402))
     assert verdict.incident is not None and verdict.incident[0] == "WALLET_CORRECTION_REFUSED"
+    below = judge(Kind.CORRECTION_DEBIT, Answer(200, -5)).incident
+    assert below is not None and below[0] == "WALLET_BALANCE_MISMATCH"
 
 
 def test_a_balance_that_does_not_add_up_is_an_incident_not_trusted() -> None:
@@ -158,31 +160,49 @@ def test_a_correction_moves_its_difference_after_the_settlements_credit_and_in_o
     assert found.settlement is not None and found.settlement["returned"] == 2000
 
 
-def test_a_corrected_coup_voided_reverses_every_call_that_moved_money() -> None:
-    found = settled(bet(), "LOSE", 0, 0)  # no credit
-    found.correct("c1", "WIN", 1000, 2000, 2000, "2026-12-06")
+def test_a_corrected_coup_voided_reverses_each_correction_and_then_the_credit() -> None:
+    found = settled(bet(), "PUSH", 0, 1000)  # the stake back
+    found.confirm("credit", 200, 10000)
+    found.correct("c1", "WIN", 1000, 2000, 1000, "2026-12-06")
+    found.confirm("correction-credit", 200, 11000, "c1")
     found.refunded(1000, -1000, "2026-12-06")  # stake - returned (after the correction)
     due = {t.kind: t for t in found.due()}
-    assert set(due) == {Kind.CORRECTION_CREDIT, Kind.ROLLBACK}  # not yet its reversal
-    found.confirm("correction-credit", 200, 11000, "c1")
-    (back,) = [t for t in found.due() if t.kind is Kind.CORRECTION_ROLLBACK]
+    # the correction's reversal first: the credit's waits (never more taken than was paid)
+    assert set(due) == {Kind.ROLLBACK, Kind.CORRECTION_ROLLBACK}
+    back = due[Kind.CORRECTION_ROLLBACK]
     assert back.reference == transaction_id("acme", "b1", Kind.CORRECTION_CREDIT, "c1")
-    assert back.amount == 2000
+    assert back.amount == 1000
     found.confirm("rollback", 200, 12000)
-    found.confirm("correction-rollback", 200, 10000, "c1")
+    found.confirm("correction-rollback", 200, 11000, "c1")
+    (credit_back,) = found.due()
+    assert (credit_back.kind, credit_back.amount) == (Kind.CREDIT_ROLLBACK, 1000)
+    found.confirm("credit-rollback", 200, 10000)
     assert found.due() == [] and found.done  # the player ends with the stake
 
 
-def test_a_refused_correction_debit_is_final_and_nothing_is_reversed_for_it() -> None:
+def test_a_correction_waits_for_the_one_before_it_however_long_the_wallet_refuses() -> None:
     found = settled(bet(), "WIN", 1000, 2000)
     found.confirm("credit", 200, 11000)
     found.correct("c1", "LOSE", 0, 0, -2000, "2026-12-06")
-    found.refuse_correction("c1", 402, "the wallet refused")
-    assert found.due() == [] and found.done
+    found.correct("c2", "WIN", 1000, 2000, 2000, "2026-12-06")
+    for _ in range(3):  # refused (402) again and again: asked for again, nothing after it
+        assert [(t.kind, t.correction) for t in found.due()] == [(Kind.CORRECTION_DEBIT, "c1")]
+    assert not found.done
+
+
+def test_a_coup_voided_before_a_corrections_call_rolls_that_call_back_instead() -> None:
+    found = settled(bet(), "WIN", 1000, 2000)
+    found.confirm("credit", 200, 11000)
+    found.correct("c1", "LOSE", 0, 0, -2000, "2026-12-06")  # its debit not taken yet
     found.refunded(1000, 1000, "2026-12-06")
+    due = {t.kind: t for t in found.due()}
+    assert set(due) == {Kind.ROLLBACK, Kind.CORRECTION_ROLLBACK}  # never the debit itself
+    back = due[Kind.CORRECTION_ROLLBACK]
+    assert back.reference == transaction_id("acme", "b1", Kind.CORRECTION_DEBIT, "c1")
+    found.confirm("correction-rollback", 404, None, "c1")  # the wallet never had it
     assert {t.kind for t in found.due()} == {Kind.ROLLBACK, Kind.CREDIT_ROLLBACK}
-    credit_back = found.transaction(Kind.CREDIT_ROLLBACK)
-    assert credit_back.amount == 2000  # what the credit moved, not the corrected return
+    assert found.transaction(Kind.CREDIT_ROLLBACK).amount == 2000  # what the credit moved
+    assert Kind.CORRECTION_DEBIT not in {t.kind for t in found.calls()}
 
 
 def test_an_operator_without_a_wallet_makes_no_correction_call() -> None:

@@ -9,6 +9,7 @@ from uuid import UUID
 
 from contracts import BetCorrected, BetSettled
 from services.gateway.domain import Kind
+from services.gateway.wallet import Answer, judge
 from services.shared.platform.store.incidents import IncidentLog
 from tests.unit.gateway.test_gateway_bet_ids_taken import (
     NOW,
@@ -75,7 +76,7 @@ def test_a_correction_is_recorded_once_and_its_difference_debited_after_the_cred
     assert net == 500
 
 
-def test_a_refused_correction_debit_ends_the_call_with_an_incident() -> None:
+def test_a_refused_correction_debit_is_an_incident_and_is_asked_for_again() -> None:
     app = gateway()
     bet = app.request(REQUEST)
     app.record_call(bet.bet_id, Kind.DEBIT, "confirmed", 200, 10_000)
@@ -83,20 +84,19 @@ def test_a_refused_correction_debit_ends_the_call_with_an_incident() -> None:
     deliver(app, settled())
     app.record_call(bet.bet_id, Kind.CREDIT, "confirmed", 200, 10_475)
     deliver(app, lost())
-    why = ("WALLET_CORRECTION_REFUSED", "the wallet refused a correction's debit (402)")
+    verdict = judge(Kind.CORRECTION_DEBIT, Answer(402))
     app.record_call(
         bet.bet_id,
         Kind.CORRECTION_DEBIT,
-        "refused",
+        verdict.outcome,
         402,
         None,
-        reason_code="WALLET_REFUSED",
-        message=why[1],
-        incident=why,
+        message=verdict.message,
+        incident=verdict.incident,
         correction=str(CORRECTION),
     )
     found = app.bet(REQUEST.bet_id)
-    assert found is not None and found.done and found.due() == []
-    assert found.refused_corrections == {str(CORRECTION)}
+    assert found is not None and not found.done
+    assert [(t.kind, t.amount) for t in found.due()] == [(Kind.CORRECTION_DEBIT, 975)]
     raised = app.process_recorder.select_notifications(1, 1000, topics=[IncidentLog.Raised.TOPIC])
     assert [app.mapper.to_domain_event(n).code for n in raised] == ["WALLET_CORRECTION_REFUSED"]
