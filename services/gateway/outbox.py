@@ -15,7 +15,8 @@ Each open bet that changed is read again and its due calls (``Bet.due``) are mad
 request itself (found at start: the gateway stopped while it was on its way) or without a usable
 answer has an unknown fate, and is rolled back (the rollback's 404 says the wallet never had it;
 a wallet refuses a debit whose rollback it took, 409). A correction's debit is retried like a
-credit until the wallet takes it (a refusal is an incident, raised once per call).
+credit until the wallet takes it (a refusal is an incident, raised once per call and
+process).
 
 Without a wallet the outbox only keeps the open bets: the rounds not settled yet.
 """
@@ -176,6 +177,9 @@ class WalletOutbox:
         for bet_id, bet in zip(dirty, bets, strict=True):
             if bet is None or bet.done:
                 self.open.pop(bet_id, None)
+                for calls in (self._attempts, self._alarmed):  # a call dropped by a void
+                    for key in [key for key in calls if key[0] == bet_id]:
+                        del calls[key]
                 continue
             if self.client is None:
                 continue

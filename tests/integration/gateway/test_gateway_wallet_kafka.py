@@ -203,7 +203,7 @@ async def test_a_corrected_result_moves_each_difference_once_through_the_wallet(
         corrections = [turned_around(view) for view in views]
         debits = sum(c.difference < 0 for c in corrections)
         assert debits >= 1
-        await wallet.fault(kind="debit", mode="fail", status=402, count=debits)
+        await wallet.fault(kind="debit", mode="fail", status=402, count=2 * debits)
         await wallet.fault(kind="credit", mode="fail", status=503, count=1)
         await wallet.fault(kind="credit", mode="drop", count=1)  # applied, its answer lost
         topic = bet_events_topic(OPERATOR)
