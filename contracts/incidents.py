@@ -52,7 +52,8 @@ IncidentCode = Literal[
 - ``WALLET_ANSWER_MALFORMED``: an operator's wallet answered 200 without a usable balance (not
   JSON, no whole number): no answer, the gateway calls again (a debit is rolled back);
 - ``WALLET_CORRECTION_REFUSED``: an operator's wallet refused (4xx) the debit of a corrected
-  result's difference (winnings taken back): nothing moved, the casino collects it outside;
+  result's difference (winnings taken back): the player owes it, and the gateway asks again
+  until the wallet takes it (or the coup is voided);
 - ``STUDIO_HOLD``: a studio table's shoe stopped dealing on what its device read (a gap in
   its sequence, a card the decks or the tableau do not allow, a misdeal...; the message
   starts with the reason, docs/studio.md): nothing settles until a supervisor decides.

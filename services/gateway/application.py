@@ -282,8 +282,8 @@ class GatewayApplication(ServiceApplication):
     ) -> Bet | None:
         """Record a call's outcome: ``confirmed`` (a debit also places the bet),
         ``refused`` or ``unknown`` (a debit only: the bet is refused, an unknown debit rolled
-        back);
-        ``incident``: (code, message) of an answer not to be trusted."""
+        back); ``incident``: (code, message) of an answer not to be trusted; ``correction``:
+        the correction a correction's call is for."""
         call = Call(
             bet_id, kind, outcome, status, balance, reason_code, message, incident, correction
         )

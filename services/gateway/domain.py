@@ -54,8 +54,16 @@ _PATHS = {
     Kind.CORRECTION_DEBIT: "debit",
     Kind.CORRECTION_ROLLBACK: "rollback",
 }
-CORRECTIONS = (Kind.CORRECTION_CREDIT, Kind.CORRECTION_DEBIT, Kind.CORRECTION_ROLLBACK)
+CORRECTION_CALLS = (Kind.CORRECTION_CREDIT, Kind.CORRECTION_DEBIT)
+"""A correction's own call: its difference paid, or taken back."""
+CORRECTIONS = (*CORRECTION_CALLS, Kind.CORRECTION_ROLLBACK)
 """The calls made once per correction of a bet (the others once per bet)."""
+
+
+def correction_call(difference: int) -> Kind:
+    """The call that moves a correction's ``difference`` (owed to the player when > 0)."""
+    return Kind.CORRECTION_CREDIT if difference > 0 else Kind.CORRECTION_DEBIT
+
 
 TX_NAMESPACE = UUID("3c5b0e4a-6f0e-4b8e-a2c4-5d2f8b1e7a90")
 
@@ -295,7 +303,7 @@ class Bet(Aggregate):
         tx = partial(transaction_id, self.operator, self.bet_id)
         if kind in CORRECTIONS:
             difference = self.corrections[correction]
-            made = Kind.CORRECTION_CREDIT if difference > 0 else Kind.CORRECTION_DEBIT
+            made = correction_call(difference)
             reverses = tx(made, correction) if kind is Kind.CORRECTION_ROLLBACK else None
             return Transaction(kind, tx(kind, correction), abs(difference), reverses, correction)
         reference = {Kind.ROLLBACK: Kind.DEBIT, Kind.CREDIT_ROLLBACK: Kind.CREDIT}.get(kind)
@@ -312,7 +320,7 @@ class Bet(Aggregate):
         for correction, difference in self.corrections.items():
             if difference == 0:
                 continue
-            made = Kind.CORRECTION_CREDIT if difference > 0 else Kind.CORRECTION_DEBIT
+            made = correction_call(difference)
             if self.refund is None or (made, correction) in self.confirmed:
                 found.append(self.transaction(made, correction))
             if self.refund is not None:  # voided: whatever the call did is reversed
@@ -335,7 +343,7 @@ class Bet(Aggregate):
           the call it reverses) and the corrections' rollbacks are.
         """
         waiting = self.unconfirmed()
-        first_correction = next((tx for tx in waiting if tx.kind in CORRECTIONS[:2]), None)
+        first_correction = next((tx for tx in waiting if tx.kind in CORRECTION_CALLS), None)
         credit_open = any(tx.kind is Kind.CREDIT for tx in waiting)
         corrections_open = any(tx.kind is Kind.CORRECTION_ROLLBACK for tx in waiting)
         due = []
@@ -344,7 +352,7 @@ class Bet(Aggregate):
                 (Kind.CREDIT, "") not in self.confirmed or corrections_open
             ):
                 continue
-            if tx.kind in CORRECTIONS[:2] and (credit_open or tx is not first_correction):
+            if tx.kind in CORRECTION_CALLS and (credit_open or tx is not first_correction):
                 continue
             due.append(tx)
         return due

@@ -36,7 +36,7 @@ from eventsourcing.persistence import Recording
 from services.gateway.application import Call, GatewayApplication
 from services.gateway.batching import Batcher
 from services.gateway.config import GatewayConfig
-from services.gateway.domain import CORRECTIONS, Bet, Kind, Status, Transaction
+from services.gateway.domain import CORRECTION_CALLS, Bet, Kind, Status, Transaction
 from services.gateway.wallet import Answer, WalletClient, judge
 from services.shared.platform.host import ServiceContext
 
@@ -190,7 +190,7 @@ class WalletOutbox:
                 if tx.kind is Kind.ROLLBACK and (bet_id, Kind.DEBIT, "") in self._in_flight:
                     continue  # never before the debit it reverses has its answer
                 if tx.kind is Kind.CORRECTION_ROLLBACK and any(
-                    (bet_id, made, tx.correction) in self._in_flight for made in CORRECTIONS[:2]
+                    (bet_id, made, tx.correction) in self._in_flight for made in CORRECTION_CALLS
                 ):
                     continue  # nor before the correction's call it reverses
                 if tx.kind is Kind.DEBIT and bet_id not in self.fresh_debits:

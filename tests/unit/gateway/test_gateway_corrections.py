@@ -8,6 +8,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from contracts import BetCorrected, BetSettled
+from services.gateway.application import GatewayApplication
 from services.gateway.domain import Kind
 from services.gateway.wallet import Answer, judge
 from services.shared.platform.store.incidents import IncidentLog
@@ -44,6 +45,16 @@ def settled() -> BetSettled:
     return won().model_copy(update={"occurred_at": NOW})  # the day of the calls' figures
 
 
+def corrected_bet(app: GatewayApplication) -> None:
+    """The bet debited, accepted, settled a win, its credit confirmed, then found a loss."""
+    bet = app.request(REQUEST)
+    app.record_call(bet.bet_id, Kind.DEBIT, "confirmed", 200, 10_000)
+    deliver(app, accepted())
+    deliver(app, settled())
+    app.record_call(bet.bet_id, Kind.CREDIT, "confirmed", 200, 10_475)
+    deliver(app, lost())  # 975 to take back
+
+
 def test_a_correction_is_recorded_once_and_its_difference_debited_after_the_credit() -> None:
     app = gateway()
     bet = app.request(REQUEST)
@@ -78,12 +89,9 @@ def test_a_correction_is_recorded_once_and_its_difference_debited_after_the_cred
 
 def test_a_refused_correction_debit_is_an_incident_and_is_asked_for_again() -> None:
     app = gateway()
-    bet = app.request(REQUEST)
-    app.record_call(bet.bet_id, Kind.DEBIT, "confirmed", 200, 10_000)
-    deliver(app, accepted())
-    deliver(app, settled())
-    app.record_call(bet.bet_id, Kind.CREDIT, "confirmed", 200, 10_475)
-    deliver(app, lost())
+    corrected_bet(app)
+    bet = app.bet(REQUEST.bet_id)
+    assert bet is not None
     verdict = judge(Kind.CORRECTION_DEBIT, Answer(402))
     app.record_call(
         bet.bet_id,

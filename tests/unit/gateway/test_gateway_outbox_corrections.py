@@ -19,12 +19,11 @@ from services.gateway.wallet import Answer
 from services.shared.platform.store.incidents import IncidentLog
 from tests.unit.gateway.test_gateway_bet_ids_taken import (
     REQUEST,
-    accepted,
     deliver,
     fields,
     gateway,
 )
-from tests.unit.gateway.test_gateway_corrections import CORRECTION, lost, settled
+from tests.unit.gateway.test_gateway_corrections import CORRECTION, corrected_bet
 
 
 class ScriptedWallet:
@@ -75,16 +74,8 @@ async def rounds(outbox: WalletOutbox, ctx: Context, app: GatewayApplication, n:
     for _ in range(n):
         outbox._dirty.add(bet.id)
         await outbox._work(ctx)  # type: ignore[arg-type]
-        await asyncio.sleep(0.01)  # the calls made answer (those not held)
-
-
-def corrected_bet(app: GatewayApplication) -> None:
-    bet = app.request(REQUEST)
-    app.record_call(bet.bet_id, Kind.DEBIT, "confirmed", 200, 10_000)
-    deliver(app, accepted())
-    deliver(app, settled())
-    app.record_call(bet.bet_id, Kind.CREDIT, "confirmed", 200, 10_475)
-    deliver(app, lost())  # 975 to take back
+        for _ in range(100):  # the calls made answer (those not held): loop turns, no clock
+            await asyncio.sleep(0)
 
 
 def incidents(app: GatewayApplication) -> list[str]:
