@@ -28,17 +28,18 @@ lint: $(STAMP)
 
 # `make test`: lint, then start the local Kafka and PostgreSQL (services/dev/infra), run
 # pytest against them, and stop them again whatever happened. Unit and integration tests run
-# on TEST_WORKERS pytest-xdist workers (0: in this process, the default and CI's; 2 is about
-# 40% faster on two cores, the sessions isolating by topic prefix and database, but it loads
-# the machine more: a timing race a test has not met yet is likelier), then e2e serially (whole systems with their own deadlines); the exit code is the first
-# failing run's (or lint's / infra up's when those fail first; a run that selects no test
-# counts as passed). PYTEST_ARGS passes options (not paths) to both runs.
+# on TEST_WORKERS pytest-xdist workers (2, CI's, on two cores: each its own session, topic
+# prefix and database; 0 runs them in this process), then e2e on as many, a file per worker at
+# a time (its own topic prefix, data folder, database and free HTTP ports per test; the
+# `up` tests of one file never overlap). The exit code is the first failing run's (or lint's /
+# infra up's when those fail first; a run that selects no test counts as passed). PYTEST_ARGS
+# passes options (not paths) to both runs.
 PYTEST_ARGS ?=
-TEST_WORKERS ?= 0
+TEST_WORKERS ?= 2
 test: $(STAMP) lint
 	@trap '$(BIN)/punto-banco infra down' EXIT; trap 'exit 130' INT TERM; \
 	settings="$$($(BIN)/punto-banco infra up)" && eval "$$settings" || exit $$?; rc=0; \
-	for run in "-n $(TEST_WORKERS) tests/unit tests/integration" "-p no:xdist tests/e2e"; do \
+	for run in "-n $(TEST_WORKERS) tests/unit tests/integration" "-n $(TEST_WORKERS) --dist loadfile tests/e2e"; do \
 	  $(BIN)/pytest $$run $(PYTEST_ARGS); code=$$?; \
 	  if [ $$rc = 0 ] && [ $$code != 5 ]; then rc=$$code; fi; \
 	done; exit $$rc

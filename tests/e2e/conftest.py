@@ -22,7 +22,9 @@ from tests import kafka_logins
 from tests.kafka_cleanup import created_under
 from tests.postgres_databases import drop_database
 
-FAST_SETTINGS = {"PB_RELAY_POLL_INTERVAL": "0.05", "PB_LOG_LEVEL": "INFO"}
+FAST_SETTINGS = {"PB_RELAY_POLL_INTERVAL": "0.05", "PB_LOG_LEVEL": "INFO", "PB_HTTP_PORT": "0"}
+"""A quick relay, and HTTP endpoints on any free port (tests run side by side: a fixed port
+would be taken by the neighbour's service)."""
 
 
 @pytest.fixture(

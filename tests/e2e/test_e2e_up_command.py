@@ -36,6 +36,7 @@ def up_env(store: Mapping[str, str]) -> dict[str, str]:
     env.update(store)
     env["PB_PERSISTENCE"] = "postgres" if store else "sqlite"
     env["COLUMNS"] = "120"
+    env["PB_HTTP_PORT"] = "0"  # the services' endpoints on any free port: tests run side by side
     return env
 
 
