@@ -344,7 +344,7 @@ def measure(quick: bool, progress: Callable[[str], None], workdir: Path) -> E2ER
                 )
             _clean(data_dir, failed)
     progress("settlement in-process: 10,000 bets on one coup")
-    from services.settlement.benchmark import run as settle_in_process
+    from services.dev.bench.settle_in_process import run as settle_in_process
 
     in_process_dir = workdir / f"settle-{run_id()}"
     in_process_dir.mkdir(parents=True, exist_ok=True)
@@ -500,7 +500,7 @@ def figures(report: E2EReport) -> list[Figure]:
                         report.in_process[key] * 1000,
                         "ms",
                         runs=1,
-                        note="services/settlement/benchmark.py (no Kafka): the parts of the "
+                        note="services/dev/bench/settle_in_process.py (no Kafka): the parts of the "
                         "latency above that are not publishing",
                     )
                 )

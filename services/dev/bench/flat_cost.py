@@ -27,8 +27,7 @@ from eventsourcing.persistence import Tracking
 from contracts import CloseBetting, Message, PlaceBet
 from services.dealing.application import DealingApplication
 from services.dev.bench.report import Figure
-from services.settlement.application import SettlementApplication
-from services.settlement.benchmark import (
+from services.dev.bench.settle_in_process import (
     BET_TYPES,
     close_book,
     open_book,
@@ -36,6 +35,7 @@ from services.settlement.benchmark import (
     shoe_cards,
     table_opened,
 )
+from services.settlement.application import SettlementApplication
 
 BATCH = 500
 """Messages per measured batch (and per batch of the history before it)."""

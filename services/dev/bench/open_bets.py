@@ -21,8 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from contracts import PlaceBet
-from services.settlement.application import SettlementApplication
-from services.settlement.benchmark import (
+from services.dev.bench.settle_in_process import (
     BET_TYPES,
     close_book,
     open_book,
@@ -30,6 +29,7 @@ from services.settlement.benchmark import (
     shoe_cards,
     table_opened,
 )
+from services.settlement.application import SettlementApplication
 
 TABLE, COUP, SHOE = "mem", "mem.coup-1", "s1"
 BATCH = 500

@@ -18,7 +18,7 @@ from contracts import (
     bet_commands_topic,
     bet_events_topic,
 )
-from services.settlement.benchmark import open_book, table_opened
+from services.dev.bench.settle_in_process import open_book, table_opened
 from services.settlement.service import build_service
 from tests.integration.platform.kafka_tools import send_messages, settings_for
 from tests.integration.settlement.test_settlement_kafka import TopicReader, open_for_bets

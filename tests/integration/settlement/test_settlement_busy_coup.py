@@ -21,7 +21,7 @@ from contracts import (
     CoupSettled,
     PlaceBet,
 )
-from services.settlement.benchmark import (
+from services.dev.bench.settle_in_process import (
     close_book,
     player_natural,
     shoe_cards,

@@ -35,7 +35,7 @@ from contracts import (
     decode,
 )
 from services.dealing.service import build_service as build_dealing
-from services.settlement.benchmark import open_book, table_opened
+from services.dev.bench.settle_in_process import open_book, table_opened
 from services.settlement.service import build_service as build_settlement
 from services.shared.platform.host import KafkaService
 from services.shared.platform.kafka import client_options, ensure_topics

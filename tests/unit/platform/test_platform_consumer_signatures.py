@@ -16,7 +16,7 @@ from uuid import uuid4
 from aiokafka import TopicPartition
 
 from contracts import BET_COMMANDS, TABLE_EVENTS, CloseBook, CommandRejected, PlaceBet, encode
-from services.settlement.benchmark import open_book
+from services.dev.bench.settle_in_process import open_book
 from services.shared.platform.security.signing import (
     Keyring,
     KeyringEntry,

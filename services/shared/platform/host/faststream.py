@@ -328,7 +328,7 @@ GC_THRESHOLDS = (10_000, 10, 10)
 """The collector's thresholds while a service runs (Python's: 700, 10, 10). A coup makes tens
 of thousands of objects at once (a 10,000-bet coup's lines, records and messages): at 700 they
 were promoted through every generation and set off full collections of the whole heap (4 of
-40 ms each for one coup in process, ``services.settlement.benchmark``); at 10,000 none.
+40 ms each for one coup in process, ``services.dev.bench.settle_in_process``); at 10,000 none.
 Measured in the e2e bench: BENCHMARKS.md, "The garbage collector's thresholds"."""
 _thresholds_before = gc.get_threshold()
 

@@ -1,4 +1,5 @@
-"""Time settling one busy coup: ``python -m services.settlement.benchmark [--bets N] [--sqlite F]``.
+"""Time settling one busy coup, in process (no Kafka):
+``python -m services.dev.bench.settle_in_process [--bets N] [--sqlite F]``.
 
 Places N accepted bets on one coup (in batches, as the consumer runtime
 delivers them), then measures CoupResolved -> every bet settled and recorded
