@@ -61,7 +61,7 @@ def up_command(kafka: str, prefix: str, data_dir: Path, *options: str) -> list[s
         "--cut-card",
         "14",
         "--betting-window-ms",
-        "200",
+        "1000",  # `up`'s own; 200 ms lost every bet to BETTING_CLOSED on a loaded machine
         *options,
     ]
 
