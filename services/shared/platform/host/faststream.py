@@ -14,6 +14,7 @@ tests/unit/platform/test_platform_faststream_pins.py.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import json
 import logging
@@ -37,7 +38,7 @@ from services.shared.platform.host.asyncapi import (
     complete,
     published_union,
 )
-from services.shared.platform.host.endpoints import ops_app
+from services.shared.platform.host.endpoints import ASYNCAPI_PATHS, ops_app
 from services.shared.platform.host.runner import AsgiServer, Started, start_endpoints
 from services.shared.platform.host.service import ServiceDefinition, ServiceLifespan, TApp
 from services.shared.platform.settings import Settings
@@ -152,7 +153,7 @@ def asyncapi_json(
     return json.dumps(document, separators=(",", ":"))
 
 
-OPS_PATHS = ("/health", "/ready", "/metrics", "/asyncapi", "/asyncapi.json", "/asyncapi.html")
+OPS_PATHS = ("/health", "/ready", "/metrics", *ASYNCAPI_PATHS)
 
 
 class KafkaService(ServiceLifespan[TApp], Started):
@@ -187,7 +188,7 @@ class KafkaService(ServiceLifespan[TApp], Started):
         )
         ops = ops_app(
             self.readiness,
-            self._metrics_text,
+            functools.partial(self.metrics.render, self),
             self.asyncapi_json,
             service=definition.name,
             allowed_hosts=settings.allowed_hosts,
@@ -307,10 +308,6 @@ class KafkaService(ServiceLifespan[TApp], Started):
                 if self._frozen:  # stopped: its objects may go
                     self._frozen = False
                     _thaw()
-
-    async def _metrics_text(self) -> bytes:
-        body, _content_type = await self.metrics.render(self)
-        return body
 
     def asyncapi_json(self) -> str:
         """This service's AsyncAPI 3.0 document (JSON)."""

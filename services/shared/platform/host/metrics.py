@@ -17,7 +17,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -148,37 +147,24 @@ class ServiceMetrics:
     def observe_published(self, messages: Iterable[Message]) -> None:
         """Relay hook: count what the broker acknowledged."""
         now = time.time()
-        types: Tally[str] = Tally()
-        outcomes: Tally[str] = Tally()
-        accepted: Tally[str] = Tally()
-        rejected: Tally[str] = Tally()
-        settled: Tally[str] = Tally()
-        incidents: Tally[str] = Tally()
+        counts: Tally[tuple[Counter, str]] = Tally()  # (counter, label) -> how many
         for message in messages:
-            types[message.type] += 1
+            counts[self.published, message.type] += 1
             if isinstance(message, IncidentRaised):
-                incidents[message.code] += 1
+                counts[self.incidents, message.code] += 1
             if isinstance(message, BetSettled):
-                settled[message.result] += 1
+                counts[self.bets_settled, message.result] += 1
                 self._settled(message.table_id, message.coup_id, now)
             elif isinstance(message, BetAccepted):
-                accepted[message.bet_type] += 1
+                counts[self.bets_accepted, message.bet_type] += 1
             elif isinstance(message, BetRejected):
-                rejected[message.reason_code] += 1
+                counts[self.bets_rejected, message.reason_code] += 1
             elif isinstance(message, CoupResolved):
-                outcomes[message.outcome] += 1
+                counts[self.coups_resolved, message.outcome] += 1
             elif isinstance(message, CoupSettled):
                 self._settled(message.table_id, message.coup_id, now)
-        for tally, counter in (
-            (types, self.published),
-            (outcomes, self.coups_resolved),
-            (accepted, self.bets_accepted),
-            (rejected, self.bets_rejected),
-            (settled, self.bets_settled),
-            (incidents, self.incidents),
-        ):
-            for label, count in tally.items():
-                counter.labels(label).inc(count)
+        for (counter, label), count in counts.items():
+            counter.labels(label).inc(count)
 
     def _settled(self, table_id: str, coup_id: str, now: float) -> None:
         resolved = self._resolved_at.pop((table_id, coup_id), None)
@@ -187,14 +173,14 @@ class ServiceMetrics:
 
     # ---- scrape --------------------------------------------------------------------------
 
-    async def render(self, host: Observed) -> tuple[bytes, str]:
-        """Refresh the gauges read at scrape time; the exposition text and its content type."""
+    async def render(self, host: Observed) -> bytes:
+        """Refresh the gauges read at scrape time; the exposition text."""
         self._host = host
         try:
             await asyncio.wait_for(self.refresh(host), SCRAPE_TIMEOUT)
         except Exception as error:  # a scrape still answers with what it has
             log.warning("%s: metrics refresh incomplete: %r", self.service, error)
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        return generate_latest(self.registry)
 
     async def refresh(self, host: Observed) -> None:
         app = host.app
