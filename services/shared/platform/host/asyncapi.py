@@ -81,7 +81,7 @@ def complete(document: dict[str, Any], topic_prefix: str) -> dict[str, Any]:
     schemas = components.setdefault("schemas", {})
     batch_payloads: set[str] = set()
     for channel_name, channel in document.get("channels", {}).items():
-        logical = _logical(channel.get("address", ""), topic_prefix)
+        logical = channel.get("address", "").removeprefix(topic_prefix)
         if logical not in TOPIC_MESSAGES:
             continue
         receives = _action(document, channel_name) == "receive"
@@ -123,10 +123,6 @@ def _one_server(document: dict[str, Any]) -> None:
     for channel in document.get("channels", {}).values():
         if "servers" in channel:
             channel["servers"] = [{"$ref": "#/servers/kafka"}]
-
-
-def _logical(address: str, prefix: str) -> str:
-    return address[len(prefix) :] if prefix and address.startswith(prefix) else address
 
 
 def _unquote(reference: str) -> str:
