@@ -66,8 +66,9 @@ class Observed(Protocol):
     def consumer(self) -> BatchProcessor | None: ...
 
 
-class ServiceMetrics:
-    """The metrics of one running service; hooks fed by the relay and the consumer."""
+class ServiceMetrics(Collector):
+    """The metrics of one running service; hooks fed by the relay and the consumer. It is also
+    the collector, in its own registry, of what the runtime counts anyway (:meth:`collect`)."""
 
     def __init__(self, service: str) -> None:
         self.service = service
@@ -119,7 +120,7 @@ class ServiceMetrics:
             ["service", "topic", "partition"],
         )
         self._host: Observed | None = None
-        r.register(_RuntimeCollector(self))
+        r.register(self)
         self._resolved_at: OrderedDict[tuple[str, str], float] = OrderedDict()
 
     # ---- hooks ---------------------------------------------------------------------------
@@ -193,15 +194,9 @@ class ServiceMetrics:
             for (topic, partition), lag in (await host.consumer.lag()).items():
                 self.consumer_lag.labels(topic, str(partition)).set(lag)
 
-
-class _RuntimeCollector(Collector):
-    """Counters the runtime keeps anyway (consumer stats), read at collect time."""
-
-    def __init__(self, metrics: ServiceMetrics) -> None:
-        self.metrics = metrics
-
     def collect(self) -> Iterator[Metric]:
-        host = self.metrics._host
+        """Counters the runtime keeps anyway (consumer stats), read at collect time."""
+        host = self._host
         consumer = host.consumer if host is not None else None
         stats = consumer.stats if consumer is not None else None
         for name, doc, value in (
@@ -214,7 +209,7 @@ class _RuntimeCollector(Collector):
             family.add_metric([], getattr(stats, value, 0) if stats is not None else 0)
             yield family
         up = GaugeMetricFamily("pb_service_up", "1 while the service runs.", labels=["service"])
-        up.add_metric([self.metrics.service], 1)
+        up.add_metric([self.service], 1)
         yield up
         if host is not None and host.settings.persistence == "sqlite":
             size = 0
