@@ -47,14 +47,6 @@ class Started:
         await self.stop()
 
 
-def stop_on_signals(stopping: asyncio.Event) -> None:
-    """SIGTERM and SIGINT set ``stopping`` (where the loop can have signal handlers)."""
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, stopping.set)
-
-
 class _EmbeddedServer(uvicorn.Server):
     """uvicorn's server without its signal handlers: the embedding process owns SIGINT/SIGTERM."""
 
@@ -220,7 +212,10 @@ class Host(Protocol):
 async def run_host(host: Host, ready_timeout: float) -> int:
     """Run ``host`` until SIGTERM/SIGINT (or a crashed task); returns the process exit code
     (0 also when it stopped as a standby, before it ever wrote)."""
-    stop_on_signals(host.stopping)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):  # where the loop can have signal handlers
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, host.stopping.set)
     try:
         try:
             await host.start()
