@@ -61,8 +61,7 @@ class GroupMembership(ConsumerRebalanceListener):  # type: ignore[misc]
         self.settings = settings
         self.topic = settings.topic(topic)
         self.owned: frozenset[int] = frozenset()
-        self.assigned_once = asyncio.Event()
-        self.assignments = 0  # rebalances this member took part in
+        self.assignments = 0  # rebalances this member took part in (0: not yet a member)
         self.changed = asyncio.Event()
         self.consumer: AIOKafkaConsumer | None = None
 
@@ -108,7 +107,6 @@ class GroupMembership(ConsumerRebalanceListener):  # type: ignore[misc]
             sorted(self.owned) or "none",
         )
         self.assignments += 1
-        self.assigned_once.set()
         self.changed.set()
 
 

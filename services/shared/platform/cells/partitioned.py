@@ -59,7 +59,7 @@ class CellsReadiness:
         host = self.host
         owned = host.membership.owned
         partitions: str | None = None
-        if not host.membership.assigned_once.is_set():
+        if not host.membership.assignments:
             partitions = "not yet a member of the consumer group"
         # A member given no partition (more processes than partitions) is ready: it takes
         # a share when another leaves, and must not hold up a rolling update.
@@ -309,8 +309,8 @@ class CellHost:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while not self.stopping.is_set():
-            assigned = self.membership.assigned_once.is_set()
-            if assigned and set(self.cells) == set(self.membership.owned):
+            membership = self.membership
+            if membership.assignments and set(self.cells) == set(membership.owned):
                 return
             if loop.time() > deadline:
                 raise TimeoutError(f"{self.name}: cells not serving within {timeout} s")
