@@ -54,11 +54,9 @@ class StoppedPartition:
 class PartitionStops:
     """The stopped partitions of one consumer."""
 
-    def __init__(
-        self, first_delay: float = FIRST_RETRY_DELAY, max_delay: float = MAX_RETRY_DELAY
-    ) -> None:
-        self.first_delay = first_delay
-        self.max_delay = max_delay
+    def __init__(self) -> None:
+        self.first_delay = FIRST_RETRY_DELAY
+        self.max_delay = MAX_RETRY_DELAY
         self._stopped: dict[TopicPartition, StoppedPartition] = {}
         self.on_change: Callable[[str, int, bool], None] | None = None
 
