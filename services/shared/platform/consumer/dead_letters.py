@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from contracts import DEAD_LETTERS, DeadLetter, encode, partition_key
 from contracts.dead_letter import MAX_DEAD_LETTER_PAYLOAD, MAX_HEADER_CHARS, MAX_HEADERS
+from services.shared.platform.consumer.intake import TABLE_ID, valid_as
 from services.shared.platform.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,6 @@ MAX_ERROR_CHARS = 2000
 """Characters of ``DeadLetter.error`` (its contract's bound)."""
 
 MAX_TOPIC_CHARS = 249
-_TABLE_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-")
 
 
 def dead_letter_for(record: ConsumerRecord[Any, Any], error: str, service: str) -> DeadLetter:
@@ -39,7 +39,7 @@ def dead_letter_for(record: ConsumerRecord[Any, Any], error: str, service: str) 
     if size is not None and size > len(payload):
         notes.append(f"payload truncated to its first {len(payload)} of {size} bytes")
     return DeadLetter(
-        table_id=key if key is not None and _is_table_id(key) else None,
+        table_id=valid_as(TABLE_ID, key),
         original_topic=bounded_text(record.topic, MAX_TOPIC_CHARS) or "?",
         partition=_clamp(record.partition, 2**31 - 1),
         offset=_clamp(record.offset, 2**63 - 1),
@@ -108,15 +108,6 @@ def bounded_text(raw: object, limit: int = MAX_HEADER_CHARS) -> str | None:
     return text[:limit]
 
 
-def as_text(raw: object) -> str | None:
-    """A Kafka key as text (bad UTF-8 replaced), or None."""
-    if raw is None:
-        return None
-    if isinstance(raw, bytes):
-        return raw.decode("utf-8", "replace")
-    return str(raw)
-
-
 def _headers(raw: Iterable[tuple[Any, Any]] | None, notes: list[str]) -> dict[str, str | None]:
     every = list(raw or ())
     headers: dict[str, str | None] = {}
@@ -151,10 +142,6 @@ def _error(error: str, notes: list[str]) -> str:
         cut = "..."
         text = text[: MAX_ERROR_CHARS - len(tail) - len(cut)] + cut
     return (text + tail)[:MAX_ERROR_CHARS]
-
-
-def _is_table_id(key: str) -> bool:
-    return 1 <= len(key) <= 64 and all(char in _TABLE_ID_CHARS for char in key)
 
 
 def _clamp(number: object, top: int) -> int:

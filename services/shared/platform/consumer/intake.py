@@ -41,7 +41,6 @@ from contracts import (
 )
 from contracts.bet_events import EchoedText
 from contracts.envelope import MAX_TEXT, BetId, Identifier, TableId, TableMessage
-from services.shared.platform.consumer.dead_letters import as_text
 from services.shared.platform.consumer.deliveries import Delivery, Refusal
 from services.shared.platform.kafka import (
     INDEX_HEADER,
@@ -430,7 +429,7 @@ _FIELD_CODES = {
 envelope's, or one the contract does not know) is ``INVALID_ENVELOPE``."""
 
 _BET_ID: TypeAdapter[str] = TypeAdapter(BetId)
-_TABLE_ID: TypeAdapter[str] = TypeAdapter(TableId)
+TABLE_ID: TypeAdapter[str] = TypeAdapter(TableId)
 _IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)
 _ECHOED: TypeAdapter[str] = TypeAdapter(EchoedText)
 
@@ -442,11 +441,11 @@ def refused_bet(error: ContractError, key: bytes | None) -> tuple[PlaceBet, Refu
     document = error.document
     if error.message_type != PlaceBet.__name__ or document is None or not error.fields:
         return None
-    bet_id = _valid(_BET_ID, document.get("bet_id"))
+    bet_id = valid_as(_BET_ID, document.get("bet_id"))
     if bet_id is None or "bet_id" in error.fields:
         return None
     first = error.fields[0]
-    table = _valid(_TABLE_ID, document.get("table_id")) or _valid(_TABLE_ID, as_text(key))
+    table = valid_as(TABLE_ID, document.get("table_id")) or valid_as(TABLE_ID, as_text(key))
     bet = PlaceBet.model_construct(
         table_id=table or "-",
         bet_id=bet_id,
@@ -461,7 +460,8 @@ def refused_bet(error: ContractError, key: bytes | None) -> tuple[PlaceBet, Refu
     return bet, Refusal(code, why if len(why) <= MAX_TEXT else why[: MAX_TEXT - 3] + "...")
 
 
-def _valid(adapter: TypeAdapter[str], value: object) -> str | None:
+def valid_as(adapter: TypeAdapter[str], value: object) -> str | None:
+    """``value`` if the contract's type ``adapter`` takes it (strictly), else None."""
     try:
         return adapter.validate_python(value, strict=True)
     except ValidationError:
@@ -474,7 +474,16 @@ def _echo(adapter: TypeAdapter[str], value: object, limit: int) -> str | None:
     if value is None:
         return None
     text = value if isinstance(value, str) else json.dumps(value)[:limit]
-    return _valid(adapter, text[:limit])
+    return valid_as(adapter, text[:limit])
+
+
+def as_text(raw: object) -> str | None:
+    """A Kafka key as text (bad UTF-8 replaced), or None."""
+    if raw is None:
+        return None
+    if isinstance(raw, bytes):
+        return raw.decode("utf-8", "replace")
+    return str(raw)
 
 
 def _sender(message: Message) -> str | None:
