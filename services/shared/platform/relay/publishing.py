@@ -60,14 +60,10 @@ def publish_one(contract: type[M], event: Any, index: int = 0, **given: Any) -> 
     if unknown:
         raise TypeError(f"{contract.__name__} has no fields {sorted(unknown)}")
     values: dict[str, Any] = envelope(event, index)
-    for name in ("event_id", "occurred_at"):
-        if name in given:
-            values[name] = given[name]
     for name in fields:
-        if name in given:
-            values[name] = given[name]
-        elif hasattr(event, name):
+        if name not in given and hasattr(event, name):
             values[name] = getattr(event, name)
+    values.update(given)
     return contract.model_validate(values)
 
 
@@ -140,9 +136,6 @@ class LineShape:
         common: Sequence[str],
         extra: Sequence[str],
     ) -> None:
-        self.contract = contract
-        self.common = tuple(common)
-        self.extra = tuple(extra)
         line_names: tuple[str, ...] = record._fields  # type: ignore[attr-defined]
         names: dict[str, Any] = {"_trusted": trusted, "_contract": contract}
         items = []
@@ -151,12 +144,12 @@ class LineShape:
                 source = "{event_id}"  # a name, or ids[index] in make_all
             elif name == "occurred_at":
                 source = name
-            elif name in self.common:
-                source = f"common[{self.common.index(name)}]"
+            elif name in common:
+                source = f"common[{common.index(name)}]"
             elif name in line_names:
                 source = f"line[{line_names.index(name)}]"
-            elif name in self.extra:
-                source = f"extra[{self.extra.index(name)}]"
+            elif name in extra:
+                source = f"extra[{extra.index(name)}]"
             elif info.is_required():
                 raise TypeError(f"{contract.__name__}.{name} has no source in a line")
             else:
@@ -216,9 +209,7 @@ def anchor_message(
 ) -> SealAnchored:
     """The anchor of one recorded seal (seal number = ledger version - 1: Started is 1);
     ``partition``: the store is that partition's cell's (``partitioned.py``)."""
-    sealed_at = event.timestamp
-    if sealed_at.tzinfo is None:
-        sealed_at = sealed_at.replace(tzinfo=UTC)
+    sealed_at = envelope(event)["occurred_at"]
     return SealAnchored(
         event_id=message_id(
             uuid5(LEDGER_ID, store_name(service, partition)), event.originator_version

@@ -352,7 +352,6 @@ class OutboxRelay:
             dead_letter_topic=settings.topic(DEAD_LETTERS),
             relay=self.tracking_name,
         )
-        self._quarantine = quarantine
         self.encoder = RecordEncoder(
             settings,
             mapper,
@@ -488,11 +487,11 @@ class OutboxRelay:
         self.producer.new_batch()
         published = Published()
         chunks = self.encoder.chunks(events, done)
-        others = Pipeline(self.producer, self._quarantine, published)
+        others = Pipeline(self.producer, self.encoder.quarantine, published)
         try:
             while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
                 if chunk.markers:
-                    markers = Pipeline(self.producer, self._quarantine, published)
+                    markers = Pipeline(self.producer, self.encoder.quarantine, published)
                     try:
                         await markers.add(chunk.markers)
                         await markers.finish()
