@@ -7,7 +7,7 @@ and logs it at ERROR; the relay publishes it as ``IncidentRaised`` (``relay/publ
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -38,8 +38,7 @@ class Evidence:
 
     @classmethod
     def of(cls, message: Message, origin: Origin | None = None) -> Evidence:
-        where = origin or Origin()
-        return cls(type(message).__name__, message.event_id, *where)
+        return cls(type(message).__name__, message.event_id, **asdict(origin or Origin()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +48,6 @@ class Origin:
     topic: str | None = None
     partition: int | None = None
     offset: int | None = None
-
-    def __iter__(self) -> Any:
-        return iter((self.topic, self.partition, self.offset))
 
 
 @lru_cache(maxsize=4096)
