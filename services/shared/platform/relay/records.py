@@ -78,12 +78,11 @@ SIGNED_TOPICS: frozenset[str] = frozenset(
     }
 )
 """Logical topics whose records the relay signs: every owned topic a service reads (the studio
-bridge's device reads, for the shoe), dealing's
-answers to table commands (few, read by the house's tools: signed as on table-events before), the
-marks on bet-commands (an operator's topic is signed as its base topic is, its signature bound
-to the operator's topic), and the seal anchors (an unsigned anchor proves nothing).
-``BET_EVENTS`` (owned, read by no service: 10,000 BetSettled in one coup) is not signed by
-default; ``OutboxRelay(signed_topics=...)`` can add it."""
+bridge's device reads, for the shoe), dealing's answers to table commands (few, read by the
+house's tools), the marks on bet-commands (an operator's topic is signed as its base topic is,
+its signature bound to the operator's topic), and the seal anchors (an unsigned anchor proves
+nothing). ``BET_EVENTS`` (owned, read by no service: 10,000 BetSettled in one coup) is not
+signed by default; ``OutboxRelay(signed_topics=...)`` can add it."""
 
 CELL_TOPICS: frozenset[str] = frozenset(
     {TABLE_EVENTS, SHOE_EVENTS, SHOE_COMMANDS, BOOK_EVENTS, BET_COMMANDS}

@@ -197,14 +197,10 @@ class FileLease(WriterLease):
         # The file names who holds the lock, for a blocked instance to say whom it waits for:
         # the writer, or (shared) the partitioned process that took it last.
         me = f"pid {os.getpid()} on {socket.gethostname()}"
+        if self.shared:
+            me = f"partitioned processes, the last to join {me}"
         os.ftruncate(fd, 0)
-        os.pwrite(
-            fd,
-            f"partitioned processes, the last to join {me}\n".encode()
-            if self.shared
-            else f"{me}\n".encode(),
-            0,
-        )
+        os.pwrite(fd, f"{me}\n".encode(), 0)
         self._fd = fd
         return True
 

@@ -184,18 +184,17 @@ def _select(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> list[R
     # ``(a, b) IN (VALUES ...)``, SQLite would scan the whole table instead.
     columns = ", ".join(f"t.{column}" for column in table.column_names)
     match = " AND ".join(f"t.{column} = k.c{i}" for i, column in enumerate(table.lookup))
+    names = [f"c{i}" for i in range(len(table.lookup))]
     if isinstance(recorder, SQLiteProcessRecorder):
-        aliases = ", ".join(f"c{i}" for i in range(len(table.lookup)))
         values = ",".join(["(" + ",".join("?" * len(table.lookup)) + ")"] * len(keys))
         statement = (
-            f"WITH k({aliases}) AS (VALUES {values}) "
+            f"WITH k({', '.join(names)}) AS (VALUES {values}) "
             f"SELECT {columns} FROM k JOIN {table.name} AS t ON {match}"
         )
         with recorder.datastore.transaction(commit=False) as c:
             c.execute(statement, [value for key in keys for value in key])
             return [tuple(row) for row in c.fetchall()]
     datastore = cast(Any, recorder).datastore  # PostgreSQL's
-    names = [f"c{i}" for i in range(len(table.lookup))]
     record = ", ".join(f"{name} text" for name in names)
     statement = (
         f"SELECT {columns} FROM json_to_recordset(%s::json) AS k({record}) "
