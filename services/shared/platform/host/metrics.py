@@ -148,24 +148,37 @@ class ServiceMetrics(Collector):
     def observe_published(self, messages: Iterable[Message]) -> None:
         """Relay hook: count what the broker acknowledged."""
         now = time.time()
-        counts: Tally[tuple[Counter, str]] = Tally()  # (counter, label) -> how many
+        types: Tally[str] = Tally()
+        outcomes: Tally[str] = Tally()
+        accepted: Tally[str] = Tally()
+        rejected: Tally[str] = Tally()
+        settled: Tally[str] = Tally()
+        incidents: Tally[str] = Tally()
         for message in messages:
-            counts[self.published, message.type] += 1
+            types[message.type] += 1
             if isinstance(message, IncidentRaised):
-                counts[self.incidents, message.code] += 1
+                incidents[message.code] += 1
             if isinstance(message, BetSettled):
-                counts[self.bets_settled, message.result] += 1
+                settled[message.result] += 1
                 self._settled(message.table_id, message.coup_id, now)
             elif isinstance(message, BetAccepted):
-                counts[self.bets_accepted, message.bet_type] += 1
+                accepted[message.bet_type] += 1
             elif isinstance(message, BetRejected):
-                counts[self.bets_rejected, message.reason_code] += 1
+                rejected[message.reason_code] += 1
             elif isinstance(message, CoupResolved):
-                counts[self.coups_resolved, message.outcome] += 1
+                outcomes[message.outcome] += 1
             elif isinstance(message, CoupSettled):
                 self._settled(message.table_id, message.coup_id, now)
-        for (counter, label), count in counts.items():
-            counter.labels(label).inc(count)
+        for tally, counter in (
+            (types, self.published),
+            (outcomes, self.coups_resolved),
+            (accepted, self.bets_accepted),
+            (rejected, self.bets_rejected),
+            (settled, self.bets_settled),
+            (incidents, self.incidents),
+        ):
+            for label, count in tally.items():
+                counter.labels(label).inc(count)
 
     def _settled(self, table_id: str, coup_id: str, now: float) -> None:
         resolved = self._resolved_at.pop((table_id, coup_id), None)
