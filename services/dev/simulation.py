@@ -17,7 +17,7 @@ same bets, same ids, for each).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,7 +128,7 @@ class LocalSystem:
             "dealing": self.dealing,
             "settlement": self.settlement,
         }
-        self._mappers = {
+        self._mappers: dict[str, Callable[[Any], Sequence[Message]]] = {
             "shoe": shoe_messages,
             "dealing": dealing_messages,
             "settlement": settlement_messages,

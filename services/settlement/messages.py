@@ -12,6 +12,7 @@ names their operator: its messages say so and go to that operator's bet-events t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from functools import singledispatch
 
@@ -30,6 +31,7 @@ from contracts import (
 from services.settlement.domain import BetBook, BetDesk
 from services.shared.facts.settlement import AnswerLine, CorrectedLine, SettledLine
 from services.shared.platform.relay import (
+    Lines,
     line_ids,
     line_shape,
     one,
@@ -40,7 +42,7 @@ from services.shared.platform.relay import (
 
 
 @singledispatch
-def to_messages(event: object) -> list[Message]:
+def to_messages(event: object) -> Sequence[Message]:
     """The contract messages to publish for one stored domain event (often none)."""
     return []
 
@@ -64,30 +66,31 @@ _ACCEPTED = line_shape(
 @to_messages.register(BetBook.BetsAnswered)
 @to_messages.register(BetDesk.BetsRefused)
 @shaped(BetAccepted, BetRejected)
-def _bets_answered(event: BetBook.BetsAnswered | BetDesk.BetsRefused) -> list[Message]:
+def _bets_answered(event: BetBook.BetsAnswered | BetDesk.BetsRefused) -> Sequence[Message]:
     """A BetAccepted per accepted line (trusted: the bet was validated when it was
     accepted), a BetRejected per refused one (validated: it echoes what was received).
     The desk's refusals (no open book) are lines of the same shape, every one refused."""
     ids = line_ids(event, len(event.lines))
-    occurred_at = event.timestamp
+    count = len(event.lines)
+    placed = [*event.placed_at[:count], *[None] * (count - len(event.placed_at))]
+    extras = [(None if when is None else datetime.fromisoformat(when),) for when in placed]
+    refused = {
+        index: publish_one(
+            BetRejected,
+            event,
+            event_id=ids[index],
+            **{**line._asdict(), "amount": str(line.amount), "placed_at": extras[index][0]},
+        )
+        for index, line in enumerate(event.lines)
+        if line.reason_code is not None
+    }
     common = (event.table_id, event.coup_id, event.operator)
-    placed_at = event.placed_at
-    accepted = _ACCEPTED.make
-    messages: list[Message] = []
-    for index, line in enumerate(event.lines):
-        placed = placed_at[index] if index < len(placed_at) else None
-        when = None if placed is None else datetime.fromisoformat(placed)
-        if line.reason_code is None:
-            messages.append(accepted(ids[index], occurred_at, common, line, (when,)))
-        else:
-            refused = {**line._asdict(), "amount": str(line.amount), "placed_at": when}
-            messages.append(publish_one(BetRejected, event, event_id=ids[index], **refused))
-    return messages
+    return Lines(_ACCEPTED, ids, event.timestamp, common, event.lines, extras, refused)
 
 
 @to_messages.register(BetBook.CoupSettled)
 @shaped(BetSettled, CoupSettled)
-def _coup_settled(event: BetBook.CoupSettled) -> list[Message]:
+def _coup_settled(event: BetBook.CoupSettled) -> Sequence[Message]:
     """BetSettled per line (trusted: 10,000 for a busy coup, every value validated when its
     bet was accepted and settled), then CoupSettled."""
     count = len(event.lines)
@@ -98,8 +101,6 @@ def _coup_settled(event: BetBook.CoupSettled) -> list[Message]:
         "currency": event.currency,
         "operator": event.operator,
     }
-    messages: list[Message] = []
-    messages += publish_lines(BetSettled, event, event.lines, SettledLine, common=common, ids=ids)
     total = publish_one(
         CoupSettled,
         event,
@@ -107,8 +108,9 @@ def _coup_settled(event: BetBook.CoupSettled) -> list[Message]:
         bets=count,
         house_result=event.staked - event.paid,
     )
-    messages.append(total)
-    return messages
+    return publish_lines(
+        BetSettled, event, event.lines, SettledLine, common=common, ids=ids, then=[total]
+    )
 
 
 @to_messages.register(BetBook.CoupRefunded)
@@ -134,7 +136,7 @@ def _coup_refunded(event: BetBook.CoupRefunded) -> list[Message]:
 
 @to_messages.register(BetBook.SettlementCorrected)
 @shaped(BetCorrected, CoupSettlementCorrected)
-def _settlement_corrected(event: BetBook.SettlementCorrected) -> list[Message]:
+def _settlement_corrected(event: BetBook.SettlementCorrected) -> Sequence[Message]:
     """BetCorrected per line (a bet whose result or payout the correction changed), then
     CoupSettlementCorrected (the bets corrected, their differences, the house's result)."""
     count = len(event.lines)
@@ -146,10 +148,6 @@ def _settlement_corrected(event: BetBook.SettlementCorrected) -> list[Message]:
         "currency": event.currency,
         "operator": event.operator,
     }
-    messages: list[Message] = []
-    messages += publish_lines(
-        BetCorrected, event, event.lines, CorrectedLine, common=common, ids=ids
-    )
     total = publish_one(
         CoupSettlementCorrected,
         event,
@@ -157,5 +155,6 @@ def _settlement_corrected(event: BetBook.SettlementCorrected) -> list[Message]:
         bets=count,
         house_result=event.staked - event.paid,
     )
-    messages.append(total)
-    return messages
+    return publish_lines(
+        BetCorrected, event, event.lines, CorrectedLine, common=common, ids=ids, then=[total]
+    )

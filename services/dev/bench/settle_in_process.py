@@ -23,11 +23,11 @@ from contracts import (
     OpenBook,
     PlaceBet,
     TableOpened,
-    encode,
 )
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages
 from services.shared.platform.host import GC_THRESHOLDS
+from services.shared.platform.relay import wire
 
 BET_TYPES = ("player", "banker", "tie", "player_pair", "banker_pair")
 
@@ -149,10 +149,10 @@ def _run(bets: int, env: dict[str, str]) -> dict[str, float]:
     app.handle(resolved)
     settle = time.perf_counter() - t0
     t1 = time.perf_counter()
-    messages = []
+    payloads: list[bytes] = []
     for notification in app.recorder.select_notifications(before + 1, 10):
-        messages.extend(to_messages(app.mapper.to_domain_event(notification)))
-    payloads = [encode(m) for m in messages]
+        messages = to_messages(app.mapper.to_domain_event(notification))
+        payloads += [wire(messages, index) for index in range(len(messages))]
     relay = time.perf_counter() - t1
     assert len(payloads) == bets + 1, len(payloads)
     t2 = time.perf_counter()

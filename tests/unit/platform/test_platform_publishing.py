@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 from uuid import UUID
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from contracts import BetSettled, CardDealt, CommandRejected, CoupVoided, encode
-from services.shared.facts.settlement import SettledLine
-from services.shared.platform.relay import envelope, message_id
+from contracts import (
+    BetAccepted,
+    BetRejected,
+    BetSettled,
+    CardDealt,
+    CommandRejected,
+    CoupVoided,
+    encode,
+)
+from services.shared.facts.settlement import AnswerLine, SettledLine
+from services.shared.platform.relay import envelope, message_id, publishing
 from services.shared.platform.relay.publishing import (
+    Lines,
     attr,
     line_ids,
     line_shape,
@@ -21,6 +33,7 @@ from services.shared.platform.relay.publishing import (
     payload_fields,
     publish_lines,
     publish_one,
+    wire,
 )
 
 OID = UUID("0f7c9f0e-2f7b-4d35-9b0a-6f3a1b2c3d4e")
@@ -131,3 +144,83 @@ class Partial(NamedTuple):
 def test_a_contract_field_with_no_source_fails_when_the_shape_is_made() -> None:
     with pytest.raises(TypeError, match=r"BetSettled\.bettor_id has no source"):
         line_shape(BetSettled, Partial, ("table_id", "coup_id", "currency"))
+
+
+# -- the relay's templates: a line's bytes without its message --------------------------
+
+TEXT = st.text(max_size=12)  # any text: quotes, backslashes, control and non-ASCII characters
+WHOLE = st.integers(min_value=-(2**53), max_value=2**53)
+SETTLED = st.builds(SettledLine, TEXT, TEXT, TEXT, TEXT, WHOLE, WHOLE, WHOLE)
+WHEN = st.none() | st.datetimes(timezones=st.sampled_from([UTC, timezone(timedelta(hours=-3))]))
+
+
+def _wires(messages: Sequence[Any]) -> list[bytes]:
+    return [wire(messages, index) for index in range(len(messages))]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(SETTLED, min_size=1, max_size=6), st.sampled_from(["house", "acme"]), TEXT)
+def test_a_lines_template_writes_what_encode_writes_byte_for_byte(
+    lines: list[SettledLine], operator: str, table: str
+) -> None:
+    event = stored()
+    common = {"table_id": table, "coup_id": "t1.c1", "currency": "EUR", "operator": operator}
+    total = publish_one(CoupVoided, stored(**VOIDED))
+    made = publish_lines(BetSettled, event, lines, SettledLine, common=common, then=[total])
+    assert _wires(made) == [encode(message) for message in made]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(TEXT, WHOLE, WHEN, st.booleans()), min_size=1, max_size=6))
+def test_answers_with_their_placing_times_and_refusals_are_written_as_encode_writes_them(
+    answers: list[tuple[str, int, datetime | None, bool]],
+) -> None:
+    shape = line_shape(
+        BetAccepted, AnswerLine, ("table_id", "coup_id", "operator"), extra=("placed_at",)
+    )
+    lines = [AnswerLine(bet, "p1", "tie", amount, "EUR", None, "") for bet, amount, _, _ in answers]
+    rejected = stored(
+        table_id="t1",
+        coup_id="c1",
+        bet_id="r1",
+        bettor_id="p1",
+        bet_type="tie",
+        amount="x",
+        currency="EUR",
+        reason_code="INVALID_AMOUNT",
+        message="not a whole number",
+    )
+    refused = {
+        index: publish_one(BetRejected, rejected, index)
+        for index, (_, _, _, refuse) in enumerate(answers)
+        if refuse
+    }
+    if len(refused) == len(lines):
+        return  # no line of the shape to write
+    ids = line_ids(stored(), len(lines))
+    extras = [(when,) for _, _, when, _ in answers]
+    made = Lines(shape, ids, AT, ("t1", "c1", "house"), lines, extras, refused)
+    assert _wires(made) == [encode(message) for message in made]
+    views = [made.view(index) for index in range(len(made))]
+    assert [(v.type, v.event_id, v.bet_id, v.placed_at) for v in views] == [
+        (m.type, m.event_id, m.bet_id, m.placed_at) for m in made
+    ]
+
+
+def test_plain_lines_are_written_from_the_template_not_encoded_one_by_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lines = [SettledLine(f"b{n}", f"p{n}", "player", "WIN", 100, 100, 200) for n in range(50)]
+    common = {"table_id": "t1", "coup_id": "t1.c1", "currency": "EUR", "operator": "house"}
+    made = publish_lines(BetSettled, stored(), lines, SettledLine, common=common)
+    expected = [encode(message) for message in made]
+    encoded: list[Any] = []
+    monkeypatch.setattr(publishing, "encode", lambda m: encoded.append(m) or encode(m))
+    shape = line_shape(BetAccepted, AnswerLine, ("table_id", "coup_id", "operator"), ("placed_at",))
+    answers = [AnswerLine(f"b{n}", "p1", "tie", 5, "EUR", None, "") for n in range(50)]
+    placed = [(AT + timedelta(microseconds=n * 999_999),) for n in range(50)]
+    accepted = Lines(shape, line_ids(stored(), 50), AT, ("t1", "c1", "acme"), answers, placed)
+    accepted_bytes = _wires(accepted)
+    assert _wires(made) == expected
+    assert len(encoded) == 2  # each fact's sample alone, to cut its template from
+    assert accepted_bytes == [encode(message) for message in accepted]

@@ -8,6 +8,7 @@ broker acknowledged them. Seals publish their anchors, incidents their ``Inciden
 """
 
 from services.shared.platform.relay.publishing import (
+    Lines,
     anchor_message,
     attr,
     envelope,
@@ -18,6 +19,7 @@ from services.shared.platform.relay.publishing import (
     publish_lines,
     publish_one,
     shaped,
+    wire,
     with_anchors,
     with_incidents,
     without_seals,

@@ -10,13 +10,16 @@ seal publishes its anchor (:func:`with_anchors`), an incident its ``IncidentRais
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, overload
 from uuid import UUID, SafeUUID, uuid5
 
-from contracts import IncidentRaised, Message, SealAnchored
+from pydantic import TypeAdapter
+
+from contracts import IncidentRaised, Message, SealAnchored, encode
 from contracts.trusted import trusted
 from services.shared.platform.settings import store_name
 from services.shared.platform.store.incidents import IncidentLog
@@ -89,11 +92,11 @@ def one(contract: type[Message], **derive: Callable[[Any], Any]) -> Publication:
     return Publication(contract, derive)
 
 
-def shaped(*contracts: type[Message]) -> Callable[[Callable[[Any], list[Message]]], Any]:
+def shaped(*contracts: type[Message]) -> Callable[[Callable[[Any], Sequence[Message]]], Any]:
     """Mark a hand-written translation with the contracts it makes (for the tests that hold
     every publication to its fact)."""
 
-    def mark(translate: Callable[[Any], list[Message]]) -> Callable[[Any], list[Message]]:
+    def mark(translate: Callable[[Any], Sequence[Message]]) -> Callable[[Any], Sequence[Message]]:
         translate.contracts = contracts  # type: ignore[attr-defined]
         return translate
 
@@ -126,6 +129,32 @@ def line_ids(event: Any, count: int) -> list[UUID]:
     return [_uuid(base ^ index) for index in range(count)]
 
 
+class Unplain(ValueError):
+    """A line value a template does not write exactly as ``encode`` would."""
+
+
+_PLAIN = re.compile(r"[ !#-\[\]-~]*")
+"""Text written between quotes as it is: printable ASCII but ``"`` and ``\\``."""
+_DATETIME = TypeAdapter(datetime)
+_BOOL = {True: "true", False: "false"}
+
+
+def _datetime(value: datetime) -> str:
+    return _DATETIME.dump_json(value).decode()
+
+
+WRITERS: dict[type, tuple[str, Callable[[Any], str]]] = {
+    str: ('"{v}"', lambda value: f'"{value}"'),  # plain text only (checked)
+    int: ("{v}", str),
+    type(None): ("null", lambda value: "null"),
+    UUID: ('"{v}"', lambda value: f'"{value}"'),
+    bool: ("{_BOOL[v]}", _BOOL.__getitem__),
+    datetime: ("{_datetime(v)}", _datetime),
+}
+"""Per type of a line's value, how ``encode`` writes it: in a template (``v`` the value),
+and alone. A value of another type, or text that is not plain, has no template."""
+
+
 class LineShape:
     """How to make ``contract`` from a line record: each field's source, worked out once."""
 
@@ -136,44 +165,85 @@ class LineShape:
         common: Sequence[str],
         extra: Sequence[str],
     ) -> None:
+        self.contract = contract
         line_names: tuple[str, ...] = record._fields  # type: ignore[attr-defined]
-        names: dict[str, Any] = {"_trusted": trusted, "_contract": contract}
-        items = []
+        self.sources: dict[str, tuple[str, Any]] = {}
+        """Each field's source: ``(event_id|occurred_at, None)``, ``(common|line|extra,
+        position)`` or ``(default, value)``."""
         for name, info in contract.model_fields.items():
-            if name == "event_id":
-                source = "{event_id}"  # a name, or ids[index] in make_all
-            elif name == "occurred_at":
-                source = name
+            if name in ("event_id", "occurred_at"):
+                self.sources[name] = (name, None)
             elif name in common:
-                source = f"common[{common.index(name)}]"
+                self.sources[name] = ("common", common.index(name))
             elif name in line_names:
-                source = f"line[{line_names.index(name)}]"
+                self.sources[name] = ("line", line_names.index(name))
             elif name in extra:
-                source = f"extra[{extra.index(name)}]"
+                self.sources[name] = ("extra", extra.index(name))
             elif info.is_required():
                 raise TypeError(f"{contract.__name__}.{name} has no source in a line")
             else:
-                source = f"_default_{len(names)}"
-                names[source] = info.get_default(call_default_factory=True)
-            items.append(f"{name!r}: {source}")
-        defaults = ", ".join(f"{name}={name}" for name in names)
-        values = ", ".join(items)
-        one, each = values.format(event_id="event_id"), values.format(event_id="ids[index]")
-        code = (
-            f"def make(event_id, occurred_at, common, line, extra=(), *, {defaults}):\n"
-            f"    return _trusted(_contract, {{{one}}})\n"
-            f"def make_all(ids, occurred_at, common, lines, extra=(), *, {defaults}):\n"
-            f"    return [_trusted(_contract, {{{each}}}) for index, line in enumerate(lines)]\n"
+                self.sources[name] = ("default", info.get_default(call_default_factory=True))
+        self.varying = tuple(
+            name
+            for name, (kind, _) in self.sources.items()
+            if kind in ("event_id", "line", "extra")
         )
+        """The fields that differ from line to line, in the contract's order."""
+        names: dict[str, Any] = {"_trusted": trusted, "_contract": contract}
+        self.code: dict[str, str] = {}
+        for name, (kind, where) in self.sources.items():
+            if kind == "default":
+                self.code[name] = f"_default_{len(names)}"
+                names[self.code[name]] = where
+            else:
+                self.code[name] = kind if where is None else f"{kind}[{where}]"
+        defaults = ", ".join(f"{name}={name}" for name in names)
+        values = ", ".join(f"{name!r}: {source}" for name, source in self.code.items())
         namespace: dict[str, Any] = {}
-        exec(code, names, namespace)  # the shape's own builders, compiled once
+        exec(  # the shape's own builder, compiled once
+            f"def make(event_id, occurred_at, common, line, extra=(), *, {defaults}):\n"
+            f"    return _trusted(_contract, {{{values}}})\n",
+            names,
+            namespace,
+        )
         self.make: Callable[..., Message] = namespace["make"]
         """``make(event_id, occurred_at, common, line, extra=())``: the message of one line
         (``common`` and ``extra`` in the shape's order). A line longer than the record (a
         newer writer's) publishes the record's fields; a shorter one raises IndexError."""
-        self.make_all: Callable[..., list[Message]] = namespace["make_all"]
-        """``make_all(ids, occurred_at, common, lines)``: ``make`` of each line, its id
-        ``ids[index]``, in one loop."""
+        self._renderers: dict[tuple[type, ...], Callable[..., bytes]] = {}
+
+    def renderer(self, types: tuple[type, ...]) -> Callable[..., bytes]:
+        """``render(pieces, event_id, line, extra=())`` for lines whose :attr:`varying` values
+        have ``types`` (:data:`WRITERS`'): the line as ``encode`` writes it, its values between
+        one fact's constant ``pieces`` (:class:`Lines`); :class:`Unplain` for a line whose
+        values have other types, or text that is not plain. Compiled once per ``types``."""
+        made = self._renderers.get(types)
+        if made is None:
+            read = "".join(f"    v{n} = {self.code[name]}\n" for n, name in enumerate(self.varying))
+            checks = " or ".join(f"type(v{n}) is not _t{n}" for n in range(len(types)))
+            texts = "+".join(f"v{n}" for n, kind in enumerate(types) if kind is str) or "''"
+            parts = "".join(
+                f"{{p[{n}]}}" + WRITERS[kind][0].replace("v", f"v{n}")
+                for n, kind in enumerate(types)
+            )
+            names = {f"_t{n}": kind for n, kind in enumerate(types)}
+            namespace: dict[str, Any] = {}
+            exec(
+                f"def render(p, event_id, line, extra=()):\n{read}"
+                f"    if {checks} or not _plain({texts}):\n"
+                f"        raise _Unplain(line)\n"
+                f"    return f'{parts}{{p[{len(types)}]}}'.encode()\n",
+                {
+                    **names,
+                    "_plain": _PLAIN.fullmatch,
+                    "_Unplain": Unplain,
+                    "_BOOL": _BOOL,
+                    "_datetime": _datetime,
+                },
+                namespace,
+            )
+            made = self._renderers[types] = namespace["render"]
+        return made
 
 
 @cache
@@ -187,6 +257,136 @@ def line_shape(
     return LineShape(contract, record, common, extra)
 
 
+def _unplain(*line: Any) -> bytes:
+    raise Unplain(line)
+
+
+class Lines(Sequence[Message]):
+    """The messages of a batch fact: one per line (made when read, in line order), except
+    those ``given`` by index, then ``then``. The relay reads a line without making its message:
+    :meth:`encoded` writes it from a template of the fact (``encode``'s bytes exactly) and
+    :meth:`view` reads its fields."""
+
+    def __init__(
+        self,
+        shape: LineShape,
+        ids: Sequence[UUID],
+        occurred_at: datetime,
+        common: tuple[Any, ...],
+        lines: Sequence[tuple[Any, ...]],
+        extras: Sequence[tuple[Any, ...]] = (),
+        given: Mapping[int, Message] | None = None,
+        then: Sequence[Message] = (),
+    ) -> None:
+        self.shape, self.ids, self.occurred_at, self.common = shape, ids, occurred_at, common
+        self.lines, self.extras, self.given, self.then = lines, extras, given or {}, then
+        self._render: Callable[..., bytes] | None = None
+        self._pieces: list[str] = []
+        self._sample: Message | None = None
+
+    def __len__(self) -> int:
+        return len(self.lines) + len(self.then)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        count = len(self.lines)
+        if index < 0:
+            index += len(self)
+        if index >= count:
+            return self.then[index - count]
+        if index in self.given:
+            return self.given[index]
+        extra = self.extras[index] if self.extras else ()
+        return self.shape.make(
+            self.ids[index], self.occurred_at, self.common, self.lines[index], extra
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def is_line(self, index: int) -> bool:
+        """Whether message ``index`` is a line's (not given, not one of ``then``)."""
+        return index < len(self.lines) and index not in self.given
+
+    def sample(self) -> Message:
+        """A line's message: every line's has its type, table and operator."""
+        if self._sample is None:
+            first = next(i for i in range(len(self.lines)) if i not in self.given)
+            self._sample = self[first]
+        return self._sample
+
+    def encoded(self, index: int) -> bytes:
+        """Line ``index``'s message as ``encode`` writes it, without making the message."""
+        if self._render is None:
+            self._render, self._pieces = self._template()
+        extra = self.extras[index] if self.extras else ()
+        try:
+            return self._render(self._pieces, self.ids[index], self.lines[index], extra)
+        except (Unplain, IndexError):
+            return encode(self[index])
+
+    def _template(self) -> tuple[Callable[..., bytes], list[str]]:
+        """The renderer of lines like a sample line, and the fact's constant JSON between
+        their values (cut from ``encode`` of the sample); without one, ``encode`` of each."""
+        sample = self.sample()
+        values = [getattr(sample, name) for name in self.shape.varying]
+        types = tuple(type(value) for value in values)
+        data = encode(sample).decode()
+        pieces: list[str] = []
+        position = 0
+        for name, value, kind in zip(self.shape.varying, values, types, strict=True):
+            if kind not in WRITERS or (kind is str and not _PLAIN.fullmatch(value)):
+                return _unplain, []
+            text = f',"{name}":{WRITERS[kind][1](value)}'
+            at = data.find(text, position)
+            if at < 0:
+                return _unplain, []
+            pieces.append(data[position : at + len(name) + 4])
+            position = at + len(text)
+        pieces.append(data[position:])
+        return self.shape.renderer(types), pieces
+
+    def view(self, index: int) -> Any:
+        """Message ``index`` to read fields of: a line's unmade (:class:`LineView`)."""
+        return LineView(self, index) if self.is_line(index) else self[index]
+
+
+def wire(messages: Sequence[Message], index: int) -> bytes:
+    """Message ``index`` of a mapping as the relay sends it (a line's from its template)."""
+    if isinstance(messages, Lines) and messages.is_line(index):
+        return messages.encoded(index)
+    return encode(messages[index])
+
+
+class LineView:
+    """A line's message read field by field (the relay's hooks), without making it."""
+
+    __slots__ = ("_index", "_lines")
+
+    def __init__(self, lines: Lines, index: int) -> None:
+        self._lines, self._index = lines, index
+
+    def __getattr__(self, name: str) -> Any:
+        lines, index = self._lines, self._index
+        kind, where = lines.shape.sources[name]
+        if kind == "event_id":
+            return lines.ids[index]
+        if kind == "occurred_at":
+            return lines.occurred_at
+        if kind == "common":
+            return lines.common[where]
+        if kind == "line":
+            return lines.lines[index][where]
+        if kind == "extra":
+            return lines.extras[index][where]
+        return where
+
+
 def publish_lines(
     contract: type[M],
     event: Any,
@@ -195,13 +395,14 @@ def publish_lines(
     *,
     common: Mapping[str, Any],
     ids: Sequence[UUID] | None = None,
-) -> list[M]:
-    """One ``contract`` per line, in line order, unvalidated (``contracts.trusted``)."""
+    then: Sequence[Message] = (),
+) -> Lines:
+    """One ``contract`` per line, in line order, unvalidated (``contracts.trusted``), then
+    ``then``."""
     shape = line_shape(contract, record, tuple(common))
     made = ids if ids is not None else line_ids(event, len(lines))
     occurred_at = envelope(event)["occurred_at"]
-    values = tuple(common.values())
-    return cast(list[M], shape.make_all(made, occurred_at, values, lines))
+    return Lines(shape, made, occurred_at, tuple(common.values()), lines, then=then)
 
 
 def anchor_message(

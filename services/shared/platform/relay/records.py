@@ -37,7 +37,6 @@ from contracts import (
     TABLE_EVENTS,
     Message,
     MessageQuarantined,
-    TableMessage,
     base_topic,
     bet_commands_topic,
     encode,
@@ -52,6 +51,7 @@ from services.shared.platform.kafka import (
     TYPE_HEADER,
     key_partition,
 )
+from services.shared.platform.relay.publishing import Lines, LineView, wire
 from services.shared.platform.security.signing import Signer, Where
 from services.shared.platform.settings import Settings
 
@@ -109,7 +109,7 @@ class OutgoingRecord:
     value: bytes
     headers: list[tuple[str, bytes]]
     size: int  # an upper bound of a record batch holding only this record
-    message: Message  # for the operations hooks and the quarantine record
+    message: Message | LineView  # for the operations hooks and the quarantine record
     replaces: OutgoingRecord | None = None  # set on a quarantine record: the one it replaces
     partition: int | None = None  # chosen by the encoder (signed, or a cell's); else the producer
 
@@ -169,9 +169,14 @@ class RecordEncoder:
             if count >= MAX_MESSAGES_PER_BATCH:
                 break
             messages = self.mapper(event)
+            lines = messages if isinstance(messages, Lines) else None
+            like = [
+                lines.sample() if lines is not None and lines.is_line(i) else messages[i]
+                for i in range(len(messages))
+            ]
             where = [
                 kinds.get((type(m), getattr(m, "operator", None))) or self._kind(m, kinds)
-                for m in messages
+                for m in like
             ]
             order: Sequence[int] = range(len(messages))
             if any(targets[0][0] in marker_topics for targets in where):
@@ -180,9 +185,9 @@ class RecordEncoder:
                 order = sorted(order, key=lambda i: where[i][0][0] not in marker_topics)
             position = (NOTIFICATION_HEADER, str(notification_id).encode())
             for index in order:
-                message = messages[index]
-                key = partition_key(message)
-                value = encode(message)
+                key = partition_key(like[index])  # a line's: its fact's table
+                message = lines.view(index) if lines is not None else messages[index]
+                value = wire(messages, index)
                 for topic, kind, signed, own in where[index]:
                     headers = [
                         source,
@@ -323,7 +328,7 @@ def quarantine_record(
         occurred_at=original.occurred_at,
         causation_id=original.event_id,
         correlation_id=original.correlation_id,
-        table_id=original.table_id if isinstance(original, TableMessage) else None,
+        table_id=getattr(original, "table_id", None),
         service=service,
         original_topic=record.topic,
         message_type=original.type,

@@ -30,6 +30,7 @@ from eventsourcing.persistence import Recording
 from contracts import DEAD_LETTERS, Message, MessageQuarantined
 from services.shared.platform.kafka import cluster_id as read_cluster_id
 from services.shared.platform.kafka import idempotent_producer, key_partition
+from services.shared.platform.relay.publishing import LineView
 from services.shared.platform.relay.records import (
     REFUSALS,
     SIGNED_TOPICS,
@@ -370,7 +371,7 @@ class OutboxRelay:
         self.quarantined = 0
         # Operations hooks (metrics.py): the messages of every acknowledged batch, and the
         # MessageQuarantined records that replaced messages the broker cannot take.
-        self.on_published: Callable[[Sequence[Message]], None] | None = None
+        self.on_published: Callable[[Sequence[Message | LineView]], None] | None = None
         self.on_quarantined: Callable[[Sequence[MessageQuarantined]], None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------
