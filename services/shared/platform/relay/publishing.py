@@ -144,15 +144,15 @@ def _datetime(value: datetime) -> str:
 
 
 WRITERS: dict[type, tuple[str, Callable[[Any], str]]] = {
-    str: ('"{v}"', lambda value: f'"{value}"'),  # plain text only (checked)
-    int: ("{v}", str),
+    str: ('"{VALUE}"', lambda value: f'"{value}"'),  # plain text only (checked)
+    int: ("{VALUE}", str),
     type(None): ("null", lambda value: "null"),
-    UUID: ('"{v}"', lambda value: f'"{value}"'),
-    bool: ("{_BOOL[v]}", _BOOL.__getitem__),
-    datetime: ("{_datetime(v)}", _datetime),
+    UUID: ('"{VALUE}"', lambda value: f'"{value}"'),
+    bool: ("{_BOOL[VALUE]}", _BOOL.__getitem__),
+    datetime: ("{_datetime(VALUE)}", _datetime),
 }
-"""Per type of a line's value, how ``encode`` writes it: in a template (``v`` the value),
-and alone. A value of another type, or text that is not plain, has no template."""
+"""Per type of a line's value, how ``encode`` writes it: in a template's f-string, and
+alone. A value of another type, or text that is not plain, has no template."""
 
 
 class LineShape:
@@ -223,7 +223,7 @@ class LineShape:
             checks = " or ".join(f"type(v{n}) is not _t{n}" for n in range(len(types)))
             texts = "+".join(f"v{n}" for n, kind in enumerate(types) if kind is str) or "''"
             parts = "".join(
-                f"{{p[{n}]}}" + WRITERS[kind][0].replace("v", f"v{n}")
+                f"{{p[{n}]}}" + WRITERS[kind][0].replace("VALUE", f"v{n}")
                 for n, kind in enumerate(types)
             )
             names = {f"_t{n}": kind for n, kind in enumerate(types)}
