@@ -149,12 +149,13 @@ class ServiceMetrics(Collector):
         rejected: Tally[str] = Tally()
         settled: Tally[str] = Tally()
         incidents: Tally[str] = Tally()
+        coups: set[tuple[str, str]] = set()  # settled in this batch
         for message in messages:
             kind = message.type
             types[kind] += 1
             if kind == "BetSettled":
                 settled[message.result] += 1
-                self._settled(message.table_id, message.coup_id, now)
+                coups.add((message.table_id, message.coup_id))
             elif kind == "BetAccepted":
                 accepted[message.bet_type] += 1
             elif kind == "BetRejected":
@@ -162,9 +163,11 @@ class ServiceMetrics(Collector):
             elif kind == "CoupResolved":
                 outcomes[message.outcome] += 1
             elif kind == "CoupSettled":
-                self._settled(message.table_id, message.coup_id, now)
+                coups.add((message.table_id, message.coup_id))
             elif kind == "IncidentRaised":
                 incidents[message.code] += 1
+        for table_id, coup_id in coups:
+            self._settled(table_id, coup_id, now)
         for tally, counter in (
             (types, self.published),
             (outcomes, self.coups_resolved),

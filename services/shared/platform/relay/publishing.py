@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 from uuid import UUID, SafeUUID, uuid5
 
 from pydantic import TypeAdapter
@@ -211,6 +211,8 @@ class LineShape:
         (``common`` and ``extra`` in the shape's order). A line longer than the record (a
         newer writer's) publishes the record's fields; a shorter one raises IndexError."""
         self._renderers: dict[tuple[type, ...], Callable[..., bytes]] = {}
+        self.view: Callable[[Lines, int], LineView] = _view_class(self)
+        """``view(lines, index)``: line ``index`` of ``lines`` read by field (:class:`LineView`)."""
 
     def renderer(self, types: tuple[type, ...]) -> Callable[..., bytes]:
         """``render(pieces, event_id, line, extra=())`` for lines whose :attr:`varying` values
@@ -353,7 +355,7 @@ class Lines(Sequence[Message]):
 
     def view(self, index: int) -> Any:
         """Message ``index`` to read fields of: a line's unmade (:class:`LineView`)."""
-        return LineView(self, index) if self.is_line(index) else self[index]
+        return self.shape.view(self, index) if self.is_line(index) else self[index]
 
 
 def wire(messages: Sequence[Message], index: int) -> bytes:
@@ -364,27 +366,38 @@ def wire(messages: Sequence[Message], index: int) -> bytes:
 
 
 class LineView:
-    """A line's message read field by field (the relay's hooks), without making it."""
+    """A line's message read field by field (the relay's hooks), without making it: each
+    shape's view class (:meth:`LineShape.view`) has a property per field."""
 
     __slots__ = ("_index", "_lines")
 
     def __init__(self, lines: Lines, index: int) -> None:
         self._lines, self._index = lines, index
 
-    def __getattr__(self, name: str) -> Any:
-        lines, index = self._lines, self._index
-        kind, where = lines.shape.sources[name]
-        if kind == "event_id":
-            return lines.ids[index]
-        if kind == "occurred_at":
-            return lines.occurred_at
-        if kind == "common":
-            return lines.common[where]
-        if kind == "line":
-            return lines.lines[index][where]
-        if kind == "extra":
-            return lines.extras[index][where]
-        return where
+    if TYPE_CHECKING:  # the fields, as properties of each shape's class
+
+        def __getattr__(self, name: str) -> Any: ...
+
+
+def _reader(kind: str, at: Any) -> Callable[[LineView], Any]:
+    """How a view reads a field of source ``(kind, at)`` (:attr:`LineShape.sources`)."""
+    if kind == "event_id":
+        return lambda view: view._lines.ids[view._index]
+    if kind == "occurred_at":
+        return lambda view: view._lines.occurred_at
+    if kind == "common":
+        return lambda view: view._lines.common[at]
+    if kind == "line":
+        return lambda view: view._lines.lines[view._index][at]
+    return lambda view: view._lines.extras[view._index][at]
+
+
+def _view_class(shape: LineShape) -> type[LineView]:
+    fields: dict[str, Any] = {
+        name: where if kind == "default" else property(_reader(kind, where))
+        for name, (kind, where) in shape.sources.items()
+    }
+    return type(f"{shape.contract.__name__}View", (LineView,), {"__slots__": (), **fields})
 
 
 def publish_lines(
