@@ -60,6 +60,7 @@ from services.shared.rules.validation import (
     BetLimit,
     Rejection,
     RejectionReason,
+    parse_bet_type,
     validate_stake,
 )
 
@@ -501,7 +502,7 @@ class BetBook(Aggregate):
             self.operator_exposure[operator] = self.operator_exposure.get(operator, 0) + most
         self.bets[key] = Bet(bet_id, line.bettor_id, line.bet_type, amount, operator)
         types = self.bettor_types.setdefault((operator, line.bettor_id), set())
-        types.add(BetType(line.bet_type))
+        types.add(parse_bet_type(line.bet_type) or BetType(line.bet_type))  # a dict's, or raise
 
     def close_betting(self, closed_at: datetime) -> None:
         """Dealing closed betting at ``closed_at`` (its CloseBook's append time)."""
