@@ -143,16 +143,16 @@ def _datetime(value: datetime) -> str:
     return _DATETIME.dump_json(value).decode()
 
 
-WRITERS: dict[type, tuple[str, Callable[[Any], str]]] = {
-    str: ('"{VALUE}"', lambda value: f'"{value}"'),  # plain text only (checked)
-    int: ("{VALUE}", str),
-    type(None): ("null", lambda value: "null"),
-    UUID: ('"{VALUE}"', lambda value: f'"{value}"'),
-    bool: ("{_BOOL[VALUE]}", _BOOL.__getitem__),
-    datetime: ("{_datetime(VALUE)}", _datetime),
+WRITERS: dict[type, str] = {
+    str: '"{VALUE}"',  # plain text only (checked)
+    int: "{VALUE}",
+    type(None): "null",
+    UUID: '"{VALUE}"',
+    bool: "{_BOOL[VALUE]}",
+    datetime: "{_datetime(VALUE)}",
 }
-"""Per type of a line's value, how ``encode`` writes it: in a template's f-string, and
-alone. A value of another type, or text that is not plain, has no template."""
+"""Per type of a line's value, how ``encode`` writes it (in a template's f-string). A value
+of another type, or text that is not plain, has no template."""
 
 
 class LineShape:
@@ -170,9 +170,11 @@ class LineShape:
         self.sources: dict[str, tuple[str, Any]] = {}
         """Each field's source: ``(event_id|occurred_at, None)``, ``(common|line|extra,
         position)`` or ``(default, value)``."""
+        self.code: dict[str, str] = {}  # each field's source as ``make``'s code reads it
+        names: dict[str, Any] = {"_trusted": trusted, "_contract": contract}
         for name, info in contract.model_fields.items():
             if name in ("event_id", "occurred_at"):
-                self.sources[name] = (name, None)
+                self.sources[name], self.code[name] = (name, None), name
             elif name in common:
                 self.sources[name] = ("common", common.index(name))
             elif name in line_names:
@@ -183,20 +185,16 @@ class LineShape:
                 raise TypeError(f"{contract.__name__}.{name} has no source in a line")
             else:
                 self.sources[name] = ("default", info.get_default(call_default_factory=True))
+                self.code[name] = f"_default_{len(names)}"
+                names[self.code[name]] = self.sources[name][1]
+            kind, where = self.sources[name]
+            self.code.setdefault(name, f"{kind}[{where}]")
         self.varying = tuple(
             name
             for name, (kind, _) in self.sources.items()
             if kind in ("event_id", "line", "extra")
         )
         """The fields that differ from line to line, in the contract's order."""
-        names: dict[str, Any] = {"_trusted": trusted, "_contract": contract}
-        self.code: dict[str, str] = {}
-        for name, (kind, where) in self.sources.items():
-            if kind == "default":
-                self.code[name] = f"_default_{len(names)}"
-                names[self.code[name]] = where
-            else:
-                self.code[name] = kind if where is None else f"{kind}[{where}]"
         defaults = ", ".join(f"{name}={name}" for name in names)
         values = ", ".join(f"{name!r}: {source}" for name, source in self.code.items())
         namespace: dict[str, Any] = {}
@@ -225,7 +223,7 @@ class LineShape:
             checks = " or ".join(f"type(v{n}) is not _t{n}" for n in range(len(types)))
             texts = "+".join(f"v{n}" for n, kind in enumerate(types) if kind is str) or "''"
             parts = "".join(
-                f"{{p[{n}]}}" + WRITERS[kind][0].replace("VALUE", f"v{n}")
+                f"{{p[{n}]}}" + WRITERS[kind].replace("VALUE", f"v{n}")
                 for n, kind in enumerate(types)
             )
             names = {f"_t{n}": kind for n, kind in enumerate(types)}
@@ -285,6 +283,7 @@ class Lines(Sequence[Message]):
         self._render: Callable[..., bytes] | None = None
         self._pieces: list[str] = []
         self._sample: Message | None = None
+        self._first = 0  # the sample's line
 
     def __len__(self) -> int:
         return len(self.lines) + len(self.then)
@@ -308,9 +307,6 @@ class Lines(Sequence[Message]):
             self.ids[index], self.occurred_at, self.common, self.lines[index], extra
         )
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
-
     def is_line(self, index: int) -> bool:
         """Whether message ``index`` is a line's (not given, not one of ``then``)."""
         return index < len(self.lines) and index not in self.given
@@ -318,8 +314,8 @@ class Lines(Sequence[Message]):
     def sample(self) -> Message:
         """A line's message: every line's has its type, table and operator."""
         if self._sample is None:
-            first = next(i for i in range(len(self.lines)) if i not in self.given)
-            self._sample = self[first]
+            self._first = next(i for i in range(len(self.lines)) if i not in self.given)
+            self._sample = self[self._first]
         return self._sample
 
     def encoded(self, index: int) -> bytes:
@@ -335,23 +331,27 @@ class Lines(Sequence[Message]):
     def _template(self) -> tuple[Callable[..., bytes], list[str]]:
         """The renderer of lines like a sample line, and the fact's constant JSON between
         their values (cut from ``encode`` of the sample); without one, ``encode`` of each."""
-        sample = self.sample()
-        values = [getattr(sample, name) for name in self.shape.varying]
-        types = tuple(type(value) for value in values)
+        sample, names = self.sample(), self.shape.varying
+        types = tuple(type(getattr(sample, name)) for name in names)
+        if not all(kind in WRITERS for kind in types):
+            return _unplain, []
+        render = self.shape.renderer(types)
+        line, extra = self.lines[self._first], self.extras[self._first] if self.extras else ()
+        try:  # the sample's values as the renderer writes them, between NULs
+            texts = render(["\0"] * (len(names) + 1), sample.event_id, line, extra)
+        except Unplain:
+            return _unplain, []
         data = encode(sample).decode()
         pieces: list[str] = []
         position = 0
-        for name, value, kind in zip(self.shape.varying, values, types, strict=True):
-            if kind not in WRITERS or (kind is str and not _PLAIN.fullmatch(value)):
-                return _unplain, []
-            text = f',"{name}":{WRITERS[kind][1](value)}'
-            at = data.find(text, position)
+        for name, value in zip(names, texts.decode().split("\0")[1:-1], strict=True):
+            at = data.find(f',"{name}":{value}', position)
             if at < 0:
                 return _unplain, []
             pieces.append(data[position : at + len(name) + 4])
-            position = at + len(text)
+            position = at + len(name) + 4 + len(value)
         pieces.append(data[position:])
-        return self.shape.renderer(types), pieces
+        return render, pieces
 
     def view(self, index: int) -> Any:
         """Message ``index`` to read fields of: a line's unmade (:class:`LineView`)."""
