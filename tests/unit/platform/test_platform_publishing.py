@@ -1,4 +1,5 @@
-"""Publishing stored events by field name: one validated message, or one trusted per line."""
+"""Publishing stored events by field name: one validated message, or one trusted per line
+(and its bytes from the fact's template)."""
 
 from __future__ import annotations
 
@@ -23,18 +24,10 @@ from contracts import (
     encode,
 )
 from services.shared.facts.settlement import AnswerLine, SettledLine
-from services.shared.platform.relay import envelope, message_id, publishing
-from services.shared.platform.relay.publishing import (
-    Lines,
-    attr,
-    line_ids,
-    line_shape,
-    one,
-    payload_fields,
-    publish_lines,
-    publish_one,
-    wire,
-)
+from services.shared.platform.relay import envelope, message_id
+from services.shared.platform.relay import lines as relay_lines
+from services.shared.platform.relay.lines import Lines, line_ids, line_shape, publish_lines, wire
+from services.shared.platform.relay.publishing import attr, one, payload_fields, publish_one
 
 OID = UUID("0f7c9f0e-2f7b-4d35-9b0a-6f3a1b2c3d4e")
 AT = datetime(2026, 12, 1, 10, 0, 0, 250000, tzinfo=UTC)
@@ -215,7 +208,7 @@ def test_plain_lines_are_written_from_the_template_not_encoded_one_by_one(
     made = publish_lines(BetSettled, stored(), lines, SettledLine, common=common)
     expected = [encode(message) for message in made]
     encoded: list[Any] = []
-    monkeypatch.setattr(publishing, "encode", lambda m: encoded.append(m) or encode(m))
+    monkeypatch.setattr(relay_lines, "encode", lambda m: encoded.append(m) or encode(m))
     shape = line_shape(BetAccepted, AnswerLine, ("table_id", "coup_id", "operator"), ("placed_at",))
     answers = [AnswerLine(f"b{n}", "p1", "tie", 5, "EUR", None, "") for n in range(50)]
     placed = [(AT + timedelta(microseconds=n * 999_999),) for n in range(50)]

@@ -7,19 +7,15 @@ signs and sends them with an idempotent producer, and records the new position o
 broker acknowledged them. Seals publish their anchors, incidents their ``IncidentRaised``.
 """
 
+from services.shared.platform.relay.lines import Lines, line_ids, line_shape, publish_lines, wire
 from services.shared.platform.relay.publishing import (
-    Lines,
     anchor_message,
     attr,
     envelope,
-    line_ids,
-    line_shape,
     message_id,
     one,
-    publish_lines,
     publish_one,
     shaped,
-    wire,
     with_anchors,
     with_incidents,
     without_seals,

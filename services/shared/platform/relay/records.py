@@ -51,7 +51,7 @@ from services.shared.platform.kafka import (
     TYPE_HEADER,
     key_partition,
 )
-from services.shared.platform.relay.publishing import Lines, LineView, wire
+from services.shared.platform.relay.lines import Lines, LineView, wire
 from services.shared.platform.security.signing import Signer, Where
 from services.shared.platform.settings import Settings
 

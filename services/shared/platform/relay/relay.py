@@ -30,7 +30,7 @@ from eventsourcing.persistence import Recording
 from contracts import DEAD_LETTERS, Message, MessageQuarantined
 from services.shared.platform.kafka import cluster_id as read_cluster_id
 from services.shared.platform.kafka import idempotent_producer, key_partition
-from services.shared.platform.relay.publishing import LineView
+from services.shared.platform.relay.lines import LineView
 from services.shared.platform.relay.records import (
     REFUSALS,
     SIGNED_TOPICS,
