@@ -65,7 +65,8 @@ from services.shared.facts.shoe import (
     StudioTableStartedFact,
 )
 from services.shared.platform.relay import message_id, with_incidents
-from services.shared.platform.relay.publishing import Publication, line_ids, payload_fields
+from services.shared.platform.relay.lines import line_ids
+from services.shared.platform.relay.publishing import Publication, payload_fields
 from services.shared.platform.security import (
     SecretKeys,
 )
