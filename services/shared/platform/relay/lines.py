@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import cache
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from pydantic import TypeAdapter
@@ -40,7 +40,6 @@ class Unplain(ValueError):
 _PLAIN = re.compile(r"[ !#-\[\]-~]*")
 """Text written between quotes as it is: printable ASCII but ``"`` and ``\\``."""
 _DATETIME = TypeAdapter(datetime)
-_BOOL = {True: "true", False: "false"}
 
 
 def _datetime(value: datetime) -> str:
@@ -52,7 +51,6 @@ WRITERS: dict[type, str] = {
     int: "{VALUE}",
     type(None): "null",
     UUID: '"{VALUE}"',
-    bool: "{_BOOL[VALUE]}",
     datetime: "{_datetime(VALUE)}",
 }
 """Per type of a line's value, how ``encode`` writes it (in a template's f-string). A value
@@ -141,7 +139,6 @@ class LineShape:
                     **names,
                     "_plain": _PLAIN.fullmatch,
                     "_Unplain": Unplain,
-                    "_BOOL": _BOOL,
                     "_datetime": _datetime,
                 },
                 namespace,
@@ -192,11 +189,7 @@ class Lines(Sequence[Message]):
     def __len__(self) -> int:
         return len(self.lines) + len(self.then)
 
-    @overload
-    def __getitem__(self, index: int) -> Message: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Message]: ...
-    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+    def __getitem__(self, index: Any) -> Any:  # a Message (a list of them for a slice)
         if isinstance(index, slice):
             return [self[i] for i in range(len(self))[index]]
         count = len(self.lines)
