@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contracts import BetAccepted, BetSettled, encode
+from contracts.envelope import uuid_of_int
 from contracts.trusted import trusted
 
 ids = st.text(st.characters(exclude_categories=("Cc", "Cs")), min_size=1, max_size=20)
@@ -139,3 +140,41 @@ def test_missing_or_unknown_fields_are_refused() -> None:
         trusted(BetSettled, without)
     with pytest.raises(ValueError, match=r"unknown \['extra'\]"):
         trusted(BetSettled, {**fields, "extra": 1})
+
+
+@given(st.integers(min_value=0, max_value=2**128 - 1))
+def test_a_uuid_made_from_its_int_is_the_uuid_the_standard_library_makes(value: int) -> None:
+    made, standard = uuid_of_int(value), UUID(int=value)
+    assert (made, hash(made), str(made), made.is_safe) == (
+        standard,
+        hash(standard),
+        str(standard),
+        standard.is_safe,
+    )
+    assert made.__getstate__() == standard.__getstate__()
+
+
+SETTLED: dict[str, Any] = {
+    "occurred_at": datetime(2026, 12, 1, tzinfo=UTC),
+    "table_id": "t1",
+    "bet_id": "b1",
+    "coup_id": "t1.c1",
+    "bettor_id": "p1",
+    "bet_type": "player",
+    "result": "WIN",
+    "stake": 100,
+    "payout": 100,
+    "returned": 200,
+    "currency": "EUR",
+}
+
+
+@given(st.uuids(), st.booleans())
+def test_a_message_id_is_read_from_its_text_as_the_standard_library_reads_it(
+    value: UUID, upper: bool
+) -> None:
+    text = str(value).upper() if upper else str(value)
+    message = BetSettled.model_validate_json(
+        encode(BetSettled(**SETTLED, event_id=value)).replace(str(value).encode(), text.encode())
+    )
+    assert message.event_id == UUID(text) and hash(message.event_id) == hash(UUID(text))

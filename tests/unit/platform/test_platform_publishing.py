@@ -200,10 +200,11 @@ def test_answers_with_their_placing_times_and_refusals_are_written_as_encode_wri
     ]
 
 
-def test_plain_lines_are_written_from_the_template_not_encoded_one_by_one(
+def test_lines_are_written_from_the_template_not_encoded_one_by_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     lines = [SettledLine(f"b{n}", f"p{n}", "player", "WIN", 100, 100, 200) for n in range(50)]
+    lines[7] = SettledLine("b7", 'José "le\\grand"', "player", "WIN", 100, 100, 200)
     common = {"table_id": "t1", "coup_id": "t1.c1", "currency": "EUR", "operator": "house"}
     made = publish_lines(BetSettled, stored(), lines, SettledLine, common=common)
     expected = [encode(message) for message in made]
@@ -211,9 +212,54 @@ def test_plain_lines_are_written_from_the_template_not_encoded_one_by_one(
     monkeypatch.setattr(relay_lines, "encode", lambda m: encoded.append(m) or encode(m))
     shape = line_shape(BetAccepted, AnswerLine, ("table_id", "coup_id", "operator"), ("placed_at",))
     answers = [AnswerLine(f"b{n}", "p1", "tie", 5, "EUR", None, "") for n in range(50)]
-    placed = [(AT + timedelta(microseconds=n * 999_999),) for n in range(50)]
+    placed = [(None if n == 0 else AT + timedelta(microseconds=n * 999_999),) for n in range(50)]
     accepted = Lines(shape, line_ids(stored(), 50), AT, ("t1", "c1", "acme"), answers, placed)
     accepted_bytes = _wires(accepted)
     assert _wires(made) == expected
-    assert len(encoded) == 2  # each fact's sample alone, to cut its template from
+    # each fact's sample alone, to cut its template from: text that is not plain ASCII, and a
+    # line whose value has another type than the sample's, are written from the template too
+    assert len(encoded) == 2
     assert accepted_bytes == [encode(message) for message in accepted]
+
+
+def test_a_line_the_template_cannot_write_is_encoded_from_its_message() -> None:
+    lines = [
+        SettledLine("b1", "p1", "tie", "WIN", 100, 10**4400, 200),  # beyond str()'s digits
+        SettledLine("b2", "p\ud800", "tie", "WIN", 100, 100, 200),  # a lone surrogate
+        SettledLine("b3", "p3", "tie", "WIN", 100, 1.5, 200),  # a type without a writer
+    ]
+    common = {"table_id": "t1", "coup_id": "t1.c1", "currency": "EUR", "operator": "house"}
+    made = publish_lines(BetSettled, stored(), lines, SettledLine, common=common)
+    assert wire(made, 0) == encode(made[0])
+    with pytest.raises(ValueError):  # neither path can write it
+        encode(made[1])
+    with pytest.raises(ValueError):
+        wire(made, 1)
+    with pytest.warns(UserWarning):  # pydantic: a float where an int is declared
+        assert wire(made, 2) == encode(made[2])
+
+
+def test_messages_are_read_by_negative_index_as_a_list_reads_them() -> None:
+    lines = [SettledLine("b1", "p1", "player", "WIN", 100, 100, 200)]
+    common = {"table_id": "t1", "coup_id": "t1.c1", "currency": "EUR", "operator": "house"}
+    total = publish_one(CoupVoided, stored(**VOIDED))
+    made = publish_lines(BetSettled, stored(), lines, SettledLine, common=common, then=[total])
+    assert (made[-1], made.view(-1), wire(made, -1)) == (total, total, encode(total))
+    assert made.view(-2).type == "BetSettled" and wire(made, -2) == encode(made[0])
+    with pytest.raises(IndexError):
+        made[-3]
+
+
+def test_a_shape_whose_lines_would_differ_in_table_or_operator_is_refused() -> None:
+    class Keyed(NamedTuple):
+        table_id: str
+        bet_id: str
+        bettor_id: str
+        bet_type: str
+        result: str
+        stake: int
+        payout: int
+        returned: int
+
+    with pytest.raises(TypeError, match="share one table"):
+        line_shape(BetSettled, Keyed, ("coup_id", "currency", "operator"))

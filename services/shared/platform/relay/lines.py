@@ -12,8 +12,10 @@ printable ASCII, a value of another type) is encoded from its message.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -33,10 +35,6 @@ def line_ids(event: Any, count: int) -> list[UUID]:
     return [uuid_of_int(base ^ index) for index in range(count)]
 
 
-class Unplain(ValueError):
-    """A line value a template does not write exactly as ``encode`` would."""
-
-
 _PLAIN = re.compile(r"[ !#-\[\]-~]*")
 """Text written between quotes as it is: printable ASCII but ``"`` and ``\\``."""
 _DATETIME = TypeAdapter(datetime)
@@ -46,15 +44,21 @@ def _datetime(value: datetime) -> str:
     return _DATETIME.dump_json(value).decode()
 
 
+def _text(value: str) -> str:
+    """Text that is not plain, as ``encode`` writes it (its escapes; other characters as they
+    are, so a lone surrogate fails to encode, as it does there)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 WRITERS: dict[type, str] = {
-    str: '"{VALUE}"',  # plain text only (checked)
+    str: '"{VALUE}"',  # plain text; else {_text(VALUE)}
     int: "{VALUE}",
     type(None): "null",
     UUID: '"{VALUE}"',
     datetime: "{_datetime(VALUE)}",
 }
-"""Per type of a line's value, how ``encode`` writes it (in a template's f-string). A value
-of another type, or text that is not plain, has no template."""
+"""Per type of a value, how ``encode`` writes it in a template's f-string. A fact holding a
+value of another type has no template."""
 
 
 class LineShape:
@@ -97,6 +101,8 @@ class LineShape:
             if kind in ("event_id", "line", "extra")
         )
         """The fields that differ from line to line, in the contract's order."""
+        if {"table_id", "operator"} & set(self.varying):  # the relay keys and routes by a sample
+            raise TypeError(f"{contract.__name__}: a fact's lines share one table and operator")
         defaults = ", ".join(f"{name}={name}" for name in names)
         values = ", ".join(f"{name!r}: {source}" for name, source in self.code.items())
         namespace: dict[str, Any] = {}
@@ -117,30 +123,34 @@ class LineShape:
     def renderer(self, types: tuple[type, ...]) -> Callable[..., bytes]:
         """``render(pieces, event_id, line, extra=())`` for lines whose :attr:`varying` values
         have ``types`` (:data:`WRITERS`'): the line as ``encode`` writes it, its values between
-        one fact's constant ``pieces`` (:class:`Lines`); :class:`Unplain` for a line whose
-        values have other types, or text that is not plain. Compiled once per ``types``."""
+        one fact's constant ``pieces`` (:class:`Lines`); ValueError for a line whose values
+        have other types. Compiled once per ``types``."""
         made = self._renderers.get(types)
         if made is None:
             read = "".join(f"    v{n} = {self.code[name]}\n" for n, name in enumerate(self.varying))
             checks = " or ".join(f"type(v{n}) is not _t{n}" for n in range(len(types)))
             texts = "+".join(f"v{n}" for n, kind in enumerate(types) if kind is str) or "''"
-            parts = "".join(
-                f"{{p[{n}]}}" + WRITERS[kind].replace("VALUE", f"v{n}")
-                for n, kind in enumerate(types)
+            plain = (
+                "".join(
+                    f"{{p[{n}]}}" + WRITERS[kind].replace("VALUE", f"v{n}")
+                    for n, kind in enumerate(types)
+                )
+                + f"{{p[{len(types)}]}}"
             )
-            names = {f"_t{n}": kind for n, kind in enumerate(types)}
+            escaped = plain
+            for n, kind in enumerate(types):
+                if kind is str:
+                    escaped = escaped.replace(f'"{{v{n}}}"', f"{{_text(v{n})}}")
             namespace: dict[str, Any] = {}
             exec(
                 f"def render(p, event_id, line, extra=()):\n{read}"
-                f"    if {checks} or not _plain({texts}):\n"
-                f"        raise _Unplain(line)\n"
-                f"    return f'{parts}{{p[{len(types)}]}}'.encode()\n",
-                {
-                    **names,
-                    "_plain": _PLAIN.fullmatch,
-                    "_Unplain": Unplain,
-                    "_datetime": _datetime,
-                },
+                f"    if {checks}:\n"
+                f"        raise ValueError('another type')\n"
+                f"    if _plain({texts}):\n"
+                f"        return f'{plain}'.encode()\n"
+                f"    return f'{escaped}'.encode()\n",
+                {f"_t{n}": kind for n, kind in enumerate(types)}
+                | {"_plain": _PLAIN.fullmatch, "_text": _text, "_datetime": _datetime},
                 namespace,
             )
             made = self._renderers[types] = namespace["render"]
@@ -156,10 +166,6 @@ def line_shape(
 ) -> LineShape:
     """The (cached) :class:`LineShape` of ``contract`` made from ``record`` lines."""
     return LineShape(contract, record, common, extra)
-
-
-def _unplain(*line: Any) -> bytes:
-    raise Unplain(line)
 
 
 class Lines(Sequence[Message]):
@@ -181,8 +187,7 @@ class Lines(Sequence[Message]):
     ) -> None:
         self.shape, self.ids, self.occurred_at, self.common = shape, ids, occurred_at, common
         self.lines, self.extras, self.given, self.then = lines, extras, given or {}, then
-        self._render: Callable[..., bytes] | None = None
-        self._pieces: list[str] = []
+        self._template: tuple[Callable[..., bytes], list[str]] | None = None
         self._sample: Message | None = None
         self._first = 0  # the sample's line
 
@@ -195,6 +200,8 @@ class Lines(Sequence[Message]):
         count = len(self.lines)
         if index < 0:
             index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
         if index >= count:
             return self.then[index - count]
         if index in self.given:
@@ -206,7 +213,7 @@ class Lines(Sequence[Message]):
 
     def is_line(self, index: int) -> bool:
         """Whether message ``index`` is a line's (not given, not one of ``then``)."""
-        return index < len(self.lines) and index not in self.given
+        return 0 <= index < len(self.lines) and index not in self.given
 
     def sample(self) -> Message:
         """A line's message: every line's has its type, table and operator."""
@@ -217,34 +224,41 @@ class Lines(Sequence[Message]):
 
     def encoded(self, index: int) -> bytes:
         """Line ``index``'s message as ``encode`` writes it, without making the message."""
-        if self._render is None:
-            self._render, self._pieces = self._template()
-        extra = self.extras[index] if self.extras else ()
-        try:
-            return self._render(self._pieces, self.ids[index], self.lines[index], extra)
-        except (Unplain, IndexError):
-            return encode(self[index])
+        if self._template is None:
+            self._template = self._cut()
+        render, pieces = self._template
+        if pieces:
+            line, extra = self.lines[index], self.extras[index] if self.extras else ()
+            try:
+                return render(pieces, self.ids[index], line, extra)
+            except (ValueError, IndexError):  # values of other types than the sample's
+                with suppress(ValueError, IndexError, KeyError):
+                    view = self.view(index)
+                    kinds = tuple(type(getattr(view, name)) for name in self.shape.varying)
+                    return self.shape.renderer(kinds)(pieces, self.ids[index], line, extra)
+        return encode(self[index])
 
-    def _template(self) -> tuple[Callable[..., bytes], list[str]]:
+    def _cut(self) -> tuple[Callable[..., bytes], list[str]]:
         """The renderer of lines like a sample line, and the fact's constant JSON between
-        their values (cut from ``encode`` of the sample); without one, ``encode`` of each."""
+        their values, cut from ``encode`` of the sample (no pieces: a value of the fact has a
+        type without a writer, and each line is encoded from its message)."""
         sample, names = self.sample(), self.shape.varying
-        types = tuple(type(getattr(sample, name)) for name in names)
-        if not all(kind in WRITERS for kind in types):
-            return _unplain, []
-        render = self.shape.renderer(types)
+        kinds = {name: type(getattr(sample, name)) for name in self.shape.sources}
+        if not all(kind in WRITERS for kind in kinds.values()):
+            return encode, []  # not a scalar: its JSON could hold a field's name
+        render = self.shape.renderer(tuple(kinds[name] for name in names))
         line, extra = self.lines[self._first], self.extras[self._first] if self.extras else ()
         try:  # the sample's values as the renderer writes them, between NULs
-            texts = render(["\0"] * (len(names) + 1), sample.event_id, line, extra)
-        except Unplain:
-            return _unplain, []
+            texts = render(["\0"] * (len(names) + 1), sample.event_id, line, extra).decode()
+        except ValueError:  # a lone surrogate
+            return encode, []
         data = encode(sample).decode()
         pieces: list[str] = []
         position = 0
-        for name, value in zip(names, texts.decode().split("\0")[1:-1], strict=True):
+        for name, value in zip(names, texts.split("\0")[1:-1], strict=True):
             at = data.find(f',"{name}":{value}', position)
             if at < 0:
-                return _unplain, []
+                return encode, []
             pieces.append(data[position : at + len(name) + 4])
             position = at + len(name) + 4 + len(value)
         pieces.append(data[position:])
