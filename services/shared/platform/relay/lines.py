@@ -6,8 +6,8 @@ when read (unvalidated: the values were validated when recorded; a builder compi
 :class:`LineShape`). The relay reads a line without making its message: :meth:`Lines.encoded`
 writes its bytes from a template of the fact (its constant JSON, cut from ``encode`` of one
 line, with each line's values between), byte for byte what ``encode`` writes, and
-:meth:`Lines.view` reads its fields. A line the template cannot write exactly (text that is not
-printable ASCII, a value of another type) is encoded from its message.
+:meth:`Lines.view` reads its fields. A line holding a value without a writer (:data:`WRITERS`;
+text with a lone surrogate) is encoded from its message.
 """
 
 from __future__ import annotations
