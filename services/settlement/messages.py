@@ -70,8 +70,8 @@ def _bets_answered(event: BetBook.BetsAnswered | BetDesk.BetsRefused) -> Sequenc
     """A BetAccepted per accepted line (trusted: the bet was validated when it was
     accepted), a BetRejected per refused one (validated: it echoes what was received).
     The desk's refusals (no open book) are lines of the same shape, every one refused."""
-    ids = line_ids(event, len(event.lines))
     count = len(event.lines)
+    ids = line_ids(event, count)
     placed = [*event.placed_at[:count], *[None] * (count - len(event.placed_at))]
     extras = [(None if when is None else datetime.fromisoformat(when),) for when in placed]
     refused = {
