@@ -160,13 +160,14 @@ class SettlementApplication(ServiceApplication):
             for aggregate in uow.aggregates():
                 if isinstance(aggregate, BetBook | BetDesk):
                     aggregate.flush()  # a book's answers, a desk's refusals: one event each
-            uow.add_rows(change_rows(self.bet_index.changes()))
+            changes = self.bet_index.changes()
+            uow.add_rows(change_rows(changes))
             uow.commit()
         except BaseException:
             self._forget(uow)
             self.bet_index.rollback()
             raise
-        self.bet_index.commit()
+        self.bet_index.commit(changes)
         self._drop_finished_books(uow)
 
     def _drop_finished_books(self, uow: UnitOfWork) -> None:

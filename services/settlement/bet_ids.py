@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from services.settlement.bet_index import Answered, BetAnswer, BetKey, BetRequest, Change, Stored
@@ -37,7 +38,11 @@ def change_row(key: BetKey, state: Answered | None, version: int) -> Row | None:
             return None
         return (*key, version + 1, None, False, None, "", False)
     r, answer = state.request, state.answer
-    bet = json.dumps([r.table_id, r.coup_id, r.bettor_id, r.bet_type, r.amount, r.currency])
+    parts = (r.table_id, r.coup_id, r.bettor_id, r.bet_type, r.amount, r.currency)
+    if all(type(part) is str for part in parts):  # json.dumps' text, a third of its cost
+        bet = f"[{', '.join(map(encode_basestring_ascii, parts))}]"
+    else:
+        bet = json.dumps(parts)
     return (
         *key,
         version + 1,

@@ -179,8 +179,8 @@ class BetIndex:
         """What this unit changed, each with its row's version before (to insert)."""
         return [(key, state, self._stored(key).version) for key, state in self._pending.items()]
 
-    def commit(self) -> None:
-        changed = self.changes()
+    def commit(self, changed: list[Change]) -> None:
+        """The unit committed with ``changed`` (its :meth:`changes`, as recorded)."""
         for key, stored in self._read.items():
             if stored.state is not None:  # (an id read as unknown is not cached)
                 self._keep(key, stored)

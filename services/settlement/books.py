@@ -189,10 +189,11 @@ class BetBook(Aggregate):
         TOPIC = BetsAnsweredFact.STORED_TOPIC
 
         def apply(self, book: BetBook) -> None:
-            # Live, the accepted lines were taken when drafted; taking them again is harmless.
+            # Live, the accepted lines were taken when drafted: only a replay takes them here.
+            operator, taken = self.operator, book.bets
             for line in self.lines:
-                if line.reason_code is None:
-                    book._take(line, self.operator)
+                if line.reason_code is None and (operator, line.bet_id) not in taken:
+                    book._take(line, operator)
 
     class CardsDrawn(Aggregate.Event):
         """Cards the shoe drew for the coup (its CardDrawn), each with when the broker
