@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID, SafeUUID, uuid4
 
 from pydantic import (
@@ -20,8 +20,11 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
     StringConstraints,
+    WithJsonSchema,
 )
+from pydantic_core import core_schema
 
 _RFC3339 = re.compile(
     r"\d{4}-(?:0[1-9]|1[0-2])-\d{2}[Tt](?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?"
@@ -66,7 +69,29 @@ def _uuid(value: object) -> object:
     raise ValueError("must be a UUID written 8-4-4-4-12 (6f1c4f6e-3b86-4b2e-9d7a-4b3f0e2a1c11)")
 
 
-Uuid = Annotated[UUID, BeforeValidator(_uuid)]
+class _FromJson:
+    """A type read from JSON by pydantic-core alone, by ``steps`` (a text's pattern, then its
+    own parser): no Python call, where one costs about 1 us a field of every message. From
+    Python, the type's own validators read it; ``codec.decode`` reads again that way the JSON
+    that ``steps`` refuse (to say why), so ``steps`` may admit less, never more, and must give
+    the same value (tests in tests/unit/contracts hold them so)."""
+
+    def __init__(self, *steps: core_schema.CoreSchema) -> None:
+        self.json = core_schema.chain_schema(list(steps)) if len(steps) > 1 else steps[0]
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        return core_schema.json_or_python_schema(self.json, handler(source))
+
+
+Uuid = Annotated[
+    UUID,
+    BeforeValidator(_uuid),
+    _FromJson(
+        core_schema.str_schema(pattern=f"^{_UUID_TEXT.pattern}$"),
+        core_schema.uuid_schema(strict=False),
+    ),
+    WithJsonSchema({"type": "string", "format": "uuid"}),
+]
 """A UUID, written in JSON as its hyphenated text."""
 
 
@@ -102,16 +127,23 @@ def _no_control_characters(value: str) -> str:
     return value
 
 
-_NoControl = (
-    AfterValidator(_no_control_characters),
-    Field(json_schema_extra={"pattern": NO_CONTROL_CHARACTERS}),
-)
+def _no_control(longest: int) -> tuple[Any, ...]:
+    """A text of 1 to ``longest`` characters, none of them a control character."""
+    return (
+        StringConstraints(min_length=1, max_length=longest),
+        AfterValidator(_no_control_characters),
+        _FromJson(
+            core_schema.str_schema(min_length=1, max_length=longest, pattern=NO_CONTROL_CHARACTERS)
+        ),
+        Field(json_schema_extra={"pattern": NO_CONTROL_CHARACTERS}),
+    )
 
-Identifier = Annotated[str, StringConstraints(min_length=1, max_length=128), *_NoControl]
+
+Identifier = Annotated[str, *_no_control(128)]
 """An opaque id chosen by the producer (coup, shoe, bettor, request...): 1-128 characters, no
 control character."""
 
-BetId = Annotated[str, StringConstraints(min_length=1, max_length=64), *_NoControl]
+BetId = Annotated[str, *_no_control(64)]
 """A bet's id, chosen by the bettor's front end: 1-64 characters, no control character; the
 idempotency key of a bet."""
 

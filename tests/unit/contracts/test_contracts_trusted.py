@@ -1,5 +1,7 @@
 """``trusted`` (the relay's bulk path) builds exactly the message validation would."""
 
+import json
+import re
 import warnings
 from datetime import UTC, datetime
 from typing import Any
@@ -8,9 +10,10 @@ from uuid import UUID
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import BaseModel, ValidationError
 
 from contracts import BetAccepted, BetSettled, encode
-from contracts.envelope import uuid_of_int
+from contracts.envelope import BetId, Identifier, Uuid, uuid_of_int
 from contracts.trusted import trusted
 
 ids = st.text(st.characters(exclude_categories=("Cc", "Cs")), min_size=1, max_size=20)
@@ -178,3 +181,61 @@ def test_a_message_id_is_read_from_its_text_as_the_standard_library_reads_it(
         encode(BetSettled(**SETTLED, event_id=value)).replace(str(value).encode(), text.encode())
     )
     assert message.event_id == UUID(text) and hash(message.event_id) == hash(UUID(text))
+
+
+_HYPHENATED = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+
+
+class _Read(BaseModel):
+    uuid: Uuid | None = None
+    identifier: Identifier | None = None
+    bet_id: BetId | None = None
+
+
+def _both_ways(field: str, text: str) -> tuple[Any, Any]:
+    """``field`` read from ``text`` from Python and from JSON (None: refused)."""
+    read = []
+    for how in (_Read.model_validate, _Read.model_validate_json):
+        value = {field: text} if how == _Read.model_validate else json.dumps({field: text})
+        try:
+            read.append(getattr(how(value, strict=True), field))
+        except ValidationError:
+            read.append(None)
+    return read[0], read[1]
+
+
+uuid_texts = st.one_of(
+    st.uuids().flatmap(
+        lambda u: st.sampled_from(
+            [str(u), str(u).upper(), u.hex, f"{{{u}}}", u.urn, f" {u}", f"{u}\n", str(u)[:-1]]
+        )
+    ),
+    st.text(alphabet="0123456789abcdefABCDEFg-{}: \n\u0661", min_size=30, max_size=40),
+)
+
+
+@given(uuid_texts)
+def test_a_uuid_is_read_from_json_as_from_python_the_hyphenated_text_alone(text: str) -> None:
+    """JSON is read by pydantic-core alone (``_FromJson``), Python by ``_uuid``: the same
+    texts admitted, as the same UUID."""
+    from_python, from_json = _both_ways("uuid", text)
+    assert from_json == from_python
+    assert (from_json is not None) == bool(_HYPHENATED.fullmatch(text))
+
+
+ids = st.one_of(
+    st.text(max_size=130),
+    st.text(st.characters(max_codepoint=0xA0), max_size=70),
+    st.sampled_from(["", "a" * 64, "a" * 65, "a" * 128, "a" * 129, "a\x85", "a\u2028b"]),
+)
+
+
+@given(st.sampled_from(["identifier", "bet_id"]), ids)
+def test_an_id_is_read_from_json_as_from_python(field: str, text: str) -> None:
+    """An id: 1 to 128 (a bet's: 64) characters, none a control character (U+0000-U+001F,
+    U+007F-U+009F), read alike from JSON (pydantic-core alone) and from Python."""
+    from_python, from_json = _both_ways(field, text)
+    assert from_json == from_python
+    longest = 64 if field == "bet_id" else 128
+    good = 1 <= len(text) <= longest and not re.search("[\x00-\x1f\x7f-\x9f]", text)
+    assert (from_json is not None) == good
