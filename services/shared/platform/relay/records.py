@@ -171,25 +171,27 @@ class RecordEncoder:
                 break
             messages = self.mapper(event)
             lines = messages if isinstance(messages, Lines) else None
-            like = [
-                lines.sample() if lines is not None and lines.is_line(i) else messages[i]
-                for i in range(len(messages))
-            ]
-            where = [
-                kinds.get((type(m), getattr(m, "operator", None))) or self._kind(m, kinds)
-                for m in like
-            ]
+            where: list[tuple[Targets, bytes]] = []  # each message's targets and key
+            shared: tuple[Targets, bytes] | None = None  # a fact's lines': its sample's
+            for i in range(len(messages)):
+                if lines is not None and lines.is_line(i):
+                    if shared is None:
+                        sample = lines.sample()
+                        shared = (self._targets(sample, kinds), partition_key(sample))
+                    where.append(shared)
+                else:
+                    where.append((self._targets(messages[i], kinds), partition_key(messages[i])))
             order: Sequence[int] = range(len(messages))
-            if any(targets[0][0] in marker_topics for targets in where):
+            if any(targets[0][0] in marker_topics for targets, _ in where):
                 if released:
                     break
-                order = sorted(order, key=lambda i: where[i][0][0] not in marker_topics)
+                order = sorted(order, key=lambda i: where[i][0][0][0] not in marker_topics)
             position = (NOTIFICATION_HEADER, str(notification_id).encode())
             for index in order:
-                key = partition_key(like[index])  # a line's: its fact's table
+                targets, key = where[index]
                 message = lines.view(index) if lines is not None else messages[index]
                 value = wire(messages, index)
-                for topic, kind, signed, own in where[index]:
+                for topic, kind, signed, own in targets:
                     headers = [
                         source,
                         position,
@@ -235,11 +237,16 @@ class RecordEncoder:
         if chunk.markers or chunk.others:
             yield chunk
 
-    def _kind(
+    def _targets(
         self, message: Message, kinds: dict[tuple[type[Any], str | None], Targets]
     ) -> Targets:
+        """Where ``message`` goes (worked out once per message class and operator)."""
+        kind = (type(message), getattr(message, "operator", None))
+        found = kinds.get(kind)
+        if found is not None:
+            return found
         cell = self.settings.partition is not None
-        targets = kinds[(type(message), getattr(message, "operator", None))] = tuple(
+        targets = kinds[kind] = tuple(
             (
                 self.settings.topic(logical),
                 message.type.encode(),
