@@ -31,6 +31,7 @@ from contracts import (
     SHOE_EVENTS,
     TABLE_EVENTS,
     BetCommand,
+    PlaceBet,
     ShoeEvent,
     TableEvent,
     bet_commands_topic,
@@ -53,7 +54,8 @@ def batch_handler(app: SettlementApplication, operator: str = HOUSE) -> BatchHan
             [delivery.message for delivery in deliveries],
             tracking,
             [placed_at(delivery, received) for delivery in deliveries],
-            [delivery.origin for delivery in deliveries],
+            # where each was read: a fact's is its incidents' evidence, a bet needs none
+            [None if type(d.message) is PlaceBet else d.origin for d in deliveries],
             operator,
             [delivery.refusal for delivery in deliveries],
         )

@@ -40,9 +40,9 @@ class Refusal:
         return self.code in MISPLACED
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per record read, and a frozen init costs 3x
 class Delivery:
-    """One decoded message and where it came from."""
+    """One decoded message and where it came from (read only)."""
 
     message: Message
     topic: str  # logical topic (without prefix)
