@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 from uuid import UUID
@@ -351,7 +350,7 @@ class SettlementApplication(ServiceApplication):
             book = None  # not open for this operator's bets yet: its OpenBook is still to come
         if previous is not None:
             if previous.key == request.key:
-                return replace(previous.answer, repeated=True)
+                return previous.answer._replace(repeated=True)
             return self._refuse(
                 uow,
                 book,
