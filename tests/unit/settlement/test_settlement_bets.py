@@ -227,3 +227,9 @@ def test_a_bet_ids_row_holds_the_bet_as_json_dumps_writes_it(parts: list[str]) -
     row = change_row(("house", "b1"), Answered(request, BetAnswer("b1", True)), 0)
     assert row is not None and row[3] == json.dumps(parts)
     assert json.loads(row[3]) == parts
+
+
+def test_a_bet_ids_row_holds_a_part_that_is_not_text_as_json_dumps_writes_it() -> None:
+    request = BetRequest("t1", "c1", "b1", "p1", "player", 2500, "EUR")  # type: ignore[arg-type]
+    row = change_row(("house", "b1"), Answered(request, BetAnswer("b1", True)), 0)
+    assert row is not None and row[3] == '["t1", "c1", "p1", "player", 2500, "EUR"]'
