@@ -185,7 +185,9 @@ def main() -> None:
     rounds: list[dict[str, float]] = []
     for round_ in range(args.rounds):
         with tempfile.TemporaryDirectory() as tmp:
-            path = Path(f"{args.sqlite}.{round_}" if args.sqlite else Path(tmp) / "s.sqlite")
+            path = args.sqlite or Path(tmp) / "settlement.sqlite"
+            if args.sqlite and args.rounds > 1:
+                path = Path(f"{args.sqlite}.{round_}")  # a fresh store each round
             env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path)}
             rounds.append(run(args.bets, env))
     figures = {key: min(each[key] for each in rounds) for key in rounds[0]}
