@@ -60,24 +60,34 @@ def uuid_of_int(value: int) -> UUID:
     return made
 
 
+_NOT_A_UUID = "must be a UUID written 8-4-4-4-12 (6f1c4f6e-3b86-4b2e-9d7a-4b3f0e2a1c11)"
+
+
 def _uuid(value: object) -> object:
     """A UUID, or its text in the hyphenated form (what the schemas' ``uuid`` means)."""
     if isinstance(value, UUID):
         return value
     if isinstance(value, str) and _UUID_TEXT.fullmatch(value) is not None:
         return uuid_of_int(int(value.replace("-", ""), 16))  # 32 hex digits: 128 bits
-    raise ValueError("must be a UUID written 8-4-4-4-12 (6f1c4f6e-3b86-4b2e-9d7a-4b3f0e2a1c11)")
+    raise ValueError(_NOT_A_UUID)
 
 
 class _FromJson:
     """A type read from JSON by pydantic-core alone, by ``steps`` (a text's pattern, then its
     own parser): no Python call, where one costs about 1 us a field of every message. From
-    Python, the type's own validators read it; ``codec.decode`` reads again that way the JSON
-    that ``steps`` refuse (to say why), so ``steps`` may admit less, never more, and must give
-    the same value (tests in tests/unit/contracts hold them so)."""
+    Python, the type's own validators read it. The two must admit the same, as the same value,
+    and refuse for the same reasons (:meth:`refused`): tests in tests/unit/contracts hold them
+    so."""
 
     def __init__(self, *steps: core_schema.CoreSchema) -> None:
         self.json = core_schema.chain_schema(list(steps)) if len(steps) > 1 else steps[0]
+
+    @staticmethod
+    def refused(schema: core_schema.CoreSchema, why: str) -> core_schema.CoreSchema:
+        """``schema``, its errors said as the Python validator says them (a ValueError)."""
+        return core_schema.custom_error_schema(
+            schema, "value_error", custom_error_context={"error": why}
+        )
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> Any:
         return core_schema.json_or_python_schema(self.json, handler(source))
@@ -87,8 +97,15 @@ Uuid = Annotated[
     UUID,
     BeforeValidator(_uuid),
     _FromJson(
-        core_schema.str_schema(pattern=f"^{_UUID_TEXT.pattern}$"),
-        core_schema.uuid_schema(strict=False),
+        _FromJson.refused(
+            core_schema.chain_schema(
+                [
+                    core_schema.str_schema(pattern=f"^{_UUID_TEXT.pattern}$"),
+                    core_schema.uuid_schema(strict=False),
+                ]
+            ),
+            _NOT_A_UUID,
+        )
     ),
     WithJsonSchema({"type": "string", "format": "uuid"}),
 ]
@@ -121,9 +138,12 @@ A NUL cannot be stored in a PostgreSQL text column, a line feed or an escape for
 _CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
+_CONTROL_REFUSED = "must hold no control character (U+0000-U+001F, U+007F-U+009F)"
+
+
 def _no_control_characters(value: str) -> str:
     if _CONTROL_CHARACTER.search(value) is not None:
-        raise ValueError("must hold no control character (U+0000-U+001F, U+007F-U+009F)")
+        raise ValueError(_CONTROL_REFUSED)
     return value
 
 
@@ -133,7 +153,10 @@ def _no_control(longest: int) -> tuple[Any, ...]:
         StringConstraints(min_length=1, max_length=longest),
         AfterValidator(_no_control_characters),
         _FromJson(
-            core_schema.str_schema(min_length=1, max_length=longest, pattern=NO_CONTROL_CHARACTERS)
+            core_schema.str_schema(min_length=1, max_length=longest),
+            _FromJson.refused(
+                core_schema.str_schema(pattern=NO_CONTROL_CHARACTERS), _CONTROL_REFUSED
+            ),
         ),
         Field(json_schema_extra={"pattern": NO_CONTROL_CHARACTERS}),
     )

@@ -192,15 +192,19 @@ class _Read(BaseModel):
     bet_id: BetId | None = None
 
 
-def _both_ways(field: str, text: str) -> tuple[Any, Any]:
-    """``field`` read from ``text`` from Python and from JSON (None: refused)."""
-    read = []
+def _both_ways(field: str, text: object) -> tuple[Any, Any]:
+    """``field`` read from ``text`` from Python and from JSON (None: refused, and then both
+    ways must say why alike)."""
+    read, errors = [], []
     for how in (_Read.model_validate, _Read.model_validate_json):
         value = {field: text} if how == _Read.model_validate else json.dumps({field: text})
         try:
             read.append(getattr(how(value, strict=True), field))
-        except ValidationError:
+        except ValidationError as error:
             read.append(None)
+            errors.append([(item["type"], item["msg"]) for item in error.errors()])
+    assert len(errors) != 1, f"one way refused {text!r}: {errors}"
+    assert not errors or errors[0] == errors[1]
     return read[0], read[1]
 
 
@@ -211,31 +215,37 @@ uuid_texts = st.one_of(
         )
     ),
     st.text(alphabet="0123456789abcdefABCDEFg-{}: \n\u0661", min_size=30, max_size=40),
+    st.sampled_from([None, 123, 1.5, True, [], {}]),
 )
 
 
 @given(uuid_texts)
-def test_a_uuid_is_read_from_json_as_from_python_the_hyphenated_text_alone(text: str) -> None:
+def test_a_uuid_is_read_from_json_as_from_python_the_hyphenated_text_alone(text: object) -> None:
     """JSON is read by pydantic-core alone (``_FromJson``), Python by ``_uuid``: the same
-    texts admitted, as the same UUID."""
+    texts admitted, as the same UUID, and the same reasons for the others."""
     from_python, from_json = _both_ways("uuid", text)
     assert from_json == from_python
-    assert (from_json is not None) == bool(_HYPHENATED.fullmatch(text))
+    assert (from_json is not None) == (isinstance(text, str) and bool(_HYPHENATED.fullmatch(text)))
 
 
 ids = st.one_of(
     st.text(max_size=130),
     st.text(st.characters(max_codepoint=0xA0), max_size=70),
-    st.sampled_from(["", "a" * 64, "a" * 65, "a" * 128, "a" * 129, "a\x85", "a\u2028b"]),
+    st.sampled_from(["", "a" * 64, "a" * 65, "a" * 128, "a" * 129, "a\x85", "a\u2028b", None, 7]),
 )
 
 
 @given(st.sampled_from(["identifier", "bet_id"]), ids)
-def test_an_id_is_read_from_json_as_from_python(field: str, text: str) -> None:
+def test_an_id_is_read_from_json_as_from_python(field: str, text: object) -> None:
     """An id: 1 to 128 (a bet's: 64) characters, none a control character (U+0000-U+001F,
-    U+007F-U+009F), read alike from JSON (pydantic-core alone) and from Python."""
+    U+007F-U+009F), read alike from JSON (pydantic-core alone) and from Python, and refused
+    for the same reasons."""
     from_python, from_json = _both_ways(field, text)
     assert from_json == from_python
     longest = 64 if field == "bet_id" else 128
-    good = 1 <= len(text) <= longest and not re.search("[\x00-\x1f\x7f-\x9f]", text)
+    good = (
+        isinstance(text, str)
+        and 1 <= len(text) <= longest
+        and not re.search("[\x00-\x1f\x7f-\x9f]", text)
+    )
     assert (from_json is not None) == good
