@@ -189,11 +189,13 @@ class BetBook(Aggregate):
         TOPIC = BetsAnsweredFact.STORED_TOPIC
 
         def apply(self, book: BetBook) -> None:
-            # Live, the accepted lines were taken when drafted: only a replay takes them here.
+            # Live, the accepted lines were taken when drafted, as they are: a replay takes them.
             operator, taken = self.operator, book.bets
             for line in self.lines:
-                if line.reason_code is None and (operator, line.bet_id) not in taken:
-                    book._take(line, operator)
+                if line.reason_code is None:
+                    bet = taken.get((operator, line.bet_id))  # (bet_id, bettor, type, stake...)
+                    if bet is None or bet[1:4] != line[1:4]:
+                        book._take(line, operator)
 
     class CardsDrawn(Aggregate.Event):
         """Cards the shoe drew for the coup (its CardDrawn), each with when the broker

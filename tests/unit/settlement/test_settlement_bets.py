@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contracts import BetAccepted, BetRejected, PlaceBet
+from contracts import HOUSE, BetAccepted, BetRejected, PlaceBet
 from services.settlement.application import SettlementApplication
 from services.settlement.bet_ids import change_row
 from services.settlement.bet_index import Answered, BetAnswer, BetRequest
+from services.settlement.books import BetBook
 from services.settlement.desk import BetDesk, desk_aggregate_id, held_line
+from services.shared.facts.settlement import AnswerLine
 from tests.unit.settlement.harness import (
     CLOSES_AT,
     PLACED_AT,
@@ -233,3 +236,27 @@ def test_a_bet_ids_row_holds_a_part_that_is_not_text_as_json_dumps_writes_it() -
     request = BetRequest("t1", "c1", "b1", "p1", "player", 2500, "EUR")  # type: ignore[arg-type]
     row = change_row(("house", "b1"), Answered(request, BetAnswer("b1", True)), 0)
     assert row is not None and row[3] == '["t1", "c1", "p1", "player", 2500, "EUR"]'
+
+
+def test_a_replayed_answer_takes_its_bet_unless_the_book_holds_it_as_it_is() -> None:
+    """Live, the book took an accepted bet when it drafted it, and its BetsAnswered does not
+    take it again; a replay takes every line, the later of two with one id as before."""
+    book = BetBook(
+        table_id="t1",
+        coup_id="c1",
+        paytable="standard",
+        limits={name: {"minimum": 1, "maximum": 10**6} for name in ("player", "banker")},
+        currency="EUR",
+        closes_at=CLOSES_AT,
+    )
+    lines = [
+        AnswerLine("b1", "alice", "player", 100, "EUR", None, ""),
+        AnswerLine("b1", "bob", "banker", 500, "EUR", None, ""),
+        AnswerLine("b2", "alice", "player", 200, "EUR", None, ""),
+    ]
+    BetBook.BetsAnswered.apply(SimpleNamespace(operator=HOUSE, lines=lines), book)  # type: ignore[arg-type]
+    assert book.bets[(HOUSE, "b1")].bettor_id == "bob"
+    assert set(book.bettor_types) == {(HOUSE, "alice"), (HOUSE, "bob")}
+    held = dict(book.bets), book.exposure
+    BetBook.BetsAnswered.apply(SimpleNamespace(operator=HOUSE, lines=lines[1:]), book)  # type: ignore[arg-type]
+    assert (dict(book.bets), book.exposure) == held  # taken as they are: nothing changes
