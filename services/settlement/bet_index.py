@@ -50,7 +50,7 @@ class BetAnswer(NamedTuple):  # a frozen dataclass costs 3x to make, and one is 
     held: bool = False  # waiting for its coup's BettingOpened (answered then)
 
 
-class BetRequest(NamedTuple):  # a frozen dataclass costs 3x to make, and one is made a bet
+class BetRequest(NamedTuple):  # not a frozen dataclass: see BetAnswer
     """A bet as received (from PlaceBet, or taken back from the desk)."""
 
     table_id: str
@@ -111,7 +111,7 @@ def content_key(
     return (table_id, coup_id, bettor_id, bet_type, amount_key, currency)
 
 
-class Answered(NamedTuple):  # a frozen dataclass costs 3x to make, and one is made a bet
+class Answered(NamedTuple):  # not a frozen dataclass: see BetAnswer
     """A bet id's content (the request it was answered for) and its answer."""
 
     request: BetRequest

@@ -180,12 +180,14 @@ class RecordEncoder:
                         shared = (self._targets(sample, kinds), partition_key(sample))
                     where.append(shared)
                 else:
-                    where.append((self._targets(messages[i], kinds), partition_key(messages[i])))
+                    message = messages[i]
+                    where.append((self._targets(message, kinds), partition_key(message)))
             order: Sequence[int] = range(len(messages))
-            if any(targets[0][0] in marker_topics for targets, _ in where):
+            marks = {i for i, (targets, _) in enumerate(where) if targets[0][0] in marker_topics}
+            if marks:  # dealing's marks on bet-commands: sent and acknowledged first
                 if released:
                     break
-                order = sorted(order, key=lambda i: where[i][0][0][0] not in marker_topics)
+                order = sorted(order, key=lambda i: i not in marks)
             position = (NOTIFICATION_HEADER, str(notification_id).encode())
             for index in order:
                 targets, key = where[index]

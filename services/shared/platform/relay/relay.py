@@ -123,6 +123,13 @@ class RelayProducer:
                 count = self.counts[topic] = len(await self._live().partitions_for(topic))
         return count
 
+    async def partition_of(self, record: OutgoingRecord) -> int:
+        """The record's partition: the encoder's choice, else Kafka's default partitioner's
+        (murmur2 of its key), as the producer would choose it."""
+        if record.partition is not None:
+            return record.partition
+        return key_partition(record.key, await self.partition_count(record.topic))
+
     def _live(self) -> AIOKafkaProducer:
         if self._producer is None:
             raise RuntimeError("the relay has no producer (not started, or starting one failed)")
@@ -237,14 +244,7 @@ class Pipeline:
         for record in records:
             if record.replaces is not None:
                 self.published.quarantined.append(record)
-            # the encoder's partition, else Kafka's default partitioner's (murmur2 of the key)
-            partition = record.partition
-            if partition is None:
-                count = self.producer.counts.get(record.topic)  # no await per record
-                if count is None:
-                    count = await self.producer.partition_count(record.topic)
-                partition = key_partition(record.key, count)
-            tp = (record.topic, partition)
+            tp = (record.topic, await self.producer.partition_of(record))
             part = self.partitions.get(tp)
             if part is None:
                 part = self.partitions[tp] = PartitionRecords(*tp)
