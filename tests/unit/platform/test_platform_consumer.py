@@ -487,19 +487,19 @@ async def test_an_external_message_its_handler_fails_on_is_dead_lettered() -> No
 async def test_a_per_message_handler_failing_half_way_applies_nothing_twice() -> None:
     from eventsourcing.persistence import Tracking
 
-    from services.shared.platform.consumer import per_message
-
     h = Harness()
     applied: list[str] = []
 
-    def handle(message: object, tracking: Tracking) -> None:
-        assert isinstance(message, CloseTable)
-        if message.reason == "boom":
-            raise ValueError("bad")
-        with h.app.unit_of_work(tracking):
-            applied.append(message.reason)
+    def handle(deliveries: Sequence[Delivery], tracking: Tracking) -> None:
+        for delivery in deliveries:  # one transaction per message, each with its own tracking
+            message = delivery.message
+            assert isinstance(message, CloseTable)
+            if message.reason == "boom":
+                raise ValueError("bad")
+            with h.app.unit_of_work(delivery.tracking):
+                applied.append(message.reason)
 
-    h.runtime.subscriptions[TABLE_COMMANDS] = Subscription(TABLE_COMMANDS, per_message(handle))
+    h.runtime.subscriptions[TABLE_COMMANDS] = Subscription(TABLE_COMMANDS, handle)
     await h.feed(
         record(0, close("1")),
         record(1, close("2")),

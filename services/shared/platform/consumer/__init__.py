@@ -15,7 +15,6 @@ from services.shared.platform.consumer.deliveries import (
     Delivery,
     Refusal,
     Subscription,
-    per_message,
     with_unit_of_work,
 )
 from services.shared.platform.consumer.intake import (

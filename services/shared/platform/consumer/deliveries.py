@@ -1,8 +1,8 @@
 """What a service's handlers get: a :class:`Delivery` per message, per :class:`Subscription`.
 
 A :data:`BatchHandler` records the effects of one partition's fresh deliveries and their
-tracking record in ONE transaction; :func:`per_message` and :func:`with_unit_of_work` adapt the
-two usual shapes of handler (the latter records a refused fact as an incident).
+tracking record in ONE transaction; :func:`with_unit_of_work` adapts the usual shape of handler
+(one unit of work per batch) and records a refused fact as an incident.
 """
 
 from __future__ import annotations
@@ -102,17 +102,6 @@ BatchHandler = Callable[[Sequence[Delivery], Tracking], None]
 class Subscription:
     topic: str  # logical topic, e.g. contracts.SHOE_COMMANDS
     handler: BatchHandler
-
-
-def per_message(handle: Callable[[Message, Tracking], None]) -> BatchHandler:
-    """Adapt ``handle(message, tracking)`` (one transaction per message) to a batch handler."""
-
-    def handler(deliveries: Sequence[Delivery], tracking: Tracking) -> None:
-        for delivery in deliveries:
-            with message_context(delivery.message):  # log records carry the message's ids
-                handle(delivery.message, delivery.tracking)
-
-    return handler
 
 
 def with_unit_of_work(
