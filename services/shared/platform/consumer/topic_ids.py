@@ -14,22 +14,22 @@ by field, with aiokafka's own protocol types (as ``aiokafka.protocol.admin`` def
 flexible requests); aiokafka's connection checks that the broker speaks v12 and picks the
 flexible request and response headers from ``FLEXIBLE_VERSION``.
 
-A topic id is shown as Kafka shows it (``kafka-topics --describe``): the 16 bytes in
-URL-safe base64 without padding, e.g. ``vrNq0rKgRwyQ1l6GPgcVBQ``.
+A topic id is Kafka's ``Uuid``: two 64-bit integers (most significant first, 16 bytes on the
+wire). It is shown as Kafka shows it (``kafka-topics --describe``): the 16 bytes in URL-safe
+base64 without padding, e.g. ``vrNq0rKgRwyQ1l6GPgcVBQ``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
-from io import BytesIO
 from typing import Any
 
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import IncompatibleBrokerVersion, KafkaError
-from aiokafka.protocol.abstract import AbstractType
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import (
     Boolean,
@@ -37,6 +37,7 @@ from aiokafka.protocol.types import (
     CompactString,
     Int16,
     Int32,
+    Int64,
     Schema,
     TaggedFields,
 )
@@ -47,26 +48,11 @@ from services.shared.platform.settings import Settings
 METADATA = 3
 """Kafka's API key of Metadata."""
 
-NO_TOPIC_ID = bytes(16)
+NO_TOPIC_ID = (0, 0)
 """The id a broker answers for a topic it has no id for (the "zero" UUID)."""
 
-
-class Uuid(AbstractType[bytes]):  # type: ignore[misc]
-    """Kafka's ``uuid`` field type: 16 raw bytes."""
-
-    @classmethod
-    def encode(cls, value: bytes) -> bytes:
-        if len(value) != 16:
-            raise ValueError(f"a uuid is 16 bytes, not {len(value)}")
-        return value
-
-    @classmethod
-    def decode(cls, data: BytesIO) -> bytes:
-        value = data.read(16)
-        if len(value) != 16:
-            raise ValueError("buffer underrun decoding a uuid")
-        return value
-
+Uuid = Schema(("most_significant_bits", Int64), ("least_significant_bits", Int64))
+"""Kafka's ``uuid`` field type (its ``Uuid`` class): two 64-bit integers, 16 bytes."""
 
 _STRING = CompactString("utf-8")
 _BROKERS = CompactArray(
@@ -133,7 +119,7 @@ class TopicIdsRequest(Request[MetadataRequest_v12]):  # type: ignore[misc]
     API_KEY = METADATA
 
     def __init__(self, topics: Iterable[str]) -> None:
-        self._topics: list[tuple[bytes, str, dict[int, bytes]]] = [
+        self._topics: list[tuple[tuple[int, int], str, dict[int, bytes]]] = [
             (NO_TOPIC_ID, name, {}) for name in topics
         ]
 
@@ -141,9 +127,9 @@ class TopicIdsRequest(Request[MetadataRequest_v12]):  # type: ignore[misc]
         return request_struct_class(self._topics, False, False, {})
 
 
-def topic_id_text(raw: bytes) -> str:
+def topic_id_text(uuid: tuple[int, int]) -> str:
     """A topic id as Kafka prints it: URL-safe base64 of the 16 bytes, no padding."""
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+    return base64.urlsafe_b64encode(struct.pack(">qq", *uuid)).decode("ascii").rstrip("=")
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,9 +144,9 @@ def read_answer(response: Any) -> ClusterTopics:
     """The cluster id and topic ids in a Metadata v12 response."""
     ids: dict[str, str] = {}
     for topic in response.topics:
-        _error, name, raw_id, *_rest = topic
-        if name and raw_id != NO_TOPIC_ID:  # an unknown topic comes back with no id
-            ids[name] = topic_id_text(raw_id)
+        _error, name, uuid, *_rest = topic
+        if name and uuid != NO_TOPIC_ID:  # an unknown topic comes back with no id
+            ids[name] = topic_id_text(uuid)
     return ClusterTopics(response.cluster_id or None, ids)
 
 
