@@ -98,7 +98,7 @@ class BatchProcessor:
         self._producer = producer  # of the dead letters; made by start() unless given
         self._own_producer = producer is None
         # Tracking names (consumer/intake.py): the Kafka cluster's id and the topics' ids,
-        # read by start() unless given.
+        # read by start() unless given (together).
         self.names = PartitionNames(app, worker, cluster_id, topic_ids)
         self._reader: TopicIdReader | None = None
         self.dead_letters = DeadLetterSender(settings)
@@ -114,29 +114,22 @@ class BatchProcessor:
         self.intake = RecordIntake(app, keyring if keyring is not None else load_keyring(settings))
         self._retry_delay = 0.5
 
-    @property
-    def cluster_id(self) -> str | None:
-        """The Kafka cluster's id (part of offset-based tracking names)."""
-        return self.names.cluster_id
-
     async def start(self) -> None:
-        """Read the cluster's and the topics' ids (unless given); start the dead letters'
-        producer (unless given)."""
+        """Read the cluster's and the topics' ids (unless given, as tests give both); start
+        the dead letters' producer (unless given)."""
         names = self.names
-        if names.fetch is None or names.cluster_id is None:
+        if names.fetch is None:
             self._reader = TopicIdReader(self.settings)
             await self._reader.start()
             topics = [self.settings.topic(t) for t in self.subscriptions]
             described = await self._reader.describe(topics)  # fails early on an old Kafka
-            if names.cluster_id is None:
-                if not described.cluster_id:
-                    raise RuntimeError(
-                        f"Kafka at {self.settings.kafka_bootstrap_servers} reports no cluster id"
-                    )
-                names.cluster_id = described.cluster_id
-            if names.fetch is None:
-                names.fetch = self._reader.topic_ids
-                names.topic_ids.update(described.topic_ids)
+            if not described.cluster_id:
+                raise RuntimeError(
+                    f"Kafka at {self.settings.kafka_bootstrap_servers} reports no cluster id"
+                )
+            names.cluster_id = described.cluster_id
+            names.fetch = self._reader.topic_ids
+            names.topic_ids.update(described.topic_ids)
         if self._producer is None:
             self._producer = idempotent_producer(self.settings, "dead-letters")
         if self._own_producer:
@@ -247,7 +240,7 @@ class BatchProcessor:
         name = await self.names.name(
             tp, logical, records[0].offset, functools.partial(self._end_offset, tp, records)
         )
-        where = Where(self.cluster_id or "", tp.topic, tp.partition)
+        where = Where(self.names.cluster_id or "", tp.topic, tp.partition)
         partitions = self.partition_count(tp.topic)
         delay = 0.1
         integrity_failures = 0
