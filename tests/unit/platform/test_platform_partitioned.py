@@ -163,7 +163,7 @@ async def test_a_cell_whose_stop_hangs_is_reported_stuck_and_then_ends_the_proce
     cells.cells[1] = cast(KafkaService[Any], hanging)
     cells._stop_cell(1, "moved away")
     assert 1 not in cells.cells and 1 in cells.leaving
-    assert cells.readiness.alive() == "p1: a store call has run for 130 s"  # /health: 503
+    assert cells.alive() == "p1: a store call has run for 130 s"  # /health: 503
     await asyncio.wait_for(cells.stopping.wait(), 5)  # the process ends (its leases go)
     assert cells.failed and hanging.cancelled and not cells.leaving
 

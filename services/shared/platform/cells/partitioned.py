@@ -40,47 +40,6 @@ from services.shared.platform.settings import MAX_PARTITIONS, Settings
 from services.shared.platform.store.lease import StoppedAsStandby, writer_lease
 
 
-class CellsReadiness:
-    """The checks of a partitioned service's process (see the module docstring)."""
-
-    def __init__(self, host: CellHost) -> None:
-        self.host = host
-
-    def alive(self) -> str | None:
-        """Why the process should be restarted (a cell's store call never returns), else None."""
-        cells = [*self.host.cells.items(), *self.host.leaving.items()]  # stopping ones too
-        for partition, cell in sorted(cells, key=lambda item: item[0]):
-            stuck = cell.worker.stuck()
-            if stuck is not None:
-                return f"p{partition}: {stuck}"
-        return None
-
-    async def checks(self) -> dict[str, str | None]:
-        host = self.host
-        owned = host.membership.owned
-        partitions: str | None = None
-        if not host.membership.assignments:
-            partitions = "not yet a member of the consumer group"
-        # A member given no partition (more processes than partitions) is ready: it takes
-        # a share when another leaves, and must not hold up a rolling update.
-        waiting = sorted(owned - set(host.cells))
-        cells = dict(host.cells)
-        results = await asyncio.gather(*(cell.readiness.checks() for cell in cells.values()))
-        failing = [
-            f"p{partition} {name}: {why}"
-            for partition, checks in zip(cells, results, strict=True)
-            for name, why in checks.items()
-            if why is not None
-        ]
-        return {
-            "writer": host.mode_lease.standby_reason(),
-            "partitions": partitions,
-            "cells": f"starting the cells of partitions {waiting}" if waiting else None,
-            "handling": "; ".join(failing) or None,
-            "running": "stopping" if host.stopping.is_set() else None,
-        }
-
-
 class _MergedCells(Collector):
     """The samples of every cell's registry, each labelled with its ``cell``, and the
     process's own ``pb_cells{service}`` (how many cells it runs: 0 for a spare process)."""
@@ -158,18 +117,51 @@ class CellHost:
         self.stopping = asyncio.Event()
         self.failed = False
         self._tasks: list[asyncio.Task[None]] = []
-        self.readiness = CellsReadiness(self)
         self.http: AsgiServer | None = None
 
     @property
     def name(self) -> str:
         return self.settings.service
 
+    def alive(self) -> str | None:
+        """/health: why the process should be restarted (a cell's store call never returns),
+        else None."""
+        cells = [*self.cells.items(), *self.leaving.items()]  # stopping ones too
+        for partition, cell in sorted(cells, key=lambda item: item[0]):
+            stuck = cell.worker.stuck()
+            if stuck is not None:
+                return f"p{partition}: {stuck}"
+        return None
+
+    async def checks(self) -> dict[str, str | None]:
+        """/ready: each check's name -> None when fine, else why."""
+        partitions: str | None = None
+        if not self.membership.assignments:
+            partitions = "not yet a member of the consumer group"
+        # A member given no partition (more processes than partitions) is ready: it takes
+        # a share when another leaves, and must not hold up a rolling update.
+        waiting = sorted(self.membership.owned - set(self.cells))
+        cells = dict(self.cells)
+        results = await asyncio.gather(*(cell.readiness.checks() for cell in cells.values()))
+        failing = [
+            f"p{partition} {name}: {why}"
+            for partition, checks in zip(cells, results, strict=True)
+            for name, why in checks.items()
+            if why is not None
+        ]
+        return {
+            "writer": self.mode_lease.standby_reason(),
+            "partitions": partitions,
+            "cells": f"starting the cells of partitions {waiting}" if waiting else None,
+            "handling": "; ".join(failing) or None,
+            "running": "stopping" if self.stopping.is_set() else None,
+        }
+
     async def start(self) -> None:
         """Serve the endpoints, take the mode lease, create the topics, join the group; the
         cells start as partitions are assigned."""
         ops = ops_app(
-            self.readiness,
+            self,
             functools.partial(merged_metrics, self),
             self.template.asyncapi_json,
             service=self.name,
