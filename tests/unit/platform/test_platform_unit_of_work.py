@@ -97,7 +97,6 @@ def test_checkpoints_record_a_batch_in_the_order_it_happened(checkpoints: bool) 
             counter.add(table_id=table_id, amount=amount)
             if checkpoints:
                 uow.checkpoint()
-        assert uow.pending_event_count == 3
     expected = [("a", 1), ("b", 2), ("a", 3)] if checkpoints else [("a", 1), ("a", 3), ("b", 2)]
     assert _recorded(app) == expected
     assert app.repository.get(Counter.create_id("a")).total == 4

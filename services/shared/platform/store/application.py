@@ -325,11 +325,6 @@ class UnitOfWork:
         """Take the events raised so far: they are recorded before any raised after."""
         self._processing.collect_events(*self._aggregates.values())
 
-    @property
-    def pending_event_count(self) -> int:
-        pending = sum(len(a.pending_events) for a in self._aggregates.values())
-        return len(self._processing.events) + pending
-
     def commit(self) -> list[Recording[UUID]]:
         """Record all pending events and the tracking record in one transaction."""
         if self._committed:

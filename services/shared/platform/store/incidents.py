@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
-from eventsourcing.utils import get_topic, register_topic
+from eventsourcing.utils import register_topic
 
 from contracts import Message
 from services.shared.facts.incidents import IncidentRaisedFact
-from services.shared.facts.topics import record
+from services.shared.facts.topics import record, register_stored_topics
 from services.shared.platform.store.application import UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -50,11 +49,6 @@ class Origin:
     offset: int | None = None
 
 
-@lru_cache(maxsize=4096)
-def incident_log_id(service: str, table_id: str | None) -> UUID:
-    return uuid5(NAMESPACE_URL, f"/punto-banco/{service}/incidents/{table_id or '-'}")
-
-
 class IncidentLog(Aggregate):
     """The incidents one service raised about one table."""
 
@@ -71,7 +65,7 @@ class IncidentLog(Aggregate):
 
     @staticmethod
     def create_id(service: str, table_id: str | None, **_: Any) -> UUID:
-        return incident_log_id(service, table_id)
+        return uuid5(NAMESPACE_URL, f"/punto-banco/{service}/incidents/{table_id or '-'}")
 
     @event(Started)
     def __init__(self, service: str, table_id: str | None) -> None:
@@ -83,8 +77,7 @@ class IncidentLog(Aggregate):
         record(self, self.Raised, incident)
 
 
-for _stored in (IncidentLog.Started, IncidentLog.Raised):
-    get_topic(_stored)  # registered under their stored topics
+register_stored_topics(IncidentLog)  # its events, under their stored topics
 # A log's first event names the aggregate's class by its module path when it was created:
 # logs created before the layout move (services/platform) still load.
 for _moved in ("services.platform.incidents", "services.shared.platform.incidents"):
@@ -105,7 +98,7 @@ def raise_incident(
     text = (
         message if len(message) <= MAX_MESSAGE_CHARS else message[: MAX_MESSAGE_CHARS - 3] + "..."
     )
-    incidents = uow.get(incident_log_id(service, table_id), IncidentLog)
+    incidents = uow.get(IncidentLog.create_id(service, table_id), IncidentLog)
     if incidents is None:
         incidents = IncidentLog(service=service, table_id=table_id)
         uow.add(incidents)

@@ -90,8 +90,6 @@ SETUP = (
     "provision the store with `punto-banco db setup` (as an administrator; again after an "
     "upgrade), and give the service its own role"
 )
-IDLE_IN_TXN = TransactionStatus.INTRANS
-"""The lock connection's state while it holds the lease: in its open transaction, idle."""
 
 POLL_SECONDS = 1.0
 """How often a standby tries the lease, and the holder checks it still has it."""
@@ -354,7 +352,8 @@ class PostgresLease(WriterLease):
                 if connection is None or connection.closed:
                     raise LeaseLost("its lock connection is closed")
                 await asyncio.wait_for(connection.execute("SELECT 1"), PROBE_TIMEOUT_SECONDS)
-                if connection.info.transaction_status != IDLE_IN_TXN:
+                # Holding the lease, the lock connection idles in its open transaction.
+                if connection.info.transaction_status != TransactionStatus.INTRANS:
                     raise LeaseLost("its transaction ended")
             except (psycopg.Error, TimeoutError, LeaseLost) as error:
                 self.held = False

@@ -43,10 +43,8 @@ class FencedRecorder(PostgresProcessRecorder):
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        """eventsourcing's write transaction, statement by statement (module docstring)."""
-        if self.datastore.enable_db_functions:  # one call of a database function: no pipeline
-            ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
-            return ids
+        """eventsourcing's write transaction, statement by statement (module docstring); never
+        its database function (``POSTGRES_ENABLE_DB_FUNCTIONS``: no fence, tracking, side rows)."""
         with self.datastore.transaction(commit=True) as curs:
             self._insert_events(curs, stored_events, **kwargs)  # the fence, the tracking
             if not stored_events:

@@ -15,13 +15,13 @@ import hashlib
 import logging
 import struct
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate
-from eventsourcing.utils import get_topic, register_topic
+from eventsourcing.utils import register_topic
 
+from services.shared.facts.topics import register_stored_topics
 from services.shared.platform.store.application import ServiceApplication
 
 log = logging.getLogger(__name__)
@@ -71,8 +71,7 @@ class SealLedger(Aggregate):
         self.scheme = scheme
 
 
-for _stored in (SealLedger.Started, SealLedger.Sealed):
-    get_topic(_stored)  # registers each class under its stored topic: old rows resolve to it
+register_stored_topics(SealLedger)  # each event class under its stored topic: old rows resolve
 register_topic(LEDGER_TOPIC, SealLedger)  # the ledger's rows name it so (a replay finds it)
 
 
@@ -127,29 +126,21 @@ def pack_fingerprints(hashes: Iterable[bytes]) -> str:
 
 
 # -- sealing a store ------------------------------------------------------------------
-@dataclass
-class SealHead:
-    version: int  # of the ledger's last event (0: no ledger yet)
-    to_id: int
-    digest: str
-
-
 class Sealer:
     """Seals ``app``'s notification log; call from the service's worker thread only."""
 
     def __init__(self, app: ServiceApplication, service: str) -> None:
         self.app = app
         self.service = service
-        self.head = self._read_head()
-
-    def _read_head(self) -> SealHead:
-        stored = self.app.recorder.select_events(LEDGER_ID, desc=True, limit=1)
-        if not stored:
-            return SealHead(0, 0, ZERO_DIGEST)
-        last: Any = self.app.mapper.to_domain_event(stored[0])
-        if isinstance(last, SealLedger.Sealed):
-            return SealHead(last.originator_version, last.to_id, last.digest)
-        return SealHead(last.originator_version, 0, ZERO_DIGEST)
+        # The head: the version of the ledger's last event (0: no ledger yet), the last id
+        # sealed and the last seal's digest.
+        self.version, self.to_id, self.digest = 0, 0, ZERO_DIGEST
+        stored = app.recorder.select_events(LEDGER_ID, desc=True, limit=1)
+        if stored:
+            last: Any = app.mapper.to_domain_event(stored[0])
+            self.version = last.originator_version
+            if isinstance(last, SealLedger.Sealed):
+                self.to_id, self.digest = last.to_id, last.digest
 
     def seal(self, max_rows: int | None = None) -> int:
         """Seal the rows recorded since the last seal (at most about ``max_rows``, so a
@@ -157,7 +148,7 @@ class Sealer:
         total = 0
         while max_rows is None or total < max_rows:
             notifications = self.app.process_recorder.select_notifications(
-                start=self.head.to_id + 1, limit=MAX_ROWS_PER_SEAL
+                start=self.to_id + 1, limit=MAX_ROWS_PER_SEAL
             )
             if not notifications or all(n.topic in SEAL_TOPICS for n in notifications):
                 return total  # nothing new but the last seal itself: no seal of a seal
@@ -172,11 +163,10 @@ class Sealer:
         return total
 
     def _record(self, rows: Sequence[tuple[int, bytes]]) -> None:
-        head = self.head
         to_id = rows[-1][0]
-        digest = seal_digest(head.digest, head.to_id, to_id, rows)
+        digest = seal_digest(self.digest, self.to_id, to_id, rows)
         events: list[Aggregate.Event] = []
-        version = head.version
+        version = self.version
         if version == 0:
             version = 1
             events.append(
@@ -195,17 +185,17 @@ class Sealer:
                 originator_id=LEDGER_ID,
                 originator_version=version,
                 timestamp=SealLedger.Sealed.create_timestamp(),
-                from_id=head.to_id,
+                from_id=self.to_id,
                 to_id=to_id,
                 count=len(rows),
                 ids=id_runs([n for n, _ in rows]),
                 fingerprints=pack_fingerprints(h for _, h in rows),
                 digest=digest,
-                previous_digest=head.digest,
+                previous_digest=self.digest,
             )
         )
         self.app.save(*events)
-        self.head = SealHead(version, to_id, digest)
+        self.version, self.to_id, self.digest = version, to_id, digest  # once saved
 
 
 def _uuid(value: UUID | str) -> UUID:
