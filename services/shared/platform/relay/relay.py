@@ -84,10 +84,6 @@ class RelayProducer:
             await self._producer.stop()
         self._producer = None
 
-    def new_batch(self) -> None:
-        """A relay batch starts: partition counts are read again (once per relay batch)."""
-        self.counts.clear()
-
     async def _new_producer(self) -> AIOKafkaProducer:
         producer = self._factory()
         await producer.start()
@@ -485,7 +481,7 @@ class OutboxRelay:
     async def _publish_batch(self, events: Sequence[tuple[int, Any]], done: list[int]) -> Published:
         """Send the records of ``events`` (markers first); ``done[0]``: the last notification
         of the relay batch (the rest of ``events`` is for the next one)."""
-        self.producer.new_batch()
+        self.producer.counts.clear()  # partition counts are read again once per relay batch
         published = Published()
         chunks = self.encoder.chunks(events, done)
         others = Pipeline(self.producer, self.encoder.quarantine, published)
