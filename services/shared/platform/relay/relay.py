@@ -328,15 +328,11 @@ class OutboxRelay:
         producer_factory: Callable[[], AIOKafkaProducer] | None = None,
         signer: Signer | None = None,
         signed_topics: frozenset[str] = SIGNED_TOPICS,
-        cluster_id: str | None = None,
     ) -> None:
         """``producer_factory``: makes the producers the relay starts, stops and replaces
-        (default: the idempotent producer of ``settings``). ``cluster_id``: the Kafka
-        cluster's id, which the signatures bind; read from the cluster at start when None and
-        the producers are the default ones (else ``""``: a factory given, in tests)."""
-        if cluster_id is None and producer_factory is not None:
-            cluster_id = ""
-        self._cluster_id = cluster_id
+        (default: the idempotent producer of ``settings``, whose cluster's id the signatures
+        bind, read at the first start; a factory's, in tests, bind the cluster ``""``)."""
+        self._read_cluster = producer_factory is None
         self.app = app
         self.settings = settings
         self.tracking_name = tracking_name or f"relay:{settings.service}"
@@ -378,9 +374,9 @@ class OutboxRelay:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        if self._cluster_id is None and self.encoder.signer is not None:
-            self._cluster_id = await read_cluster_id(self.settings)
-        self.encoder.cluster = self._cluster_id or ""
+        if self._read_cluster and self.encoder.signer is not None:
+            self.encoder.cluster = await read_cluster_id(self.settings)
+            self._read_cluster = False
         await self.producer.start()
         self.position = await asyncio.to_thread(self.app.tracked_position, self.tracking_name)
         self.app.add_save_listener(self._on_saved)
