@@ -437,8 +437,8 @@ class OutboxRelay:
             if leftover:
                 events = leftover
             else:
-                events, last_id = await asyncio.to_thread(self._read_events, self.position)
-                if last_id is None:
+                events = await asyncio.to_thread(self._read_events, self.position)
+                if not events:
                     return total
             done = [self.position]
             try:
@@ -511,19 +511,17 @@ class OutboxRelay:
             count = asked.result()
         return count
 
-    def _read_events(self, after: int) -> tuple[list[tuple[int, Any]], int | None]:
+    def _read_events(self, after: int) -> list[tuple[int, Any]]:
         """The next notifications' domain events (just saved: as saved; else decoded)."""
         notifications = self.app.process_recorder.select_notifications(
             start=after + 1, limit=self.settings.relay_batch_size
         )
         if not notifications:
-            return [], None
+            return []
         last_id = notifications[-1].id
         with self._fresh_lock:
             fresh = {n.id: self._fresh.pop(n.id, None) for n in notifications}
             stale = [key for key in self._fresh if key <= last_id]  # seen in the store first
             for key in stale:
                 del self._fresh[key]
-        return [
-            (n.id, fresh[n.id] or self.app.mapper.to_domain_event(n)) for n in notifications
-        ], last_id
+        return [(n.id, fresh[n.id] or self.app.mapper.to_domain_event(n)) for n in notifications]
