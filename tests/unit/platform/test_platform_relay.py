@@ -105,7 +105,7 @@ async def test_a_batch_stops_after_enough_messages(monkeypatch: pytest.MonkeyPat
     producer = FakeProducer()
     relay, _ = make(app, producer, batch=100)
     await relay.start()
-    events, _ = relay._read_events(0)
+    events = relay._read_events(0)
     done = [0]
     chunks = relay.encoder.chunks(events, done)
     batch = [record for chunk in chunks for record in chunk.markers + chunk.others]

@@ -145,7 +145,7 @@ async def test_a_record_too_large_with_its_signature_is_quarantined_unsigned() -
     unsigned = relay_for(plan, FakeBroker())
     await unsigned.start()
     record = next(
-        r for c in unsigned.encoder.chunks(unsigned._read_events(0)[0], [0]) for r in c.others
+        r for c in unsigned.encoder.chunks(unsigned._read_events(0), [0]) for r in c.others
     )
     relay.encoder.max_record_bytes = record.size + 100
     assert await relay.publish_pending() == 1

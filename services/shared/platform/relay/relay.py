@@ -84,10 +84,6 @@ class RelayProducer:
             await self._producer.stop()
         self._producer = None
 
-    def new_batch(self) -> None:
-        """A relay batch starts: partition counts are read again (once per relay batch)."""
-        self.counts.clear()
-
     async def _new_producer(self) -> AIOKafkaProducer:
         producer = self._factory()
         await producer.start()
@@ -332,15 +328,11 @@ class OutboxRelay:
         producer_factory: Callable[[], AIOKafkaProducer] | None = None,
         signer: Signer | None = None,
         signed_topics: frozenset[str] = SIGNED_TOPICS,
-        cluster_id: str | None = None,
     ) -> None:
         """``producer_factory``: makes the producers the relay starts, stops and replaces
-        (default: the idempotent producer of ``settings``). ``cluster_id``: the Kafka
-        cluster's id, which the signatures bind; read from the cluster at start when None and
-        the producers are the default ones (else ``""``: a factory given, in tests)."""
-        if cluster_id is None and producer_factory is not None:
-            cluster_id = ""
-        self._cluster_id = cluster_id
+        (default: the idempotent producer of ``settings``, whose cluster's id the signatures
+        bind, read at the first start; a factory's, in tests, bind the cluster ``""``)."""
+        self._read_cluster = producer_factory is None
         self.app = app
         self.settings = settings
         self.tracking_name = tracking_name or f"relay:{settings.service}"
@@ -382,9 +374,9 @@ class OutboxRelay:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        if self._cluster_id is None and self.encoder.signer is not None:
-            self._cluster_id = await read_cluster_id(self.settings)
-        self.encoder.cluster = self._cluster_id or ""
+        if self._read_cluster and self.encoder.signer is not None:
+            self.encoder.cluster = await read_cluster_id(self.settings)
+            self._read_cluster = False
         await self.producer.start()
         self.position = await asyncio.to_thread(self.app.tracked_position, self.tracking_name)
         self.app.add_save_listener(self._on_saved)
@@ -445,8 +437,8 @@ class OutboxRelay:
             if leftover:
                 events = leftover
             else:
-                events, last_id = await asyncio.to_thread(self._read_events, self.position)
-                if last_id is None:
+                events = await asyncio.to_thread(self._read_events, self.position)
+                if not events:
                     return total
             done = [self.position]
             try:
@@ -485,7 +477,7 @@ class OutboxRelay:
     async def _publish_batch(self, events: Sequence[tuple[int, Any]], done: list[int]) -> Published:
         """Send the records of ``events`` (markers first); ``done[0]``: the last notification
         of the relay batch (the rest of ``events`` is for the next one)."""
-        self.producer.new_batch()
+        self.producer.counts.clear()  # partition counts are read again once per relay batch
         published = Published()
         chunks = self.encoder.chunks(events, done)
         others = Pipeline(self.producer, self.encoder.quarantine, published)
@@ -519,19 +511,17 @@ class OutboxRelay:
             count = asked.result()
         return count
 
-    def _read_events(self, after: int) -> tuple[list[tuple[int, Any]], int | None]:
+    def _read_events(self, after: int) -> list[tuple[int, Any]]:
         """The next notifications' domain events (just saved: as saved; else decoded)."""
         notifications = self.app.process_recorder.select_notifications(
             start=after + 1, limit=self.settings.relay_batch_size
         )
         if not notifications:
-            return [], None
+            return []
         last_id = notifications[-1].id
         with self._fresh_lock:
             fresh = {n.id: self._fresh.pop(n.id, None) for n in notifications}
             stale = [key for key in self._fresh if key <= last_id]  # seen in the store first
             for key in stale:
                 del self._fresh[key]
-        return [
-            (n.id, fresh[n.id] or self.app.mapper.to_domain_event(n)) for n in notifications
-        ], last_id
+        return [(n.id, fresh[n.id] or self.app.mapper.to_domain_event(n)) for n in notifications]

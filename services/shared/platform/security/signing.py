@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Generic, Self, TypeVar
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from joserfc.util import urlsafe_b64encode as b64url  # RFC 4648 base64url without padding
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +58,6 @@ used going first: memory stays bounded however many table ids records name."""
 
 class KeyringError(ValueError):
     """A keyring that cannot be read or parsed; the message says which entry and why."""
-
-
-def b64url(data: bytes) -> bytes:
-    """RFC 4648 base64url without padding."""
-    return base64.urlsafe_b64encode(data).rstrip(b"=")
 
 
 def b64url_decode(text: str) -> bytes:
