@@ -292,11 +292,8 @@ class KafkaService(ServiceLifespan[TApp], Started):
         self._stopped = True
         self.stopping.set()
         http, self.http = self.http, None
-        if http is not None:  # operations endpoints first
-            try:
-                await http.stop()
-            except Exception:
-                log.exception("%s: stopping the HTTP endpoints failed", self.name)
+        if http is not None:  # operations endpoints first (AsgiServer.stop logs its failures)
+            await http.stop()
         try:
             await self.fast.stop()
         except Exception:
