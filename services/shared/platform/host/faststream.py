@@ -68,15 +68,11 @@ def kafka_security(settings: Settings) -> BaseSecurity | None:
     return BaseSecurity(ssl_context=context, use_ssl=True) if auth.tls else None
 
 
-class _TopicsCreatedHere(logging.Filter):
-    """Drops FastStream's warning that it creates no topic: ``kafka.ensure_topics`` does."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Auto create topics is disabled")
-
-
 BROKER_LOG = logging.getLogger("services.shared.platform.broker")
-BROKER_LOG.addFilter(_TopicsCreatedHere())
+# FastStream's warning that it creates no topic is dropped: ``kafka.ensure_topics`` does.
+BROKER_LOG.addFilter(
+    lambda record: not str(record.msg).startswith("Auto create topics is disabled")
+)
 
 
 def service_broker(settings: Settings) -> KafkaBroker:
