@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
@@ -325,7 +326,7 @@ async def gateway_system(
     if wallet_process is not None:
         wallet_process.start()
     keys = registry.add(OPERATOR, wallet_process.url if wallet_process else None)
-    keys = replace(keys, wallet_secret=wallet_secret)
+    keys = dataclasses.replace(keys, wallet_secret=wallet_secret)
     registry.folder.joinpath(f"{OPERATOR}.json").write_bytes(keys.to_json())
     system = GatewaySystem(
         own,

@@ -15,6 +15,8 @@ thread; ``host.py`` runs one per operator in one process.
 
 from __future__ import annotations
 
+import dataclasses
+
 from contracts import (
     SEALS,
     TABLE_EVENTS,
@@ -42,7 +44,7 @@ def gateway_settings(base: Settings, keys: OperatorKeys) -> Settings:
     name = service_name(keys.operator)
     auth = base.kafka_auth
     if keys.kafka_password:
-        auth = replace(auth, username=name, password=keys.kafka_password)
+        auth = dataclasses.replace(auth, username=name, password=keys.kafka_password)
     return replace(
         base,
         service=name,

@@ -183,24 +183,18 @@ async def _create(admin: AIOKafkaAdminClient, settings: Settings, logical: list[
 async def topic_configs(
     admin: AIOKafkaAdminClient, topics: Iterable[str], wait: float = 10.0
 ) -> dict[str, Any]:
-    """Per (prefixed) topic name: config name -> (value, config_source)."""
+    """Per (prefixed) topic name: config name -> (value, config_source). A topic just created
+    may be unknown for a moment: asked again for ``wait`` seconds. TopicAuthorizationFailedError:
+    the principal may not describe its configs (no DESCRIBE_CONFIGS)."""
     names = list(topics)
     deadline = asyncio.get_running_loop().time() + wait
     while True:
         try:
             return await _topic_configs(admin, names)
-        except _UnknownTopic:
+        except UnknownTopicOrPartitionError:
             if asyncio.get_running_loop().time() > deadline:
                 raise
             await asyncio.sleep(0.1)
-
-
-class _UnknownTopic(RuntimeError):
-    pass
-
-
-class _NotAllowed(RuntimeError):
-    """The principal may not describe or alter a topic's configs (no DESCRIBE_CONFIGS)."""
 
 
 async def _topic_configs(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, Any]:
@@ -209,9 +203,9 @@ async def _topic_configs(admin: AIOKafkaAdminClient, names: list[str]) -> dict[s
     for response in await admin.describe_configs(resources):
         for resource in response.to_object()["resources"]:
             if resource["error_code"] == UnknownTopicOrPartitionError.errno:
-                raise _UnknownTopic(f"Kafka topic {resource['resource_name']} is unknown")
+                raise UnknownTopicOrPartitionError(f"Kafka topic {resource['resource_name']}")
             if resource["error_code"] == TopicAuthorizationFailedError.errno:
-                raise _NotAllowed(resource["resource_name"])
+                raise TopicAuthorizationFailedError(resource["resource_name"])
             if resource["error_code"]:
                 raise RuntimeError(
                     f"cannot read the config of Kafka topic {resource['resource_name']}: "
@@ -254,7 +248,7 @@ async def _align_configs(
             "changed the config of existing topics: %s",
             "; ".join(f"{c.name} {c.configs}" for c in changes),
         )
-    except _NotAllowed:
+    except TopicAuthorizationFailedError:
         # A least-privileged principal: the administrator set the configs with the topics.
         log.info(
             "not allowed to check the configs of Kafka topics %s: the administrator sets them",

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 
+from services.shared.platform.settings import Settings
+
 IDS = ("table_id", "coup_id", "bet_id")
 _context: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
     "pb_log_context", default=None
@@ -104,11 +106,13 @@ class TextFormatter(logging.Formatter):
         return f"{first} [{ids}]{newline}{rest}" if ids else f"{first}{newline}{rest}"
 
 
-def configure_logging(service: str, level: str = "INFO", fmt: str = "text") -> None:
-    """Root logging of a service process: level, text or JSON lines, on standard error."""
+def configure_logging(settings: Settings) -> None:
+    """Root logging of a service process: ``PB_LOG_LEVEL``, text or JSON lines
+    (``PB_LOG_FORMAT``), on standard error."""
+    formatter = JsonFormatter if settings.log_format == "json" else TextFormatter
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter(service) if fmt == "json" else TextFormatter(service))
+    handler.setFormatter(formatter(settings.service))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    root.setLevel(settings.log_level)
     logging.getLogger("aiokafka").setLevel(logging.WARNING)

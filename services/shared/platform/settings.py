@@ -20,7 +20,7 @@ import ssl
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, cast
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -397,7 +397,6 @@ def _parse_dsn(dsn: str) -> dict[str, Any]:
 Stripped = Annotated[str, StringConstraints(strip_whitespace=True)]
 Lower = Annotated[str, StringConstraints(strip_whitespace=True, to_lower=True)]
 Upper = Annotated[str, StringConstraints(strip_whitespace=True, to_upper=True)]
-T = TypeVar("T")
 
 
 def _var(alias: str, default: Any, shown: str | None = None, **more: Any) -> Any:
@@ -816,15 +815,11 @@ class Settings(BaseModel):
         return f"sqlite {self.sqlite_path}"
 
 
-def replace(settings: T, **changes: Any) -> T:
-    """A copy of ``settings`` (or of a :class:`PostgresSettings`, :class:`KafkaAuth`) with
-    ``changes``, checked again: ``dataclasses.replace`` for the settings."""
-    if dataclasses.is_dataclass(settings):
-        return cast(T, dataclasses.replace(settings, **changes))  # type: ignore[type-var]
-    if not isinstance(settings, BaseModel):
-        raise TypeError(f"{type(settings).__name__} is not a settings object")
+def replace(settings: Settings, **changes: Any) -> Settings:
+    """A copy of ``settings`` with ``changes`` (by field name; ``postgres=``, ``kafka_auth=``
+    whole), checked again: ``dataclasses.replace`` for the settings."""
     try:
-        return cast(T, type(settings).model_validate({**dict(settings), **changes}))
+        return type(settings).model_validate({**dict(settings), **changes})
     except ValidationError as error:
         raise _readable(error) from None
 

@@ -11,6 +11,7 @@ dropped too (the server's user must have CREATEROLE, as for test_infra_postgres_
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import secrets
 from collections.abc import Iterator
@@ -55,7 +56,7 @@ def provisioned(admin: PostgresSettings) -> tuple[Provisioning, dict[str, str]]:
 
 
 def login(admin: PostgresSettings, passwords: dict[str, str], role: str) -> PostgresSettings:
-    return replace(admin, user=role, password=passwords[role])
+    return dataclasses.replace(admin, user=role, password=passwords[role])
 
 
 def cell_settings(

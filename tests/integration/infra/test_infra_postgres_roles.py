@@ -11,6 +11,7 @@ have CREATEROLE (``punto-banco infra up`` gives it to the local project role).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import secrets
 import zlib
 from collections.abc import Iterator
@@ -85,7 +86,7 @@ class Provisioned:
         return next(s.roles for s in self.done.stores if s.roles.service == service)
 
     def login(self, role: str) -> PostgresSettings:
-        return replace(self.admin, user=role, password=self.passwords[role])
+        return dataclasses.replace(self.admin, user=role, password=self.passwords[role])
 
     def service_settings(self, service: str, as_role: str | None = None, **more: Any) -> Settings:
         role = as_role or self.store(service).login
@@ -503,7 +504,7 @@ def test_provisioning_takes_over_a_store_the_service_created_itself(roles: Provi
     assert password
     own = replace(
         legacy,
-        postgres=replace(roles.admin, user=store.roles.login, password=password),
+        postgres=dataclasses.replace(roles.admin, user=store.roles.login, password=password),
         postgres_create_tables=False,
     )
     shoe = open_application(lambda env: ShoeApplication(env=env), own)
@@ -624,11 +625,11 @@ def test_db_setup_gives_each_role_the_password_of_its_secret(roles: Provisioned)
         assert result.exit_code == 0, result.output
         assert password not in result.output and result.stdout == ""
         for name in (service, auditor):
-            with connect(replace(admin, user=name, password=password)) as conn:
+            with connect(dataclasses.replace(admin, user=name, password=password)) as conn:
                 assert conn.execute("SELECT current_user").fetchone() == (name,)
     assert f"role {service} (service): exists (password set to the one given)" in result.stderr
     with pytest.raises(psycopg.OperationalError):
-        connect(replace(admin, user=service, password="first-secret-0123456789"))
+        connect(dataclasses.replace(admin, user=service, password="first-secret-0123456789"))
 
 
 def test_db_setup_provisions_a_store_per_operator_the_gateway_serves(roles: Provisioned) -> None:
@@ -655,7 +656,7 @@ def test_db_setup_provisions_a_store_per_operator_the_gateway_serves(roles: Prov
     base = Settings(
         service="gateway",
         persistence="postgres",
-        postgres=replace(admin, user=login, password=password),
+        postgres=dataclasses.replace(admin, user=login, password=password),
         postgres_create_tables=False,
         postgres_schema_prefix="g_",
         operators=(HOUSE, "acme"),
@@ -688,7 +689,7 @@ def test_db_setup_provisions_a_store_per_operator_the_gateway_serves(roles: Prov
             )
         }
         assert found_schemas == {schema: owner for schema in schemas.values()}  # no _p<N>
-    with connect(replace(admin, user=login, password=password)) as conn:
+    with connect(dataclasses.replace(admin, user=login, password=password)) as conn:
         for schema in schemas.values():
             assert count(conn, schema, "gateway_events") > 0
             for change in changes(schema, "gateway_events"):
@@ -729,7 +730,7 @@ def test_db_setup_provisions_the_studio_bridges_store(roles: Provisioned) -> Non
     settings = Settings(
         service="studio-bridge",
         persistence="postgres",
-        postgres=replace(roles.admin, user=login, password=password),
+        postgres=dataclasses.replace(roles.admin, user=login, password=password),
         postgres_create_tables=False,
         postgres_schema_prefix="b_",
     )
@@ -752,7 +753,7 @@ def test_db_setup_provisions_the_studio_bridges_store(roles: Provisioned) -> Non
             ("b\\_%",),
         ).fetchall()
         assert schemas == [(schema, owner)]  # no _p<N>
-    with connect(replace(roles.admin, user=login, password=password)) as conn:
+    with connect(dataclasses.replace(roles.admin, user=login, password=password)) as conn:
         recorded = count(conn, schema, events)
         assert recorded > 0
         for change in changes(schema, events):
@@ -766,7 +767,7 @@ def test_db_setup_provisions_the_studio_bridges_store(roles: Provisioned) -> Non
                         sql.Identifier(roles.store(other).schema, f"{other}_events")
                     )
                 )
-    with connect(replace(roles.admin, user=auditor, password=password)) as conn:
+    with connect(dataclasses.replace(roles.admin, user=auditor, password=password)) as conn:
         assert count(conn, schema, events) == recorded
         target = sql.Identifier(schema, events)
         with pytest.raises(errors.ReadOnlySqlTransaction):

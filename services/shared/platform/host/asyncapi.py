@@ -80,11 +80,16 @@ def complete(document: dict[str, Any], topic_prefix: str) -> dict[str, Any]:
     messages = components.setdefault("messages", {})
     schemas = components.setdefault("schemas", {})
     batch_payloads: set[str] = set()
+    receiving = {  # the channels read (their names, unquoted)
+        _unquote(str(operation.get("channel", {}).get("$ref", "")).rsplit("/", 1)[-1])
+        for operation in document.get("operations", {}).values()
+        if operation.get("action") == "receive"
+    }
     for channel_name, channel in document.get("channels", {}).items():
         logical = channel.get("address", "").removeprefix(topic_prefix)
         if logical not in TOPIC_MESSAGES:
             continue
-        receives = _action(document, channel_name) == "receive"
+        receives = channel_name in receiving
         for reference in channel.get("messages", {}).values():
             name = _unquote(str(reference.get("$ref", "")).rsplit("/", 1)[-1])
             message = messages.get(name)
@@ -127,15 +132,6 @@ def _one_server(document: dict[str, Any]) -> None:
 
 def _unquote(reference: str) -> str:
     return reference.replace("%20", " ")
-
-
-def _action(document: Mapping[str, Any], channel_name: str) -> str | None:
-    quoted = channel_name.replace(" ", "%20")
-    for operation in document.get("operations", {}).values():
-        target = str(operation.get("channel", {}).get("$ref", ""))
-        if target.rsplit("/", 1)[-1] in (channel_name, quoted):
-            return str(operation.get("action"))
-    return None
 
 
 def _one_of(models: Sequence[type[Any]], schemas: Mapping[str, Any]) -> dict[str, Any]:

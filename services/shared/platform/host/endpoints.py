@@ -63,11 +63,10 @@ def ops_app(
     async def health(request: Request) -> Response:
         uptime = round(time.monotonic() - started, 1)
         why = alive() if alive is not None else None
-        if why is not None:
-            body = {"status": "stuck", "service": service, "uptime_s": uptime, "why": why}
-            return JSONResponse(body, 503, headers=NO_STORE)
         body = {"status": "alive", "service": service, "uptime_s": uptime}
-        return JSONResponse(body, headers=NO_STORE)
+        if why is not None:
+            body |= {"status": "stuck", "why": why}
+        return JSONResponse(body, 200 if why is None else 503, headers=NO_STORE)
 
     async def ready(request: Request) -> Response:
         results = await _run_checks(checks, ready_timeout)

@@ -68,15 +68,11 @@ def kafka_security(settings: Settings) -> BaseSecurity | None:
     return BaseSecurity(ssl_context=context, use_ssl=True) if auth.tls else None
 
 
-class _TopicsCreatedHere(logging.Filter):
-    """Drops FastStream's warning that it creates no topic: ``kafka.ensure_topics`` does."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Auto create topics is disabled")
-
-
 BROKER_LOG = logging.getLogger("services.shared.platform.broker")
-BROKER_LOG.addFilter(_TopicsCreatedHere())
+# FastStream's warning that it creates no topic is dropped: ``kafka.ensure_topics`` does.
+BROKER_LOG.addFilter(
+    lambda record: not str(record.msg).startswith("Auto create topics is disabled")
+)
 
 
 def service_broker(settings: Settings) -> KafkaBroker:
@@ -292,11 +288,8 @@ class KafkaService(ServiceLifespan[TApp], Started):
         self._stopped = True
         self.stopping.set()
         http, self.http = self.http, None
-        if http is not None:  # operations endpoints first
-            try:
-                await http.stop()
-            except Exception:
-                log.exception("%s: stopping the HTTP endpoints failed", self.name)
+        if http is not None:  # operations endpoints first (AsgiServer.stop logs its failures)
+            await http.stop()
         try:
             await self.fast.stop()
         except Exception:

@@ -190,21 +190,17 @@ class ServiceMetrics(Collector):
         """Refresh the gauges read at scrape time; the exposition text."""
         self._host = host
         try:
-            await asyncio.wait_for(self.refresh(host), SCRAPE_TIMEOUT)
+            async with asyncio.timeout(SCRAPE_TIMEOUT):
+                newest = await asyncio.to_thread(host.app.recorder.max_notification_id) or 0
+                self.store_events.set(newest)
+                if host.relay is not None:
+                    self.relay_backlog.set(max(0, newest - host.relay.position))
+                if host.consumer is not None:
+                    for (topic, partition), lag in (await host.consumer.lag()).items():
+                        self.consumer_lag.labels(topic, str(partition)).set(lag)
         except Exception as error:  # a scrape still answers with what it has
             log.warning("%s: metrics refresh incomplete: %r", self.service, error)
         return generate_latest(self.registry)
-
-    async def refresh(self, host: Observed) -> None:
-        app = host.app
-        newest = await asyncio.to_thread(app.recorder.max_notification_id)
-        newest = int(newest or 0)
-        self.store_events.set(newest)
-        if host.relay is not None:
-            self.relay_backlog.set(max(0, newest - host.relay.position))
-        if host.consumer is not None:
-            for (topic, partition), lag in (await host.consumer.lag()).items():
-                self.consumer_lag.labels(topic, str(partition)).set(lag)
 
     def collect(self) -> Iterator[Metric]:
         """Counters the runtime keeps anyway (consumer stats), read at collect time."""

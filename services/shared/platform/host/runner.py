@@ -17,7 +17,7 @@ from typing import Literal, Protocol, Self
 import uvicorn
 from starlette.types import ASGIApp
 
-from services.shared.platform.logs import configure_logging as configure_log_format
+from services.shared.platform.logs import configure_logging as configure_logging
 from services.shared.platform.settings import Settings
 from services.shared.platform.store.lease import StoppedAsStandby
 
@@ -182,11 +182,6 @@ async def start_endpoints(app: ASGIApp, settings: Settings) -> AsgiServer | None
         await server.stop()
         return None
     return server
-
-
-def configure_logging(settings: Settings) -> None:
-    # Text or JSON lines (PB_LOG_FORMAT), with table/coup/bet ids: see logs.py.
-    configure_log_format(settings.service, settings.log_level, settings.log_format)
 
 
 class Host(Protocol):
