@@ -310,7 +310,7 @@ async def test_a_topic_deleted_and_created_again_has_its_new_records_handled(
             await wait_for(lambda: total(host.app) == 33, timeout=60)
             consumer = host.consumer
             assert consumer is not None
-            cluster = consumer.cluster_id
+            cluster = consumer.names.cluster_id
             names = {
                 topic_id: [
                     host.app.tracked_position(f"{cluster}:{topic}:{topic_id}:{p}")

@@ -71,7 +71,7 @@ def watch_commits(host: KafkaService[Any], settings: Settings) -> list[tuple[int
     async def commit(offsets: dict[TopicPartition, int]) -> None:
         for tp, offset in offsets.items():
             topic_id = consumer.names.topic_ids[tp.topic]
-            name = f"{consumer.cluster_id}:{tp.topic}:{topic_id}:{tp.partition}"
+            name = f"{consumer.names.cluster_id}:{tp.topic}:{topic_id}:{tp.partition}"
             seen.append((offset, host.app.tracked_position(name)))
         await original(offsets)
 

@@ -168,7 +168,7 @@ async def test_a_store_reused_with_a_new_topic_prefix_handles_the_new_commands(
         await wait_for(lambda: total(host.app) == 5)
         consumer = host.consumer
         assert consumer is not None
-        assert consumer.cluster_id == await cluster_id(first)
+        assert consumer.names.cluster_id == await cluster_id(first)
     # The same store with fresh topics: their offset 0 is a new command, not a handled one.
     second = replace(first, topic_prefix=created_under(f"r{first.topic_prefix}"))
     assert second.eventsourcing_env() == first.eventsourcing_env()
