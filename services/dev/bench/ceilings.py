@@ -29,6 +29,7 @@ from eventsourcing.domain import Aggregate, event
 
 from services.dev.bench.stats import rate
 from services.dev.demo.bus import NOBODY, delete_topics
+from services.shared.platform.kafka import MAX_BATCH_BYTES
 from services.shared.platform.settings import KafkaAuth
 
 
@@ -75,7 +76,7 @@ async def kafka_ceiling(
         enable_idempotence=True,
         acks="all",
         linger_ms=2,
-        max_batch_size=256 * 1024,
+        max_batch_size=MAX_BATCH_BYTES,  # the relay's
     )
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,

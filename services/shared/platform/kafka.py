@@ -102,6 +102,12 @@ def client_options(settings: Settings) -> dict[str, Any]:
     }
 
 
+MAX_BATCH_BYTES = 1_000_000
+"""A producer's record batch at most: under the broker's default ``message.max.bytes`` (1 MiB +
+12 bytes), so a coup's 10,001 answers take about 10 acknowledged round trips, not 40
+(BENCHMARKS.md, issue 25)."""
+
+
 def idempotent_producer(settings: Settings, role: str) -> AIOKafkaProducer:
     """An idempotent producer (acks=all): retries never duplicate or reorder within a partition."""
     return AIOKafkaProducer(
@@ -110,7 +116,7 @@ def idempotent_producer(settings: Settings, role: str) -> AIOKafkaProducer:
         enable_idempotence=True,
         acks="all",
         linger_ms=2,
-        max_batch_size=256 * 1024,
+        max_batch_size=MAX_BATCH_BYTES,
         request_timeout_ms=30_000,
     )
 

@@ -61,7 +61,7 @@ async def test_an_oversized_message_is_quarantined_and_its_partition_goes_on_in_
     plan.add(closed("t1", "before"))
     plan.add(
         closed("t1", "x" * 1_500_000, unchecked=True),  # more than Kafka's 1 MiB
-        closed("t1", "y" * 600_000, unchecked=True),  # more than a 256 KiB batch, less than 1 MiB
+        closed("t1", "y" * 600_000, unchecked=True),  # less than 1 MiB: published
         closed("t1", "beside"),
     )
     plan.add(closed("t1", "after"))
