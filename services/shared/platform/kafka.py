@@ -104,8 +104,8 @@ def client_options(settings: Settings) -> dict[str, Any]:
 
 MAX_BATCH_BYTES = 1_000_000
 """A producer's record batch at most: under the broker's default ``message.max.bytes`` (1 MiB +
-12 bytes), so a coup's 10,001 answers (about 6 MB) take a quarter of the acknowledged round trips
-(BENCHMARKS.md, issue 25)."""
+12 bytes), so a coup's 10,001 answers (about 5.5 MB) take a quarter of the acknowledged round
+trips that 256 KiB took (BENCHMARKS.md, issue 25)."""
 
 
 def idempotent_producer(settings: Settings, role: str) -> AIOKafkaProducer:
