@@ -658,9 +658,18 @@ class Settings(BaseModel):
         values: dict[str, Any] = {
             name: value for name, value in environ.items() if name in aliases and value != ""
         }  # an empty variable counts as unset
-        values["http_port"] = http_port(service, environ)
+        port_problem = ""
+        try:
+            values["http_port"] = http_port(service, environ)
+        except SettingsError as error:  # named with every other bad variable, not alone
+            port_problem = str(error)
         values |= {name: value for name, value in overrides.items() if value is not None}
-        read = cls(service, **values)
+        try:
+            read = cls(service, **values)
+        except SettingsError as error:
+            raise SettingsError("; ".join(filter(None, [port_problem, str(error)]))) from None
+        if port_problem:
+            raise SettingsError(port_problem)
         named = {"postgres_dsn", "postgres_host", "postgres_dbname"} & read.model_fields_set
         if "persistence" not in read.model_fields_set and named:
             return replace(read, persistence="postgres")

@@ -96,6 +96,17 @@ def test_every_bad_variable_is_named_in_one_message() -> None:
     assert "PB_LOG_FORMAT must be 'text' or 'json', not 'xml'" in message
 
 
+@pytest.mark.parametrize("port", ["PB_HTTP_PORT", "PB_HTTP_PORT_SHOE"])
+def test_a_bad_http_port_is_named_with_the_other_bad_variables(port: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env("shoe", {port: "http", "PB_LOG_FORMAT": "xml"})
+    message = str(caught.value)
+    assert f"{port} must be a whole number, got 'http'" in message
+    assert "PB_LOG_FORMAT must be 'text' or 'json', not 'xml'" in message
+    with pytest.raises(SettingsError, match=f"^{port} must be a port number"):
+        Settings.from_env("shoe", {port: "70000"})  # alone, as before
+
+
 def test_the_process_environment_is_read_when_no_mapping_is_given(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
