@@ -36,7 +36,8 @@ from services.gateway.operators import OperatorKeys, OperatorRegistry
 from services.gateway.outbox import WalletOutbox
 from services.gateway.service import gateway_service, gateway_settings
 from services.shared.platform.cells import merged_registry
-from services.shared.platform.host import AsgiServer, configure_logging, ops_app
+from services.shared.platform.host import AsgiServer, ops_app
+from services.shared.platform.logs import configure_logging
 from services.shared.platform.settings import Settings
 from services.shared.platform.store import StoppedAsStandby
 

@@ -29,13 +29,9 @@ from services.shared.platform.cells.membership import (
 )
 from services.shared.platform.host.endpoints import ops_app
 from services.shared.platform.host.faststream import KafkaService
-from services.shared.platform.host.runner import (
-    AsgiServer,
-    configure_logging,
-    run_host,
-    start_endpoints,
-)
+from services.shared.platform.host.runner import AsgiServer, run_host, start_endpoints
 from services.shared.platform.kafka import client_options, ensure_topics
+from services.shared.platform.logs import configure_logging
 from services.shared.platform.settings import MAX_PARTITIONS, Settings
 from services.shared.platform.store.lease import StoppedAsStandby, writer_lease
 

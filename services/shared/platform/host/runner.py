@@ -17,7 +17,7 @@ from typing import Literal, Protocol, Self
 import uvicorn
 from starlette.types import ASGIApp
 
-from services.shared.platform.logs import configure_logging as configure_logging
+from services.shared.platform.logs import configure_logging
 from services.shared.platform.settings import Settings
 from services.shared.platform.store.lease import StoppedAsStandby
 
