@@ -8,6 +8,7 @@ recomputes every seal over the rows as they now are, so the store's own chain ve
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -73,12 +74,19 @@ def relay_anchors(
         _no_quarantine,
         signer=signer,
         signed_topics=SIGNED_TOPICS,
-        partitions=lambda topic: 1,  # the seals topic of one partition: 0
+        partitions=_one_partition,  # the seals topic of one partition: 0
     )
-    records: list[OutgoingRecord] = [
-        record for chunk in encoder.chunks(events, [0]) for record in chunk.markers + chunk.others
-    ]
+
+    async def encoded() -> list[OutgoingRecord]:
+        chunks = encoder.chunks(events, [0])
+        return [record async for chunk in chunks for record in chunk.markers + chunk.others]
+
+    records = asyncio.run(encoded())
     return [Record(r.key, r.value, list(r.headers)) for r in records]
+
+
+async def _one_partition(topic: str) -> int:
+    return 1
 
 
 def _no_quarantine(record: OutgoingRecord, reason: str) -> OutgoingRecord:

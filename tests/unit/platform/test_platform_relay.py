@@ -107,8 +107,11 @@ async def test_a_batch_stops_after_enough_messages(monkeypatch: pytest.MonkeyPat
     await relay.start()
     events = relay._read_events(0)
     done = [0]
-    chunks = relay.encoder.chunks(events, done)
-    batch = [record for chunk in chunks for record in chunk.markers + chunk.others]
+    batch = [
+        r
+        async for chunk in relay.encoder.chunks(events, done)
+        for r in chunk.markers + chunk.others
+    ]
     assert (len(batch), done[0]) == (4, 3)  # created (0), +2, +2: stops once 3 are reached
     assert await relay.publish_pending() == 6
     assert reasons(producer) == ["2/0", "2/1"] * 3

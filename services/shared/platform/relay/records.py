@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid5
@@ -56,8 +56,10 @@ from services.shared.platform.relay.lines import Lines, LineView, wire
 from services.shared.platform.security.signing import Signer, Where
 from services.shared.platform.settings import Settings
 
-CHUNK_MESSAGES = 1_000
-"""Messages encoded per step of a batch (the chunk before is sent meanwhile)."""
+CHUNK_MESSAGES = 250
+"""Messages encoded per step of a batch. The encoder runs on the event loop and gives it back
+after each chunk (a few milliseconds), so the batches of the chunks before are sent and
+acknowledged meanwhile (BENCHMARKS.md, issue 25: 1,000 or 100 were slower)."""
 
 MAX_MESSAGES_PER_BATCH = 50_000
 """A batch stops after the notification that brings it to this many messages."""
@@ -138,7 +140,7 @@ class RecordEncoder:
         *,
         signer: Signer | None,
         signed_topics: frozenset[str],
-        partitions: Callable[[str], int],
+        partitions: Callable[[str], Awaitable[int]],
     ) -> None:
         self.settings = settings
         self.mapper = mapper
@@ -152,8 +154,11 @@ class RecordEncoder:
             settings.topic(bet_commands_topic(operator)) for operator in settings.operators
         )
 
-    def chunks(self, events: Sequence[tuple[int, Any]], done: list[int]) -> Iterator[Chunk]:
-        """The records of ``events`` in chunks; ``done[0]``: the last notification mapped."""
+    async def chunks(
+        self, events: Sequence[tuple[int, Any]], done: list[int]
+    ) -> AsyncIterator[Chunk]:
+        """The records of ``events`` in chunks; ``done[0]``: the last notification mapped.
+        It runs on the event loop: the relay sends a chunk's batches while the next is made."""
         # (message class, operator) -> its targets: topic, pb-type, signed, the cell's
         kinds: dict[tuple[type[Any], str | None], Targets] = {}
         places: dict[tuple[str, int], Where] = {}
@@ -204,7 +209,7 @@ class RecordEncoder:
                     partition = cell if own else None
                     if signed and sign is not None:
                         if partition is None:
-                            partition = key_partition(key, self.partitions(topic))
+                            partition = key_partition(key, await self.partitions(topic))
                         place = places.get((topic, partition))
                         if place is None:
                             place = places[(topic, partition)] = Where(

@@ -351,7 +351,7 @@ class OutboxRelay:
             quarantine,
             signer=signer,
             signed_topics=signed_topics,
-            partitions=self._partition_count,
+            partitions=self.producer.partition_count,
         )
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -479,10 +479,9 @@ class OutboxRelay:
         of the relay batch (the rest of ``events`` is for the next one)."""
         self.producer.counts.clear()  # partition counts are read again once per relay batch
         published = Published()
-        chunks = self.encoder.chunks(events, done)
         others = Pipeline(self.producer, self.encoder.quarantine, published)
         try:
-            while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
+            async for chunk in self.encoder.chunks(events, done):
                 if chunk.markers:
                     markers = Pipeline(self.producer, self.encoder.quarantine, published)
                     try:
@@ -494,22 +493,11 @@ class OutboxRelay:
                     await others.add(chunk.others)
                 if others.error is not None:
                     break
+                await asyncio.sleep(0)  # the senders go on while the next chunk is made
             await others.finish()
         finally:
             others.cancel()
         return published
-
-    def _partition_count(self, topic: str) -> int:
-        """``topic``'s partition count, for the encoder in its thread (the producer's, asked on
-        the event loop once per relay batch)."""
-        count = self.producer.counts.get(topic)
-        if count is None:
-            loop = self._loop
-            if loop is None:
-                raise RuntimeError("relay not started")
-            asked = asyncio.run_coroutine_threadsafe(self.producer.partition_count(topic), loop)
-            count = asked.result()
-        return count
 
     def _read_events(self, after: int) -> list[tuple[int, Any]]:
         """The next notifications' domain events (just saved: as saved; else decoded)."""
