@@ -505,9 +505,9 @@ def figures(report: E2EReport) -> list[Figure]:
                         f"sqlite: in-process, {IN_PROCESS_BETS:,} bets: {label}",
                         report.in_process[key] * 1000,
                         "ms",
-                        runs=1,
-                        note="services/dev/bench/settle_in_process.py (no Kafka): the parts of the "
-                        "latency above that are not publishing",
+                        runs=IN_PROCESS_ROUNDS,
+                        note="services/dev/bench/settle_in_process.py (no Kafka), the best of "
+                        "fresh stores: the parts of the latency above that are not publishing",
                     )
                 )
         for service, peak in sorted(run.memory.items()):

@@ -119,7 +119,8 @@ def run(bets: int, env: dict[str, str]) -> dict[str, float]:
 
 
 def best(rounds: Sequence[dict[str, float]]) -> dict[str, float]:
-    """Each figure's best (least) over ``rounds``: the floor, not where a collection fell."""
+    """Each figure's best (least) over ``rounds``, each figure on its own (the parts of a
+    floor may come from different rounds): the floor, not where a collection fell."""
     return {key: min(each[key] for each in rounds) for key in rounds[0]}
 
 

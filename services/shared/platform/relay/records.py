@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid5
@@ -147,18 +147,32 @@ class RecordEncoder:
         self.quarantine = quarantine
         self.signer = signer  # None: nothing is signed (tests of the relay alone)
         self.signed_topics = signed_topics  # logical topics
-        self.partitions = partitions  # Kafka topic -> its partition count
+        self.partitions = partitions  # Kafka topic -> its partition count (awaited)
         self.cluster = ""  # the Kafka cluster's id, bound by the signatures (set at start)
         self.max_record_bytes = MAX_RECORD_BYTES  # larger records are quarantined unsent
         self.marker_topics = frozenset(
             settings.topic(bet_commands_topic(operator)) for operator in settings.operators
         )
 
+    def mapped(self, events: Sequence[tuple[int, Any]]) -> list[tuple[int, Sequence[Message]]]:
+        """The messages of ``events``, as many as a batch takes (the relay calls this in a
+        worker thread: a voided coup's refunds are 10,001 validated messages)."""
+        mapped: list[tuple[int, Sequence[Message]]] = []
+        count = 0
+        for notification_id, event in events:
+            if count >= MAX_MESSAGES_PER_BATCH:
+                break
+            messages = self.mapper(event)
+            mapped.append((notification_id, messages))
+            count += len(messages)
+        return mapped
+
     async def chunks(
-        self, events: Sequence[tuple[int, Any]], done: list[int]
-    ) -> AsyncIterator[Chunk]:
-        """The records of ``events`` in chunks; ``done[0]``: the last notification mapped.
-        It runs on the event loop: the relay sends a chunk's batches while the next is made."""
+        self, mapped: Sequence[tuple[int, Sequence[Message]]], done: list[int]
+    ) -> AsyncGenerator[Chunk, None]:
+        """The records of ``mapped`` (:meth:`mapped`) in chunks; ``done[0]``: the last
+        notification encoded. It runs on the event loop: the relay sends a chunk's batches
+        while the next is made."""
         # (message class, operator) -> its targets: topic, pb-type, signed, the cell's
         kinds: dict[tuple[type[Any], str | None], Targets] = {}
         places: dict[tuple[str, int], Where] = {}
@@ -171,10 +185,9 @@ class RecordEncoder:
         chunk = Chunk()
         count = 0
         released = False  # a chunk with other records has been handed out
-        for notification_id, event in events:
+        for notification_id, messages in mapped:
             if count >= MAX_MESSAGES_PER_BATCH:
                 break
-            messages = self.mapper(event)
             lines = messages if isinstance(messages, Lines) else None
             where: list[tuple[Targets, bytes]] = []  # each message's targets and key
             shared: tuple[Targets, bytes] | None = None  # a fact's lines': its sample's

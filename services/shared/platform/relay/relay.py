@@ -14,6 +14,7 @@ wakes when the Application saves, and polls otherwise.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import threading
@@ -479,21 +480,23 @@ class OutboxRelay:
         of the relay batch (the rest of ``events`` is for the next one)."""
         self.producer.counts.clear()  # partition counts are read again once per relay batch
         published = Published()
+        mapped = await asyncio.to_thread(self.encoder.mapped, events)
         others = Pipeline(self.producer, self.encoder.quarantine, published)
         try:
-            async for chunk in self.encoder.chunks(events, done):
-                if chunk.markers:
-                    markers = Pipeline(self.producer, self.encoder.quarantine, published)
-                    try:
-                        await markers.add(chunk.markers)
-                        await markers.finish()
-                    finally:
-                        markers.cancel()
-                if chunk.others:
-                    await others.add(chunk.others)
-                if others.error is not None:
-                    break
-                await asyncio.sleep(0)  # the senders go on while the next chunk is made
+            async with contextlib.aclosing(self.encoder.chunks(mapped, done)) as chunks:
+                async for chunk in chunks:
+                    if chunk.markers:
+                        markers = Pipeline(self.producer, self.encoder.quarantine, published)
+                        try:
+                            await markers.add(chunk.markers)
+                            await markers.finish()
+                        finally:
+                            markers.cancel()
+                    if chunk.others:
+                        await others.add(chunk.others)
+                    if others.error is not None:
+                        break
+                    await asyncio.sleep(0)  # the senders go on while the next chunk is made
             await others.finish()
         finally:
             others.cancel()
