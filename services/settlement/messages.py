@@ -29,7 +29,7 @@ from contracts import (
     Message,
 )
 from services.settlement.domain import BetBook, BetDesk
-from services.shared.facts.settlement import AnswerLine, CorrectedLine, SettledLine
+from services.shared.facts.settlement import AnswerLine, CorrectedLine, RefundLine, SettledLine
 from services.shared.platform.relay import (
     Lines,
     line_ids,
@@ -113,25 +113,22 @@ def _coup_settled(event: BetBook.CoupSettled) -> Sequence[Message]:
     )
 
 
+_REFUNDED = line_shape(
+    BetRefunded, RefundLine, ("table_id", "coup_id", "currency", "operator"), extra=("refunded",)
+)
+
+
 @to_messages.register(BetBook.CoupRefunded)
 @shaped(BetRefunded, CoupRefunded)
-def _coup_refunded(event: BetBook.CoupRefunded) -> list[Message]:
-    """BetRefunded per line (each bettor ends with the stake: ``refunded`` is the line's
-    stake), then CoupRefunded. Validated: refunds are rare."""
+def _coup_refunded(event: BetBook.CoupRefunded) -> Sequence[Message]:
+    """BetRefunded per line (trusted, as settlements are: up to 10,000 for a voided coup, each
+    bettor ends with the stake: ``refunded`` is the line's stake), then CoupRefunded."""
     count = len(event.lines)
     ids = line_ids(event, count + 1)
-    messages: list[Message] = [
-        publish_one(
-            BetRefunded,
-            event,
-            event_id=ids[index],
-            **line._asdict(),
-            refunded=line.stake,
-        )
-        for index, line in enumerate(event.lines)
-    ]
-    messages.append(publish_one(CoupRefunded, event, event_id=ids[count], bets=count))
-    return messages
+    common = (event.table_id, event.coup_id, event.currency, event.operator)
+    extras = [(line.stake,) for line in event.lines]
+    total = publish_one(CoupRefunded, event, event_id=ids[count], bets=count)
+    return Lines(_REFUNDED, ids, event.timestamp, common, event.lines, extras, then=[total])
 
 
 @to_messages.register(BetBook.SettlementCorrected)

@@ -78,7 +78,7 @@ def relay_anchors(
     )
 
     async def encoded() -> list[OutgoingRecord]:
-        chunks = encoder.chunks(encoder.mapped(events), [0])
+        chunks = encoder.chunks(events, [0])
         return [record async for chunk in chunks for record in chunk.markers + chunk.others]
 
     records = asyncio.run(encoded())

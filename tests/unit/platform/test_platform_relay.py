@@ -1,7 +1,5 @@
 """The relay against an in-memory store and a fake producer (the Kafka run is in integration)."""
 
-import threading
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -111,32 +109,12 @@ async def test_a_batch_stops_after_enough_messages(monkeypatch: pytest.MonkeyPat
     done = [0]
     batch = [
         r
-        async for chunk in relay.encoder.chunks(relay.encoder.mapped(events), done)
+        async for chunk in relay.encoder.chunks(events, done)
         for r in chunk.markers + chunk.others
     ]
     assert (len(batch), done[0]) == (4, 3)  # created (0), +2, +2: stops once 3 are reached
     assert await relay.publish_pending() == 6
     assert reasons(producer) == ["2/0", "2/1"] * 3
-
-
-async def test_events_are_mapped_off_the_event_loop_and_encoded_on_it() -> None:
-    """Mapping may build 10,001 validated messages (a voided coup's refunds): it runs in a
-    worker thread, so the loop keeps sending and consuming; encoding runs on the loop."""
-    app = CounterApp(env=popo_env())
-    fill(app, [1, 2])
-    producer = FakeProducer()
-    relay, _ = make(app, producer, batch=100)
-    mapped_on: list[threading.Thread] = []
-
-    def mapper(event: Any) -> Sequence[Message]:
-        mapped_on.append(threading.current_thread())
-        return to_messages(event)
-
-    relay.encoder.mapper = mapper
-    await relay.start()
-    assert await relay.publish_pending() == 3
-    assert reasons(producer) == ["1/0", "2/0", "2/1"]
-    assert mapped_on and threading.main_thread() not in mapped_on
 
 
 async def test_events_saved_while_running_are_mapped_without_decoding_and_alike() -> None:

@@ -144,7 +144,7 @@ async def test_a_record_too_large_with_its_signature_is_quarantined_unsigned() -
     # Fits without its signature (about 300 bytes), not with it.
     unsigned = relay_for(plan, FakeBroker())
     await unsigned.start()
-    chunks = unsigned.encoder.chunks(unsigned.encoder.mapped(unsigned._read_events(0)), [0])
+    chunks = unsigned.encoder.chunks(unsigned._read_events(0), [0])
     (record,) = [r async for c in chunks for r in c.others]
     relay.encoder.max_record_bytes = record.size + 100
     assert await relay.publish_pending() == 1

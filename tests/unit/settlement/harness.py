@@ -27,7 +27,7 @@ from contracts import (
 )
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages
-from services.shared.platform.relay import with_incidents
+from services.shared.platform.relay import wire, with_incidents
 from tests.payout_oracle import oracle_returned
 
 M = TypeVar("M", bound=Message)
@@ -273,12 +273,15 @@ class Relay:
             for notification in batch:
                 self.position = notification.id
                 event = self.app.mapper.to_domain_event(notification)
-                for message in with_incidents(to_messages)(event):
+                messages = with_incidents(to_messages)(event)
+                for index, message in enumerate(messages):
                     # What the relay publishes reads back as the same message, byte for
-                    # byte (the bulk messages are built without validation: contracts.trusted).
+                    # byte (the bulk messages are built without validation: contracts.trusted;
+                    # a fact's lines are written from a template: the same bytes).
                     data = encode(message)
                     again = decode(topic_for(message), data)
                     assert again == message and encode(again) == data, data
+                    assert wire(messages, index) == data, data
                     self.published.append(message)
 
     def of_type(self, kind: type[M]) -> list[M]:

@@ -154,25 +154,11 @@ class RecordEncoder:
             settings.topic(bet_commands_topic(operator)) for operator in settings.operators
         )
 
-    def mapped(self, events: Sequence[tuple[int, Any]]) -> list[tuple[int, Sequence[Message]]]:
-        """The messages of ``events``, as many as a batch takes (the relay calls this in a
-        worker thread: a voided coup's refunds are 10,001 validated messages)."""
-        mapped: list[tuple[int, Sequence[Message]]] = []
-        count = 0
-        for notification_id, event in events:
-            if count >= MAX_MESSAGES_PER_BATCH:
-                break
-            messages = self.mapper(event)
-            mapped.append((notification_id, messages))
-            count += len(messages)
-        return mapped
-
     async def chunks(
-        self, mapped: Sequence[tuple[int, Sequence[Message]]], done: list[int]
+        self, events: Sequence[tuple[int, Any]], done: list[int]
     ) -> AsyncGenerator[Chunk, None]:
-        """The records of ``mapped`` (:meth:`mapped`) in chunks; ``done[0]``: the last
-        notification encoded. It runs on the event loop: the relay sends a chunk's batches
-        while the next is made."""
+        """The records of ``events`` in chunks; ``done[0]``: the last notification mapped.
+        It runs on the event loop: the relay sends a chunk's batches while the next is made."""
         # (message class, operator) -> its targets: topic, pb-type, signed, the cell's
         kinds: dict[tuple[type[Any], str | None], Targets] = {}
         places: dict[tuple[str, int], Where] = {}
@@ -185,9 +171,10 @@ class RecordEncoder:
         chunk = Chunk()
         count = 0
         released = False  # a chunk with other records has been handed out
-        for notification_id, messages in mapped:
+        for notification_id, event in events:
             if count >= MAX_MESSAGES_PER_BATCH:
                 break
+            messages = self.mapper(event)
             lines = messages if isinstance(messages, Lines) else None
             where: list[tuple[Targets, bytes]] = []  # each message's targets and key
             shared: tuple[Targets, bytes] | None = None  # a fact's lines': its sample's

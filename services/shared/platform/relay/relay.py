@@ -480,10 +480,9 @@ class OutboxRelay:
         of the relay batch (the rest of ``events`` is for the next one)."""
         self.producer.counts.clear()  # partition counts are read again once per relay batch
         published = Published()
-        mapped = await asyncio.to_thread(self.encoder.mapped, events)
         others = Pipeline(self.producer, self.encoder.quarantine, published)
         try:
-            async with contextlib.aclosing(self.encoder.chunks(mapped, done)) as chunks:
+            async with contextlib.aclosing(self.encoder.chunks(events, done)) as chunks:
                 async for chunk in chunks:
                     if chunk.markers:
                         markers = Pipeline(self.producer, self.encoder.quarantine, published)
