@@ -7,7 +7,9 @@ import asyncio
 from importlib.metadata import version
 from typing import Any
 
+import pytest
 from aiokafka import ConsumerRecord
+from aiokafka.errors import ConsumerStoppedError
 from faststream import TestApp
 from faststream.asgi import AsgiFastStream
 from faststream.kafka import TestKafkaBroker, TopicPartition
@@ -16,6 +18,7 @@ from faststream.kafka.message import KafkaAckableMessage
 from services.shared.platform.consumer import RebalanceListener
 from services.shared.platform.host.faststream import (
     asyncapi_json,
+    fetch_promptly,
     keep_raw,
     service_broker,
     subscriber_options,
@@ -55,6 +58,50 @@ async def test_the_handler_gets_the_raw_fetch_and_faststream_commits_nothing() -
         await test_broker.publish(b"v", topic="t", key=b"k", headers={"h": "\xff"})
     assert len(got) == 1 and got[0][0].value == b"v"  # the raw records of the fetch
     assert consumer.committed == {}
+
+
+class Fetches:
+    """An aiokafka consumer's ``getmany`` answering from a script (an empty fetch, then
+    records), then stopped as a stopping consumer is."""
+
+    def __init__(self, *answers: dict[Any, list[ConsumerRecord[Any, Any]]]) -> None:
+        self.answers = list(answers)
+        self.asked: list[tuple[int, int | None]] = []
+
+    async def getmany(self, *, timeout_ms: int, max_records: int | None) -> Any:
+        self.asked.append((timeout_ms, max_records))
+        if not self.answers:
+            raise ConsumerStoppedError
+        return self.answers.pop(0)
+
+
+async def test_the_consume_loop_hands_over_a_fetch_without_sleeping_after_an_empty_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """FastStream's batch subscriber sleeps ``batch_timeout_ms`` after an empty fetch: a record
+    arriving meanwhile waited at every service it crossed. Its consume loop calls the
+    subscriber's ``get_msg``, which ``fetch_promptly`` replaces with a fetch alone."""
+    import faststream.kafka.subscriber.usecase as usecase
+
+    async def no_sleep(seconds: float) -> None:
+        raise AssertionError(f"the consume loop slept {seconds} s")
+
+    monkeypatch.setattr(usecase.anyio, "sleep", no_sleep)
+    settings = Settings("shoe")
+    options = subscriber_options(settings, RebalanceListener(), title="t", description="d")
+    subscriber: Any = service_broker(settings).subscriber("t", **options)
+    fetch_promptly(subscriber)
+    handed: list[Any] = []
+
+    async def consume_one(message: Any) -> None:
+        handed.append(message)
+
+    subscriber.consume_one = consume_one
+    subscriber.running = True
+    fetches = Fetches({}, {"p0": [record(1, [])], "p1": [record(2, []), record(3, [])]})
+    await subscriber._run_consume_loop(fetches)  # returns when the consumer stops
+    assert [[r.offset for r in message] for message in handed] == [[1, 2, 3]]
+    assert fetches.asked == [(options["batch_timeout_ms"], options["max_records"])] * 3
 
 
 def test_a_cell_s_subscriber_is_assigned_its_partitions() -> None:

@@ -19,6 +19,7 @@ import gc
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from itertools import chain
 from typing import Any
 
 from aiokafka import ConsumerRecord
@@ -50,10 +51,11 @@ METADATA_MAX_AGE_MS = 15_000
 assigned again within about this long."""
 MAX_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
 FETCH_MAX_WAIT_MS = 100
-IDLE_WAIT_MS = 20
-"""The subscriber's ``batch_timeout_ms``, which FastStream also sleeps after an empty fetch:
-50 ms lost a tenth of the sustained bets/s (a bet crosses several idle consumers), 5 ms
-doubled the idle CPU for no measurable gain (``punto-banco bench``)."""
+IDLE_WAIT_MS = 40
+"""The subscriber's ``batch_timeout_ms``: how long an idle fetch waits before the loop goes
+round again. Records end the wait as they arrive (:func:`fetch_promptly`), so it sets only how
+often an idle service wakes: as often as before that function (a 20 ms fetch, then FastStream's
+20 ms sleep)."""
 
 
 def kafka_security(settings: Settings) -> BaseSecurity | None:
@@ -107,6 +109,23 @@ async def keep_raw(message: Any) -> Any:
         else None,
         consumer=FAKE_CONSUMER,  # never used: offsets are committed by the processor
     )
+
+
+def fetch_promptly(subscriber: Any) -> None:
+    """Give ``subscriber`` (FastStream's batch subscriber) a fetch that hands records over as
+    they arrive. FastStream's own (``BatchSubscriber.get_msg``) sleeps ``batch_timeout_ms``
+    after an empty fetch, so a record arriving during that sleep waited for it at every
+    service it crossed: a bet's answer, a coup's CoupResolved (BENCHMARKS.md, "A fetch without
+    FastStream's idle sleep"). Its consume loop calls ``self.get_msg``: the instance's
+    attribute replaces the class's method."""
+
+    async def get_msg(consumer: Any) -> tuple[ConsumerRecord[Any, Any], ...]:
+        fetched = await consumer.getmany(
+            timeout_ms=subscriber.batch_timeout_ms, max_records=subscriber.max_records
+        )
+        return tuple(chain.from_iterable(fetched.values()))
+
+    subscriber.get_msg = get_msg
 
 
 def subscriber_options(
@@ -232,6 +251,7 @@ class KafkaService(ServiceLifespan[TApp], Started):
                 description=description,
             ),
         )
+        fetch_promptly(subscriber)
         return subscriber  # type: ignore[no-any-return]
 
     def publisher(self, topic: str, *, description: str) -> Any:
