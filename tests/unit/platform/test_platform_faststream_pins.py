@@ -16,6 +16,7 @@ from faststream.kafka import TestKafkaBroker, TopicPartition
 from faststream.kafka.message import KafkaAckableMessage
 
 from services.shared.platform.consumer import RebalanceListener
+from services.shared.platform.host import KafkaService, ServiceDefinition
 from services.shared.platform.host.faststream import (
     asyncapi_json,
     fetch_promptly,
@@ -24,7 +25,7 @@ from services.shared.platform.host.faststream import (
     subscriber_options,
 )
 from services.shared.platform.settings import Settings
-from tests.unit.platform.fakes import FakeConsumer
+from tests.unit.platform.fakes import CounterApp, FakeConsumer
 
 
 def record(offset: int, headers: list[tuple[str, bytes | None]]) -> ConsumerRecord[Any, Any]:
@@ -102,6 +103,19 @@ async def test_the_consume_loop_hands_over_a_fetch_without_sleeping_after_an_emp
     await subscriber._run_consume_loop(fetches)  # returns when the consumer stops
     assert [[r.offset for r in message] for message in handed] == [[1, 2, 3]]
     assert fetches.asked == [(options["batch_timeout_ms"], options["max_records"])] * 3
+
+
+def test_a_service_s_subscriber_fetches_promptly_and_only_a_batch_one_can() -> None:
+    definition = ServiceDefinition(name="counter", application=lambda env: CounterApp(env=env))
+    service = KafkaService(definition, Settings("counter"))
+
+    @service.subscriber("table-commands", description="d")
+    async def handle(batch: Any) -> None: ...
+
+    assert "get_msg" in vars(service.batch_subscriber)  # the instance's, not FastStream's
+    one_by_one = service_broker(Settings("shoe")).subscriber("t")
+    with pytest.raises(TypeError, match="batch subscriber"):
+        fetch_promptly(one_by_one)
 
 
 def test_a_cell_s_subscriber_is_assigned_its_partitions() -> None:

@@ -27,6 +27,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from faststream.asgi import AsgiFastStream
 from faststream.kafka import KafkaBroker, TopicPartition
 from faststream.kafka.message import FAKE_CONSUMER, KafkaAckableMessage
+from faststream.kafka.subscriber.usecase import BatchSubscriber
 from faststream.middlewares import AckPolicy
 from faststream.security import BaseSecurity, SASLScram256, SASLScram512
 from faststream.specification import AsyncAPI
@@ -118,6 +119,8 @@ def fetch_promptly(subscriber: Any) -> None:
     service it crossed: a bet's answer, a coup's CoupResolved (BENCHMARKS.md, "A fetch without
     FastStream's idle sleep"). Its consume loop calls ``self.get_msg``: the instance's
     attribute replaces the class's method."""
+    if not isinstance(subscriber, BatchSubscriber):  # its loop would die on every fetch
+        raise TypeError(f"fetch_promptly needs FastStream's batch subscriber, not {subscriber!r}")
 
     async def get_msg(consumer: Any) -> tuple[ConsumerRecord[Any, Any], ...]:
         fetched = await consumer.getmany(
@@ -125,7 +128,7 @@ def fetch_promptly(subscriber: Any) -> None:
         )
         return tuple(chain.from_iterable(fetched.values()))
 
-    subscriber.get_msg = get_msg
+    subscriber.get_msg = get_msg  # type: ignore[method-assign]
 
 
 def subscriber_options(
