@@ -7,7 +7,8 @@ server (found by the port they listen on; PostgreSQL with its backends, living o
 a service run as several processes, every one of them) and
 the benchmark's own process (the driver: its own time only, not its children's, the services).
 :func:`capacity_text` turns the largest cell's figures into bets per second per core, what one
-service process can do at most (a Python process runs on one core), and cores per 100 tables.
+service process can do at most (a Python process runs on one core), and cores per 100 tables;
+:func:`budget_text` what a sustained bar leaves settlement once the rest of the machine is paid.
 """
 
 from __future__ import annotations
@@ -157,4 +158,25 @@ def capacity_text(cell: CpuCell, bets_per_coup: int = 500, coup_seconds: float =
         f"coup every {coup_seconds:.0f} s are {load:,.0f} bets/s: about "
         f"{load * system / 1e6:,.1f} cores in all, {load * settlement / 1e6:,.2f} of them "
         "settlement's."
+    )
+
+
+def budget_text(cell: CpuCell, target: float, cores: int) -> str:
+    """What a sustained bar of ``target`` bets/s leaves settlement per bet on ``cores`` cores,
+    once every other process of the cell (the driver too: it shares the cores) is paid."""
+    if not target or "settlement" not in cell.cpu:
+        return ""
+    budget = cores * 1e6 / target
+    others = sum(cell.micros_per_bet(part) for part in cell.cpu if part != "settlement")
+    left, used = budget - others, cell.micros_per_bet("settlement")
+    verdict = (
+        f"leaves settlement {left:,.0f} us per bet; it used {used:,.0f}"
+        if left > 0
+        else "leaves settlement nothing: no settlement cost meets that bar on this machine"
+    )
+    return (
+        f"At the sustained bar of {target:,.0f} bets/s, this machine's {cores} cores give every "
+        f"process on it {budget:,.0f} us of CPU per bet together. In the {cell.store} cell "
+        f"{cell.tables} tables x {cell.bets:,} bets the parts other than settlement (the driver "
+        f"included) used {others:,.0f} us per bet, which {verdict}."
     )

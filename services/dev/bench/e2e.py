@@ -44,7 +44,7 @@ from services.dev.bench.cluster import (
     postgres_conninfo,
     run_id,
 )
-from services.dev.bench.cpu import CpuCell, CpuMeter, capacity_text, cpu_table
+from services.dev.bench.cpu import CpuCell, CpuMeter, budget_text, capacity_text, cpu_table
 from services.dev.bench.driver import CellResult, Driver
 from services.dev.bench.instances import (
     balanced_tables,
@@ -417,12 +417,19 @@ def _one_table_big_coup(run: StoreRun) -> CellResult | None:
     return None
 
 
+def sustained_target(report: E2EReport) -> int:
+    """The sustained bar in bets/s: 25 % of the run's Kafka ceiling counted in bets, at least
+    5,000."""
+    kafka = report.kafka.per_second if report.kafka else 0.0
+    return round(max(TARGET_BETS_PER_SECOND, TARGET_KAFKA_FRACTION * kafka / MESSAGES_PER_BET))
+
+
 def figures(report: E2EReport) -> list[Figure]:
     """The group's figures (targets from issue 7)."""
     out: list[Figure] = []
     kafka = report.kafka.per_second if report.kafka else 0.0
     kafka_bets = kafka / MESSAGES_PER_BET  # the same messages, counted as bets
-    bets_target = round(max(TARGET_BETS_PER_SECOND, TARGET_KAFKA_FRACTION * kafka_bets))
+    bets_target = sustained_target(report)
     in_process_shown = False  # once, beside the first SQLite run
     for ceiling in (report.kafka_each, report.kafka):
         if ceiling is not None:
@@ -606,11 +613,18 @@ def partitioned_text(report: E2EReport) -> str:
 
 
 def cpu_section(report: E2EReport) -> str:
-    """CPU microseconds per settled bet per part, and the capacity model of the largest cell."""
+    """CPU microseconds per settled bet per part, the capacity model of the largest cell, and
+    what the sustained bar leaves settlement on this machine (:func:`budget_text`)."""
     cells = [cell for run in report.stores for cell in run.cpu]
     if not cells:
         return ""
     largest = max(cells, key=lambda cell: (cell.settled, cell.store == "postgres"))
+    target, cores = sustained_target(report) if report.kafka else 0, os.cpu_count() or 1
+    budgets = [  # each store's sustained cell (the cell of its bets/s figure)
+        budget_text(max(run.cpu, key=lambda c: (c.tables * c.bets, c.tables)), target, cores) + "\n"
+        for run in report.stores
+        if run.cpu and target
+    ]
     return "\n".join(
         [
             "### CPU per bet and the capacity model",
@@ -625,6 +639,7 @@ def cpu_section(report: E2EReport) -> str:
             "",
             capacity_text(largest),
             "",
+            *budgets,
         ]
     )
 
