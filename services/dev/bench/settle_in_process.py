@@ -31,7 +31,7 @@ from contracts import (
 )
 from services.settlement.application import SettlementApplication
 from services.settlement.messages import to_messages
-from services.shared.platform.host import GC_THRESHOLDS
+from services.shared.platform.host import BUSY_COLLECTION, GC_THRESHOLDS
 from services.shared.platform.relay import wire
 
 BET_TYPES = ("player", "banker", "tie", "player_pair", "banker_pair")
@@ -109,9 +109,11 @@ def table_opened(table_id: str) -> TableOpened:
 
 
 def run(bets: int, env: dict[str, str]) -> dict[str, float]:
-    """The in-process floor, with the collector tuned as in a running service."""
+    """The in-process floor, with the collector as in a running service: on its own only at
+    BUSY_COLLECTION objects, the young generation collected before CoupResolved (a service
+    collects when idle, as it is while dealing draws the cards)."""
     thresholds = gc.get_threshold()
-    gc.set_threshold(*GC_THRESHOLDS)
+    gc.set_threshold(BUSY_COLLECTION, *GC_THRESHOLDS[1:])
     try:
         return _run(bets, env)
     finally:
@@ -157,6 +159,7 @@ def _run(bets: int, env: dict[str, str]) -> dict[str, float]:
     app.handle(close_book(table, coup))
     app.handle_batch(shoe_cards(table, coup, "s"), None)
     before = app.recorder.max_notification_id() or 0
+    gc.collect(0)  # a service collects while idle (host.faststream.collect_when_due)
     resolved = player_natural(table, coup, shoe_id="s")
     t0 = time.perf_counter()
     app.handle(resolved)

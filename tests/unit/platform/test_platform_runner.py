@@ -2,6 +2,7 @@
 
 import gc
 import weakref
+from collections.abc import Iterator
 
 import pytest
 
@@ -37,46 +38,105 @@ class _Node:
     me: object = None
 
 
+class _Service:
+    """A running service as the collector sees it: idle or not."""
+
+    def __init__(self, idle: bool = True) -> None:
+        self.now_idle = idle
+
+    def idle(self) -> bool:
+        return self.now_idle
+
+
+@pytest.fixture
+def collector(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No service runs in the process (whatever ran before); the collector as it was after."""
+    monkeypatch.setattr(faststream, "_running", [])
+    thresholds = gc.get_threshold()
+    gc.collect()  # every generation's count from 0
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+
+
 def test_a_stopped_services_objects_are_collected_while_others_run_in_the_process(
-    monkeypatch: pytest.MonkeyPatch,
+    collector: None,
 ) -> None:
-    """Running services' objects are frozen (fewer GC scans). When one of several stops (a
-    partitioned process's cell moving away), its objects must be collected and what remains
-    frozen again; when the last stops, collection is as usual."""
-    monkeypatch.setattr(faststream, "_running_hosts", 0)
-    try:
-        faststream._freeze()  # a first cell
-        node = _Node()
-        node.me = node  # a cycle: only the collector frees it
-        gone = weakref.ref(node)
-        del node
-        faststream._freeze()  # a second cell starts: the garbage is frozen with the rest
-        gc.collect()
-        assert gone() is not None  # frozen: no collection sees it
-        faststream._thaw()  # one stops, the other runs on
-        assert gone() is None and gc.get_freeze_count() > 0
-        faststream._thaw()  # the last stops
-        assert gc.get_freeze_count() == 0
-    finally:
-        gc.unfreeze()
+    """Running services' objects are frozen (fewer GC scans). A cell starting beside others
+    (a partitioned process) freezes what lives, not their garbage; when one of several stops,
+    its objects must be collected and what remains frozen again; when the last stops,
+    collection is as usual."""
+    first, second = _Service(), _Service()
+    faststream._freeze(first)  # a first cell
+    kept, waste = _Node(), _Node()
+    kept.me, waste.me = kept, waste  # cycles: only the collector frees them
+    wasted = weakref.ref(waste)
+    del waste  # garbage made while the first cell runs
+    faststream._freeze(second)  # a second cell starts: what lives is frozen, not the garbage
+    assert wasted() is None
+    gone = weakref.ref(kept)
+    del kept  # the first cell's objects, garbage once it stops
+    gc.collect()
+    assert gone() is not None  # frozen: no collection sees it
+    faststream._thaw(first)  # one stops, the other runs on
+    assert gone() is None and gc.get_freeze_count() > 0
+    faststream._thaw(second)  # the last stops
+    assert gc.get_freeze_count() == 0
 
 
-def test_running_services_collect_young_objects_in_larger_batches(
-    monkeypatch: pytest.MonkeyPatch,
+def test_running_services_collect_between_bursts_and_the_process_gets_its_thresholds_back(
+    collector: None,
 ) -> None:
-    """While a service runs, the collector's first generation holds 10,000 objects (a coup's
-    burst of them otherwise sets off full collections of the heap); the thresholds the process
-    had come back when the last service stops."""
-    monkeypatch.setattr(faststream, "_running_hosts", 0)
-    before = gc.get_threshold()
+    """While services run, the process collects on its own only at BUSY_COLLECTION objects (a
+    collection fell inside a coup's settling: tens of ms); what GC_THRESHOLDS make due is
+    collected once every service of the process is idle. When the last stops, the process
+    collects as it did."""
+    gc.set_threshold(700, 10, 10)
+    busy, other = _Service(idle=False), _Service()
+    faststream._freeze(busy)
+    faststream._freeze(other)
+    assert faststream.GC_THRESHOLDS == (10_000, 10, 10)
+    assert gc.get_threshold() == (faststream.BUSY_COLLECTION, 10, 10)
+    assert faststream.collect_when_due() is None  # nothing pending yet
+    # kept, so counted as pending (with room: a list from the free list is not counted)
+    made = [[] for _ in range(faststream.GC_THRESHOLDS[0] + 1_000)]
+    assert gc.get_count()[0] >= faststream.GC_THRESHOLDS[0]
+    assert faststream.collect_when_due() is None  # one service is busy
+    busy.now_idle = True
+    assert faststream.collect_when_due() == 0  # all idle: the young generation
+    assert gc.get_count()[0] < faststream.GC_THRESHOLDS[0]
+    for _ in range(faststream.GC_THRESHOLDS[1]):  # enough young collections for an older one
+        gc.collect(0)
+    made += [[] for _ in range(faststream.GC_THRESHOLDS[0] + 1_000)]
+    assert faststream.collect_when_due() == 1
+    faststream._thaw(busy)
+    assert gc.get_threshold() == (faststream.BUSY_COLLECTION, 10, 10)  # one still runs
+    faststream._thaw(other)
+    assert gc.get_threshold() == (700, 10, 10)
+    made += [[] for _ in range(faststream.GC_THRESHOLDS[0] + 1_000)]
+    assert faststream.collect_when_due() is None  # no service: Python's own collector
+    del made
+
+
+def test_a_busy_process_collects_on_its_own_once_much_is_pending(collector: None) -> None:
+    """A load without a pause must not grow its garbage without bound."""
+    collections: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    busy = _Service(idle=False)
+    faststream._freeze(busy)
+    gc.callbacks.append(seen)
     try:
-        faststream._freeze()
-        faststream._freeze()
-        assert gc.get_threshold() == faststream.GC_THRESHOLDS == (10_000, 10, 10)
-        faststream._thaw()
-        assert gc.get_threshold() == faststream.GC_THRESHOLDS  # one still runs
-        faststream._thaw()
-        assert gc.get_threshold() == before
+        made = [[] for _ in range(faststream.BUSY_COLLECTION // 2)]
+        assert collections == []  # many objects, not yet that many
+        made += [[] for _ in range(faststream.BUSY_COLLECTION // 2 + 1_000)]
+        assert collections  # collected on its own, busy as it is
+        del made
     finally:
-        gc.unfreeze()
-        gc.set_threshold(*before)
+        gc.callbacks.remove(seen)
+        faststream._thaw(busy)

@@ -7,6 +7,11 @@ process answers /health, /ready, /metrics and /asyncapi (:class:`AsgiServer` und
 """
 
 from services.shared.platform.host.endpoints import ops_app
-from services.shared.platform.host.faststream import GC_THRESHOLDS, KafkaService, asyncapi_json
+from services.shared.platform.host.faststream import (
+    BUSY_COLLECTION,
+    GC_THRESHOLDS,
+    KafkaService,
+    asyncapi_json,
+)
 from services.shared.platform.host.runner import AsgiServer, Started, serve
 from services.shared.platform.host.service import ServiceContext, ServiceDefinition

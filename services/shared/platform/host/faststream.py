@@ -20,7 +20,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from itertools import chain
-from typing import Any
+from typing import Any, Protocol
 
 from aiokafka import ConsumerRecord
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
@@ -112,21 +112,23 @@ async def keep_raw(message: Any) -> Any:
     )
 
 
-def fetch_promptly(subscriber: Any) -> None:
+def fetch_promptly(subscriber: Any, fetched: Callable[[int], None] = lambda count: None) -> None:
     """Give ``subscriber`` (FastStream's batch subscriber) a fetch that hands records over as
-    they arrive. FastStream's own (``BatchSubscriber.get_msg``) sleeps ``batch_timeout_ms``
-    after an empty fetch, so a record arriving during that sleep waited for it at every
-    service it crossed: a bet's answer, a coup's CoupResolved (BENCHMARKS.md, "A fetch without
-    FastStream's idle sleep"). Its consume loop calls ``self.get_msg``: the instance's
-    attribute replaces the class's method."""
+    they arrive, then tells ``fetched`` how many it got. FastStream's own
+    (``BatchSubscriber.get_msg``) sleeps ``batch_timeout_ms`` after an empty fetch, so a record
+    arriving during that sleep waited for it at every service it crossed: a bet's answer, a
+    coup's CoupResolved (BENCHMARKS.md, "A fetch without FastStream's idle sleep"). Its consume
+    loop calls ``self.get_msg``: the instance's attribute replaces the class's method."""
     if not isinstance(subscriber, BatchSubscriber):  # its loop would die on every fetch
         raise TypeError(f"fetch_promptly needs FastStream's batch subscriber, not {subscriber!r}")
 
     async def get_msg(consumer: Any) -> tuple[ConsumerRecord[Any, Any], ...]:
-        fetched = await consumer.getmany(
+        found = await consumer.getmany(
             timeout_ms=subscriber.batch_timeout_ms, max_records=subscriber.max_records
         )
-        return tuple(chain.from_iterable(fetched.values()))
+        records = tuple(chain.from_iterable(found.values()))
+        fetched(len(records))
+        return records
 
     subscriber.get_msg = get_msg  # type: ignore[method-assign]
 
@@ -196,6 +198,7 @@ class KafkaService(ServiceLifespan[TApp], Started):
         self.batch_subscriber: Any = None  # FastStream's (its ``consumer``: the Kafka consumer)
         self._stopped = False
         self._frozen = False
+        self._nothing_fetched = False
         self.fast = AsgiFastStream(
             self.broker,
             logger=log,
@@ -254,8 +257,19 @@ class KafkaService(ServiceLifespan[TApp], Started):
                 description=description,
             ),
         )
-        fetch_promptly(subscriber)
+        fetch_promptly(subscriber, self._fetched)
         return subscriber  # type: ignore[no-any-return]
+
+    def _fetched(self, count: int) -> None:
+        self._nothing_fetched = count == 0
+        collect_when_due()
+
+    def idle(self) -> bool:
+        """Its last fetch brought nothing, and its relay has nothing to publish (a gateway's
+        HTTP requests and wallet calls are not counted: a collection may fall among them, as
+        it could before)."""
+        fetching = self.batch_subscriber is not None and not self._nothing_fetched
+        return not fetching and (self.relay is None or self.relay.idle)
 
     def publisher(self, topic: str, *, description: str) -> Any:
         """Document that this service writes the logical ``topic`` (through its relay)."""
@@ -286,8 +300,10 @@ class KafkaService(ServiceLifespan[TApp], Started):
         answers /health, and /ready says it is a standby."""
         self.http = await start_endpoints(self.fast, self.settings)
         await self.fast.start()
-        _freeze()
+        _freeze(self)
         self._frozen = True
+        if self.relay is not None:  # its outbox drained: maybe all is idle now
+            self.relay.on_idle = collect_when_due
 
     async def wait_ready(self, timeout: float = 30.0) -> None:
         """Wait until the consumer has its partitions (or the service is stopping)."""
@@ -323,7 +339,7 @@ class KafkaService(ServiceLifespan[TApp], Started):
             finally:
                 if self._frozen:  # stopped: its objects may go
                     self._frozen = False
-                    _thaw()
+                    _thaw(self)
 
     def asyncapi_json(self) -> str:
         """This service's AsyncAPI 3.0 document (JSON)."""
@@ -335,40 +351,73 @@ class KafkaService(ServiceLifespan[TApp], Started):
         )
 
 
-_running_hosts = 0
-
 GC_THRESHOLDS = (10_000, 10, 10)
-"""The collector's thresholds while a service runs (Python's: 700, 10, 10). A coup makes tens
-of thousands of objects at once (a 10,000-bet coup's lines, records and messages): at 700 they
-were promoted through every generation and set off full collections of the whole heap (4 of
-40 ms each for one coup in process, ``services.dev.bench.settle_in_process``); at 10,000 none.
-Measured in the e2e bench: BENCHMARKS.md, "The garbage collector's thresholds"."""
+"""The collector's thresholds in a process that runs services, applied between bursts of work
+(:func:`collect_when_due`). Python's are (700, 10, 10): a coup makes tens of thousands of
+objects at once (a 10,000-bet coup's lines, records and messages), which at 700 were promoted
+through every generation and set off full collections of the whole heap (BENCHMARKS.md, "The
+garbage collector's thresholds")."""
+BUSY_COLLECTION = 200_000
+"""Objects pending (the first generation's count) at which a busy process collects on its own
+(Python's automatic collection, at this threshold while services run): a load without a pause
+keeps its garbage bounded, and settling a 10,000-bet coup makes fewer."""
+
+
+class Idle(Protocol):
+    def idle(self) -> bool:
+        """Whether the service has nothing to do now (nothing fetched, nothing to publish)."""
+
+
+_running: list[Idle] = []
+"""The services running in this process (a partitioned process runs several)."""
 _thresholds_before = gc.get_threshold()
 
 
-def _freeze() -> None:
+def _freeze(service: Idle) -> None:
     """A service started: what exists now (modules, FastStream's and the app's objects) lives
-    as long as it runs, so the garbage collector stops scanning it (``gc.freeze``): a full
-    collection then costs a fraction (measured: GC during a 10,000-bet flood 0.30 s -> 0.08 s)."""
-    global _running_hosts, _thresholds_before
-    if _running_hosts == 0:
+    as long as it runs, so the garbage collector stops scanning it (``gc.freeze``: a full
+    collection then costs a fraction; measured: GC during a 10,000-bet flood 0.30 s -> 0.08 s).
+    The process collects on its own only at :data:`BUSY_COLLECTION`; :func:`collect_when_due`
+    does the rest between bursts of work."""
+    global _thresholds_before
+    if not _running:
         _thresholds_before = gc.get_threshold()
-    _running_hosts += 1
+    if _running:  # a cell starts beside others: their garbage is not to be frozen
+        gc.collect()
+    _running.append(service)
     gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
+    gc.set_threshold(BUSY_COLLECTION, *GC_THRESHOLDS[1:])
 
 
-def _thaw() -> None:
+def _thaw(service: Idle) -> None:
     """A service stopped: once none runs in this process, collect as usual (``gc.unfreeze``,
     the thresholds as they were); while others run (a partitioned process's cells), collect the
     stopped one's objects now and freeze what remains (else they would stay frozen, never
     collected)."""
-    global _running_hosts
-    if _running_hosts > 0:
-        _running_hosts -= 1
-        gc.unfreeze()
-        if _running_hosts > 0:
-            gc.collect()
-            gc.freeze()
-        else:
-            gc.set_threshold(*_thresholds_before)
+    if service not in _running:
+        return
+    _running.remove(service)
+    gc.unfreeze()
+    if _running:
+        gc.collect()
+        gc.freeze()
+    else:
+        gc.set_threshold(*_thresholds_before)
+
+
+def collect_when_due() -> int | None:
+    """Once every service of the process is idle, collect the generation :data:`GC_THRESHOLDS`
+    make due, the oldest whose count reached its threshold (Python's own rule, without its
+    guard that puts off a full collection while the old generation grew by less than a
+    quarter); the generation collected, or None. Called after each fetch of every service and
+    when a relay has published all it had. A collection costs tens of ms once a coup's objects
+    are live: one falling in a coup's settling delayed its last BetSettled by as much
+    (BENCHMARKS.md, "Collecting between bursts of work")."""
+    counts = gc.get_count()
+    if not _running or counts[0] < GC_THRESHOLDS[0]:
+        return None
+    if not all(service.idle() for service in _running):
+        return None
+    generation = next((g for g in (2, 1) if counts[g] >= GC_THRESHOLDS[g]), 0)
+    gc.collect(generation)
+    return generation

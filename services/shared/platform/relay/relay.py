@@ -361,6 +361,8 @@ class OutboxRelay:
         self._fresh_lock = threading.Lock()
         self.position = 0
         self.published = 0
+        self.idle = False  # waiting for events to publish (the process may collect garbage)
+        self.on_idle: Callable[[], object] | None = None  # called as it starts waiting
         self.quarantined = 0
         # Operations hooks (metrics.py): the messages of every acknowledged batch, and the
         # MessageQuarantined records that replaced messages the broker cannot take.
@@ -418,11 +420,17 @@ class OutboxRelay:
             if count == 0:
                 waiter = asyncio.create_task(self._wake.wait())
                 stopper = asyncio.create_task(stopping.wait())
-                await asyncio.wait(
-                    {waiter, stopper},
-                    timeout=self.settings.relay_poll_interval,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
+                self.idle = True
+                try:
+                    if self.on_idle is not None:
+                        self.on_idle()
+                    await asyncio.wait(
+                        {waiter, stopper},
+                        timeout=self.settings.relay_poll_interval,
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                finally:
+                    self.idle = False
                 waiter.cancel()
                 stopper.cancel()
 
