@@ -246,8 +246,9 @@ class BatchProcessor:
         integrity_failures = 0
         while True:
             try:
-                intake = await self.worker.call(
-                    self.intake.sort, logical, where, partitions, name, records
+                handler_started = time.perf_counter()
+                intake, ran, raised = await self.worker.call(
+                    self._sort_and_handle, subscription, logical, where, partitions, name, records
                 )
                 self.stats.duplicates += intake.duplicates
                 if intake.refused:
@@ -257,11 +258,13 @@ class BatchProcessor:
                 if not intake.fresh:
                     await self.worker.call(self._advance, name, intake.last)
                     return True
-                handler_started = time.perf_counter()
                 try:
-                    await self.worker.call(
-                        subscription.handler, intake.fresh, Tracking(name, intake.last)
-                    )
+                    if raised is not None:
+                        raise raised
+                    if not ran:  # refusals first: dead-lettered before the position moves
+                        await self.worker.call(
+                            subscription.handler, intake.fresh, Tracking(name, intake.last)
+                        )
                 except TRANSIENT:
                     raise
                 except IntegrityError:
@@ -345,6 +348,27 @@ class BatchProcessor:
         self._delivered(handled)
         if intake.last > recorded:
             await self.worker.call(self._advance, name, intake.last)
+
+    def _sort_and_handle(
+        self,
+        subscription: Subscription,
+        logical: str,
+        where: Where,
+        partitions: int,
+        name: str,
+        records: Sequence[ConsumerRecord[Any, Any]],
+    ) -> tuple[Intake, bool, Exception | None]:
+        """The intake of ``records`` and, when it refused none, their handling, in one trip to
+        the application's thread (a trip costs about 100 us of CPU: BENCHMARKS.md, "A coup's
+        fixed cost"): the intake, whether the handler ran, and what it raised."""
+        intake = self.intake.sort(logical, where, partitions, name, records)
+        if intake.refused or not intake.fresh or intake.last is None:
+            return intake, False, None
+        try:
+            subscription.handler(intake.fresh, Tracking(name, intake.last))
+        except Exception as failure:
+            return intake, True, failure
+        return intake, True, None
 
     def _advance(self, name: str, position: int) -> None:
         """Record ``position`` for ``name`` unless it is recorded already."""

@@ -359,7 +359,8 @@ class OutboxRelay:
         # notification id -> the domain event just saved in this process (see the docstring)
         self._fresh: dict[int, object] = {}
         self._fresh_lock = threading.Lock()
-        self.position = 0
+        self.position = 0  # the last notification acknowledged
+        self._recorded = 0  # the last position recorded in the store (relay:<service>)
         self.published = 0
         self.idle = False  # waiting for events to publish (the process may collect garbage)
         self.on_idle: Callable[[], object] | None = None  # called as it starts waiting
@@ -382,6 +383,7 @@ class OutboxRelay:
             self._read_cluster = False
         await self.producer.start()
         self.position = await asyncio.to_thread(self.app.tracked_position, self.tracking_name)
+        self._recorded = self.position
         self.app.add_save_listener(self._on_saved)
         log.info("relay %s starts after notification %d", self.tracking_name, self.position)
 
@@ -445,8 +447,8 @@ class OutboxRelay:
             await self.producer.ensure()
             if leftover:
                 events = leftover
-            else:
-                events = await asyncio.to_thread(self._read_events, self.position)
+            else:  # the last batch's position recorded on the same trip to a thread
+                events = await asyncio.to_thread(self._record_and_read)
                 if not events:
                     return total
             done = [self.position]
@@ -457,8 +459,9 @@ class OutboxRelay:
                 raise
             last_id = done[0]
             leftover = [item for item in events if item[0] > last_id]
-            await asyncio.to_thread(self.app.record_position, self.tracking_name, last_id)
-            self.position = last_id
+            self.position = last_id  # acknowledged; recorded with the next read
+            if leftover:
+                await asyncio.to_thread(self._record_and_read, read=False)
             self._report(published)
             total += len(published.acknowledged)
             log.debug(
@@ -508,6 +511,16 @@ class OutboxRelay:
         finally:
             others.cancel()
         return published
+
+    def _record_and_read(self, read: bool = True) -> list[tuple[int, Any]]:
+        """Record :attr:`position` (if not yet), then (``read``) the next notifications'
+        domain events (just saved: as saved; else decoded): one trip to a thread, not two (a
+        trip costs about 100 us of CPU: BENCHMARKS.md, "A coup's fixed cost")."""
+        position = self.position
+        if position > self._recorded:
+            self.app.record_position(self.tracking_name, position)
+            self._recorded = position
+        return self._read_events(position) if read else []
 
     def _read_events(self, after: int) -> list[tuple[int, Any]]:
         """The next notifications' domain events (just saved: as saved; else decoded)."""
