@@ -172,3 +172,25 @@ async def test_chunks_are_sent_in_order_and_the_position_waits_for_all(
         str(i).encode() for i in range(5)
     ]
     assert app.tracked_position("relay:counter") == 3
+
+
+async def test_a_position_recorded_already_is_not_a_failure() -> None:
+    """A commit of the relay's position that reported a failure may have landed: recording it
+    again must not stop the relay (the store refuses a second record of one position)."""
+    app = CounterApp(env=popo_env())
+    fill(app, [1, 2])
+    producer = FakeProducer()
+    relay, _ = make(app, producer)
+    await relay.start()
+    assert await relay.publish_pending() == 3
+    counter = Counter(table_id="t2")
+    counter.add(table_id="t2", amount=1)
+    app.save(counter)
+    assert await relay.publish_pending() == 1
+    # as if the last record had landed though its commit reported a failure
+    relay._recorded = 0
+    assert await relay.publish_pending() == 0  # records it again, reads nothing: no error
+    assert app.tracked_position("relay:counter") == relay.position
+    relay.position += 1  # a position the store does not have is still recorded
+    await relay.stop()
+    assert app.tracked_position("relay:counter") == relay.position

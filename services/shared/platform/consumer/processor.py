@@ -260,7 +260,10 @@ class BatchProcessor:
                     return True
                 try:
                     if raised is not None:
-                        raise raised
+                        try:
+                            raise raised
+                        finally:
+                            raised = None  # no cycle through this frame's traceback
                     if not ran:  # refusals first: dead-lettered before the position moves
                         await self.worker.call(
                             subscription.handler, intake.fresh, Tracking(name, intake.last)

@@ -4,8 +4,9 @@
 (``relay:<service>``), encodes the records (``records.py``), sends them with an idempotent
 producer, one closed record batch per partition in flight (:class:`RelayProducer`: aiokafka's
 batch API, as FastStream's publisher sends one message per call and hides the acknowledgement),
-and records the new position once every record is acknowledged. After a failure it starts
-again from the recorded position (consumers drop the duplicates). Markers (dealing's OpenBook /
+and records the new position once every record is acknowledged (on the same trip to a thread
+as its next read). After a failure it goes on from the acknowledged position; after a restart,
+from the recorded one (consumers drop the duplicates). Markers (dealing's OpenBook /
 CloseBook) are sent and acknowledged before the rest of a batch. After a refused batch the
 producer is replaced (an idempotent producer's later batches would be reordered or fail). It
 wakes when the Application saves, and polls otherwise.
@@ -26,7 +27,7 @@ from uuid import UUID
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
-from eventsourcing.persistence import Recording
+from eventsourcing.persistence import IntegrityError, Recording
 
 from contracts import DEAD_LETTERS, Message, MessageQuarantined
 from services.shared.platform.kafka import cluster_id as read_cluster_id
@@ -389,6 +390,11 @@ class OutboxRelay:
 
     async def stop(self) -> None:
         self.app.remove_save_listener(self._on_saved)
+        if self.position > self._recorded:  # acknowledged, not yet recorded: no republishing
+            try:
+                await asyncio.to_thread(self._record_and_read, read=False)
+            except Exception:
+                log.warning("relay %s: recording its position on stop failed", self.tracking_name)
         await self.producer.stop()
 
     def _on_saved(self, recordings: Sequence[Recording[UUID]]) -> None:
@@ -438,7 +444,8 @@ class OutboxRelay:
 
     # -- publishing ---------------------------------------------------------------
     async def publish_pending(self) -> int:
-        """Publish every stored event after the recorded position; returns records acknowledged."""
+        """Publish every stored event after the acknowledged position; returns records
+        acknowledged."""
         if self._loop is None:
             raise RuntimeError("relay not started")
         total = 0
@@ -518,7 +525,11 @@ class OutboxRelay:
         trip costs about 100 us of CPU: BENCHMARKS.md, "A coup's fixed cost")."""
         position = self.position
         if position > self._recorded:
-            self.app.record_position(self.tracking_name, position)
+            try:
+                self.app.record_position(self.tracking_name, position)
+            except IntegrityError:  # recorded already (a commit that reported a failure)
+                if self.app.tracked_position(self.tracking_name) < position:
+                    raise
             self._recorded = position
         return self._read_events(position) if read else []
 
