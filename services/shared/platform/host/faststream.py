@@ -380,10 +380,10 @@ def _freeze(service: Idle) -> None:
     The process collects on its own only at :data:`BUSY_COLLECTION`; :func:`collect_when_due`
     does the rest between bursts of work."""
     global _thresholds_before
-    if not _running:
-        _thresholds_before = gc.get_threshold()
     if _running:  # a cell starts beside others: their garbage is not to be frozen
         gc.collect()
+    else:
+        _thresholds_before = gc.get_threshold()
     _running.append(service)
     gc.freeze()
     gc.set_threshold(BUSY_COLLECTION, *GC_THRESHOLDS[1:])

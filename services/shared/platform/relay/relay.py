@@ -392,7 +392,7 @@ class OutboxRelay:
         self.app.remove_save_listener(self._on_saved)
         if self.position > self._recorded:  # acknowledged, not yet recorded: no republishing
             try:
-                await asyncio.to_thread(self._record_and_read, read=False)
+                await asyncio.to_thread(self._record)
             except Exception:
                 log.warning("relay %s: recording its position on stop failed", self.tracking_name)
         await self.producer.stop()
@@ -468,7 +468,7 @@ class OutboxRelay:
             leftover = [item for item in events if item[0] > last_id]
             self.position = last_id  # acknowledged; recorded with the next read
             if leftover:
-                await asyncio.to_thread(self._record_and_read, read=False)
+                await asyncio.to_thread(self._record)
             self._report(published)
             total += len(published.acknowledged)
             log.debug(
@@ -519,10 +519,14 @@ class OutboxRelay:
             others.cancel()
         return published
 
-    def _record_and_read(self, read: bool = True) -> list[tuple[int, Any]]:
-        """Record :attr:`position` (if not yet), then (``read``) the next notifications'
-        domain events (just saved: as saved; else decoded): one trip to a thread, not two (a
-        trip costs about 100 us of CPU: BENCHMARKS.md, "A coup's fixed cost")."""
+    def _record_and_read(self) -> list[tuple[int, Any]]:
+        """:meth:`_record`, then :meth:`_read_events`: one trip to a thread, not two (a trip
+        costs about 100 us of CPU: BENCHMARKS.md, "A coup's fixed cost")."""
+        self._record()
+        return self._read_events(self.position)
+
+    def _record(self) -> None:
+        """Record :attr:`position` in the store unless it is recorded already."""
         position = self.position
         if position > self._recorded:
             try:
@@ -531,7 +535,6 @@ class OutboxRelay:
                 if self.app.tracked_position(self.tracking_name) < position:
                     raise
             self._recorded = position
-        return self._read_events(position) if read else []
 
     def _read_events(self, after: int) -> list[tuple[int, Any]]:
         """The next notifications' domain events (just saved: as saved; else decoded)."""
