@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 import pytest
+from aiokafka import TopicPartition
 from faststream import TestApp
 from faststream.kafka import TestKafkaBroker
 
@@ -115,7 +116,8 @@ async def shoe(tmp_path: Path) -> AsyncIterator[Shoe]:
     ):
         subscriber = service.batch_subscriber
         assert subscriber is not None
-        subscriber.consumer = FakeConsumer()  # offsets committed here
+        # offsets committed here; TestKafkaBroker's one partition is assigned
+        subscriber.consumer = FakeConsumer(assigned={TopicPartition(PREFIX + SHOE_COMMANDS, 0)})
         yield Shoe(service, broker)
 
 

@@ -10,7 +10,7 @@ themselves are tested in test_platform_consumer_signatures.py.
 import asyncio
 import base64
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from aiokafka import ConsumerRecord, TopicPartition
 
@@ -41,6 +41,7 @@ from services.shared.platform.consumer.intake import (
     relayed_position,
     topic_id_claim,
 )
+from services.shared.platform.consumer.processor import COMMIT_INTERVAL, RebalanceListener
 from services.shared.platform.security import Where
 from services.shared.platform.settings import Settings
 from services.shared.platform.store import AppWorker, UnitOfWork
@@ -148,8 +149,10 @@ class Harness:
         topic_id: str | dict[str, str] = TOPIC_ID,
         failures: int = 0,
         partitions: int = 1,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.app = app or CounterApp(env=popo_env())
+        self.now = 0.0  # the processor's clock, unless given: a commit interval per reading
         self.settings = Settings.from_env("counter", {"PB_TOPIC_PREFIX": prefix})
         self.worker = AppWorker("counter")
         self.producer = FakeProducer()
@@ -202,18 +205,25 @@ class Harness:
             cluster_id=cluster,
             topic_ids=topic_ids,
             keyring=KEYRING,
+            clock=clock or self._tick,
         )
         self.kafka = FakeConsumer(partitions=partitions)
         self.runtime.consumer = self.kafka
         self.stop_changes: list[tuple[str, int, bool]] = []
         self.runtime.stops.on_change = lambda t, p, s: self.stop_changes.append((t, p, s))
 
-    async def feed(self, *records: ConsumerRecord[bytes, bytes]) -> None:
+    def _tick(self) -> float:
+        self.now += COMMIT_INTERVAL
+        return self.now
+
+    async def feed(
+        self, *records: ConsumerRecord[bytes, bytes], stopping: asyncio.Event | None = None
+    ) -> None:
         fetched: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]] = {}
         for r in records:
             fetched.setdefault(TopicPartition(r.topic, r.partition), []).append(r)
         self.kafka.assigned.update(fetched)
-        await self.runtime.process(fetched, asyncio.Event())
+        await self.runtime.process(fetched, stopping or asyncio.Event())
 
     @property
     def total(self) -> int:
@@ -242,6 +252,50 @@ async def test_a_batch_is_handled_once_and_offsets_committed() -> None:
     assert h.total == 6
     assert h.kafka.committed == {TopicPartition(COMMANDS, 0): 3}
     assert h.app.tracked_position(OFFSETS) == 3
+
+
+async def test_offsets_are_committed_when_idle_or_once_an_interval_while_busy() -> None:
+    now = [0.0]
+    h = Harness(clock=lambda: now[0])
+    tp = TopicPartition(COMMANDS, 0)
+    await h.feed(record(0, close("1")))
+    assert h.kafka.committed == {tp: 1}  # the first fetch commits
+    now[0] += COMMIT_INTERVAL / 2
+    await h.feed(record(1, close("2")), record(2, close("3")))
+    assert h.total == 6 and h.app.tracked_position(OFFSETS) == 3  # in the store ...
+    assert h.kafka.committed == {tp: 1}  # ... the offsets wait: busy, within the interval
+    now[0] += COMMIT_INTERVAL / 2
+    await h.feed(record(3, close("4")))
+    assert h.kafka.committed == {tp: 4}  # an interval since the last commit
+    await h.feed(record(4, close("5")))
+    assert h.kafka.committed == {tp: 4}
+    await h.runtime.commit_pending()  # a fetch brought nothing: idle
+    assert h.kafka.committed == {tp: 5}
+
+
+async def test_a_stopping_service_or_a_revoked_partition_commits_at_once() -> None:
+    h = Harness(clock=lambda: 0.0)
+    tp = TopicPartition(COMMANDS, 0)
+    await h.feed(record(0, close("1")))
+    await h.feed(record(1, close("2")))
+    assert h.kafka.committed == {tp: 1}
+    await RebalanceListener(h.runtime).on_partitions_revoked({tp})
+    assert h.kafka.committed == {tp: 2}  # where the next owner starts
+    await h.feed(record(2, close("3")))
+    stopping = asyncio.Event()
+    stopping.set()  # set while the fetch was handled
+    await h.feed(record(3, close("4")), stopping=stopping)
+    assert h.kafka.committed == {tp: 4}
+
+
+async def test_offsets_of_a_partition_no_longer_assigned_are_not_committed() -> None:
+    h = Harness(clock=lambda: 0.0, partitions=2)
+    ours, theirs = TopicPartition(COMMANDS, 0), TopicPartition(COMMANDS, 1)
+    await h.feed(record(0, close("1", ON_0)))
+    await h.feed(record(1, close("2", ON_0)), record(0, close("10", ON_1), partition=1))
+    h.kafka.assigned.discard(theirs)  # a rebalance gave it to another member meanwhile
+    await h.runtime.commit_pending()
+    assert h.kafka.committed == {ours: 2}
 
 
 async def test_the_same_message_delivered_twice_has_one_effect() -> None:
@@ -409,7 +463,6 @@ async def test_a_new_assignment_reads_the_topic_ids_again() -> None:
     await h.feed(record(0, close("1")))
     await h.feed(record(1, close("1")))
     assert len(h.id_reads) == 1
-    from services.shared.platform.consumer.processor import RebalanceListener
 
     await RebalanceListener(h.runtime).on_partitions_assigned({TopicPartition(COMMANDS, 0)})
     await h.feed(record(2, close("1")))
@@ -576,7 +629,6 @@ async def test_a_stopped_partition_retries_the_same_record_until_it_is_taken() -
 
 
 async def test_a_stopped_partition_taken_over_by_another_member_is_no_longer_stopped() -> None:
-    from services.shared.platform.consumer.processor import RebalanceListener
 
     h = Harness()
     await h.feed(event(0, "boom", 1))

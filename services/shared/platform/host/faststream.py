@@ -112,9 +112,14 @@ async def keep_raw(message: Any) -> Any:
     )
 
 
-def fetch_promptly(subscriber: Any, fetched: Callable[[int], None] = lambda count: None) -> None:
+async def _nothing(count: int) -> None:
+    return None
+
+
+def fetch_promptly(subscriber: Any, fetched: Callable[[int], Awaitable[None]] = _nothing) -> None:
     """Give ``subscriber`` (FastStream's batch subscriber) a fetch that hands records over as
-    they arrive, then tells ``fetched`` how many it got. FastStream's own
+    they arrive, then tells ``fetched`` how many it got (awaited in the consume loop, before
+    the records are handled). FastStream's own
     (``BatchSubscriber.get_msg``) sleeps ``batch_timeout_ms`` after an empty fetch, so a record
     arriving during that sleep waited for it at every service it crossed: a bet's answer, a
     coup's CoupResolved (BENCHMARKS.md, "A fetch without FastStream's idle sleep"). Its consume
@@ -127,7 +132,7 @@ def fetch_promptly(subscriber: Any, fetched: Callable[[int], None] = lambda coun
             timeout_ms=subscriber.batch_timeout_ms, max_records=subscriber.max_records
         )
         records = tuple(chain.from_iterable(found.values()))
-        fetched(len(records))
+        await fetched(len(records))
         return records
 
     subscriber.get_msg = get_msg  # type: ignore[method-assign]
@@ -260,8 +265,12 @@ class KafkaService(ServiceLifespan[TApp], Started):
         fetch_promptly(subscriber, self._fetched)
         return subscriber  # type: ignore[no-any-return]
 
-    def _fetched(self, count: int) -> None:
+    async def _fetched(self, count: int) -> None:
+        """After each fetch: when it brought nothing, the offsets handled are committed (the
+        consumer is idle) and, once the whole process is idle, garbage collected."""
         self._nothing_fetched = count == 0
+        if self._nothing_fetched and self.consumer is not None:
+            await self.consumer.commit_pending()
         collect_when_due()
 
     def idle(self) -> bool:

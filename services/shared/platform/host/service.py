@@ -206,6 +206,8 @@ class ServiceLifespan(Generic[TApp]):
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(*pending, return_exceptions=True)
         self._tasks.clear()
+        if self.consumer is not None:  # its Kafka consumer stops after these hooks
+            await _quietly(self.consumer.commit_pending(), "committing the offsets handled")
 
     async def close(self) -> None:
         """Stop the producers, seal and close the store (once; also after a failed start)."""
