@@ -288,6 +288,26 @@ async def test_a_stopping_service_or_a_revoked_partition_commits_at_once() -> No
     assert h.kafka.committed == {tp: 4}
 
 
+async def test_a_partition_stopping_commits_at_once() -> None:
+    h = Harness(clock=lambda: 0.0)
+    tp = TopicPartition(EVENTS, 0)
+    await h.feed(event(0, "1", 1), event(1, "2", 2))
+    assert h.kafka.committed == {tp: 2}
+    await h.feed(event(2, "5", 3), event(3, "boom", 4))  # within the interval, but it stops
+    assert h.total == 8 and h.kafka.committed == {tp: 3}
+
+
+async def test_a_failed_fetch_is_read_again_from_its_first_records() -> None:
+    h = Harness()
+    h.runtime._retry_delay = 0.0
+    h.producer.fail_after = 0  # the dead letters cannot be written
+    records = [record(5, close("1")), record(6, b"not json{")]
+    h.kafka.assigned.add(TopicPartition(COMMANDS, 0))
+    await h.runtime.consume(records, h.kafka, asyncio.Event())
+    assert h.total == 0 and h.kafka.committed == {}
+    assert h.kafka.sought == [(TopicPartition(COMMANDS, 0), 5)]
+
+
 async def test_offsets_of_a_partition_no_longer_assigned_are_not_committed() -> None:
     h = Harness(clock=lambda: 0.0, partitions=2)
     ours, theirs = TopicPartition(COMMANDS, 0), TopicPartition(COMMANDS, 1)

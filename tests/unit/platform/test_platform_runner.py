@@ -34,6 +34,27 @@ def test_the_platform_modules_import_each_other_without_cycles() -> None:
     assert cycles == []
 
 
+class _Offsets:
+    """A batch processor as the service's fetch sees it."""
+
+    def __init__(self) -> None:
+        self.commits = 0
+
+    async def commit_pending(self) -> None:
+        self.commits += 1
+
+
+async def test_a_fetch_that_brings_nothing_commits_the_offsets_handled() -> None:
+    definition = ServiceDefinition(name="counter", application=lambda env: CounterApp(env=env))
+    service = KafkaService(definition, Settings.from_env("counter", {}))
+    offsets = _Offsets()
+    service.consumer = offsets  # type: ignore[assignment]
+    await service._fetched(3)
+    assert offsets.commits == 0  # busy: records in hand
+    await service._fetched(0)
+    assert offsets.commits == 1  # idle: commit now
+
+
 class _Node:
     me: object = None
 

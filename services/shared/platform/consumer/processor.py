@@ -7,8 +7,8 @@ offsets committed after the store commit (a crash in between is only a redeliver
 consumer is idle, else at most every :data:`COMMIT_INTERVAL`. A batch
 that fails is tried one message at a time: a message from outside that fails is a dead
 letter, a service's message STOPS its partition there (``stops.py``) until it passes. Store
-errors that may pass are retried. :meth:`BatchProcessor.consume` never raises: a failed batch
-is read again from the committed offsets after a back-off.
+errors that may pass are retried. :meth:`BatchProcessor.consume` never raises: a failed fetch
+is read again from its first records after a back-off.
 """
 
 from __future__ import annotations
@@ -55,7 +55,12 @@ nothing commits at once (:meth:`BatchProcessor.commit_pending`), and so do a sto
 and a stopping service. A commit costs about 1 ms of CPU, a third in the client and the rest in
 the broker (BENCHMARKS.md, "Offsets committed when idle"): once per fetch, it was a fifth of a
 small coup's cost. The store's tracking, not the offsets, makes a redelivery harmless, so a
-crash only reads again (and drops) up to this much more."""
+crash only reads again (and drops) up to this much more (a record refused before its position
+is known, a forged one on a service's topic, is dead-lettered again when read again)."""
+COMMIT_TIMEOUT = 3.0
+"""Seconds a commit may take before it is given up (logged; the next one covers its offsets):
+aiokafka retries some errors for ever, a topic deleted meanwhile among them, and a commit may
+run in a rebalance or a shutdown."""
 
 
 @dataclass
@@ -125,6 +130,7 @@ class BatchProcessor:
         self._clock = clock
         self._uncommitted: dict[TopicPartition, int] = {}  # handled, offsets not yet committed
         self._committed_at = -COMMIT_INTERVAL
+        self._committing = asyncio.Lock()
 
     async def start(self) -> None:
         """Read the cluster's and the topics' ids (unless given, as tests give both); start
@@ -179,35 +185,29 @@ class BatchProcessor:
             self._retry_delay = 0.5
         except Exception:
             # e.g. the dead-letter topic cannot be written: nothing is lost, the store's
-            # tracking records make re-reading from the committed offsets safe.
+            # tracking records make reading the fetch again safe.
             delay = self._retry_delay
             log.exception("consumer batch failed; re-reading it in %.1fs", delay)
             self._retry_delay = min(delay * 2, 10.0)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), delay)
             try:
-                await self._rewind(list(fetched))
+                self._rewind(fetched)
             except Exception:
                 log.exception("rewinding the failed batch failed; the next run reads it again")
         self.resume_due()
 
-    async def _rewind(self, partitions: Sequence[TopicPartition]) -> None:
-        """Seek back to the offsets handled, else the last committed (the beginning when none)."""
+    def _rewind(self, fetched: Fetched) -> None:
+        """Seek back to the first record of each partition of the failed ``fetched`` (what
+        came before it was handled)."""
         consumer = self.consumer
         if consumer is None:
             return
         assigned = consumer.assignment()
-        for tp in partitions:
+        for tp, records in fetched.items():
             self.names.rewound(tp)
-            if tp not in assigned or self.stops.waiting(tp):
-                continue  # taken over by another member / sought to its stopped record
-            committed = self._uncommitted.get(tp)
-            if committed is None:
-                committed = await consumer.committed(tp)
-            if committed is None:
-                await consumer.seek_to_beginning(tp)
-            else:
-                consumer.seek(tp, committed)
+            if records and tp in assigned and not self.stops.waiting(tp):
+                consumer.seek(tp, records[0].offset)  # not if taken over / sought to its stop
 
     async def process(self, fetched: Fetched, stopping: asyncio.Event) -> None:
         """Handle one fetch and commit its offsets when due (raises what the dead letters
@@ -243,19 +243,25 @@ class BatchProcessor:
     async def commit_pending(self) -> None:
         """Commit the offsets handled since the last commit, of the partitions still assigned
         (the service's fetch calls it when a fetch brought nothing; see :data:`COMMIT_INTERVAL`)."""
-        consumer, pending = self.consumer, self._uncommitted
-        if consumer is None or not pending:
-            return
-        self._uncommitted = {}
-        self._committed_at = self._clock()
-        assigned = consumer.assignment()
-        offsets = {tp: offset for tp, offset in pending.items() if tp in assigned}
-        if not offsets:
-            return
-        try:
-            await consumer.commit(offsets)
-        except KafkaError as error:  # e.g. a rebalance: the store's tracking covers it
-            log.warning("offset commit failed (%s); messages may be redelivered", error)
+        async with self._committing:  # one at a time: a later commit never lands first
+            consumer, pending = self.consumer, self._uncommitted
+            if consumer is None or not pending:
+                return
+            self._uncommitted = {}
+            self._committed_at = self._clock()
+            assigned = consumer.assignment()
+            offsets = {
+                tp: offset
+                for tp, offset in pending.items()
+                if tp in assigned
+                and tp.partition in (consumer.partitions_for_topic(tp.topic) or ())
+            }  # of a topic deleted meanwhile, aiokafka would retry for ever
+            if not offsets:
+                return
+            try:
+                await asyncio.wait_for(consumer.commit(offsets), COMMIT_TIMEOUT)
+            except (KafkaError, TimeoutError) as error:  # e.g. a rebalance: tracking covers it
+                log.warning("offset commit failed (%r); messages may be redelivered", error)
 
     async def apply(
         self,
