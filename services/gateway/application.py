@@ -30,7 +30,7 @@ import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, NamedTuple, TypeVar
@@ -130,12 +130,7 @@ class GatewayApplication(ServiceApplication):
     """One operator's gateway store (see the module docstring)."""
 
     name = "gateway"
-    # One writer (the store's writer lease) and every write through this Application, whose
-    # units put what they commit in the cache: a cached aggregate is current, never re-read.
-    env: ClassVar[dict[str, str]] = {
-        "AGGREGATE_CACHE_MAXSIZE": "20000",
-        "AGGREGATE_CACHE_FASTFORWARD": "n",
-    }
+    env: ClassVar[dict[str, str]] = {**ServiceApplication.env, "AGGREGATE_CACHE_MAXSIZE": "20000"}
     snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Table: 100, Ledger: 100}
 
     def __init__(
@@ -171,17 +166,8 @@ class GatewayApplication(ServiceApplication):
             self._add_round_bets(uow)
             uow.commit()
         except BaseException:
-            self._forget(uow)
+            uow.forget()  # it may hold its changes
             raise
-
-    def _forget(self, uow: UnitOfWork) -> None:
-        """A failed unit: what it touched leaves the cache (it may hold its changes)."""
-        cache = self.repository.cache
-        if cache is None:
-            return
-        for aggregate_id in getattr(uow, "_aggregates", {}):
-            with suppress(KeyError):
-                cache.get(aggregate_id, evict=True)
 
     def _tally(self, day: str, currency: str, **deltas: int) -> None:
         figures = self._tallies.setdefault((day, currency), defaultdict(int))

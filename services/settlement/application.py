@@ -108,7 +108,7 @@ class SettlementApplication(ServiceApplication):
     # Bet books are large: the cached aggregate is used as is (no deep copy per
     # command); a unit of work that fails evicts what it touched instead.
     env: ClassVar[dict[str, str]] = {
-        "AGGREGATE_CACHE_MAXSIZE": "1000",
+        **ServiceApplication.env,
         "DEEPCOPY_FROM_AGGREGATE_CACHE": "n",
     }
     # A table's desk lives as long as the table: snapshot it now and then.
@@ -163,7 +163,7 @@ class SettlementApplication(ServiceApplication):
             uow.add_rows(change_rows(changes))
             uow.commit()
         except BaseException:
-            self._forget(uow)
+            uow.forget()  # it may hold its drafts
             self.bet_index.rollback()
             raise
         self.bet_index.commit(changes)
@@ -177,20 +177,7 @@ class SettlementApplication(ServiceApplication):
             finished = aggregate.finished() if isinstance(aggregate, BetBook) else None
             if finished is not None:
                 self._finished.put(finished.id, finished)
-        self._evict(uow, lambda a: isinstance(a, BetBook) and a.status in FINISHED)
-
-    def _forget(self, uow: UnitOfWork) -> None:
-        """A failed unit of work: what it touched leaves the cache (it may hold its drafts)."""
-        self._evict(uow, lambda _: True)
-
-    def _evict(self, uow: UnitOfWork, which: Callable[[Any], bool]) -> None:
-        cache = self.repository.cache
-        if cache is None:
-            return
-        for aggregate in uow.aggregates():
-            if which(aggregate):
-                with suppress(KeyError):
-                    cache.get(aggregate.id, evict=True)
+        uow.forget(lambda a: isinstance(a, BetBook) and a.status in FINISHED)
 
     # -- entry points ----------------------------------------------------------------
     def handle(

@@ -100,3 +100,49 @@ def test_checkpoints_record_a_batch_in_the_order_it_happened(checkpoints: bool) 
     expected = [("a", 1), ("b", 2), ("a", 3)] if checkpoints else [("a", 1), ("a", 3), ("b", 2)]
     assert _recorded(app) == expected
     assert app.repository.get(Counter.create_id("a")).total == 4
+
+
+def test_a_cached_aggregate_is_read_without_the_store() -> None:
+    """One writer, every write through the Application: a cached aggregate is current, so a
+    unit reads it without a query (the store is not fast-forwarded on each get)."""
+    app = CounterApp(env=popo_env())
+    counter = Counter(table_id="t1")
+    app.save(counter)
+    with app.unit_of_work(Tracking("x:0", 1)) as uow:
+        found = uow.get(counter.id, Counter)
+        assert found is not None
+        found.add(table_id="t1", amount=2)
+    reads: list[object] = []
+    store = app.repository.event_store
+    real = store.get
+    store.get = lambda *a, **k: reads.append(a) or real(*a, **k)  # type: ignore[method-assign]
+    with app.unit_of_work(Tracking("x:0", 2)) as uow:
+        found = uow.get(counter.id, Counter)
+        assert found is not None and found.total == 2 and found.version == 2
+    assert reads == []
+
+
+def test_a_unit_whose_commit_raised_though_it_landed_reads_the_store_next() -> None:
+    """A commit may land and still report a failure: what the unit touched leaves the cache,
+    so the next unit reads the aggregate as stored (not a version behind, which would fail
+    on every later change)."""
+    app = CounterApp(env=popo_env())
+    counter = Counter(table_id="t1")
+    app.save(counter)
+    real = app.events.put
+
+    def put_then_fail(*args: object, **kwargs: object) -> object:
+        real(*args, **kwargs)  # type: ignore[arg-type]
+        raise OSError("the connection dropped after the commit")
+
+    app.events.put = put_then_fail  # type: ignore[method-assign]
+    with pytest.raises(OSError), app.unit_of_work(Tracking("x:0", 1)) as uow:
+        found = uow.get(counter.id, Counter)
+        assert found is not None
+        found.add(table_id="t1", amount=2)
+    app.events.put = real  # type: ignore[method-assign]
+    with app.unit_of_work(Tracking("x:0", 2)) as uow:
+        found = uow.get(counter.id, Counter)
+        assert found is not None and found.total == 2
+        found.add(table_id="t1", amount=3)
+    assert app.repository.get(counter.id).total == 5

@@ -208,9 +208,15 @@ A = TypeVar("A", bound=Aggregate)
 class ServiceApplication(Application[UUID]):
     """Base class of the shoe, dealing and settlement Applications."""
 
-    # Keep recently used aggregates in memory (fast-forwarded from the store on
-    # each get), so a busy table is not replayed from its first event every time.
-    env: ClassVar[dict[str, str]] = {"AGGREGATE_CACHE_MAXSIZE": "1000"}
+    # Keep recently used aggregates in memory, so a busy table is not replayed from its first
+    # event every time. Not fast-forwarded from the store on each get (a SELECT an aggregate
+    # read): one writer (the store's writer lease) and every write through this Application,
+    # which puts what it records in the cache, so a cached aggregate is current; a unit of work
+    # that fails evicts what it touched (its commit may have landed though it raised).
+    env: ClassVar[dict[str, str]] = {
+        "AGGREGATE_CACHE_MAXSIZE": "1000",
+        "AGGREGATE_CACHE_FASTFORWARD": "n",
+    }
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
         self._save_listeners: list[Callable[[Sequence[Recording[UUID]]], None]] = []
@@ -267,10 +273,15 @@ class ServiceApplication(Application[UUID]):
     # -- unit of work --------------------------------------------------------------
     @contextmanager
     def unit_of_work(self, tracking: Tracking | None = None) -> Iterator[UnitOfWork]:
-        """Collect changed aggregates; on a clean exit record them and ``tracking`` atomically."""
+        """Collect changed aggregates; on a clean exit record them and ``tracking`` atomically
+        (on a failure, what the unit touched leaves the cache: :meth:`UnitOfWork.forget`)."""
         uow = UnitOfWork(self, tracking)
-        yield uow
-        uow.commit()
+        try:
+            yield uow
+            uow.commit()
+        except BaseException:
+            uow.forget()
+            raise
 
 
 class UnitOfWork:
@@ -336,16 +347,21 @@ class UnitOfWork:
             return []
         if self._side_rows:  # handed to the recorder's insert_events with the events
             processing.saved_kwargs[SIDE_ROWS] = self._side_rows
-        recordings = self.app._record(processing)
-        cache = self.app.repository.cache
-        if cache is not None:
-            # The objects of this unit now equal their stored state: keep them, so the
-            # next unit fast-forwards them instead of replaying every event.
-            for aggregate_id, aggregate in self._aggregates.items():
-                cache.put(aggregate_id, aggregate)
+        recordings = self.app._record(processing)  # puts this unit's aggregates in the cache
         self.app._take_snapshots(processing)
         self.app._notify(recordings)
         return recordings
+
+    def forget(self, which: Callable[[Aggregate], bool] = lambda aggregate: True) -> None:
+        """The aggregates of this unit that ``which`` picks (all: it failed, and they may hold
+        its changes or be older than the store) leave the cache: the next get reads them."""
+        cache = self.app.repository.cache
+        if cache is None:
+            return
+        for aggregate_id, aggregate in self._aggregates.items():
+            if which(aggregate):
+                with contextlib.suppress(KeyError):
+                    cache.get(aggregate_id, evict=True)
 
 
 TApp = TypeVar("TApp", bound=ServiceApplication)
