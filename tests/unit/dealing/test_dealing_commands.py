@@ -6,7 +6,7 @@ from collections.abc import Callable
 from uuid import uuid4
 
 import pytest
-from eventsourcing.persistence import Tracking
+from eventsourcing.persistence import IntegrityError, Tracking
 
 from contracts import (
     AcceptCards,
@@ -340,3 +340,26 @@ def test_open_table_while_it_is_closing_is_refused(driver: Driver) -> None:
     found = rejections(driver)
     assert [r.reason_code for r in found] == ["TABLE_ALREADY_OPEN"]
     assert "closing" in found[0].message
+
+
+def test_a_commit_that_landed_though_it_raised_leaves_no_stale_table(driver: Driver) -> None:
+    """The store's commit may land and report a failure (a lost reply, then the retry's
+    IntegrityError): dealing reads the table as stored next, not a version behind."""
+    app = driver.app
+    real = app.events.put
+
+    def put_then_fail(*args: object, **kwargs: object) -> object:
+        real(*args, **kwargs)  # type: ignore[arg-type]
+        raise IntegrityError("the retry of a commit that had landed")
+
+    app.events.put = put_then_fail  # type: ignore[method-assign]
+    app.handle(CloseTable(table_id="t1"), Tracking("ops:0", 1))  # recorded: taken as done
+    app.events.put = real  # type: ignore[method-assign]
+    table = app.get_table("t1")
+    assert table is not None and table.status is TableStatus.CLOSING
+    stored = app.repository.get(table.id, version=10**6)  # replayed from the store
+    assert (table.version, table.status) == (stored.version, stored.status)
+    # and the next change to it is recorded (a stale version would fail on every try)
+    app.handle(CloseBetting(table_id="t1", coup_id=current_coup(driver)), Tracking("ops:0", 2))
+    driver.pump()
+    assert driver.of_type(BettingClosed)

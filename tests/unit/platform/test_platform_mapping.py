@@ -69,7 +69,7 @@ def test_replayed_lines_are_line_records_as_they_were_live() -> None:
     ledger = Ledger(table_id="t1")
     ledger.stake(Stake("b1", 100), Stake("b2", 250))
     service.save(ledger)
-    replayed = service.repository.get(ledger.id)
+    replayed = service.repository.get(ledger.id, version=ledger.version)  # from the store
     assert replayed.stakes == [Stake("b1", 100), Stake("b2", 250)]
     assert all(type(line) is Stake for line in replayed.stakes)
     staked: Any = service.mapper.to_domain_event(service.recorder.select_notifications(2, 1)[0])

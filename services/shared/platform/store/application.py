@@ -347,8 +347,12 @@ class UnitOfWork:
             return []
         if self._side_rows:  # handed to the recorder's insert_events with the events
             processing.saved_kwargs[SIDE_ROWS] = self._side_rows
-        recordings = self.app._record(processing)  # puts this unit's aggregates in the cache
-        self.app._take_snapshots(processing)
+        try:  # _record puts this unit's aggregates in the cache
+            recordings = self.app._record(processing)
+            self.app._take_snapshots(processing)
+        except BaseException:  # the commit may have landed though it raised: read it next
+            self.forget()
+            raise
         self.app._notify(recordings)
         return recordings
 
