@@ -334,15 +334,20 @@ class UnitOfWork:
 
     def checkpoint(self) -> None:
         """Take the events raised so far: they are recorded before any raised after."""
-        self._processing.collect_events(*self._aggregates.values())
+        processing = self._processing
+        for aggregate_id, aggregate in self._aggregates.items():
+            # ProcessingEvent.collect_events, without its two runtime Protocol checks per
+            # aggregate (15 us together on Python 3.11; these are all aggregates)
+            processing.events.extend(aggregate.collect_events())
+            processing.aggregates[aggregate_id] = aggregate
 
     def commit(self) -> list[Recording[UUID]]:
         """Record all pending events and the tracking record in one transaction."""
         if self._committed:
             raise RuntimeError("unit of work already committed")
         self._committed = True
+        self.checkpoint()
         processing = self._processing
-        processing.collect_events(*self._aggregates.values())
         if not processing.events and self.tracking is None and not self._side_rows:
             return []
         if self._side_rows:  # handed to the recorder's insert_events with the events
