@@ -166,7 +166,7 @@ class GatewayApplication(ServiceApplication):
             self._add_round_bets(uow)
             uow.commit()
         except BaseException:
-            uow.forget()  # it may hold its changes
+            uow.forget()  # as the base unit of work does
             raise
 
     def _tally(self, day: str, currency: str, **deltas: int) -> None:

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 
 from aiokafka import ConsumerRecord, TopicPartition
+from aiokafka.errors import KafkaConnectionError
 
 from contracts import (
     BET_COMMANDS,
@@ -306,6 +307,22 @@ async def test_a_failed_fetch_is_read_again_from_its_first_records() -> None:
     await h.runtime.consume(records, h.kafka, asyncio.Event())
     assert h.total == 0 and h.kafka.committed == {}
     assert h.kafka.sought == [(TopicPartition(COMMANDS, 0), 5)]
+
+
+async def test_offsets_a_failed_commit_held_are_committed_by_the_next() -> None:
+    h = Harness(clock=lambda: 0.0)
+    tp = TopicPartition(COMMANDS, 0)
+    real = h.kafka.commit
+
+    async def broker_gone(offsets: dict[object, int]) -> None:
+        raise KafkaConnectionError("broker gone")
+
+    h.kafka.commit = broker_gone  # type: ignore[method-assign]
+    await h.feed(record(0, close("1")))
+    assert h.kafka.committed == {}
+    h.kafka.commit = real  # type: ignore[method-assign]
+    await h.runtime.commit_pending()  # the next fetch brings nothing
+    assert h.kafka.committed == {tp: 1}
 
 
 async def test_offsets_of_a_partition_no_longer_assigned_are_not_committed() -> None:
@@ -649,7 +666,6 @@ async def test_a_stopped_partition_retries_the_same_record_until_it_is_taken() -
 
 
 async def test_a_stopped_partition_taken_over_by_another_member_is_no_longer_stopped() -> None:
-
     h = Harness()
     await h.feed(event(0, "boom", 1))
     await RebalanceListener(h.runtime).on_partitions_revoked({TopicPartition(EVENTS, 0)})

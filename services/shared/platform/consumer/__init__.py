@@ -3,7 +3,8 @@
 A service's handlers get :class:`Delivery` objects per :class:`Subscription`; the
 :class:`BatchProcessor` checks each record's position (its relay headers or its offset) and
 signature, drops duplicates, applies a partition's fresh records with their tracking record in
-ONE store transaction, commits the offsets after it; refused records go to the dead letters,
+ONE store transaction, commits the offsets after it (when idle, about once a second while
+busy, and before a revoke); refused records go to the dead letters,
 a handler failing on a service's message stops that partition until it passes.
 """
 

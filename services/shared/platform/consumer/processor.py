@@ -4,7 +4,7 @@ For each partition of a fetch, in subscription order: its records are sorted out
 (``intake.py``), refused ones dead-lettered BEFORE the store commit, the fresh ones handed to
 the subscription's handler as ONE batch with ONE tracking record (one transaction), and the
 offsets committed after the store commit (a crash in between is only a redelivery): when the
-consumer is idle, else at most every :data:`COMMIT_INTERVAL`. A batch
+consumer is idle, else about every :data:`COMMIT_INTERVAL`. A batch
 that fails is tried one message at a time: a message from outside that fails is a dead
 letter, a service's message STOPS its partition there (``stops.py``) until it passes. Store
 errors that may pass are retried. :meth:`BatchProcessor.consume` never raises: a failed fetch
@@ -50,15 +50,16 @@ TRANSIENT = (OperationalError, InterfaceError)
 MAX_INTEGRITY_RETRIES = 3
 """A batch failing on IntegrityError this many times is applied one message at a time."""
 COMMIT_INTERVAL = 1.0
-"""Seconds at most between two offset commits while records keep coming; a fetch that brings
-nothing commits at once (:meth:`BatchProcessor.commit_pending`), and so do a stopped partition
-and a stopping service. A commit costs about 1 ms of CPU, a third in the client and the rest in
-the broker (BENCHMARKS.md, "Offsets committed when idle"): once per fetch, it was a fifth of a
-small coup's cost. The store's tracking, not the offsets, makes a redelivery harmless, so a
-crash only reads again (and drops) up to this much more (a record refused before its position
-is known, a forged one on a service's topic, is dead-lettered again when read again)."""
+"""While records keep coming, the offsets are committed after the first fetch handled this many
+seconds or more after the last commit; a fetch that brings nothing commits at once
+(:meth:`BatchProcessor.commit_pending`), and so do a stopped partition, a revoke and a stopping
+service. A commit costs about 1 ms of CPU, a third in the client and the rest in the broker
+(BENCHMARKS.md, "Offsets committed when idle"): once per fetch, it was about a ninth of a coup
+of 10 bets' CPU. The store's tracking, not the offsets, makes a redelivery harmless, so a crash
+only reads again (and drops) about this much more (a record refused before its position is
+known, a forged one on a service's topic, is dead-lettered again when read again)."""
 COMMIT_TIMEOUT = 3.0
-"""Seconds a commit may take before it is given up (logged; the next one covers its offsets):
+"""Seconds a commit may take before it is given up (logged; its offsets wait for the next):
 aiokafka retries some errors for ever, a topic deleted meanwhile among them, and a commit may
 run in a rebalance or a shutdown."""
 
@@ -262,6 +263,8 @@ class BatchProcessor:
                 await asyncio.wait_for(consumer.commit(offsets), COMMIT_TIMEOUT)
             except (KafkaError, TimeoutError) as error:  # e.g. a rebalance: tracking covers it
                 log.warning("offset commit failed (%r); messages may be redelivered", error)
+                for tp, offset in offsets.items():  # unless a later one is pending already
+                    self._uncommitted.setdefault(tp, offset)
 
     async def apply(
         self,
@@ -486,7 +489,8 @@ class BatchProcessor:
 
 
 class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Assignment changes: topic ids are read again (a topic may be new), stops end."""
+    """Assignment changes: the offsets handled are committed before a revoke, topic ids are
+    read again (a topic may be new), stops end."""
 
     def __init__(self, processor: BatchProcessor | None = None) -> None:
         self.processor = processor
