@@ -160,14 +160,10 @@ class GatewayApplication(ServiceApplication):
         self._tallies = {}
         self._answered = {}
         self._taken = {}
-        try:
-            yield uow
-            self._add_tallies(uow)
-            self._add_round_bets(uow)
-            uow.commit()
-        except BaseException:
-            uow.forget()  # as the base unit of work does
-            raise
+        yield uow  # a failure leaves the cache as it was: the unit's aggregates are copies
+        self._add_tallies(uow)
+        self._add_round_bets(uow)
+        uow.commit()  # which evicts them if it raises (its commit may have landed)
 
     def _tally(self, day: str, currency: str, **deltas: int) -> None:
         figures = self._tallies.setdefault((day, currency), defaultdict(int))

@@ -28,6 +28,10 @@ from services.shared.platform.settings import Settings
 from tests.unit.platform.fakes import CounterApp, FakeConsumer
 
 
+async def nothing(count: int) -> None:
+    """What a fetch tells: ignored here."""
+
+
 def record(offset: int, headers: list[tuple[str, bytes | None]]) -> ConsumerRecord[Any, Any]:
     return ConsumerRecord("t", 0, offset, 0, 0, b"k", b"v", None, 1, 1, headers)
 
@@ -91,7 +95,7 @@ async def test_the_consume_loop_hands_over_a_fetch_without_sleeping_after_an_emp
     settings = Settings("shoe")
     options = subscriber_options(settings, RebalanceListener(), title="t", description="d")
     subscriber: Any = service_broker(settings).subscriber("t", **options)
-    fetch_promptly(subscriber)
+    fetch_promptly(subscriber, nothing)
     handed: list[Any] = []
 
     async def consume_one(message: Any) -> None:
@@ -115,7 +119,7 @@ def test_a_service_s_subscriber_fetches_promptly_and_only_a_batch_one_can() -> N
     assert "get_msg" in vars(service.batch_subscriber)  # the instance's, not FastStream's
     one_by_one = service_broker(Settings("shoe")).subscriber("t")
     with pytest.raises(TypeError, match="batch subscriber"):
-        fetch_promptly(one_by_one)
+        fetch_promptly(one_by_one, nothing)
 
 
 def test_a_cell_s_subscriber_is_assigned_its_partitions() -> None:

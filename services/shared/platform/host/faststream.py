@@ -112,18 +112,14 @@ async def keep_raw(message: Any) -> Any:
     )
 
 
-async def _nothing(count: int) -> None:
-    return None
-
-
-def fetch_promptly(subscriber: Any, fetched: Callable[[int], Awaitable[None]] = _nothing) -> None:
+def fetch_promptly(subscriber: Any, fetched: Callable[[int], Awaitable[None]]) -> None:
     """Give ``subscriber`` (FastStream's batch subscriber) a fetch that hands records over as
     they arrive, then tells ``fetched`` how many it got (awaited in the consume loop, before
-    the records are handled). FastStream's own
-    (``BatchSubscriber.get_msg``) sleeps ``batch_timeout_ms`` after an empty fetch, so a record
-    arriving during that sleep waited for it at every service it crossed: a bet's answer, a
-    coup's CoupResolved (BENCHMARKS.md, "A fetch without FastStream's idle sleep"). Its consume
-    loop calls ``self.get_msg``: the instance's attribute replaces the class's method."""
+    the records are handled). FastStream's own (``BatchSubscriber.get_msg``) sleeps
+    ``batch_timeout_ms`` after an empty fetch, so a record arriving during that sleep waited for
+    it at every service it crossed: a bet's answer, a coup's CoupResolved (BENCHMARKS.md, "A
+    fetch without FastStream's idle sleep"). Its consume loop calls ``self.get_msg``: the
+    instance's attribute replaces the class's method."""
     if not isinstance(subscriber, BatchSubscriber):  # its loop would die on every fetch
         raise TypeError(f"fetch_promptly needs FastStream's batch subscriber, not {subscriber!r}")
 
