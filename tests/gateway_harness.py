@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx2
 
-from contracts import TABLE_COMMANDS, BetLimitSpec, OpenTable
+from contracts import TABLE_COMMANDS, BetLimitSpec, CloseBetting, OpenTable
 from services.dealing.service import build_service as build_dealing
 from services.dev.demo.gateway import wallet_command
 from services.dev.infra.ports import free_port
@@ -249,6 +249,12 @@ class GatewaySystem:
             cut_card_from_end=14,
         )
         await send_messages(self.settings, TABLE_COMMANDS, [command])
+
+    async def close_betting(self, coup_id: str, table_id: str = "vip-1") -> None:
+        """Close betting on ``coup_id`` now (a test that bets under a long window)."""
+        await send_messages(
+            self.settings, TABLE_COMMANDS, [CloseBetting(table_id=table_id, coup_id=coup_id)]
+        )
 
     async def open_coup(self, table_id: str = "vip-1", after: str | None = None) -> str:
         """The coup open for bets at the table (another than ``after``)."""
