@@ -47,6 +47,10 @@ from tests.supervisors import keyring_path
 ROOT = Path(__file__).resolve().parents[1]
 OPERATOR = "acme"
 INITIAL = 100_000
+LONG_WINDOW = 60_000
+"""A betting window (ms) no test outlasts: the test closes betting itself
+(:meth:`GatewaySystem.close_betting`), as a window of wall time can close before a loaded
+machine places the last bet."""
 BET_TYPES = ("player", "banker", "tie", "player_pair", "banker_pair")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gateway_harness import ROOT, gateway_system
+from tests.gateway_harness import LONG_WINDOW, ROOT, GatewaySystem, gateway_system
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -34,8 +34,8 @@ async def test_the_go_client_bets_and_reads_the_round(tmp_path: Path, kafka_boot
     )
     assert await build.wait() == 0
     async with gateway_system(tmp_path, kafka_bootstrap) as system:
-        await system.open_table(window_ms=3000)
-        await system.open_coup()
+        await system.open_table(window_ms=LONG_WINDOW)
+        coup = await system.open_coup()
         client = await asyncio.create_subprocess_exec(
             str(binary),
             env={
@@ -47,8 +47,18 @@ async def test_the_go_client_bets_and_reads_the_round(tmp_path: Path, kafka_boot
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )
-        output, _ = await asyncio.wait_for(client.communicate(), 150)
-        text = output.decode()
-        assert client.returncode == 0, text
+        assert client.stdout is not None
+        text = await asyncio.wait_for(run_client(system, coup, client.stdout), 150)
+        assert await client.wait() == 0, text
         assert text.count(": ACCEPTED") == 3, text
         assert "round " in text and "3 of our bets" in text, text
+
+
+async def run_client(system: GatewaySystem, coup: str, output: asyncio.StreamReader) -> str:
+    """The client's output; betting closes once it has placed its three bets."""
+    lines: list[str] = []
+    while line := (await output.readline()).decode():
+        lines.append(line)
+        if sum(": ACCEPTED" in seen or ": REJECTED" in seen for seen in lines) == 3:
+            await system.close_betting(coup)
+    return "".join(lines)

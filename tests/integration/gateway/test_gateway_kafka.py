@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.gateway_harness import INITIAL, GatewaySystem, gateway_system, until
+from tests.gateway_harness import INITIAL, LONG_WINDOW, GatewaySystem, gateway_system, until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -49,9 +49,7 @@ async def test_bets_through_the_api_move_each_players_money_once(
     postgres = request.getfixturevalue("postgres_env") if store == "postgres" else None
     async with gateway_system(tmp_path, kafka_bootstrap, postgres_env=postgres) as system:
         assert system.wallet is not None
-        # Betting closes when the test says, not when a window of wall time ends: a slow
-        # machine places every bet in time.
-        await system.open_table(window_ms=60_000)
+        await system.open_table(window_ms=LONG_WINDOW)  # closed below, after the bets
         rng = random.Random(3)
         bet_ids: list[str] = []
         coup = None

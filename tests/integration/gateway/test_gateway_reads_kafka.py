@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from contracts import TABLE_COMMANDS, BetRefunded, BetSettled, bet_events_topic
-from tests.gateway_harness import INITIAL, GatewaySystem, gateway_system, until
+from tests.gateway_harness import INITIAL, LONG_WINDOW, GatewaySystem, gateway_system, until
 from tests.integration.gateway.test_gateway_kafka import settled
 from tests.integration.platform.kafka_tools import send_messages
 from tests.integration.settlement.test_settlement_kafka import TopicReader
@@ -56,13 +56,14 @@ async def test_feed_round_and_reconciliation_of_a_voided_coup(
         settings = system.settings
         async with TopicReader(settings, bet_events_topic("acme")) as bet_events:
             assert system.wallet is not None
-            await system.open_table(window_ms=2000)
+            await system.open_table(window_ms=LONG_WINDOW)
             coup = await system.open_coup()
             bet_ids = [f"v{n}" for n in range(4)]
             for n, bet_id in enumerate(bet_ids):
                 side = ["player", "banker", "tie", "player_pair"][n]
                 answer = await system.bet(bet_id, coup, player_id=f"v{n}", bet_type=side)
                 assert answer.json()["status"] == "ACCEPTED"
+            await system.close_betting(coup)
             await settled(system, bet_ids)
             void = supervisor().void("vip-1", coup, "dealer exposed a card")
             await send_messages(settings, TABLE_COMMANDS, [void])

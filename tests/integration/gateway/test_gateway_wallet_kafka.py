@@ -14,7 +14,14 @@ from uuid import uuid4
 import pytest
 
 from contracts import INCIDENTS, BetCorrected, BetRefunded, IncidentRaised, bet_events_topic
-from tests.gateway_harness import INITIAL, OPERATOR, GatewaySystem, gateway_system, until
+from tests.gateway_harness import (
+    INITIAL,
+    LONG_WINDOW,
+    OPERATOR,
+    GatewaySystem,
+    gateway_system,
+    until,
+)
 from tests.integration.gateway.test_gateway_kafka import expected_balances, settled
 from tests.integration.platform.kafka_tools import send_messages
 from tests.integration.settlement.test_settlement_kafka import TopicReader
@@ -41,7 +48,7 @@ async def test_a_debit_whose_fate_is_unknown_is_refused_and_rolled_back(
     async with gateway_system(tmp_path, kafka_bootstrap, wallet_timeout=1.0) as system:
         wallet = system.wallet
         assert wallet is not None
-        await system.open_table(window_ms=4000)
+        await system.open_table(window_ms=LONG_WINDOW)
         coup = await system.open_coup()
         cases = {
             "fail": {"mode": "fail", "status": 503},  # nothing applied: rollback 404
@@ -55,6 +62,7 @@ async def test_a_debit_whose_fate_is_unknown_is_refused_and_rolled_back(
             assert answer.status_code == 200, answer.text
             assert answer.json()["status"] == "REJECTED"
             assert answer.json()["reason"] == "WALLET_UNAVAILABLE", name
+        await system.close_betting(coup)
         views = await balances_right(system, [f"u-{name}" for name in cases])
         for view in views:
             assert kinds(view) == {"debit": "failed", "rollback": "confirmed"}
@@ -72,7 +80,7 @@ async def test_a_refused_debit_refuses_the_bet_and_moves_nothing(
 ) -> None:
     async with gateway_system(tmp_path, kafka_bootstrap) as system:
         assert system.wallet is not None
-        await system.open_table(window_ms=4000)
+        await system.open_table(window_ms=LONG_WINDOW)
         coup = await system.open_coup()
         await system.wallet.fault(kind="debit", mode="fail", status=402, count=1)
         poor = await system.bet("poor", coup, player_id="p-poor")
@@ -80,6 +88,7 @@ async def test_a_refused_debit_refuses_the_bet_and_moves_nothing(
         barred = await system.bet("barred", coup, player_id="p-barred")
         assert poor.json()["reason"] == "INSUFFICIENT_FUNDS"
         assert barred.json()["reason"] == "WALLET_REFUSED"
+        await system.close_betting(coup)
         for view in await balances_right(system, ["poor", "barred"]):
             assert kinds(view) == {"debit": "failed"}  # nothing moved: nothing to roll back
 
@@ -93,7 +102,7 @@ async def test_credits_are_retried_until_answered_and_applied_once(
     ):
         wallet = system.wallet
         assert wallet is not None
-        await system.open_table(window_ms=3000)
+        await system.open_table(window_ms=LONG_WINDOW)
         coup = await system.open_coup()
         await wallet.fault(kind="credit", mode="fail", status=500, count=2)
         await wallet.fault(kind="credit", mode="drop", count=1)  # applied, answer lost
@@ -104,6 +113,7 @@ async def test_credits_are_retried_until_answered_and_applied_once(
             answer = await system.bet(f"c{n}", coup, player_id=f"q{n}", bet_type=side)
             assert answer.json()["status"] == "ACCEPTED"
             bet_ids.append(f"c{n}")
+        await system.close_betting(coup)
         views = await balances_right(system, bet_ids)
         credited = [v for v in views if v["settlement"]["returned"] > 0]
         assert credited and all(kinds(v)["credit"] == "confirmed" for v in credited)
@@ -123,7 +133,7 @@ async def test_money_is_right_when_the_wallet_and_the_gateway_stop_mid_run(
     async with gateway_system(tmp_path, kafka_bootstrap, wallet_silence=0.5) as system:
         wallet = system.wallet
         assert wallet is not None
-        await system.open_table(window_ms=2500)
+        await system.open_table(window_ms=LONG_WINDOW)
         bet_ids: list[str] = []
         coup = await system.open_coup()
         for n in range(6):
@@ -132,6 +142,7 @@ async def test_money_is_right_when_the_wallet_and_the_gateway_stop_mid_run(
         wallet.kill()  # the coup settles while the wallet is down: credits wait
         dead = await system.bet("k1-dead", coup, player_id="r9")  # its rollback waits too
         assert dead.json()["reason"] == "WALLET_UNAVAILABLE"
+        await system.close_betting(coup)
 
         async def settled_unpaid() -> bool:
             views = [await system.view(b) for b in bet_ids]
@@ -155,6 +166,7 @@ async def test_money_is_right_when_the_wallet_and_the_gateway_stop_mid_run(
         for n in range(4):
             await system.bet(f"k2-{n}", coup, player_id=f"r{n % 3}", bet_type="banker")
             bet_ids.append(f"k2-{n}")
+        await system.close_betting(coup)
         await balances_right(system, bet_ids)
 
 
@@ -162,7 +174,7 @@ async def test_bets_wait_for_a_stopped_settlement_and_the_money_ends_right(
     tmp_path: Path, kafka_bootstrap: str
 ) -> None:
     async with gateway_system(tmp_path, kafka_bootstrap, answer_wait=1.0) as system:
-        await system.open_table(window_ms=6000)
+        await system.open_table(window_ms=LONG_WINDOW)
         coup = await system.open_coup()
         await system.hosts[2].stop()  # settlement stops: the bets are debited and placed
         answers = [
@@ -171,6 +183,7 @@ async def test_bets_wait_for_a_stopped_settlement_and_the_money_ends_right(
         for answer in answers:
             assert answer.status_code == 202 and answer.json()["status"] == "PENDING"
             assert answer.headers["location"] == f"/v1/bets/{answer.json()['bet_id']}"
+        await system.close_betting(coup)
         await system.restart_settlement()  # it answers the bets placed while it was away
         views = await balances_right(system, ["s0", "s1", "s2"])
         assert all(kinds(v)["debit"] == "confirmed" for v in views)
@@ -192,13 +205,14 @@ async def test_a_corrected_result_moves_each_difference_once_through_the_wallet(
     ):
         wallet = system.wallet
         assert wallet is not None
-        await system.open_table(window_ms=2500)
+        await system.open_table(window_ms=LONG_WINDOW)
         coup = await system.open_coup()
         bet_ids = []
         for n, side in enumerate(["player", "banker"]):
             answer = await system.bet(f"x{n}", coup, player_id=f"x{n}", bet_type=side)
             assert answer.json()["status"] == "ACCEPTED"
             bet_ids.append(f"x{n}")
+        await system.close_betting(coup)
         views = await balances_right(system, bet_ids)  # one side at least returns its stake
         corrections = [turned_around(view) for view in views]
         debits = sum(c.difference < 0 for c in corrections)
