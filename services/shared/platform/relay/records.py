@@ -10,6 +10,7 @@ first. A record the broker can never take (too large, refused) is replaced by a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
@@ -52,7 +53,7 @@ from services.shared.platform.kafka import (
     TYPE_HEADER,
     key_partition,
 )
-from services.shared.platform.relay.lines import Lines, LineView, wire
+from services.shared.platform.relay.lines import Lines, LineView
 from services.shared.platform.security.signing import Signer, Where
 from services.shared.platform.settings import Settings
 
@@ -176,35 +177,39 @@ class RecordEncoder:
                 break
             messages = self.mapper(event)
             lines = messages if isinstance(messages, Lines) else None
-            where: list[tuple[Targets, bytes]] = []  # each message's targets and key
-            shared: tuple[Targets, bytes] | None = None  # a fact's lines': its sample's
+            # each message's targets, key and whether it is a line (of a fact's Lines)
+            where: list[tuple[Targets, bytes, bool]] = []
+            shared: tuple[Targets, bytes, bool] | None = None  # a fact's lines': its sample's
             for i in range(len(messages)):
                 if lines is not None and lines.is_line(i):
                     if shared is None:
                         sample = lines.sample()
-                        shared = (self._targets(sample, kinds), partition_key(sample))
+                        shared = (self._targets(sample, kinds), partition_key(sample), True)
                     where.append(shared)
                 else:
-                    message = messages[i]
-                    where.append((self._targets(message, kinds), partition_key(message)))
+                    item = messages[i]
+                    where.append((self._targets(item, kinds), partition_key(item), False))
+            if lines is not None:  # a line is read and written without making its message
+                view, encoded = functools.partial(lines.shape.view, lines), lines.encoded
             order: Sequence[int] = range(len(messages))
-            marks = {i for i, (targets, _) in enumerate(where) if targets[0][0] in marker_topics}
+            marks = {i for i, (targets, _, _) in enumerate(where) if targets[0][0] in marker_topics}
             if marks:  # dealing's marks on bet-commands: sent and acknowledged first
                 if released:
                     break
                 order = sorted(order, key=lambda i: i not in marks)
             position = (NOTIFICATION_HEADER, str(notification_id).encode())
+            message: Message | LineView
             for index in order:
-                targets, key = where[index]
-                message = lines.view(index) if lines is not None else messages[index]
-                value = wire(messages, index)
+                targets, key, line = where[index]
+                if line:
+                    message = view(index)
+                    value = encoded(index)
+                else:
+                    message = messages[index]
+                    value = encode(message)
+                numbered = (INDEX_HEADER, b"%d" % index)
                 for topic, kind, signed, own in targets:
-                    headers = [
-                        source,
-                        position,
-                        (INDEX_HEADER, b"%d" % index),
-                        (TYPE_HEADER, kind),
-                    ]
+                    headers = [source, position, numbered, (TYPE_HEADER, kind)]
                     size = len(key) + len(value) + overhead
                     partition = cell if own else None
                     if signed and sign is not None:

@@ -239,10 +239,17 @@ class Pipeline:
 
     async def add(self, records: Sequence[OutgoingRecord]) -> None:
         touched: dict[tuple[str, int], PartitionRecords] = {}
+        chosen: dict[tuple[str, bytes], int] = {}  # (topic, key) -> the producer's partition
         for record in records:
             if record.replaces is not None:
                 self.published.quarantined.append(record)
-            tp = (record.topic, await self.producer.partition_of(record))
+            partition = record.partition
+            if partition is None:  # a fact's lines share a key: its partition is worked out once
+                partition = chosen.get((record.topic, record.key))
+                if partition is None:
+                    partition = await self.producer.partition_of(record)
+                    chosen[(record.topic, record.key)] = partition
+            tp = (record.topic, partition)
             part = self.partitions.get(tp)
             if part is None:
                 part = self.partitions[tp] = PartitionRecords(*tp)
