@@ -159,4 +159,6 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    if nextitem is None:  # the session's last test: its teardown ends every session fixture,
+        return (yield)  # an integration test's database too (`pytest tests -k relay`)
     return (yield from _guarded(item))
