@@ -8,7 +8,7 @@ import base64
 import json
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from joserfc import jws
 from joserfc.errors import BadSignatureError
 from joserfc.jwk import OKPKey
@@ -207,6 +207,58 @@ def test_a_header_with_a_member_twice_is_refused() -> None:
     encoded = b64url(doubled)
     why = check(encoded + b".." + b64url(KEY.sign(encoded + b"." + VALUE)))
     assert why is not None and "appears twice" in why
+
+
+IDENTITY = bytes([1]) + bytes(31)
+"""The encoding of the curve's neutral point (order 1): a small-order "public key"."""
+ORDER = 2**252 + 27742317777372353535851937790883648493
+"""L, the order of the curve's prime-order subgroup (RFC 8032)."""
+
+
+def test_a_signature_anyone_could_forge_is_refused() -> None:
+    """R = the neutral point and S = 0 satisfy the verification equation for a small-order key
+    whatever is signed: such a key never reaches a keyring (below), and a signature by it is
+    refused even if one did (OpenSSL took it; libsodium refuses small-order keys and R)."""
+    neutral = Ed25519PublicKey.from_public_bytes(IDENTITY)
+    keyring = Keyring({"dealing-1": KeyringEntry("dealing-1", "dealing", neutral)})
+    encoded = b64url(protected_header("dealing-1", WHERE, "table-1", 42, 3))
+    forged = encoded + b".." + b64url(IDENTITY + bytes(32))
+    why = verify(keyring, "dealing", WHERE, RECORD_KEY, VALUE, 42, 3, forged)
+    assert why is not None and "bad signature" in why
+
+
+@pytest.mark.parametrize(
+    "signature",
+    [
+        b"",  # no signature
+        bytes(65),  # a byte too many
+        b"\xff" * 2000,
+    ],
+)
+def test_a_signature_of_the_wrong_length_is_refused_not_raised(signature: bytes) -> None:
+    encoded = VECTOR.split("..")[0].encode()
+    why = check(encoded + b".." + b64url(signature))
+    assert why is not None and "bad signature" in why
+
+
+def test_a_signature_whose_s_is_not_reduced_is_refused() -> None:
+    """S + L verifies the same equation as S: a second valid-looking signature of one record
+    (malleability), refused as RFC 8032 asks (S < L)."""
+    encoded, signature_text = VECTOR.split("..")
+    signature = b64url_decode(signature_text)
+    s = int.from_bytes(signature[32:], "little") + ORDER
+    assert s < 2**256
+    twin = signature[:32] + s.to_bytes(32, "little")
+    assert check(VECTOR.encode()) is None
+    why = check(encoded.encode() + b".." + b64url(twin))
+    assert why is not None and "bad signature" in why
+
+
+@pytest.mark.parametrize("raw", [IDENTITY, bytes(32)], ids=["neutral point", "all zero"])
+def test_a_keyring_refuses_a_small_order_key(raw: bytes) -> None:
+    text = json.dumps({"k": {"service": "x", "public_key": b64url(raw).decode()}})
+    with pytest.raises(KeyringError, match="prime-order subgroup"):
+        Keyring.parse(text)
 
 
 # ---- keyrings and rotation ---------------------------------------------------------------

@@ -31,6 +31,7 @@ from typing import Any, ClassVar, Generic, Self, TypeVar
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from joserfc.util import urlsafe_b64encode as b64url  # RFC 4648 base64url without padding
+from nacl.bindings import crypto_core_ed25519_is_valid_point
 from nacl.exceptions import BadSignatureError
 from nacl.signing import SigningKey, VerifyKey
 
@@ -214,17 +215,24 @@ class FileKeyring(Generic[E]):
         text = public.strip()
         try:
             if "-----BEGIN" in text:
-                key = serialization.load_pem_public_key(text.encode("ascii"))
-                if not isinstance(key, Ed25519PublicKey):
-                    raise ValueError(f"a {type(key).__name__}, not an Ed25519 public key")
-                return key
-            standard = text.rstrip("=").replace("-", "+").replace("_", "/")
-            raw = base64.b64decode(standard + "=" * (-len(standard) % 4), validate=True)
-            if len(raw) != 32:
-                raise ValueError(f"{len(raw)} bytes, an Ed25519 public key has 32")
-            return Ed25519PublicKey.from_public_bytes(raw)
+                loaded = serialization.load_pem_public_key(text.encode("ascii"))
+                if not isinstance(loaded, Ed25519PublicKey):
+                    raise ValueError(f"a {type(loaded).__name__}, not an Ed25519 public key")
+                key = loaded
+            else:
+                standard = text.rstrip("=").replace("-", "+").replace("_", "/")
+                raw = base64.b64decode(standard + "=" * (-len(standard) % 4), validate=True)
+                if len(raw) != 32:
+                    raise ValueError(f"{len(raw)} bytes, an Ed25519 public key has 32")
+                key = Ed25519PublicKey.from_public_bytes(raw)
         except (ValueError, TypeError, binascii.Error) as error:
             raise cls.ERROR(f"{where}: public_key is not an Ed25519 key ({error})") from None
+        if not crypto_core_ed25519_is_valid_point(key.public_bytes_raw()):
+            raise cls.ERROR(  # no key pair has one; signatures "by" it can be forged
+                f"{where}: public_key is not an Ed25519 key of the curve's prime-order "
+                "subgroup (a small-order or non-canonical point)"
+            )
+        return key
 
     def _reload(self) -> bool:
         """Read the file again if it changed (at most once a second); True if it was."""
