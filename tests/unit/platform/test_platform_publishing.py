@@ -93,6 +93,17 @@ def test_line_ids_are_the_first_envelope_id_with_the_index_in_its_low_bits() -> 
     assert all(i == UUID(int=i.int) and i.version == ids[0].version for i in ids)
 
 
+@given(base=st.integers(0, 2**128 - 1), index=st.integers(0, 70_000))
+def test_a_line_ids_text_is_the_uuids_text(base: int, index: int) -> None:
+    """The relay writes an id from its constant head and last 32 bits: the same text as the
+    UUID made (any id, indexes past 2**16 too), and each made only when read."""
+    ids = relay_lines.LineIds(base, 70_001)
+    assert ids.text(index) == str(ids[index]) == str(UUID(int=base ^ index))
+    assert ids[-1] == ids[70_000] and ids[1:3] == [ids[1], ids[2]]
+    with pytest.raises(IndexError):
+        ids[70_001]
+
+
 def _validated(line: SettledLine, event_id: UUID) -> bytes:
     return encode(
         BetSettled(

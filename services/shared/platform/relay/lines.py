@@ -29,10 +29,40 @@ from contracts.trusted import trusted
 from services.shared.platform.relay.publishing import M, envelope
 
 
-def line_ids(event: Any, count: int) -> list[UUID]:
+class LineIds(Sequence[UUID]):
+    """``event_id`` of each of ``count`` messages of one stored event: the first message's id
+    XOR the message's index (deterministic), each made when read. :meth:`text` writes one
+    without making it: an index changes only the last hex digits."""
+
+    __slots__ = ("_base", "_count", "_head", "_low")
+
+    def __init__(self, base: int, count: int) -> None:
+        self._base, self._count = base, count
+        self._head = str(uuid_of_int(base))[:-8]  # all but the last 8 hex digits (32 bits)
+        self._low = base & 0xFFFFFFFF
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: Any) -> Any:  # a UUID (a list of them for a slice)
+        if isinstance(index, slice):
+            return [self[i] for i in range(self._count)[index]]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError(index)
+        return uuid_of_int(self._base ^ index)
+
+    def text(self, index: int) -> str:
+        """``str(self[index])``, written from the id's constant head."""
+        if 0 <= index < self._count and index <= 0xFFFFFFFF:
+            return f"{self._head}{self._low ^ index:08x}"
+        return str(self[index])
+
+
+def line_ids(event: Any, count: int) -> LineIds:
     """``event_id`` of each of ``count`` messages of one stored event (deterministic, cheap)."""
-    base = envelope(event, 0)["event_id"].int
-    return [uuid_of_int(base ^ index) for index in range(count)]
+    return LineIds(envelope(event, 0)["event_id"].int, count)
 
 
 _PLAIN = re.compile(r"[ !#-\[\]-~]*")
@@ -124,11 +154,16 @@ class LineShape:
         """``render(pieces, event_id, line, extra=())`` for lines whose :attr:`varying` values
         have ``types`` (:data:`WRITERS`'): the line as ``encode`` writes it, its values between
         one fact's constant ``pieces`` (:class:`Lines`); ValueError for a line whose values
-        have other types. Compiled once per ``types``."""
+        have other types. ``event_id`` is given as its text (:meth:`LineIds.text`). Compiled
+        once per ``types``."""
         made = self._renderers.get(types)
         if made is None:
             read = "".join(f"    v{n} = {self.code[name]}\n" for n, name in enumerate(self.varying))
-            checks = " or ".join(f"type(v{n}) is not _t{n}" for n in range(len(types)))
+            checks = " or ".join(
+                f"type(v{n}) is not _t{n}"
+                for n, name in enumerate(self.varying)
+                if name != "event_id"  # its text, written as the UUID's
+            )
             texts = "+".join(f"v{n}" for n, kind in enumerate(types) if kind is str) or "''"
             plain = (
                 "".join(
@@ -144,7 +179,7 @@ class LineShape:
             namespace: dict[str, Any] = {}
             exec(
                 f"def render(p, event_id, line, extra=()):\n{read}"
-                f"    if {checks}:\n"
+                f"    if {checks or 'False'}:\n"
                 f"        raise ValueError('another type')\n"
                 f"    if _plain({texts}):\n"
                 f"        return f'{plain}'.encode()\n"
@@ -187,6 +222,9 @@ class Lines(Sequence[Message]):
     ) -> None:
         self.shape, self.ids, self.occurred_at, self.common = shape, ids, occurred_at, common
         self.lines, self.extras, self.given, self.then = lines, extras, given or {}, then
+        self._id_text: Callable[[int], str] = (
+            ids.text if isinstance(ids, LineIds) else lambda index: str(ids[index])
+        )
         self._template: tuple[Callable[..., bytes], list[str]] | None = None
         self._sample: Message | None = None
         self._first = 0  # the sample's line
@@ -229,13 +267,14 @@ class Lines(Sequence[Message]):
         render, pieces = self._template
         if pieces:
             line, extra = self.lines[index], self.extras[index] if self.extras else ()
+            event_id = self._id_text(index)
             try:
-                return render(pieces, self.ids[index], line, extra)
+                return render(pieces, event_id, line, extra)
             except (ValueError, IndexError):  # values of other types than the sample's
                 with suppress(ValueError, IndexError, KeyError):
                     view = self.view(index)
                     kinds = tuple(type(getattr(view, name)) for name in self.shape.varying)
-                    return self.shape.renderer(kinds)(pieces, self.ids[index], line, extra)
+                    return self.shape.renderer(kinds)(pieces, event_id, line, extra)
         return encode(self[index])
 
     def _cut(self) -> tuple[Callable[..., bytes], list[str]]:
@@ -249,7 +288,8 @@ class Lines(Sequence[Message]):
         render = self.shape.renderer(tuple(kinds[name] for name in names))
         line, extra = self.lines[self._first], self.extras[self._first] if self.extras else ()
         try:  # the sample's values as the renderer writes them, between NULs
-            texts = render(["\0"] * (len(names) + 1), sample.event_id, line, extra).decode()
+            written = render(["\0"] * (len(names) + 1), str(sample.event_id), line, extra)
+            texts = written.decode()
         except ValueError:  # a lone surrogate
             return encode, []
         data = encode(sample).decode()
