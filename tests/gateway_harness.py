@@ -243,7 +243,7 @@ class GatewaySystem:
             await self.gateway.stop()
             self.gateway = None
 
-    async def open_table(self, table_id: str = "vip-1", window_ms: int = 1500) -> None:
+    async def open_table(self, table_id: str = "vip-1", window_ms: int = LONG_WINDOW) -> None:
         command = OpenTable(
             table_id=table_id,
             decks=1,

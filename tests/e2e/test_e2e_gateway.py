@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gateway_harness import INITIAL, GatewayProcess, gateway_system, until
+from tests.gateway_harness import INITIAL, LONG_WINDOW, GatewayProcess, gateway_system, until
 from tests.integration.gateway.test_gateway_kafka import expected_balances, settled
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(400)]
@@ -28,7 +28,7 @@ async def test_the_gateway_killed_mid_run_leaves_every_balance_right(
         gateway = GatewayProcess(system, tmp_path)
         await gateway.start()
         system.use(gateway.url)
-        await system.open_table(window_ms=3000)
+        await system.open_table(window_ms=LONG_WINDOW)
         coup = await system.open_coup()
         bet_ids = []
         for n in range(5):
@@ -52,10 +52,12 @@ async def test_the_gateway_killed_mid_run_leaves_every_balance_right(
         resent = await system.bet("lost", coup, player_id="s-lost")
         if resent.json()["status"] != "PENDING":
             assert resent.json()["status"] == "REJECTED"
+        await system.close_betting(coup)
         coup = await system.open_coup(after=coup)
         for n in range(3):
             await system.bet(f"b{n}", coup, player_id=f"s{n % 2}", bet_type="banker")
             bet_ids.append(f"b{n}")
+        await system.close_betting(coup)
         views = await settled(system, [*bet_ids, "lost"])
         lost = next(v for v in views if v["bet_id"] == "lost")
         assert lost["reason"] == "WALLET_UNAVAILABLE"
@@ -83,10 +85,11 @@ async def test_a_second_gateway_waits_as_a_standby_and_takes_over(
         second = GatewayProcess(system, tmp_path)
         second_start = asyncio.ensure_future(second.start())  # waits for acme's store
         system.use(first.url)
-        await system.open_table(window_ms=3000)
+        await system.open_table(window_ms=LONG_WINDOW)
         coup = await system.open_coup()
         for n in range(3):
             await system.bet(f"f{n}", coup, player_id=f"u{n}", bet_type="player")
+        await system.close_betting(coup)
         await until(lambda: "standby" in second.log.read_text(errors="replace"), 60, "the standby")
         assert not second_start.done()
         first.kill()
@@ -95,6 +98,7 @@ async def test_a_second_gateway_waits_as_a_standby_and_takes_over(
         coup = await system.open_coup(after=coup)
         for n in range(3):
             await system.bet(f"g{n}", coup, player_id=f"u{n}", bet_type="banker")
+        await system.close_betting(coup)
         views = await settled(system, [f"f{n}" for n in range(3)] + [f"g{n}" for n in range(3)])
         assert system.wallet is not None
         found = await system.wallet.balances()

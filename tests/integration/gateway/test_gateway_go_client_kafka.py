@@ -55,10 +55,12 @@ async def test_the_go_client_bets_and_reads_the_round(tmp_path: Path, kafka_boot
 
 
 async def run_client(system: GatewaySystem, coup: str, output: asyncio.StreamReader) -> str:
-    """The client's output; betting closes once it has placed its three bets."""
+    """The client's output; betting closes once it has placed its three bets (it prints an
+    answer per bet, ``bet <id>: <status> <reason>``, before it waits for their settlement)."""
     lines: list[str] = []
     while line := (await output.readline()).decode():
         lines.append(line)
-        if sum(": ACCEPTED" in seen or ": REJECTED" in seen for seen in lines) == 3:
+        if len(lines) == 3:
+            assert all(seen.startswith("bet ") for seen in lines), lines
             await system.close_betting(coup)
     return "".join(lines)

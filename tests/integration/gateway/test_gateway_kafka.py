@@ -93,10 +93,11 @@ async def test_without_a_wallet_bets_are_placed_and_settled(
     tmp_path: Path, kafka_bootstrap: str
 ) -> None:
     async with gateway_system(tmp_path, kafka_bootstrap, wallet=False) as system:
-        await system.open_table()
+        await system.open_table(window_ms=LONG_WINDOW)
         coup = await system.open_coup()
         answer = await system.bet("b1", coup)
         assert answer.json() == {"bet_id": "b1", "status": "ACCEPTED"}
+        await system.close_betting(coup)
         (view,) = await settled(system, ["b1"])
         assert view["transactions"] == []
         assert view["settlement"]["stake"] == 1000

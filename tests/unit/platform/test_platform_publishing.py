@@ -129,6 +129,9 @@ def test_lines_make_exactly_what_validation_makes_byte_for_byte() -> None:
     assert [encode(m) for m in made] == [_validated(line, ids[i]) for i, line in enumerate(lines)]
     again = publish_lines(BetSettled, event, lines, SettledLine, common=common, ids=ids[::-1])
     assert [m.event_id for m in again] == ids[::-1]
+    assert [wire(again, i) for i in range(2)] == [encode(m) for m in again]  # a list's ids
+    with pytest.raises(TypeError, match="UUIDs"):  # its text would be written unescaped
+        publish_lines(BetSettled, event, lines, SettledLine, common=common, ids=['x"', "y"])
 
 
 def test_a_longer_line_publishes_its_known_fields_and_a_shorter_one_is_refused() -> None:

@@ -222,9 +222,8 @@ class Lines(Sequence[Message]):
     ) -> None:
         self.shape, self.ids, self.occurred_at, self.common = shape, ids, occurred_at, common
         self.lines, self.extras, self.given, self.then = lines, extras, given or {}, then
-        self._id_text: Callable[[int], str] = (
-            ids.text if isinstance(ids, LineIds) else lambda index: str(ids[index])
-        )
+        if not isinstance(ids, LineIds) and not all(isinstance(i, UUID) for i in ids):
+            raise TypeError("a fact's line ids are UUIDs (each written as its text)")
         self._template: tuple[Callable[..., bytes], list[str]] | None = None
         self._sample: Message | None = None
         self._first = 0  # the sample's line
@@ -267,7 +266,8 @@ class Lines(Sequence[Message]):
         render, pieces = self._template
         if pieces:
             line, extra = self.lines[index], self.extras[index] if self.extras else ()
-            event_id = self._id_text(index)
+            ids = self.ids
+            event_id = ids.text(index) if type(ids) is LineIds else str(ids[index])
             try:
                 return render(pieces, event_id, line, extra)
             except (ValueError, IndexError):  # values of other types than the sample's
