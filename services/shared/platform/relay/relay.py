@@ -121,13 +121,6 @@ class RelayProducer:
                 count = self.counts[topic] = len(await self._live().partitions_for(topic))
         return count
 
-    async def partition_of(self, record: OutgoingRecord) -> int:
-        """The record's partition: the encoder's choice, else Kafka's default partitioner's
-        (murmur2 of its key), as the producer would choose it."""
-        if record.partition is not None:
-            return record.partition
-        return key_partition(record.key, await self.partition_count(record.topic))
-
     def _live(self) -> AIOKafkaProducer:
         if self._producer is None:
             raise RuntimeError("the relay has no producer (not started, or starting one failed)")
@@ -243,12 +236,13 @@ class Pipeline:
         for record in records:
             if record.replaces is not None:
                 self.published.quarantined.append(record)
-            partition = record.partition
-            if partition is None:  # a fact's lines share a key: its partition is worked out once
-                partition = chosen.get((record.topic, record.key))
+            partition = record.partition  # the encoder's choice (signed, or a cell's)
+            if partition is None:  # else Kafka's default partitioner's (murmur2 of the key),
+                where = (record.topic, record.key)  # once per key: a fact's lines share one
+                partition = chosen.get(where)
                 if partition is None:
-                    partition = await self.producer.partition_of(record)
-                    chosen[(record.topic, record.key)] = partition
+                    count = await self.producer.partition_count(record.topic)
+                    partition = chosen[where] = key_partition(record.key, count)
             tp = (record.topic, partition)
             part = self.partitions.get(tp)
             if part is None:

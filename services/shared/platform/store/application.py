@@ -278,10 +278,10 @@ class ServiceApplication(Application[UUID]):
         uow = UnitOfWork(self, tracking)
         try:
             yield uow
-            uow.commit()
         except BaseException:
             uow.forget()
             raise
+        uow.commit()  # which evicts them itself if it raises
 
 
 class UnitOfWork:
