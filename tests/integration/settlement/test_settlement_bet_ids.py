@@ -292,3 +292,28 @@ def test_a_batchs_lookup_searches_the_tables_key_and_never_scans_it(
     assert not [step for step in plan if step.startswith("SCAN t")]
     app.close()
     looked_up.close()
+
+
+def prepared(app: SettlementApplication) -> list[str]:
+    """The statements the store's SQLite connection holds prepared (``sqlite_stmt``)."""
+    with app.recorder.datastore.transaction(commit=False) as cursor:  # type: ignore[attr-defined]
+        cursor.execute("SELECT sql FROM sqlite_stmt")
+        return [row[0] for row in cursor.fetchall()]
+
+
+def test_the_stores_statements_are_parsed_once_and_lookups_of_like_sizes_share_one(
+    tmp_path: Path,
+) -> None:
+    """The connection keeps its prepared statements (eventsourcing's kept one: each was parsed
+    again every time), and a lookup of 3 bet ids is the statement of 4 (padded with NULLs)."""
+    app = settlement_app(env=sqlite_env(tmp_path / "s.sqlite"))
+    open_table(app, "c1")
+    app.handle_batch([bet(f"a{n}", bettor_id=f"p{n}") for n in range(3)], None)
+    app.handle_batch([bet(f"b{n}", bettor_id=f"q{n}") for n in range(4)], None)
+    held = prepared(app)
+    lookups = [s for s in held if s.startswith("WITH") and "bet_ids" in s]
+    assert len(lookups) == 1 and lookups[0].count("(?,?)") == 4
+    assert [s for s in held if s.startswith("INSERT INTO stored_events")]
+    assert [s for s in held if s.startswith("INSERT INTO bet_ids")]
+    assert len(rows(app, "a0", "a1", "a2", "b3", "zz")) == 4  # a NULL key matches no row
+    app.close()

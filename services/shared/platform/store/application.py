@@ -27,7 +27,14 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.domain import Aggregate, DomainEventProtocol
-from eventsourcing.persistence import Mapper, ProcessRecorder, Recording, StoredEvent, Tracking
+from eventsourcing.persistence import (
+    JSONTranscoder,
+    Mapper,
+    ProcessRecorder,
+    Recording,
+    StoredEvent,
+    Tracking,
+)
 
 from services.shared.facts.base import LineRecord, line_fields
 from services.shared.platform.security.encryption import (
@@ -224,9 +231,10 @@ class ServiceApplication(Application[UUID]):
         super().__init__(env)
 
     def construct_mapper(self) -> Mapper[UUID]:
-        mapper = self.factory.mapper(
-            transcoder=self.construct_transcoder(), mapper_class=FactMapper
-        )
+        transcoder = self.construct_transcoder()
+        if isinstance(transcoder, JSONTranscoder):  # an event holds no cycle: its lists are
+            transcoder.encoder.check_circular = False  # not checked for one (15 % of encoding)
+        mapper = self.factory.mapper(transcoder=transcoder, mapper_class=FactMapper)
         assert isinstance(mapper, FactMapper)
         mapper.secret_keys = self.construct_secret_keys()
         return mapper

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 from uuid import uuid4
 
 from eventsourcing.persistence import (
+    InterfaceError,
     Notification,
     ProcessRecorder,
     Recorder,
@@ -22,7 +24,15 @@ from eventsourcing.persistence import (
     Tracking,
 )
 from eventsourcing.popo import POPOFactory
-from eventsourcing.sqlite import SQLiteCursor, SQLiteDatastore, SQLiteProcessRecorder
+from eventsourcing.sqlite import (
+    SQLITE3_DEFAULT_LOCK_TIMEOUT,
+    SQLiteConnection,
+    SQLiteConnectionPool,
+    SQLiteCursor,
+    SQLiteDatastore,
+    SQLiteFactory,
+    SQLiteProcessRecorder,
+)
 from eventsourcing.utils import get_topic
 
 log = logging.getLogger(__name__)
@@ -110,14 +120,56 @@ class SideSQLiteRecorder(SQLiteProcessRecorder):
         return super()._insert_events(c, stored_events, **kwargs)
 
 
+STATEMENTS_CACHED = 128
+"""Prepared statements an SQLite connection keeps (sqlite3's default)."""
+
+
+class CachingSQLitePool(SQLiteConnectionPool):
+    """eventsourcing's pool of SQLite connections, each keeping :data:`STATEMENTS_CACHED`
+    prepared statements. eventsourcing's own connects with ``cached_statements=True``, which
+    sqlite3 reads as a cache of one statement: each statement of a transaction was parsed again
+    every time it ran (BENCHMARKS.md, "SQLite's statement cache")."""
+
+    def _create_connection(self) -> SQLiteConnection:
+        try:
+            connection = sqlite3.connect(
+                self.db_name,
+                uri=True,
+                check_same_thread=False,  # the pool's connections go from thread to thread
+                isolation_level=None,  # eventsourcing's transactions say BEGIN themselves
+                cached_statements=STATEMENTS_CACHED,
+                timeout=self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
+            )
+            if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
+                connection.execute("PRAGMA journal_mode=WAL")  # as eventsourcing's
+                self.is_journal_mode_wal = True
+        except sqlite3.Error as error:
+            raise InterfaceError(error) from error
+        connection.row_factory = sqlite3.Row
+        return SQLiteConnection(sqlite_conn=connection, max_age=self.max_age)
+
+
+def caching(datastore: SQLiteDatastore) -> SQLiteDatastore:
+    """``datastore`` with a :class:`CachingSQLitePool` (before its first connection)."""
+    pool = datastore.pool
+    if not isinstance(pool, CachingSQLitePool):
+        datastore.pool = CachingSQLitePool(db_name=pool.db_name, lock_timeout=pool.lock_timeout)
+    return datastore
+
+
 def process_recorder(factory: Any) -> ProcessRecorder:
     """``factory``'s process recorder (eventsourcing's SQLite, PostgreSQL or in-memory
-    factory), as a subclass of the one it would construct that writes side rows. The in-memory
-    factory's is SQLite's on a database of its own in memory (side tables need SQL)."""
+    factory), as a subclass of the one it would construct that writes side rows, on SQLite with
+    :func:`caching` connections. The in-memory factory's is SQLite's on a database of its own in
+    memory (side tables need SQL)."""
     if isinstance(factory, POPOFactory):
-        memory = SideSQLiteRecorder(SQLiteDatastore(f"file:{uuid4()}?mode=memory&cache=shared"))
+        memory = SideSQLiteRecorder(
+            caching(SQLiteDatastore(f"file:{uuid4()}?mode=memory&cache=shared"))
+        )
         memory.create_table()
         return memory
+    if isinstance(factory, SQLiteFactory):
+        caching(factory.datastore)
     if not factory.env.get(factory.PROCESS_RECORDER_TOPIC):  # (one chosen writes side rows)
         current = get_topic(type(factory).process_recorder_class)
         if current in SIDE_RECORDERS:
@@ -186,13 +238,17 @@ def _select(recorder: Recorder, table: SideTable, keys: Sequence[Row]) -> list[R
     match = " AND ".join(f"t.{column} = k.c{i}" for i, column in enumerate(table.lookup))
     names = [f"c{i}" for i in range(len(table.lookup))]
     if isinstance(recorder, SQLiteProcessRecorder):
-        values = ",".join(["(" + ",".join("?" * len(table.lookup)) + ")"] * len(keys))
+        # As many keys as the next power of two, the rest NULL (equal to nothing): a few
+        # statements, each parsed once (the connection's cache), whatever the batches' sizes.
+        size = 1 << (len(keys) - 1).bit_length()
+        values = ",".join(["(" + ",".join("?" * len(table.lookup)) + ")"] * size)
         statement = (
             f"WITH k({', '.join(names)}) AS (VALUES {values}) "
             f"SELECT {columns} FROM k JOIN {table.name} AS t ON {match}"
         )
+        padding = [None] * (size - len(keys)) * len(table.lookup)
         with recorder.datastore.transaction(commit=False) as c:
-            c.execute(statement, [value for key in keys for value in key])
+            c.execute(statement, [value for key in keys for value in key] + padding)
             return [tuple(row) for row in c.fetchall()]
     datastore = cast(Any, recorder).datastore  # PostgreSQL's
     record = ", ".join(f"{name} text" for name in names)
