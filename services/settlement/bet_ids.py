@@ -36,21 +36,21 @@ def change_row(key: BetKey, state: Answered | None, version: int) -> Row | None:
     if state is None:
         if version == 0:
             return None
-        return (*key, version + 1, None, False, None, "", False)
+        return (*key, version + 1, None, 0, None, "", 0)
     r, answer = state.request, state.answer
     parts = (r.table_id, r.coup_id, r.bettor_id, r.bet_type, r.amount, r.currency)
     try:  # json.dumps' text, for a third of its cost
         bet = f"[{', '.join(map(encode_basestring_ascii, parts))}]"
     except TypeError:  # a part that is not text
         bet = json.dumps(parts)
-    return (
+    return (  # the flags as 1 / 0: sqlite3 looks a bool's adapter up (a failed lookup, 1 us)
         *key,
         version + 1,
         bet,
-        answer.reason_code is None and not answer.held,
+        int(answer.reason_code is None and not answer.held),
         answer.reason_code,
         answer.message,
-        answer.held,
+        int(answer.held),
     )
 
 

@@ -28,7 +28,7 @@ bets, rebuilt from its events on every replay.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -141,6 +141,12 @@ def _closed(coup_id: str, why: str) -> Rejection:
         RejectionReason.BETTING_CLOSED,
         f"betting on coup {coup_id} is closed ({why}); wait for the next BettingOpened",
     )
+
+
+_utc_text = lru_cache(maxsize=1024)(datetime.isoformat)
+"""A UTC time's ``isoformat()`` (2 us), made once: the bets of one record batch share their
+append time (``deliveries.append_time``). UTC only: a time equal to it in another zone is
+written with its own offset."""
 
 
 @lru_cache(maxsize=4096)
@@ -463,7 +469,10 @@ class BetBook(Aggregate):
     def _drafted(self, operator: str, line: AnswerLine, placed_at: datetime | None) -> None:
         lines, placed = self._draft.setdefault(operator, ([], []))
         lines.append(line)
-        placed.append(None if placed_at is None else placed_at.isoformat())
+        if placed_at is None or placed_at.tzinfo is not UTC:
+            placed.append(None if placed_at is None else placed_at.isoformat())
+        else:
+            placed.append(_utc_text(placed_at))
 
     def draft_reject(
         self,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from eventsourcing.persistence import Tracking
 
@@ -40,6 +41,13 @@ class Refusal:
         return self.code in MISPLACED
 
 
+@lru_cache(maxsize=1024)
+def append_time(timestamp: int) -> datetime:
+    """A record's timestamp (ms since the epoch) as a datetime: one object for the records of
+    one broker batch, which share their LogAppendTime (what is made of it is cached by it)."""
+    return datetime.fromtimestamp(timestamp / 1000, UTC)
+
+
 @dataclass(slots=True)  # not frozen: one per record read, and a frozen init costs 3x
 class Delivery:
     """One decoded message and where it came from (read only)."""
@@ -62,7 +70,7 @@ class Delivery:
         """When the broker appended the record (LogAppendTime topics only), else None."""
         if self.timestamp_type != LOG_APPEND_TIME or self.timestamp is None or self.timestamp < 0:
             return None
-        return datetime.fromtimestamp(self.timestamp / 1000, UTC)
+        return append_time(self.timestamp)
 
     @property
     def external(self) -> bool:
