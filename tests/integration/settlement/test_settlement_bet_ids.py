@@ -285,7 +285,7 @@ def test_a_batchs_lookup_searches_the_tables_key_and_never_scans_it(
     open_table(app, "c1")
     statements = trace_sqlite(monkeypatch)
     looked_up = settlement_app(env=sqlite_env(path))
-    looked_up.handle_batch([bet("b1"), bet("b2", bettor_id="bob")], None)
+    looked_up.handle_batch([bet("b1"), bet("b2", bettor_id="bob"), bet("b3", bettor_id="al")], None)
     [lookup] = [s for s in statements if "bet_ids" in s and s.startswith("WITH")]
     plan = [row[3] for row in sqlite3.connect(path).execute("EXPLAIN QUERY PLAN " + lookup)]
     assert "SEARCH t USING PRIMARY KEY (operator=? AND bet_id=?)" in plan
@@ -306,7 +306,7 @@ def test_the_stores_statements_are_parsed_once_and_lookups_of_like_sizes_share_o
 ) -> None:
     """The connection keeps its prepared statements (eventsourcing's kept one: each was parsed
     again every time), and a lookup of 3 bet ids is the statement of 4 (padded with NULLs)."""
-    app = settlement_app(env=sqlite_env(tmp_path / "s.sqlite"))
+    app = settlement_app(env={**sqlite_env(tmp_path / "s.sqlite"), "SQLITE_LOCK_TIMEOUT": "10"})
     open_table(app, "c1")
     app.handle_batch([bet(f"a{n}", bettor_id=f"p{n}") for n in range(3)], None)
     app.handle_batch([bet(f"b{n}", bettor_id=f"q{n}") for n in range(4)], None)
@@ -315,5 +315,10 @@ def test_the_stores_statements_are_parsed_once_and_lookups_of_like_sizes_share_o
     assert len(lookups) == 1 and lookups[0].count("(?,?)") == 4
     assert [s for s in held if s.startswith("INSERT INTO stored_events")]
     assert [s for s in held if s.startswith("INSERT INTO bet_ids")]
-    assert len(rows(app, "a0", "a1", "a2", "b3", "zz")) == 4  # a NULL key matches no row
+    assert len(rows(app, "a0", "a1", "a2", "b3", "zz")) == 4  # 5 keys, 3 NULL: what they say
+    with app.recorder.datastore.transaction(commit=False) as cursor:  # type: ignore[attr-defined]
+        cursor.execute("PRAGMA journal_mode")
+        assert cursor.fetchone()[0] == "wal"  # the connection is set up as eventsourcing's
+        cursor.execute("PRAGMA busy_timeout")
+        assert cursor.fetchone()[0] == 10_000  # SQLITE_LOCK_TIMEOUT's 10 s
     app.close()

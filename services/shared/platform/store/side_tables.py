@@ -140,20 +140,37 @@ class CachingSQLitePool(SQLiteConnectionPool):
                 cached_statements=STATEMENTS_CACHED,
                 timeout=self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
             )
+        except (sqlite3.Error, TypeError) as error:
+            raise InterfaceError(error) from error
+        try:
             if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
                 connection.execute("PRAGMA journal_mode=WAL")  # as eventsourcing's
                 self.is_journal_mode_wal = True
         except sqlite3.Error as error:
+            connection.close()
             raise InterfaceError(error) from error
         connection.row_factory = sqlite3.Row
         return SQLiteConnection(sqlite_conn=connection, max_age=self.max_age)
 
 
 def caching(datastore: SQLiteDatastore) -> SQLiteDatastore:
-    """``datastore`` with a :class:`CachingSQLitePool` (before its first connection)."""
+    """``datastore`` with a :class:`CachingSQLitePool` of the same settings, put in before its
+    first connection (a recorder is being made)."""
     pool = datastore.pool
-    if not isinstance(pool, CachingSQLitePool):
-        datastore.pool = CachingSQLitePool(db_name=pool.db_name, lock_timeout=pool.lock_timeout)
+    if isinstance(pool, CachingSQLitePool):
+        return datastore
+    if pool.num_in_use or pool.num_in_pool:
+        raise RuntimeError("an SQLite pool is replaced before its first connection only")
+    datastore.pool = CachingSQLitePool(
+        db_name=pool.db_name,
+        lock_timeout=pool.lock_timeout,
+        pool_size=pool.pool_size,
+        max_overflow=pool.max_overflow,
+        pool_timeout=pool.pool_timeout,
+        max_age=pool.max_age,
+        pre_ping=pool.pre_ping,
+    )
+    pool.close()
     return datastore
 
 
