@@ -73,7 +73,9 @@ def _bets_answered(event: BetBook.BetsAnswered | BetDesk.BetsRefused) -> Sequenc
     count = len(event.lines)
     ids = line_ids(event, count)
     placed = [*event.placed_at[:count], *[None] * (count - len(event.placed_at))]
-    extras = [(None if when is None else datetime.fromisoformat(when),) for when in placed]
+    # one datetime per placing time (a batch's bets share theirs: each is read and written once)
+    times = {w: (None if w is None else datetime.fromisoformat(w),) for w in dict.fromkeys(placed)}
+    extras = [times[when] for when in placed]
     refused = {
         index: publish_one(
             BetRejected,
