@@ -133,14 +133,15 @@ def run(bets: int, env: dict[str, str], counted: str | None = None) -> dict[str,
     BUSY_COLLECTION objects, the young generation collected before CoupResolved (a service
     collects when idle, as it is while dealing draws the cards). ``counted``: the phase run
     inside ``functools.reduce``, with the automatic collector off (module docstring)."""
-    thresholds = gc.get_threshold()
+    thresholds, enabled = gc.get_threshold(), gc.isenabled()
     gc.set_threshold(BUSY_COLLECTION, *GC_THRESHOLDS[1:])
     if counted is not None:
         gc.disable()
     try:
         return _run(bets, env, counted)
     finally:
-        gc.enable()
+        if enabled:
+            gc.enable()
         gc.set_threshold(*thresholds)
 
 
@@ -158,10 +159,10 @@ def _timed(phase: str, counted: str | None, work: Callable[[], T]) -> tuple[T, f
     return done, time.perf_counter() - started
 
 
-def _messages(app: SettlementApplication, after: int) -> list[bytes]:
-    """The relay's records of the events recorded after notification ``after``."""
+def _messages(app: SettlementApplication, after: int, most: int) -> list[bytes]:
+    """The relay's records of the (at most ``most``) events recorded after ``after``."""
     payloads: list[bytes] = []
-    for notification in app.recorder.select_notifications(after + 1, 100):
+    for notification in app.recorder.select_notifications(after + 1, most):
         messages = to_messages(app.mapper.to_domain_event(notification))
         payloads += [wire(messages, index) for index in range(len(messages))]
     return payloads
@@ -201,7 +202,7 @@ def _run(bets: int, env: dict[str, str], counted: str | None = None) -> dict[str
             app.handle_batch(batch, None, [placed_at] * len(batch))
 
     _, placing = _timed("place", counted, place)
-    answers, answering = _timed("answer", counted, lambda: _messages(app, before))
+    answers, answering = _timed("answer", counted, lambda: _messages(app, before, bets))
     assert len(answers) == bets, len(answers)
     app.handle(close_book(table, coup))
     app.handle_batch(shoe_cards(table, coup, "s"), None)
@@ -209,7 +210,7 @@ def _run(bets: int, env: dict[str, str], counted: str | None = None) -> dict[str
     gc.collect(0)  # a service collects while idle (host.faststream.collect_when_due)
     resolved = player_natural(table, coup, shoe_id="s")
     _, settle = _timed("settle", counted, lambda: app.handle(resolved))
-    payloads, relay = _timed("translate", counted, lambda: _messages(app, before))
+    payloads, relay = _timed("translate", counted, lambda: _messages(app, before, bets))
     assert len(payloads) == bets + 1, len(payloads)
     t2 = time.perf_counter()
     restarted = SettlementApplication(env=env) if "SQLITE_DBNAME" in env else None
