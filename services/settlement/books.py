@@ -28,7 +28,7 @@ bets, rebuilt from its events on every replay.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -143,10 +143,12 @@ def _closed(coup_id: str, why: str) -> Rejection:
     )
 
 
-_utc_text = lru_cache(maxsize=1024)(datetime.isoformat)
-"""A UTC time's ``isoformat()`` (2 us), made once: the bets of one record batch share their
-append time (``deliveries.append_time``). UTC only: a time equal to it in another zone is
-written with its own offset."""
+@lru_cache(maxsize=1024)
+def _iso_text(placed_at: datetime, offset: timedelta | None) -> str:
+    """``placed_at.isoformat()`` (2 us), made once: the bets of one record batch share their
+    append time (``deliveries.append_time``). The offset is part of the key, as an equal time
+    in another zone is written otherwise."""
+    return placed_at.isoformat()
 
 
 @lru_cache(maxsize=4096)
@@ -469,10 +471,7 @@ class BetBook(Aggregate):
     def _drafted(self, operator: str, line: AnswerLine, placed_at: datetime | None) -> None:
         lines, placed = self._draft.setdefault(operator, ([], []))
         lines.append(line)
-        if placed_at is None or placed_at.tzinfo is not UTC:
-            placed.append(None if placed_at is None else placed_at.isoformat())
-        else:
-            placed.append(_utc_text(placed_at))
+        placed.append(None if placed_at is None else _iso_text(placed_at, placed_at.utcoffset()))
 
     def draft_reject(
         self,
