@@ -113,7 +113,12 @@ Uuid = Annotated[
 
 
 def _to_utc(value: datetime) -> datetime:
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+01:00: a year 0 in UTC
+        raise ValueError(
+            "must be a time UTC can hold, from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z"
+        ) from None
 
 
 def utc_now() -> datetime:

@@ -1,7 +1,9 @@
 """Control characters in a bet through the running service, on SQLite and PostgreSQL (whose text
 columns refuse NUL): a bet id holding one is not a readable id, a dead letter; a bettor id
 holding one is answered INVALID_BETTOR_ID, a text amount INVALID_AMOUNT (the bet id can be read),
-never with the character in the answer; the bets around them in the partition are answered."""
+never with the character in the answer; a time UTC cannot hold (year 1 at +01:00) is answered
+INVALID_ENVELOPE (it once raised an OverflowError that made the consumer read the partition
+again, forever); the bets around them in the partition are answered."""
 
 from __future__ import annotations
 
@@ -56,6 +58,7 @@ async def test_a_control_character_in_an_id_is_a_dead_letter_and_the_partition_g
         place_bet(table, coup, "line\nfeed"),
         place_bet(table, coup, "ok-id", bettor_id="bettor\x00x"),
         place_bet(table, coup, "nul-amount", amount="1\x00"),  # answered: INVALID_AMOUNT
+        place_bet(table, coup, "year-one", occurred_at="0001-01-01T00:00:00+01:00"),
         place_bet(table, coup, "after"),
     ]
     async with build_service(settings) as host:
@@ -66,17 +69,20 @@ async def test_a_control_character_in_an_id_is_a_dead_letter_and_the_partition_g
         ):
             await open_for_bets(settings, table, coup)
             await send_raw(settings, BET_COMMANDS, [(key, value) for value in records])
-            await bet_events.wait_until(lambda: len(bet_events.messages) >= 4, timeout=60)
+            await bet_events.wait_until(lambda: len(bet_events.messages) >= 5, timeout=60)
             await dead_letters.wait_until(lambda: len(dead_letters.messages) >= 2, timeout=60)
     answered = {
         m.bet_id: m for m in bet_events.messages if isinstance(m, BetAccepted | BetRejected)
     }
-    assert set(answered) == {"before", "ok-id", "nul-amount", "after"}
+    assert set(answered) == {"before", "ok-id", "nul-amount", "year-one", "after"}
     assert isinstance(answered["before"], BetAccepted)
     assert isinstance(answered["after"], BetAccepted)
     refused = answered["nul-amount"]
     assert isinstance(refused, BetRejected) and refused.reason_code == "INVALID_AMOUNT"
     assert "\x00" not in refused.message and "'1\\x00'" in refused.message
+    year_one = answered["year-one"]
+    assert isinstance(year_one, BetRejected) and year_one.reason_code == "INVALID_ENVELOPE"
+    assert "occurred_at" in year_one.message and "a time UTC can hold" in year_one.message
     bettor = answered["ok-id"]  # its bet id can be read: answered, the bad field named
     assert isinstance(bettor, BetRejected) and bettor.reason_code == "INVALID_BETTOR_ID"
     assert "\x00" not in bettor.bettor_id + bettor.message

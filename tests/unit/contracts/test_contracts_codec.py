@@ -136,6 +136,23 @@ def test_timestamps_are_normalised_to_utc_and_naive_ones_refused() -> None:
         c.CloseTable(table_id=TABLE, occurred_at=datetime(2026, 1, 1, 12, 0))
 
 
+@pytest.mark.parametrize("when", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-00:01"])
+@pytest.mark.parametrize("message", SAMPLES, ids=lambda message: type(message).__name__)
+def test_a_time_utc_cannot_hold_is_refused_with_a_reason_not_an_overflow(
+    message: c.Message, when: str
+) -> None:
+    """Read as a datetime, but a year 0 or 10000 in UTC: refused like any bad field (an
+    OverflowError escaped decode and made the consumer read the record again, forever)."""
+    document = {**_wire(message), "occurred_at": when}
+    reason = _reason(c.topic_for(message), document)
+    assert "occurred_at" in reason and "a time UTC can hold" in reason
+    with pytest.raises(ValidationError, match="a time UTC can hold"):
+        type(message).model_validate({**document, "occurred_at": datetime.fromisoformat(when)})
+    within = {**document, "occurred_at": "0001-01-01T00:00:00-01:00"}
+    read = c.decode(c.topic_for(message), json.dumps(within).encode())
+    assert read.occurred_at == datetime(1, 1, 1, 1, 0, tzinfo=UTC)
+
+
 def test_messages_are_immutable() -> None:
     message = c.CloseTable(table_id=TABLE)
     with pytest.raises(ValidationError):

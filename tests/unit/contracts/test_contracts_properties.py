@@ -48,13 +48,24 @@ def test_decode_of_arbitrary_json_raises_only_contract_error(topic: str, value: 
     _decode_or_contract_error(topic, json.dumps(value).encode())
 
 
+timestamps: st.SearchStrategy[str] = st.builds(
+    lambda when, minutes: (
+        when.isoformat() + f"{'-' if minutes < 0 else '+'}"
+        f"{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+    ),
+    st.datetimes(),
+    st.integers(-(24 * 60 - 1), 24 * 60 - 1),
+)
+"""RFC 3339 times with any offset, the first and last days of the calendar included."""
+
+
 @settings(max_examples=300)
 @given(
     document=st.sampled_from(SAMPLE_DOCUMENTS),
     topic=st.sampled_from(TOPICS),
     changes=st.dictionaries(
         st.sampled_from(["amount", "table_id", "type", "event_id", "occurred_at", "limits", "x"]),
-        json_values,
+        json_values | timestamps,
         max_size=3,
     ),
     dropped=st.sets(st.sampled_from(["type", "table_id", "event_id", "coup_id", "amount"])),

@@ -11,7 +11,9 @@ import asyncio
 import base64
 import json
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
+import pytest
 from aiokafka import ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 
@@ -33,6 +35,7 @@ from services.shared.platform.consumer import (
     BatchProcessor,
     Delivery,
     Subscription,
+    intake,
     with_unit_of_work,
 )
 from services.shared.platform.consumer.intake import (
@@ -561,6 +564,27 @@ async def test_malformed_messages_become_dead_letters_and_the_rest_is_served() -
     await h.feed(record(0, b"not json{"), record(1, close("2")))
     assert h.total == 6
     assert len(h.dead_letters()) == 3
+
+
+async def test_a_record_decoding_fails_on_by_a_bug_is_a_dead_letter_not_a_frozen_partition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An error decode should have said as a ContractError (an OverflowError once did) would
+    be raised again by every reading of the record: it is dead-lettered and the rest served."""
+    real = intake.decode
+
+    def decode(topic: str, data: bytes) -> Any:
+        if b'"boom"' in data:
+            raise OverflowError("date value out of range")
+        return real(topic, data)
+
+    monkeypatch.setattr(intake, "decode", decode)
+    h = Harness()
+    await h.feed(record(0, close("1")), record(1, close("boom")), record(2, close("3")))
+    assert h.total == 4  # the two others' (the counter adds each close's reason)
+    (letter,) = h.dead_letters()
+    assert letter.offset == 1 and "OverflowError('date value out of range')" in letter.error
+    assert h.kafka.committed == {TopicPartition(COMMANDS, 0): 3}
 
 
 async def test_an_external_message_its_handler_fails_on_is_dead_lettered() -> None:

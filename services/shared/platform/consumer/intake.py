@@ -337,6 +337,10 @@ class RecordIntake:
                     intake.refused.append((record, error.reason))
                     continue
                 message, refusal = found
+            except Exception as error:  # a bug; decoding is pure: reading again fails again
+                log.exception("decoding a record of %s raised; it is dead-lettered", logical)
+                intake.refused.append((record, f"unreadable: decoding raised {error!r}"[:500]))
+                continue
             source = owner or _sender(message)
             if owner is None and source is not None:  # a service's message on a shared topic
                 refused = self._signature(source, where, record, None)
