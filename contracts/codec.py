@@ -154,7 +154,10 @@ has at most this many digits (no bounded field is larger; ``1e999999999`` stays 
 def _json_number(token: str) -> int | float:
     """A JSON number token with a fraction or an exponent: an int when it is a whole number
     (JSON Schema's ``integer`` admits ``2500.0``), else a float (refused by every field)."""
-    value = Decimal(token)
+    try:
+        value = Decimal(token)
+    except ArithmeticError:  # an exponent beyond Decimal's own (1e1000000000000000000)
+        return float(token)
     if value.adjusted() <= _MAX_INTEGRAL_EXPONENT and value == value.to_integral_value():
         return int(value)
     return float(token)

@@ -45,6 +45,11 @@ def _amount_input(value: object) -> int | str:
         raise ValueError(f"must be within +-{MAX_AMOUNT_INPUT} (2^53 - 1)")
     if isinstance(value, str) and len(value) > AMOUNT_TEXT_CHARS:
         raise ValueError(f"a text amount has at most {AMOUNT_TEXT_CHARS} characters")
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:  # a lone surrogate ("\ud800"): no answer could quote it
+            raise ValueError("a text amount must be valid Unicode (no lone surrogate)") from None
     return value
 
 

@@ -153,7 +153,7 @@ class WalletClient:
 def _balance(data: bytes) -> tuple[int | None, str]:
     try:
         body = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: [[[...]]]
         return None, "with a body that is not JSON"
     value = body.get("balance") if isinstance(body, dict) else None
     if isinstance(value, bool) or not isinstance(value, int):

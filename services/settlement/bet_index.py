@@ -105,9 +105,11 @@ def content_key(
     table_id: str, coup_id: str, bettor_id: str, bet_type: str, amount: object, currency: str
 ) -> ContentKey:
     try:
-        amount_key: Decimal | str = Decimal(str(amount))
+        number = Decimal(str(amount))
     except InvalidOperation:
-        amount_key = str(amount)
+        number = None
+    # a NaN equals nothing and an sNaN raises when compared: those are keyed by their text
+    amount_key = number if number is not None and number.is_finite() else str(amount)
     return (table_id, coup_id, bettor_id, bet_type, amount_key, currency)
 
 

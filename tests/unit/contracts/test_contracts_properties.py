@@ -87,3 +87,8 @@ def test_decode_survives_deeply_nested_json() -> None:
 
 def test_decode_survives_huge_integers() -> None:
     _decode_or_contract_error(c.BET_COMMANDS, b'{"type":"PlaceBet","amount":' + b"9" * 5000 + b"}")
+
+
+def test_decode_survives_exponents_beyond_decimal_s() -> None:
+    for number in (b"1e1000000000000000000", b"-1.5E-1000000000000000000"):
+        _decode_or_contract_error(c.BET_COMMANDS, b'{"type":"PlaceBet","amount":' + number + b"}")

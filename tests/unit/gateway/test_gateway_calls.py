@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from services.gateway.domain import CORRECTIONS, Bet, Kind, Status, transaction_id
-from services.gateway.wallet import Answer, judge
+from services.gateway.wallet import Answer, _balance, judge
 
 
 @pytest.mark.parametrize(
@@ -48,6 +48,15 @@ from services.gateway.wallet import Answer, judge
 def test_an_answer_means(kind: Kind, answer: Answer, outcome: str, code: str) -> None:
     verdict = judge(kind, answer)
     assert (verdict.outcome, verdict.reason_code) == (outcome, code)
+
+
+@pytest.mark.parametrize(
+    "body", [b"", b"{", b"[" * 3000 + b"]" * 3000, b'{"balance": ' + b"9" * 5000 + b"}"]
+)
+def test_a_body_that_cannot_be_read_is_an_answer_without_a_balance(body: bytes) -> None:
+    """Never an error (a RecursionError once escaped, and the debit was sent again and
+    again, never rolled back): the call's fate is unknown (WALLET_UNAVAILABLE, rolled back)."""
+    assert _balance(body) == (None, "with a body that is not JSON")
 
 
 def test_a_refused_correction_debit_is_an_incident() -> None:

@@ -113,6 +113,7 @@ async def test_records_signed_wrongly_are_dead_letters_and_genuine_ones_are_hand
             ("pb-sig", f"{encoded}..{b64url(bytes(flipped)).decode()}".encode()),
         ],
         "malformed": [*relayed(9), ("pb-sig", b"not a jws")],
+        "nested too deeply": [*relayed(9), ("pb-sig", b"%s.." % b64url(b"[" * 1500 + b"]" * 1500))],
         "carries a payload": [*relayed(9), ("pb-sig", header.replace(b"..", b".e30."))],
         "appears more than once": [*genuine, genuine[-1]],
         "no pb-sig header (": [*relayed(9), ("pb-sig", None)],  # a header without a value

@@ -194,6 +194,26 @@ def test_duplicate_members_and_padded_base64_are_malformed() -> None:
         assert refused.value.code == "AUTHORIZATION_MALFORMED"
 
 
+def test_claims_of_the_wrong_shape_or_nested_too_deeply_are_malformed_never_an_error() -> None:
+    """Read before any signature is checked: a list where a text belongs, or JSON nested past
+    Python's recursion limit, is refused like any malformed token (it once raised TypeError
+    and RecursionError, and the command was dead-lettered unanswered)."""
+    good = _token(HEADER, _claims())
+    nested = base64.urlsafe_b64encode(b"[" * 1500 + b"]" * 1500).rstrip(b"=").decode()
+    tokens = [
+        _token(HEADER, _claims(action=[])),
+        _token(HEADER, _claims(action={})),
+        _token(HEADER, _claims(ver=["x" * 500])),
+        good.split(".")[0] + "." + nested + "." + good.split(".")[2],
+        nested + good[good.index(".") :],
+    ]
+    for token in tokens:
+        with pytest.raises(DecisionRefused) as refused:
+            read_decision(token)
+        assert refused.value.code == "AUTHORIZATION_MALFORMED"
+        assert len(refused.value.message) < 300
+
+
 def test_check_time_honours_iat_exp_the_leeway_and_retirement() -> None:
     issued = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
     token = sign_decision(

@@ -129,6 +129,19 @@ def test_a_resent_bet_gets_the_original_answer_and_changes_nothing(
     assert book is not None and book.bet_count == 1
 
 
+@pytest.mark.parametrize("amount", ["sNaN", "NaN", "-Infinity"])
+def test_a_resent_bet_whose_amount_is_not_a_number_gets_its_first_answer(
+    app: SettlementApplication, amount: str
+) -> None:
+    """Its amount is compared as its text (Decimal's NaN equals nothing, its sNaN raised on
+    every later bet of the id, so that none was ever answered again)."""
+    first = app.place_bet(bet("b1", amount=amount))
+    assert first.reason_code == "INVALID_AMOUNT"
+    again = app.place_bet(bet("b1", amount=amount))
+    assert again.repeated and again.reason_code == "INVALID_AMOUNT"
+    assert app.place_bet(bet("b1")).reason_code == "DUPLICATE_BET_ID"
+
+
 def test_a_reused_bet_id_with_other_content_is_a_duplicate(app: SettlementApplication) -> None:
     assert app.place_bet(bet("b1")).accepted
     for other in (bet("b1", amount=2000), bet("b1", bettor_id="bob"), bet("b1", bet_type="tie")):

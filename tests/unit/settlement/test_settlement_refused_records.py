@@ -135,6 +135,7 @@ def test_a_fact_read_in_another_partition_is_an_incident_and_changes_nothing(
     [
         ({"amount": 10**25}, "INVALID_AMOUNT", {"amount": str(10**25)}),
         ({"amount": 12.5}, "INVALID_AMOUNT", {"amount": "12.5"}),
+        ({"amount": "x\ud800"}, "INVALID_AMOUNT", {"amount": ""}),  # no answer could quote it
         ({"bet_type": "x" * 600}, "UNKNOWN_BET_TYPE", {"bet_type": "x" * 40}),
         ({"currency": ["EUR"]}, "WRONG_CURRENCY", {"currency": '["EUR"]'}),
         ({"bettor_id": ""}, "INVALID_BETTOR_ID", {"bettor_id": "?"}),

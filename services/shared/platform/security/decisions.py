@@ -206,6 +206,8 @@ def read_decision(token: str) -> tuple[Decision, jws.CompactSignature]:
         urlsafe_b64decode(signed.segments["signature"])
     except (ValueError, JoseError) as error:
         raise _malformed(f"not a JWS in compact serialization ({error!r})") from None
+    except RecursionError:  # [[[...]]]
+        raise _malformed("its JSON is nested too deeply") from None
     if set(header) != _HEADER:
         raise _malformed(f"its header must have exactly {sorted(_HEADER)}")
     if header["alg"] != ALGORITHM or header["typ"] != TOKEN_TYPE:
@@ -213,15 +215,19 @@ def read_decision(token: str) -> tuple[Decision, jws.CompactSignature]:
     kid = header["kid"]
     if not isinstance(kid, str) or KEY_ID.fullmatch(kid) is None:
         raise _malformed("its kid is not a key id")
-    expected = _CLAIMS | ({"cards"} if claims.get("action") in CARD_ACTIONS else set())
+    action = claims.get("action")
+    action = action if isinstance(action, str) else None  # a list or an object: `in` raises
+    expected = _CLAIMS | ({"cards"} if action in CARD_ACTIONS else set())
     if set(claims) != expected:
         raise _malformed(f"its claims must be exactly {sorted(expected)}")
     if claims["ver"] != CLAIMS_VERSION or isinstance(claims["ver"], bool):
-        raise _malformed(f"claims version {claims['ver']!r}: this dealing reads {CLAIMS_VERSION}")
+        raise _malformed(
+            f"claims version {shown(claims['ver'])}: this dealing reads {CLAIMS_VERSION}"
+        )
     if claims["aud"] != AUDIENCE:
         raise _malformed(f"its audience must be {AUDIENCE!r}")
-    if claims["action"] not in ACTIONS:
-        raise _malformed(f"action {claims['action']!r} is not one of {sorted(ACTIONS)}")
+    if action not in ACTIONS:
+        raise _malformed(f"action {shown(claims['action'])} is not one of {sorted(ACTIONS)}")
     for name in ("iss", "sub"):
         if not isinstance(claims[name], str) or SUPERVISOR_ID.fullmatch(claims[name]) is None:
             raise _malformed(f"its {name} is not a supervisor id")

@@ -338,6 +338,8 @@ def verify(
         fields = json.loads(protected, object_pairs_hook=unique_members)
     except (UnicodeDecodeError, ValueError) as error:
         return f"malformed: pb-sig is not a JWS header..signature ({error})"
+    except RecursionError:  # [[[...]]]: raised again by every reading of the record
+        return "malformed: pb-sig's protected header is nested too deeply"
     first = isinstance(fields, dict) and set(fields) == _MEMBERS_V1
     if first and v1_topic is None:
         return (
