@@ -9,8 +9,9 @@ opened again at once; one refused, or closed before a byte, after a back-off (``
 doubling up to ``BACKOFF_MAX`` seconds, back to the first once a connection brings something).
 Every line is counted by what became of it (``outcome``): recorded, duplicate, heartbeat,
 malformed (a :class:`~services.studio.protocol.ProtocolError`, logged with its reason),
-wrong-device (a line of another device: refused, never recorded) or backwards (a ``seq`` far
-behind: the device restarted its count; logged).
+wrong-device (a line of another device: refused, never recorded), backwards (a ``seq`` far
+behind: the device restarted its count; logged) or ahead (a ``seq`` far past: a garbled line;
+logged, never recorded).
 """
 
 from __future__ import annotations
@@ -147,6 +148,8 @@ class DeviceLink:
                 f"seq {reported.seq} is far behind the reads recorded: the device counts again "
                 "from the start (a power cycle?); give it a new id (PB_STUDIO_DEVICE)"
             )
+        if taken is Taken.AHEAD:
+            why = f"seq {reported.seq} is far past the reads recorded: a garbled line?"
         self._count(taken.value, why)
 
     def _count(self, outcome: str, why: object = None) -> None:

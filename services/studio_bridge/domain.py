@@ -10,7 +10,9 @@ device starts: nothing before it is a gap. The gaps still open are kept, at most
 more than :data:`MAX_REPEAT_BEHIND` behind the highest is the device counting again from the
 start (a power cycle): nothing is recorded until its count passes the highest recorded (its
 reads meanwhile never reach the shoe, which waits; the bridge logs each as an error: give the
-device a new id, ``PB_STUDIO_DEVICE``, to take its new count).
+device a new id, ``PB_STUDIO_DEVICE``, to take its new count). A ``seq`` more than
+:data:`MAX_SKIP_AHEAD` past the highest is a garbled line, not a count: refused, or its gap would
+make every later read of the device a ``BACKWARDS`` one.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from services.studio.protocol import ButtonPressed, CardRead, Event, Signal, Sig
 DEVICE_NAMESPACE = UUID("0c6f5a3e-1d2b-4c8e-9f47-b2d5e8a1c390")
 MAX_OPEN_GAPS = 64
 MAX_REPEAT_BEHIND = 1_000
+MAX_SKIP_AHEAD = 1_000_000
+"""How far past the highest ``seq`` a line may be and be taken (the numbers between are a gap):
+a shoe reads a card a second at most, so a million reads lost is days of a dealing table with
+no bridge. Further ahead: ``Taken.AHEAD``, not recorded."""
 """How far behind the highest ``seq`` a line may be and still count as a read sent again
 (after a reconnect); further back, the device's count went backwards (a power cycle):
 ``Taken.BACKWARDS``, not recorded either."""
@@ -39,6 +45,7 @@ class Taken(StrEnum):
     RECORDED = "recorded"
     DUPLICATE = "duplicate"
     BACKWARDS = "backwards"  # far behind the highest: the device restarted its count
+    AHEAD = "ahead"  # far past the highest: a garbled line (not recorded)
     HEARTBEAT = "heartbeat"  # nothing to record (any gap it showed is recorded)
 
 
@@ -91,6 +98,8 @@ class DeviceReads(Aggregate):
         if reported.device != self.device:
             raise ValueError(f"{reported.device!r} is not device {self.device!r}")
         seq, highest = reported.seq, self.highest
+        if highest is not None and seq > highest + MAX_SKIP_AHEAD:
+            return Taken.AHEAD
         if isinstance(reported, Signalled) and reported.signal is Signal.HEARTBEAT:
             if highest is not None and seq > highest:  # its seq was used: never received
                 self._record(highest + 1, "gap", None, None, seq, read_at)

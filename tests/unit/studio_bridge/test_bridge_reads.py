@@ -28,6 +28,7 @@ from services.studio_bridge.device import DeviceLink
 from services.studio_bridge.domain import (
     MAX_OPEN_GAPS,
     MAX_REPEAT_BEHIND,
+    MAX_SKIP_AHEAD,
     DeviceReads,
     Taken,
     device_uuid,
@@ -115,6 +116,27 @@ def test_a_count_far_behind_is_a_device_counting_again_and_nothing_is_recorded()
         Taken.BACKWARDS,
     ]
     assert [read.seq for read in published(app)] == [far]
+
+
+def test_a_seq_far_ahead_is_refused_and_the_device_goes_on() -> None:
+    """A garbled line (seq 2^63 - 1) is not taken: its gap would have made every later read
+    of the device a backwards one."""
+    app = bridge()
+    taken = take_all(
+        app,
+        card(1),
+        card(2**63 - 1),
+        Signalled(DEVICE, 2 + MAX_SKIP_AHEAD, Signal.HEARTBEAT),
+        card(2),
+        card(2 + MAX_SKIP_AHEAD, "3C"),
+    )
+    assert taken == [Taken.RECORDED, Taken.AHEAD, Taken.AHEAD, Taken.RECORDED, Taken.RECORDED]
+    assert [(r.what, r.seq, r.last_seq) for r in published(app)] == [
+        ("card", 1, None),
+        ("card", 2, None),
+        ("gap", 3, 1 + MAX_SKIP_AHEAD),
+        ("card", 2 + MAX_SKIP_AHEAD, None),
+    ]
 
 
 def test_skipped_seqs_are_recorded_as_a_gap_before_the_read_after_them() -> None:

@@ -90,7 +90,7 @@ class ServiceMetrics(Collector):
         self.device_lines = count(
             "pb_device_lines",
             "Lines of a studio device, by what the bridge made of them (recorded, duplicate, "
-            "heartbeat, malformed, wrong-device, backwards).",
+            "heartbeat, malformed, wrong-device, backwards, ahead).",
             ["outcome"],
         )
         self.settlement_latency = Histogram(
