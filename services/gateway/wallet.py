@@ -25,6 +25,7 @@ incident: recorded, published, and the call counts as its status says.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass
@@ -131,10 +132,13 @@ class WalletClient:
             "x-pb-signature": body_signature(self.secret, raw),
         }
         started = time.perf_counter()
-        try:
-            async with self.client.stream(
-                "POST", f"{self.url}/{kind.path}", content=raw, headers=headers
-            ) as response:
+        try:  # the client's time-out is each read's: a wallet trickling bytes would outlast it
+            async with (
+                asyncio.timeout(self.timeout),
+                self.client.stream(
+                    "POST", f"{self.url}/{kind.path}", content=raw, headers=headers
+                ) as response,
+            ):
                 data = bytearray()
                 async for chunk in response.aiter_bytes():
                     data += chunk
@@ -143,6 +147,8 @@ class WalletClient:
                 status = response.status_code
         except httpx2.HTTPError as error:
             return Answer(None, error=f"{type(error).__name__}: {error}"[:300])
+        except TimeoutError:
+            return Answer(None, error=f"no whole answer within {self.timeout:g} s")
         seconds = time.perf_counter() - started
         if 300 <= status < 400:
             return Answer(None, error=f"a redirect ({status}), not followed", seconds=seconds)

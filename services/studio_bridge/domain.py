@@ -30,13 +30,13 @@ from services.studio.protocol import ButtonPressed, CardRead, Event, Signal, Sig
 DEVICE_NAMESPACE = UUID("0c6f5a3e-1d2b-4c8e-9f47-b2d5e8a1c390")
 MAX_OPEN_GAPS = 64
 MAX_REPEAT_BEHIND = 1_000
+"""How far behind the highest ``seq`` a line may be and still count as a read sent again
+(after a reconnect); further back, the device's count went backwards (a power cycle):
+``Taken.BACKWARDS``, not recorded either."""
 MAX_SKIP_AHEAD = 1_000_000
 """How far past the highest ``seq`` a line may be and be taken (the numbers between are a gap):
 a shoe reads a card a second at most, so a million reads lost is days of a dealing table with
 no bridge. Further ahead: ``Taken.AHEAD``, not recorded."""
-"""How far behind the highest ``seq`` a line may be and still count as a read sent again
-(after a reconnect); further back, the device's count went backwards (a power cycle):
-``Taken.BACKWARDS``, not recorded either."""
 
 
 class Taken(StrEnum):
