@@ -1,6 +1,6 @@
-"""Kafka clients configured alike (:func:`client_options`), topics created with their configs, and
-the partitioner every table's records must follow (murmur2 of the table id:
-:func:`key_partition`).
+"""Kafka clients configured alike (:func:`client_options`), topics created with their configs, the
+partitioner every table's records must follow (murmur2 of the table id: :func:`key_partition`),
+and a fetch no record can stop (:class:`SafeFetch`).
 
 :func:`ensure_topics` creates what is missing with its :data:`TOPIC_CONFIGS` and aligns an
 existing topic's configs (keeping its other dynamic configs); a principal that may not is told
@@ -13,13 +13,16 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import (
+    ConsumerStoppedError,
     KafkaError,
     TopicAlreadyExistsError,
     TopicAuthorizationFailedError,
@@ -281,3 +284,97 @@ async def cluster_id(settings: Settings) -> str:
             "(Kafka 0.10.1 or newer is needed)"
         )
     return str(found)
+
+
+@dataclass
+class UnreadableRecord(ConsumerRecord[Any, Any]):  # type: ignore[misc]
+    """The place of a record the Kafka client cannot parse (no key, value or header of it can
+    be read): dead-lettered with ``reason``."""
+
+    reason: str = ""
+
+
+Records = tuple[ConsumerRecord[Any, Any], ...]
+_KAFKA_OWN = (KafkaError, ConsumerStoppedError)  # the consume loop's to handle
+
+
+class SafeFetch:
+    """``getmany`` that no record can stop.
+
+    aiokafka raises when it parses a record it cannot read (a header key that is not UTF-8:
+    ``UnicodeDecodeError``), which a forged record may hold. The fetch fails whole: the
+    records it had taken from other partitions are lost with it (their positions moved on),
+    and every fetch after it fails the same way. So, after such a failure, every partition is
+    sought back to its committed offset (what was handled since is read again: the store's
+    positions make that safe) and read alone, each once; the one that fails is read a record
+    at a time from where it stood, up to the record that cannot be read, which is passed over
+    as an :class:`UnreadableRecord`. A record after it in the same batch cannot be read either
+    (the client parses a batch from its start): it is passed over the same way."""
+
+    def __init__(self) -> None:
+        self._alone: list[TopicPartition] = []  # partitions still to read alone
+
+    async def __call__(
+        self, consumer: AIOKafkaConsumer, timeout_ms: int, max_records: int | None
+    ) -> Records:
+        if self._alone:
+            return await self._next_alone(consumer, timeout_ms, max_records)
+        try:
+            found = await consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+        except _KAFKA_OWN:
+            raise
+        except Exception:
+            log.exception("a fetch raised; reading each partition alone to find the record")
+            self._alone = sorted(consumer.assignment() - consumer.paused())
+            for tp in self._alone:
+                committed = await consumer.committed(tp)
+                if committed is None:
+                    await consumer.seek_to_beginning(tp)
+                else:
+                    consumer.seek(tp, committed)
+            return ()
+        return tuple(chain.from_iterable(found.values()))
+
+    async def _next_alone(
+        self, consumer: AIOKafkaConsumer, timeout_ms: int, max_records: int | None
+    ) -> Records:
+        tp = self._alone.pop(0)
+        if tp not in consumer.assignment():
+            return ()
+        start = await consumer.position(tp)
+        try:
+            found = await consumer.getmany(tp, timeout_ms=timeout_ms, max_records=max_records)
+        except _KAFKA_OWN:
+            self._alone.insert(0, tp)
+            raise
+        except Exception:
+            consumer.seek(tp, start)
+            return await self._one_at_a_time(consumer, tp, timeout_ms, max_records)
+        return tuple(found.get(tp, ()))
+
+    @staticmethod
+    async def _one_at_a_time(
+        consumer: AIOKafkaConsumer, tp: TopicPartition, timeout_ms: int, max_records: int | None
+    ) -> Records:
+        """``tp``'s records up to the first that cannot be read, that one as unreadable."""
+        records: list[ConsumerRecord[Any, Any]] = []
+        while max_records is None or len(records) < max_records:
+            offset = await consumer.position(tp)
+            try:
+                found = await consumer.getmany(tp, timeout_ms=timeout_ms, max_records=1)
+            except _KAFKA_OWN:
+                raise
+            except Exception as error:
+                consumer.seek(tp, offset + 1)
+                log.error("%s:%d@%d cannot be read: %r", tp.topic, tp.partition, offset, error)
+                why = f"the Kafka client cannot read this record: {error!r}"[:300]
+                records.append(
+                    UnreadableRecord(
+                        tp.topic, tp.partition, offset, -1, 0, None, None, None, -1, -1, (), why
+                    )
+                )
+                break
+            if not found.get(tp):
+                break  # read to its end: the failure did not come back
+            records += found[tp]
+        return tuple(records)

@@ -14,6 +14,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import TopicAuthorizationFailedError
 from aiokafka.protocol.metadata import MetadataRequest
+from aiokafka.record.util import calc_crc32c
 
 from contracts import (
     EXTERNAL,
@@ -132,6 +133,27 @@ async def send_records(
             for key, value, headers in records
         ]
         await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def send_unreadable(
+    settings: Settings, logical_topic: str, key: bytes, value: bytes, partition: int
+) -> int:
+    """Send one record with a header key that is not UTF-8, as a client other than aiokafka
+    can (librdkafka takes a header name as bytes): the broker keeps it, aiokafka raises
+    UnicodeDecodeError parsing it. Its offset."""
+    producer = AIOKafkaProducer(**client_options(as_admin(settings)), acks="all")
+    await producer.start()
+    try:
+        batch = producer.create_batch()
+        batch.append(key=key, value=value, timestamp=None, headers=[("Q", b"v")])
+        raw = bytearray(batch._builder.build())
+        raw[raw.index(b"Q\x02v")] = 0xFF  # the header key "Q" becomes b"\xff"
+        raw[17:21] = calc_crc32c(bytes(raw[21:])).to_bytes(4, "big")  # the batch's CRC again
+        batch._buffer = bytes(raw)
+        sent = await producer.send_batch(batch, settings.topic(logical_topic), partition=partition)
+        return int((await sent).offset)
     finally:
         await producer.stop()
 

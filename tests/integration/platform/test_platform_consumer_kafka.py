@@ -37,7 +37,7 @@ from services.shared.platform.consumer import Delivery, Subscription, with_unit_
 from services.shared.platform.consumer.topic_ids import TopicIdReader
 from services.shared.platform.host import KafkaService, ServiceDefinition
 from services.shared.platform.host import faststream as kafka_module
-from services.shared.platform.kafka import client_options, cluster_id
+from services.shared.platform.kafka import client_options, cluster_id, key_partition
 from services.shared.platform.settings import Settings, replace
 from services.shared.platform.store import UnitOfWork, open_application
 from tests.integration.platform.kafka_tools import (
@@ -47,6 +47,7 @@ from tests.integration.platform.kafka_tools import (
     relay_headers,
     send_raw,
     send_records,
+    send_unreadable,
     settings_for,
     signed_record,
 )
@@ -173,6 +174,34 @@ async def test_malformed_messages_land_in_dead_letters_and_the_service_goes_on(
         # still serving
         await send_raw(settings, TABLE_COMMANDS, [close("4")])
         await wait_for(lambda: total(host.app) == 7)
+
+
+async def test_a_record_the_kafka_client_cannot_read_is_passed_over_and_nothing_is_lost(
+    kafka_bootstrap: str, tmp_path: Path, store_env: dict[str, str] | None
+) -> None:
+    """A header key that is not UTF-8 (a forged record: aiokafka raises when it parses it)
+    ended the consume loop for good, and the records one fetch had taken with it from other
+    partitions were lost. It is dead-lettered by its place; the records around it, on its
+    partition and the others, are each handled once."""
+    settings = settings_for("counter", kafka_bootstrap, data_dir=tmp_path, postgres_env=store_env)
+    n = settings.topic_partitions
+    home = key_partition(b"t1", n)  # the unreadable record's partition
+    other = next(f"t{i}" for i in range(2, 99) if key_partition(f"t{i}".encode(), n) != home)
+    await send_raw(settings, TABLE_COMMANDS, [close("1", other), close("2", other), close("3")])
+    offset = await send_unreadable(settings, TABLE_COMMANDS, b"t1", close("100")[1], home)
+    await send_raw(settings, TABLE_COMMANDS, [close("5"), close("6", other)])  # after it
+    async with counter(settings) as host:  # one fetch takes them all
+        await host.wait_ready()
+        await wait_for(lambda: (total(host.app), total(host.app, other)) == (8, 9))
+        letters = await read_topic(settings, DEAD_LETTERS, lambda r: len(r) >= 1)
+        (letter,) = [r.message(DEAD_LETTERS) for r in letters]
+        assert isinstance(letter, DeadLetter)
+        assert (letter.original_topic, letter.offset) == (settings.topic(TABLE_COMMANDS), offset)
+        assert "cannot read this record" in letter.error and "UnicodeDecodeError" in letter.error
+        await send_raw(settings, TABLE_COMMANDS, [close("10")])  # still serving
+        await wait_for(lambda: total(host.app) == 18)
+        await asyncio.sleep(0.5)
+        assert (total(host.app), total(host.app, other)) == (18, 9)  # nothing twice
 
 
 async def test_forged_relay_headers_are_dead_letters_never_positions(

@@ -47,6 +47,7 @@ from services.shared.platform.kafka import (
     NOTIFICATION_HEADER,
     SIGNATURE_HEADER,
     SOURCE_HEADER,
+    UnreadableRecord,
     key_partition,
 )
 from services.shared.platform.security.signing import Keyring, Where, verify
@@ -308,6 +309,14 @@ class RecordIntake:
         bets = base_topic(logical) == BET_COMMANDS
         signed = owner is not None and base_topic(logical) not in UNSIGNED
         for record in records:
+            if isinstance(record, UnreadableRecord):  # its place only (kafka.SafeFetch)
+                if owner is None and record.offset < recorded:
+                    intake.duplicates += 1  # passed over before
+                    continue
+                if owner is None:
+                    recorded = intake.last = record.offset + 1
+                intake.refused.append((record, record.reason))
+                continue
             try:
                 position = (
                     record.offset + 1 if owner is None else relayed_position(record.headers, owner)

@@ -19,7 +19,6 @@ import gc
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from itertools import chain
 from typing import Any, Protocol
 
 from aiokafka import ConsumerRecord
@@ -43,6 +42,7 @@ from services.shared.platform.host.asyncapi import (
 from services.shared.platform.host.endpoints import ASYNCAPI_PATHS, ops_app
 from services.shared.platform.host.runner import AsgiServer, Started, start_endpoints
 from services.shared.platform.host.service import ServiceDefinition, ServiceLifespan, TApp
+from services.shared.platform.kafka import SafeFetch
 from services.shared.platform.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -123,11 +123,10 @@ def fetch_promptly(subscriber: Any, fetched: Callable[[int], Awaitable[None]]) -
     if not isinstance(subscriber, BatchSubscriber):  # its loop would die on every fetch
         raise TypeError(f"fetch_promptly needs FastStream's batch subscriber, not {subscriber!r}")
 
+    fetch = SafeFetch()  # a record aiokafka cannot parse would end the consume loop
+
     async def get_msg(consumer: Any) -> tuple[ConsumerRecord[Any, Any], ...]:
-        found = await consumer.getmany(
-            timeout_ms=subscriber.batch_timeout_ms, max_records=subscriber.max_records
-        )
-        records = tuple(chain.from_iterable(found.values()))
+        records = await fetch(consumer, subscriber.batch_timeout_ms, subscriber.max_records)
         await fetched(len(records))
         return records
 
