@@ -19,7 +19,17 @@ from services.tools.audit.seals import SealVerifier
 from services.tools.audit.stores import Row
 from services.tools.history.from_store import StoreFeed, read_state
 
-UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError, StopIteration)
+UNREADABLE = (
+    KeyError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    IndexError,
+    StopIteration,
+    ArithmeticError,  # a number JSON holds and Python cannot (1e400 as an int)
+    RecursionError,  # [[[...]]]
+)
+"""What reading a changed row may raise: each is a finding, never the audit's end."""
 _ROW_PREFIX = b"pb-row-v1"
 
 Late = Callable[[str, bytes, int], None]

@@ -28,9 +28,13 @@ Pending = tuple[int, bytes, bytes]  # notification id, row hash, originator id
 _notification_id = itemgetter(0)
 
 
-def expand_runs(runs: Iterable[Sequence[int]]) -> list[int]:
-    """A seal's ids from their runs: ``[[3, 5], [9, 9]]`` -> ``[3, 4, 5, 9]``."""
-    return [n for first, last in runs for n in range(first, last + 1)]
+def expand_runs(runs: Iterable[Sequence[int]], count: int | None = None) -> list[int]:
+    """A seal's ids from their runs: ``[[3, 5], [9, 9]]`` -> ``[3, 4, 5, 9]``; ValueError
+    unless they are ``count`` ids (checked first: a changed seal may ask for 10**12)."""
+    pairs = [(int(first), int(last)) for first, last in runs]
+    if count is not None and sum(max(0, last - first + 1) for first, last in pairs) != count:
+        raise ValueError(f"its runs of ids do not hold its count, {count}")
+    return [n for first, last in pairs for n in range(first, last + 1)]
 
 
 def unpack_fingerprints(packed: bytes) -> list[bytes]:
@@ -90,15 +94,15 @@ class SealVerifier:
         try:
             seal = read_json(state)
             from_id, to_id, count = int(seal["from_id"]), int(seal["to_id"]), int(seal["count"])
-            ids = expand_runs(seal["ids"])
+            ids = expand_runs(seal["ids"], count)
             # Decoded now (a damaged seal is unreadable), cut into fingerprints only to
             # locate a change (see _locate).
             packed = base64.b64decode(seal["fingerprints"])
             digest, previous = str(seal["digest"]), str(seal["previous_digest"])
-        except (ValueError, KeyError, TypeError) as error:
+        except (ValueError, KeyError, TypeError, ArithmeticError, RecursionError) as error:
             self._error(
                 Code.UNREADABLE_EVENT,
-                f"seal event cannot be read ({error}): it was changed",
+                f"seal event cannot be read ({str(error)[:200]}): it was changed",
                 notification_id,
             )
             return

@@ -6,7 +6,10 @@ import base64
 import json
 from uuid import uuid4
 
+import pytest
+
 from contracts import CloseBetting
+from services.shared.facts.settlement import CoupSettledFact
 from services.shared.platform.store.sealing import (
     SEALED_TOPIC,
     ZERO_DIGEST,
@@ -15,7 +18,10 @@ from services.shared.platform.store.sealing import (
     row_hash,
     seal_store,
 )
+from services.tools.audit.auditor import read_history
+from services.tools.audit.memory_stores import ListStore
 from services.tools.audit.seals import expand_runs, unpack_fingerprints
+from services.tools.audit.stores import Row
 from tests.unit.audit.helpers import play_history
 
 
@@ -59,3 +65,25 @@ def test_seals_chain_and_cover_every_row_once() -> None:
     ]
     covered = expand_runs(seals[0]["ids"]) + expand_runs(seals[1]["ids"])
     assert covered == list(range(1, seals[1]["to_id"] + 1))
+
+
+def test_a_seal_or_row_changed_to_numbers_python_cannot_hold_is_a_finding_not_a_crash() -> None:
+    """Rows an attacker wrote into a store: state nested past the recursion limit, a seal's
+    id as 1e400 (OverflowError) or runs of 10**12 ids (hours to expand). Each is reported
+    unreadable, at once; the audit goes on."""
+    origin = uuid4().bytes
+    seal = {"from_id": 0, "to_id": 1, "count": 1, "ids": [[1, 1]], "fingerprints": ""}
+    seal |= {"digest": "0" * 64, "previous_digest": "0" * 64}
+    states = {
+        CoupSettledFact.STORED_TOPIC: b'{"a":' + b"[" * 5000 + b"]" * 5000 + b"}",
+        SEALED_TOPIC: json.dumps(seal).replace('"from_id": 0', '"from_id": 1e400').encode(),
+    }
+    rows = [Row(1, origin, 1, topic, state) for topic, state in states.items()]
+    rows.append(
+        Row(1, origin, 1, SEALED_TOPIC, json.dumps({**seal, "ids": [[1, 10**12]]}).encode())
+    )
+    for row in rows:
+        _, findings, _ = read_history({"settlement": ListStore("settlement", [row])})
+        assert "unreadable_event" in {finding.code for finding in findings}
+    with pytest.raises(ValueError, match="count"):
+        expand_runs([[1, 10**12]], 1)
