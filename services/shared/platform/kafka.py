@@ -306,19 +306,27 @@ class SafeFetch:
     records it had taken from other partitions are lost with it (their positions moved on),
     and every fetch after it fails the same way. So, after such a failure, every partition is
     sought back to its committed offset (what was handled since is read again: the store's
-    positions make that safe) and read alone, each once; the one that fails is read a record
-    at a time from where it stood, up to the record that cannot be read, which is passed over
-    as an :class:`UnreadableRecord`. A record after it in the same batch cannot be read either
-    (the client parses a batch from its start): it is passed over the same way."""
+    positions make that safe), or with ``snapshot`` (a reader without a group, which commits
+    nothing) to where it stood before the fetch, and read alone, each once; the one that fails
+    is read a record at a time from where it stood, up to the record that cannot be read,
+    which is passed over as an :class:`UnreadableRecord`. A record after it in the same batch
+    may fail the same way (the client parses a batch from its start): it is then passed over
+    likewise."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, snapshot: bool = False) -> None:
         self._alone: list[TopicPartition] = []  # partitions still to read alone
+        self._snapshot = snapshot
 
     async def __call__(
         self, consumer: AIOKafkaConsumer, timeout_ms: int, max_records: int | None
     ) -> Records:
         if self._alone:
             return await self._next_alone(consumer, timeout_ms, max_records)
+        stood = (
+            {tp: await consumer.position(tp) for tp in consumer.assignment()}
+            if self._snapshot
+            else {}
+        )
         try:
             found = await consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
         except _KAFKA_OWN:
@@ -327,7 +335,7 @@ class SafeFetch:
             log.exception("a fetch raised; reading each partition alone to find the record")
             self._alone = sorted(consumer.assignment() - consumer.paused())
             for tp in self._alone:
-                committed = await consumer.committed(tp)
+                committed = stood[tp] if self._snapshot else await consumer.committed(tp)
                 if committed is None:
                     await consumer.seek_to_beginning(tp)
                 else:

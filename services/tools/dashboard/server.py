@@ -42,6 +42,7 @@ from contracts import (
     decode,
 )
 from services.shared.platform.host import AsgiServer, Started
+from services.shared.platform.kafka import SafeFetch
 from services.shared.platform.settings import (
     KafkaAuth,
     SettingsError,
@@ -99,6 +100,7 @@ class EventFollower:
         self.changed = asyncio.Event()
         self._consumer: AIOKafkaConsumer | None = None
         self._assigned: set[TopicPartition] = set()
+        self._fetch = SafeFetch(snapshot=True)  # no record stops it (it commits nothing)
 
     async def start(self, timeout: float = 30.0) -> None:
         consumer = AIOKafkaConsumer(
@@ -155,17 +157,18 @@ class EventFollower:
             if not self._assigned:
                 await asyncio.sleep(0.5)
                 continue
-            batches = await consumer.getmany(timeout_ms=200, max_records=5000)
-            for tp, records in batches.items():
-                logical = tp.topic[len(self.prefix) :]
-                for record in records:
-                    try:
-                        message = decode(logical, record.value)
-                    except ContractError:
-                        self.undecodable += 1
-                        continue
-                    self.model.apply(message, record.timestamp / 1000.0)
-            if batches:
+            records = await self._fetch(consumer, 200, 5000)
+            for record in records:
+                if record.value is None:  # a tombstone, or a record the client cannot read
+                    self.undecodable += 1
+                    continue
+                try:
+                    message = decode(record.topic[len(self.prefix) :], record.value)
+                except ContractError:
+                    self.undecodable += 1
+                    continue
+                self.model.apply(message, record.timestamp / 1000.0)
+            if records:
                 self.changed.set()
 
 
