@@ -104,12 +104,13 @@ class BetRequest(NamedTuple):  # not a frozen dataclass: see BetAnswer
 def content_key(
     table_id: str, coup_id: str, bettor_id: str, bet_type: str, amount: object, currency: str
 ) -> ContentKey:
-    try:
-        number = Decimal(str(amount))
+    text = str(amount)
+    try:  # ASCII only, as parse_amount reads it (Decimal reads other scripts' digits too)
+        number = Decimal(text) if text.isascii() else None
     except InvalidOperation:
         number = None
     # a NaN equals nothing and an sNaN raises when compared: those are keyed by their text
-    amount_key = number if number is not None and number.is_finite() else str(amount)
+    amount_key = number if number is not None and number.is_finite() else text
     return (table_id, coup_id, bettor_id, bet_type, amount_key, currency)
 
 

@@ -11,8 +11,8 @@ more than :data:`MAX_REPEAT_BEHIND` behind the highest is the device counting ag
 start (a power cycle): nothing is recorded until its count passes the highest recorded (its
 reads meanwhile never reach the shoe, which waits; the bridge logs each as an error: give the
 device a new id, ``PB_STUDIO_DEVICE``, to take its new count). A ``seq`` more than
-:data:`MAX_SKIP_AHEAD` past the highest is a garbled line, not a count: refused, or its gap would
-make every later read of the device a ``BACKWARDS`` one.
+:data:`MAX_SKIP_AHEAD` past the highest, or past :data:`MAX_SEQ_TAKEN`, is a garbled line, not a
+count: refused, or its gap would make every later read of the device a ``BACKWARDS`` one.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ MAX_SKIP_AHEAD = 1_000_000
 """How far past the highest ``seq`` a line may be and be taken (the numbers between are a gap):
 a shoe reads a card a second at most, so a million reads lost is days of a dealing table with
 no bridge. Further ahead: ``Taken.AHEAD``, not recorded."""
+MAX_SEQ_TAKEN = 10**12
+"""A ``seq`` no device reaches (30,000 years of a read a second): ``Taken.AHEAD`` however
+the device started, so that a garbled first line does not set where it starts."""
 
 
 class Taken(StrEnum):
@@ -98,7 +101,7 @@ class DeviceReads(Aggregate):
         if reported.device != self.device:
             raise ValueError(f"{reported.device!r} is not device {self.device!r}")
         seq, highest = reported.seq, self.highest
-        if highest is not None and seq > highest + MAX_SKIP_AHEAD:
+        if seq > MAX_SEQ_TAKEN or (highest is not None and seq > highest + MAX_SKIP_AHEAD):
             return Taken.AHEAD
         if isinstance(reported, Signalled) and reported.signal is Signal.HEARTBEAT:
             if highest is not None and seq > highest:  # its seq was used: never received

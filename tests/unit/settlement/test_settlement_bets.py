@@ -129,7 +129,7 @@ def test_a_resent_bet_gets_the_original_answer_and_changes_nothing(
     assert book is not None and book.bet_count == 1
 
 
-@pytest.mark.parametrize("amount", ["sNaN", "NaN", "-Infinity"])
+@pytest.mark.parametrize("amount", ["sNaN", "NaN", "-Infinity", "\u0661\u0660\u0660\u0660"])
 def test_a_resent_bet_whose_amount_is_not_a_number_gets_its_first_answer(
     app: SettlementApplication, amount: str
 ) -> None:

@@ -131,6 +131,8 @@ def test_a_seq_far_ahead_is_refused_and_the_device_goes_on() -> None:
         card(2 + MAX_SKIP_AHEAD, "3C"),
     )
     assert taken == [Taken.RECORDED, Taken.AHEAD, Taken.AHEAD, Taken.RECORDED, Taken.RECORDED]
+    first = bridge()  # a garbled first line does not set where the device starts
+    assert take_all(first, card(2**63 - 1), card(1)) == [Taken.AHEAD, Taken.RECORDED]
     assert [(r.what, r.seq, r.last_seq) for r in published(app)] == [
         ("card", 1, None),
         ("card", 2, None),
