@@ -23,6 +23,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import (
     ConsumerStoppedError,
+    CorruptRecordException,
     KafkaError,
     TopicAlreadyExistsError,
     TopicAuthorizationFailedError,
@@ -295,23 +296,35 @@ class UnreadableRecord(ConsumerRecord[Any, Any]):  # type: ignore[misc]
 
 
 Records = tuple[ConsumerRecord[Any, Any], ...]
-_KAFKA_OWN = (KafkaError, ConsumerStoppedError)  # the consume loop's to handle
+CAREFUL_WAIT_MS = 1000
+"""How long a partition read alone waits for its records (a fetch after a seek takes a while)."""
+CAREFUL_TRIES = 5
+"""Reads alone of a partition behind its high watermark that may come back empty."""
+
+
+def _unparsable(error: Exception) -> bool:
+    """A record the client cannot parse: C records raise what the bytes raise (UnicodeDecodeError
+    for a header key not UTF-8), pure-Python ones CorruptRecordException; other Kafka errors,
+    and a stopped consumer, are the consume loop's."""
+    return isinstance(error, CorruptRecordException) or not isinstance(
+        error, KafkaError | ConsumerStoppedError
+    )
 
 
 class SafeFetch:
     """``getmany`` that no record can stop.
 
-    aiokafka raises when it parses a record it cannot read (a header key that is not UTF-8:
-    ``UnicodeDecodeError``), which a forged record may hold. The fetch fails whole: the
-    records it had taken from other partitions are lost with it (their positions moved on),
-    and every fetch after it fails the same way. So, after such a failure, every partition is
-    sought back to its committed offset (what was handled since is read again: the store's
-    positions make that safe), or with ``snapshot`` (a reader without a group, which commits
-    nothing) to where it stood before the fetch, and read alone, each once; the one that fails
-    is read a record at a time from where it stood, up to the record that cannot be read,
-    which is passed over as an :class:`UnreadableRecord`. A record after it in the same batch
-    may fail the same way (the client parses a batch from its start): it is then passed over
-    likewise."""
+    aiokafka raises when it parses a record it cannot read (a header key that is not UTF-8),
+    which a forged record may hold. The fetch fails whole: the records it had taken from other
+    partitions are lost with it (their positions moved on), and every fetch that reaches the
+    record fails the same way. So, after such a failure, every partition is sought back to its
+    committed offset (what was handled since is read again: the store's positions make that
+    safe), or with ``snapshot`` (a reader without a group, which commits nothing) to where it
+    stood before the fetch, and read alone, each once; the one that fails is read a record at a
+    time from where it stood, and a record that cannot be read is passed over as an
+    :class:`UnreadableRecord`. The client parses a batch from its start, so the records after
+    it in its batch cannot be read either: each is passed over likewise, up to the first
+    record read (the next batch), and the fetch goes on as before."""
 
     def __init__(self, *, snapshot: bool = False) -> None:
         self._alone: list[TopicPartition] = []  # partitions still to read alone
@@ -321,7 +334,7 @@ class SafeFetch:
         self, consumer: AIOKafkaConsumer, timeout_ms: int, max_records: int | None
     ) -> Records:
         if self._alone:
-            return await self._next_alone(consumer, timeout_ms, max_records)
+            return await self._next_alone(consumer, max_records)
         stood = (
             {tp: await consumer.position(tp) for tp in consumer.assignment()}
             if self._snapshot
@@ -329,9 +342,9 @@ class SafeFetch:
         )
         try:
             found = await consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
-        except _KAFKA_OWN:
-            raise
-        except Exception:
+        except Exception as error:
+            if not _unparsable(error):
+                raise
             log.exception("a fetch raised; reading each partition alone to find the record")
             self._alone = sorted(consumer.assignment() - consumer.paused())
             for tp in self._alone:
@@ -343,46 +356,63 @@ class SafeFetch:
             return ()
         return tuple(chain.from_iterable(found.values()))
 
-    async def _next_alone(
-        self, consumer: AIOKafkaConsumer, timeout_ms: int, max_records: int | None
-    ) -> Records:
+    async def _next_alone(self, consumer: AIOKafkaConsumer, max_records: int | None) -> Records:
         tp = self._alone.pop(0)
         if tp not in consumer.assignment():
             return ()
         start = await consumer.position(tp)
         try:
-            found = await consumer.getmany(tp, timeout_ms=timeout_ms, max_records=max_records)
-        except _KAFKA_OWN:
-            self._alone.insert(0, tp)
-            raise
-        except Exception:
-            consumer.seek(tp, start)
-            return await self._one_at_a_time(consumer, tp, timeout_ms, max_records)
-        return tuple(found.get(tp, ()))
-
-    @staticmethod
-    async def _one_at_a_time(
-        consumer: AIOKafkaConsumer, tp: TopicPartition, timeout_ms: int, max_records: int | None
-    ) -> Records:
-        """``tp``'s records up to the first that cannot be read, that one as unreadable."""
-        records: list[ConsumerRecord[Any, Any]] = []
-        while max_records is None or len(records) < max_records:
-            offset = await consumer.position(tp)
-            try:
-                found = await consumer.getmany(tp, timeout_ms=timeout_ms, max_records=1)
-            except _KAFKA_OWN:
+            return await _read_alone(consumer, tp, max_records)
+        except Exception as error:
+            if not _unparsable(error):
+                self._alone.append(tp)  # read again after the others
                 raise
-            except Exception as error:
-                consumer.seek(tp, offset + 1)
-                log.error("%s:%d@%d cannot be read: %r", tp.topic, tp.partition, offset, error)
-                why = f"the Kafka client cannot read this record: {error!r}"[:300]
-                records.append(
-                    UnreadableRecord(
-                        tp.topic, tp.partition, offset, -1, 0, None, None, None, -1, -1, (), why
-                    )
+        consumer.seek(tp, start)
+        return await _one_at_a_time(consumer, tp, max_records)
+
+
+async def _read_alone(
+    consumer: AIOKafkaConsumer, tp: TopicPartition, max_records: int | None
+) -> Records:
+    """``tp``'s next records, read alone (none: it is read to its end, or stays silent)."""
+    for _ in range(CAREFUL_TRIES):
+        found = await consumer.getmany(tp, timeout_ms=CAREFUL_WAIT_MS, max_records=max_records)
+        if found.get(tp):
+            return tuple(found[tp])
+        highwater = consumer.highwater(tp)
+        if highwater is not None and await consumer.position(tp) >= highwater:
+            break
+    return ()
+
+
+async def _one_at_a_time(
+    consumer: AIOKafkaConsumer, tp: TopicPartition, max_records: int | None
+) -> Records:
+    """``tp``'s records one at a time, those that cannot be read passed over, up to the first
+    record read after them (or ``max_records``, or its end)."""
+    records: list[ConsumerRecord[Any, Any]] = []
+    passed = False
+    while max_records is None or len(records) < max_records:
+        offset = await consumer.position(tp)  # a failed read leaves it where it was
+        try:
+            read = await _read_alone(consumer, tp, 1)
+        except Exception as error:
+            if not _unparsable(error):
+                raise
+            consumer.seek(tp, offset + 1)
+            log.error("%s:%d@%d cannot be read: %r", tp.topic, tp.partition, offset, error)
+            why = (
+                "the Kafka client cannot read this record, or one before it in its batch: "
+                f"{error!r}"
+            )[:300]
+            records.append(
+                UnreadableRecord(
+                    tp.topic, tp.partition, offset, -1, 0, None, None, None, -1, -1, (), why
                 )
-                break
-            if not found.get(tp):
-                break  # read to its end: the failure did not come back
-            records += found[tp]
-        return tuple(records)
+            )
+            passed = True
+            continue
+        records += read
+        if not read or passed:
+            break
+    return tuple(records)

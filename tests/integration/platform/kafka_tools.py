@@ -138,16 +138,24 @@ async def send_records(
 
 
 async def send_unreadable(
-    settings: Settings, logical_topic: str, key: bytes, value: bytes, partition: int
+    settings: Settings,
+    logical_topic: str,
+    key: bytes,
+    values: Sequence[bytes],
+    unreadable: int,
+    partition: int,
 ) -> int:
-    """Send one record with a header key that is not UTF-8, as a client other than aiokafka
-    can (librdkafka takes a header name as bytes): the broker keeps it, aiokafka raises
-    UnicodeDecodeError parsing it. Its offset."""
+    """Send ``values`` in one record batch, record ``unreadable`` with a header key that is not
+    UTF-8, as a client other than aiokafka can write it (librdkafka takes a header name as
+    bytes): the broker keeps it, aiokafka raises UnicodeDecodeError parsing it. The batch's
+    first offset."""
     producer = AIOKafkaProducer(**client_options(as_admin(settings)), acks="all")
     await producer.start()
     try:
         batch = producer.create_batch()
-        batch.append(key=key, value=value, timestamp=None, headers=[("Q", b"v")])
+        for index, value in enumerate(values):
+            headers = [("Q", b"v")] if index == unreadable else []
+            batch.append(key=key, value=value, timestamp=None, headers=headers)
         raw = bytearray(batch._builder.build())
         raw[raw.index(b"Q\x02v")] = 0xFF  # the header key "Q" becomes b"\xff"
         raw[17:21] = calc_crc32c(bytes(raw[21:])).to_bytes(4, "big")  # the batch's CRC again

@@ -180,28 +180,35 @@ async def test_a_record_the_kafka_client_cannot_read_is_passed_over_and_nothing_
     kafka_bootstrap: str, tmp_path: Path, store_env: dict[str, str] | None
 ) -> None:
     """A header key that is not UTF-8 (a forged record: aiokafka raises when it parses it)
-    ended the consume loop for good, and the records one fetch had taken with it from other
-    partitions were lost. It is dead-lettered by its place; the records around it, on its
+    ended the consume loop for good, and the records a fetch had taken with it from other
+    partitions were lost. It is dead-lettered by its place, and so is the record after it in
+    its batch (the client parses a batch from its start); the records around them, on its
     partition and the others, are each handled once."""
     settings = settings_for("counter", kafka_bootstrap, data_dir=tmp_path, postgres_env=store_env)
     n = settings.topic_partitions
     home = key_partition(b"t1", n)  # the unreadable record's partition
     other = next(f"t{i}" for i in range(2, 99) if key_partition(f"t{i}".encode(), n) != home)
     await send_raw(settings, TABLE_COMMANDS, [close("1", other), close("2", other), close("3")])
-    offset = await send_unreadable(settings, TABLE_COMMANDS, b"t1", close("100")[1], home)
+    batch = [close("50")[1], close("100")[1], close("200")[1]]  # one batch, the second forged
+    first = await send_unreadable(settings, TABLE_COMMANDS, b"t1", batch, 1, home)
     await send_raw(settings, TABLE_COMMANDS, [close("5"), close("6", other)])  # after it
-    async with counter(settings) as host:  # one fetch takes them all
+    async with counter(settings) as host:  # a fetch may take them all
         await host.wait_ready()
-        await wait_for(lambda: (total(host.app), total(host.app, other)) == (8, 9))
-        letters = await read_topic(settings, DEAD_LETTERS, lambda r: len(r) >= 1)
-        (letter,) = [r.message(DEAD_LETTERS) for r in letters]
-        assert isinstance(letter, DeadLetter)
-        assert (letter.original_topic, letter.offset) == (settings.topic(TABLE_COMMANDS), offset)
-        assert "cannot read this record" in letter.error and "UnicodeDecodeError" in letter.error
+        await wait_for(lambda: (total(host.app), total(host.app, other)) == (58, 9), 60)
+        letters = await read_topic(settings, DEAD_LETTERS, lambda r: len(r) >= 2)
+        dead = [r.message(DEAD_LETTERS) for r in letters]
+        assert all(isinstance(letter, DeadLetter) for letter in dead)
+        assert sorted((d.original_topic, d.offset) for d in dead if isinstance(d, DeadLetter)) == [
+            (settings.topic(TABLE_COMMANDS), first + 1),
+            (settings.topic(TABLE_COMMANDS), first + 2),
+        ]
+        for letter in dead:
+            assert isinstance(letter, DeadLetter) and "cannot read this record" in letter.error
+            assert "UnicodeDecodeError" in letter.error
         await send_raw(settings, TABLE_COMMANDS, [close("10")])  # still serving
-        await wait_for(lambda: total(host.app) == 18)
+        await wait_for(lambda: total(host.app) == 68)
         await asyncio.sleep(0.5)
-        assert (total(host.app), total(host.app, other)) == (18, 9)  # nothing twice
+        assert (total(host.app), total(host.app, other)) == (68, 9)  # nothing twice
 
 
 async def test_forged_relay_headers_are_dead_letters_never_positions(

@@ -1,6 +1,8 @@
 """kafka.SafeFetch against a consumer that fails as aiokafka does on a record it cannot parse:
-the records one fetch took from other partitions are lost with the failure (their positions
-moved on), and every fetch that reaches the record fails again."""
+a fetch drains the partitions one after another, so the records it took from those before the
+failure are lost with it (their positions moved on); a batch is parsed from its start, so a
+record after the bad one in its batch cannot be read either; a failed read leaves the
+partition's position where it was."""
 
 from __future__ import annotations
 
@@ -11,21 +13,22 @@ from aiokafka import ConsumerRecord, TopicPartition
 from services.shared.platform.kafka import SafeFetch, UnreadableRecord
 
 GOOD, BAD = TopicPartition("t", 0), TopicPartition("t", 1)
+BATCHES = {GOOD: [range(0, 5)], BAD: [range(0, 4), range(4, 6)]}  # BAD's offset 2 is forged
 
 
 class PoisonedConsumer:
-    """Five records a partition; ``BAD``'s offset 2 cannot be parsed. A fetch drains the
-    partitions in order, moving each one's position as it goes, and raises on the record."""
-
     def __init__(self) -> None:
         self.positions = {GOOD: 0, BAD: 0}
-        self.committed_offsets = {GOOD: 0, BAD: 0}
+        self.committed_offsets: dict[TopicPartition, int] = {GOOD: 0, BAD: 0}
 
     def assignment(self) -> set[TopicPartition]:
         return set(self.positions)
 
     def paused(self) -> set[TopicPartition]:
         return set()
+
+    def highwater(self, tp: TopicPartition) -> int:
+        return BATCHES[tp][-1].stop
 
     async def position(self, tp: TopicPartition) -> int:
         return self.positions[tp]
@@ -44,15 +47,24 @@ class PoisonedConsumer:
     ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
         found: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
         for tp in partitions or (GOOD, BAD):
-            start = self.positions[tp]
-            for offset in range(start, min(5, start + (max_records or 5))):
-                if tp == BAD and offset == 2:
-                    raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
-                record = ConsumerRecord(
-                    tp.topic, tp.partition, offset, 0, 0, b"k", b"v", None, 1, 1, ()
-                )
-                found.setdefault(tp, []).append(record)
-                self.positions[tp] = offset + 1
+            taken: list[ConsumerRecord[Any, Any]] = []
+            for batch in BATCHES[tp]:
+                if batch.stop <= self.positions[tp] or len(taken) == (max_records or 99):
+                    continue
+                for offset in batch:  # parsed from the batch's start, as far as is read
+                    if len(taken) == (max_records or 99):
+                        break
+                    if tp == BAD and offset == 2:
+                        raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+                    if offset >= self.positions[tp]:
+                        taken.append(
+                            ConsumerRecord(
+                                "t", tp.partition, offset, 0, 0, b"k", b"v", None, 1, 1, ()
+                            )
+                        )
+            if taken:
+                found[tp] = taken
+                self.positions[tp] = taken[-1].offset + 1  # this partition's, before the next
         return found
 
 
@@ -65,21 +77,22 @@ async def _read_all(fetch: SafeFetch, consumer: PoisonedConsumer) -> list[tuple[
     return seen
 
 
-async def test_each_record_comes_once_and_the_unreadable_one_by_its_place() -> None:
+EXPECTED = [(0, n, "record") for n in range(5)] + [
+    (1, 0, "record"),
+    (1, 1, "record"),
+    (1, 2, "unreadable"),
+    (1, 3, "unreadable"),  # after it in its batch
+    (1, 4, "record"),
+    (1, 5, "record"),
+]
+
+
+async def test_each_record_comes_once_and_those_that_cannot_be_read_by_their_place() -> None:
     consumer = PoisonedConsumer()
-    seen = await _read_all(SafeFetch(), consumer)
-    assert sorted(seen) == [(0, n, "record") for n in range(5)] + [
-        (1, 0, "record"),
-        (1, 1, "record"),
-        (1, 2, "unreadable"),
-        (1, 3, "record"),
-        (1, 4, "record"),
-    ]
+    assert sorted(await _read_all(SafeFetch(), consumer)) == EXPECTED
 
 
 async def test_a_reader_without_a_group_goes_back_to_where_it_stood() -> None:
     consumer = PoisonedConsumer()
     consumer.committed_offsets = {}  # it commits nothing: committed() is never asked
-    seen = await _read_all(SafeFetch(snapshot=True), consumer)
-    assert len(seen) == len(set(seen)) == 10
-    assert (1, 2, "unreadable") in seen
+    assert sorted(await _read_all(SafeFetch(snapshot=True), consumer)) == EXPECTED
