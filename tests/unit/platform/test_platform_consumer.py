@@ -587,6 +587,41 @@ async def test_a_record_decoding_fails_on_by_a_bug_is_a_dead_letter_not_a_frozen
     assert h.kafka.committed == {TopicPartition(COMMANDS, 0): 3}
 
 
+async def test_a_refused_bet_whose_answer_fails_by_a_bug_is_a_dead_letter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A PlaceBet the contract refuses is answered (``refused_bet``); should making the answer
+    raise, the record is dead-lettered, not read again for ever."""
+
+    def broken(error: Any, key: Any) -> Any:
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(intake, "refused_bet", broken)
+    h = Harness()
+    bad = {
+        **json.loads(
+            encode(
+                PlaceBet(
+                    table_id="t1",
+                    bet_id="b1",
+                    coup_id="c",
+                    bettor_id="p",
+                    bet_type="player",
+                    amount=1,
+                    currency="EUR",
+                )
+            )
+        ),
+        "odds": 2,
+    }
+    await h.feed(
+        record(0, json.dumps(bad).encode(), topic="p." + BET_COMMANDS), record(1, close("3"))
+    )
+    (letter,) = h.dead_letters()
+    assert letter.offset == 0 and "odds" in letter.error
+    assert h.total == 3
+
+
 async def test_an_external_message_its_handler_fails_on_is_dead_lettered() -> None:
     h = Harness()
     await h.feed(record(0, close("1")), record(1, close("boom")), record(2, close("2")))

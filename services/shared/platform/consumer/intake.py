@@ -341,7 +341,7 @@ class RecordIntake:
             try:
                 message: Message = decode(logical, record.value)
             except ContractError as error:
-                found = refused_bet(error, record.key) if bets else None
+                found = _answerable(error, record.key) if bets else None
                 if found is None:
                     intake.refused.append((record, error.reason))
                     continue
@@ -445,6 +445,16 @@ _BET_ID: TypeAdapter[str] = TypeAdapter(BetId)
 TABLE_ID: TypeAdapter[str] = TypeAdapter(TableId)
 _IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)
 _ECHOED: TypeAdapter[str] = TypeAdapter(EchoedText)
+
+
+def _answerable(error: ContractError, key: bytes | None) -> tuple[PlaceBet, Refusal] | None:
+    """:func:`refused_bet`, or None (a dead letter) should it raise: like decoding, it is pure,
+    and what it raised once it would raise at every reading of the record."""
+    try:
+        return refused_bet(error, key)
+    except Exception:
+        log.exception("answering a refused bet raised; it is dead-lettered")
+        return None
 
 
 def refused_bet(error: ContractError, key: bytes | None) -> tuple[PlaceBet, Refusal] | None:
