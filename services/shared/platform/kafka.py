@@ -374,14 +374,16 @@ class SafeFetch:
 async def _read_alone(
     consumer: AIOKafkaConsumer, tp: TopicPartition, max_records: int | None
 ) -> Records:
-    """``tp``'s next records, read alone (none: it is read to its end, or stays silent)."""
+    """``tp``'s next records, read alone (none: it is read to its end, or stays silent). A
+    partition at its high watermark is not waited for (a fetch that failed on a record set its
+    partition's above the record)."""
     for _ in range(CAREFUL_TRIES):
-        found = await consumer.getmany(tp, timeout_ms=CAREFUL_WAIT_MS, max_records=max_records)
-        if found.get(tp):
-            return tuple(found[tp])
         highwater = consumer.highwater(tp)
         if highwater is not None and await consumer.position(tp) >= highwater:
             break
+        found = await consumer.getmany(tp, timeout_ms=CAREFUL_WAIT_MS, max_records=max_records)
+        if found.get(tp):
+            return tuple(found[tp])
     return ()
 
 
