@@ -128,7 +128,7 @@ class CachingSQLitePool(SQLiteConnectionPool):
     """eventsourcing's pool of SQLite connections, each keeping :data:`STATEMENTS_CACHED`
     prepared statements. eventsourcing's own connects with ``cached_statements=True``, which
     sqlite3 reads as a cache of one statement: each statement of a transaction was parsed again
-    every time it ran (BENCHMARKS.md, "SQLite's statement cache")."""
+    every time it ran (BENCHMARKS.md, "Counted instructions, and what they found")."""
 
     def _create_connection(self) -> SQLiteConnection:
         try:
